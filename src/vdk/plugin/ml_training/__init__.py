@@ -1,0 +1,1 @@
+"""vdk-ml-training: train unmodified PyTorch / Hugging Face code with VDK."""

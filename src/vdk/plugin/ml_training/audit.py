@@ -1,0 +1,76 @@
+"""Who deployed what, from which commit: the provenance recorded with every image and run."""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Provenance:
+    git_commit: str | None  # HEAD of the repository holding the job dir, None outside git
+    git_dirty: bool  # the job dir differs from HEAD (changed or untracked files)
+    git_diff_sha256: str | None  # hash of those differences, so a dirty run can still be matched
+    git_remote: str | None  # origin's URL, for org.opencontainers.image.source
+    deployer: str
+    created: str  # ISO 8601, UTC, seconds
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _git(job_dir: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(job_dir), *args], capture_output=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+def _diff_hash(job_dir: Path) -> str | None:
+    diff = _git(job_dir, "diff", "--binary", "HEAD", "--", ".")
+    untracked = _git(job_dir, "ls-files", "--others", "--exclude-standard", "-z", "--", ".")
+    if not diff and not untracked:
+        return None
+    digest = hashlib.sha256((diff or "").encode())
+    for name in sorted(n for n in (untracked or "").split("\0") if n):
+        digest.update(b"\0" + name.encode())
+        try:
+            digest.update(hashlib.sha256((job_dir / name).read_bytes()).digest())
+        except OSError:
+            pass
+    return digest.hexdigest()
+
+
+def _deployer(job_dir: Path) -> str:
+    email = (_git(job_dir, "config", "user.email") or "").strip()
+    if email:
+        return email
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER", "unknown")
+
+
+def collect(job_dir: Path | str, now: datetime | None = None) -> Provenance:
+    """Provenance of a job directory as it is now."""
+    job_dir = Path(job_dir)
+    commit = (_git(job_dir, "rev-parse", "HEAD") or "").strip() or None
+    diff_hash = _diff_hash(job_dir) if commit else None
+    remote = (_git(job_dir, "config", "--get", "remote.origin.url") or "").strip() or None
+    created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    return Provenance(
+        git_commit=commit,
+        git_dirty=diff_hash is not None,
+        git_diff_sha256=diff_hash,
+        git_remote=remote,
+        deployer=_deployer(job_dir),
+        created=created.isoformat().replace("+00:00", "Z"),
+    )

@@ -1,0 +1,39 @@
+"""The plugin's own error types: every message says what is wrong and what to do about it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MLTrainingError(Exception):
+    """Base of every error the plugin reports to a user. `fix` says what to do next."""
+
+    def __init__(self, problem: str, fix: str = ""):
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        return f"{self.problem}\nFix: {self.fix}" if self.fix else self.problem
+
+
+class JobConfigError(MLTrainingError):
+    """A job's config.ini (or a setting that stands in for it) is not valid."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        problem: str,
+        fix: str,
+        section: str | None = None,
+        key: str | None = None,
+    ):
+        self.path = Path(path)
+        self.section = section
+        self.key = key
+        where = str(self.path)
+        if section and key:
+            where += f" [{section}] {key}"
+        elif section:
+            where += f" [{section}]"
+        super().__init__(f"{where}: {problem}", fix)

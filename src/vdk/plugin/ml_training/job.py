@@ -1,0 +1,586 @@
+"""The ML job model: a job directory's config.ini parsed and validated into one `MLJobSpec`.
+
+Everything else in the plugin (local runs, images, Kubernetes manifests) reads the spec, never
+config.ini. The spec knows no screen, no cluster and no registry: it only holds validated values.
+"""
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import difflib
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Mapping
+
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.units import format_bytes
+from vdk.plugin.ml_training.units import parse_duration
+from vdk.plugin.ml_training.units import parse_quantity
+
+JOB_TYPE = "ml-training"
+SECTION = "ml-training"
+ENV_SECTION = "ml-training.env"
+CONFIG_FILE = "config.ini"
+
+DEFAULT_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+BACKENDS = ("auto", "pytorchjob", "trainjob", "job")
+# Job name + "-" + an 8-character run id + suffixes such as "-worker-15" must stay a 63-char DNS label.
+MAX_JOB_NAME_LENGTH = 40
+
+# Launchers and operators set these; a job that sets them too breaks distributed start-up.
+RESERVED_ENV = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "JOB_COMPLETION_INDEX",
+    }
+)
+RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "VDK_ML_TRAINING_")
+
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_MIG_PROFILE = re.compile(r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+me)?$")
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAIN_GUARD = re.compile(
+    r"^if\s+(__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__)\s*:", re.M
+)
+# host[:port]/path[:tag][@digest], as in the distribution reference grammar (kept lenient on hosts).
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?)"
+_IMAGE_REFERENCE = re.compile(
+    rf"^(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+_REGISTRY = re.compile(rf"^{_HOST}(?:/{_PATH_COMPONENT})*$")
+_PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
+
+
+@dataclass(frozen=True)
+class Entrypoint:
+    """What the training process runs: a script in the job dir, or a module (`-m pkg.mod`)."""
+
+    target: str
+    is_module: bool = False
+
+    def argv(self) -> list[str]:
+        """The part of a `python ...` / `torchrun ...` command line that names the entrypoint."""
+        return ["-m", self.target] if self.is_module else [self.target]
+
+    def __str__(self) -> str:
+        return " ".join(self.argv())
+
+
+@dataclass(frozen=True)
+class NodeRange:
+    """Number of machines; `min != max` means elastic training."""
+
+    min: int
+    max: int
+
+    @property
+    def elastic(self) -> bool:
+        return self.min != self.max
+
+    def __str__(self) -> str:
+        return f"{self.min}:{self.max}" if self.elastic else str(self.min)
+
+
+@dataclass(frozen=True)
+class Accelerators:
+    """GPUs per node: a count of whole GPUs, or one MIG slice of `mig_profile`."""
+
+    count: int
+    mig_profile: str | None = None
+
+    @property
+    def resource_name(self) -> str | None:
+        """The Kubernetes extended resource to request, or None for CPU-only."""
+        if self.mig_profile:
+            return f"nvidia.com/mig-{self.mig_profile}"
+        return "nvidia.com/gpu" if self.count else None
+
+    @property
+    def devices(self) -> int:
+        """How many devices a node's processes see."""
+        return 1 if self.mig_profile else self.count
+
+    def __str__(self) -> str:
+        return self.mig_profile or str(self.count)
+
+
+@dataclass(frozen=True)
+class MLJobSpec:
+    """One ml-training job, fully validated. Build it with `load_job_spec`."""
+
+    name: str
+    job_dir: Path
+    team: str | None
+    entrypoint: Entrypoint
+    args: tuple[str, ...]
+    nodes: NodeRange
+    gpus_per_node: Accelerators
+    procs_per_node: int
+    cpu: str
+    memory: str
+    shm_size: str
+    base_image: str
+    base_python_version: str | None
+    base_provides: tuple[str, ...]
+    backend: str
+    queue: str | None
+    priority_class: str | None
+    max_restarts: int
+    max_runtime_seconds: int | None
+    ttl_after_finished_seconds: int
+    smoke_steps: int
+    smoke_processes: int
+    smoke_timeout_seconds: int
+    env: tuple[tuple[str, str], ...]
+    registry: str | None
+    namespace: str | None
+    kube_context: str | None
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    @property
+    def max_world_size(self) -> int:
+        return self.nodes.max * self.procs_per_node
+
+    @property
+    def config_path(self) -> Path:
+        return self.job_dir / CONFIG_FILE
+
+    def command_args(self) -> list[str]:
+        """Entrypoint and its arguments, as they follow `python` or `torchrun` on a command line."""
+        return self.entrypoint.argv() + list(self.args)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view of what defines the training run (not where the job dir lies)."""
+        data = dataclasses.asdict(self)
+        data.pop("job_dir")
+        data["entrypoint"] = str(self.entrypoint)
+        data["nodes"] = str(self.nodes)
+        data["gpus_per_node"] = str(self.gpus_per_node)
+        data["args"] = list(self.args)
+        data["base_provides"] = list(self.base_provides)
+        data["env"] = dict(self.env)
+        return data
+
+    def fingerprint(self) -> str:
+        """sha256 of `to_dict()`: equal for equal specs, whichever checkout they come from."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def kubernetes_name(self, name: str | None = None) -> str:
+        """The job name as Kubernetes will carry it; raises JobConfigError if it cannot be one."""
+        return kubernetes_job_name(name or self.name, self.config_path)
+
+
+def kubernetes_job_name(name: str, config_path: Path) -> str:
+    """`name` if it is a DNS-1035 label short enough for run and pod names, else a JobConfigError."""
+    if _DNS_1035.match(name) and len(name) <= MAX_JOB_NAME_LENGTH:
+        return name
+    suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    suggestion = re.sub(r"^[^a-z]+", "", suggestion)[:MAX_JOB_NAME_LENGTH].rstrip("-") or "my-job"
+    raise JobConfigError(
+        config_path.parent,
+        f"the job name {name!r} cannot be a Kubernetes name (lower-case letters, digits and '-', "
+        f"starting with a letter, at most {MAX_JOB_NAME_LENGTH} characters)",
+        f"rename the job directory or deploy with `--name {suggestion}`",
+    )
+
+
+def read_config(job_dir: Path) -> configparser.ConfigParser:
+    """config.ini of a job dir, keys case-preserved (environment names are case-sensitive)."""
+    path = Path(job_dir) / CONFIG_FILE
+    parser = configparser.ConfigParser(interpolation=None, strict=True)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        with open(path, encoding="utf-8") as f:
+            parser.read_file(f)
+    except FileNotFoundError:
+        raise JobConfigError(
+            path, "no config.ini in the job directory", "pass the job's directory, which holds config.ini"
+        ) from None
+    except (configparser.Error, UnicodeDecodeError) as e:
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise JobConfigError(path, f"cannot be read: {detail}", "fix the syntax of config.ini") from None
+    return parser
+
+
+def is_ml_job(job_dir: Path | str) -> bool:
+    """True if config.ini says `[job] type = ml-training`. Unreadable configs count as not ML."""
+    try:
+        parser = read_config(Path(job_dir))
+    except JobConfigError:
+        return False
+    for section in parser.sections():
+        if section.lower() == "job":
+            for key, value in parser.items(section):
+                if key.lower() == "type":
+                    return value.strip().lower() == JOB_TYPE
+    return False
+
+
+# --- parsing of single keys -----------------------------------------------------------------
+
+
+class _Keys:
+    """Reads one [ml-training] section; every failure names the file, key and fix."""
+
+    def __init__(self, path: Path, values: Mapping[str, str], settings: Mapping[str, Any]):
+        self.path = path
+        self.values = values
+        self.settings = settings
+
+    def error(self, key: str, problem: str, fix: str) -> JobConfigError:
+        if not self.values.get(key, "").strip() and key in self.settings:
+            problem = f"the value from VDK configuration (VDK_ML_TRAINING_{key.upper()}): {problem}"
+        return JobConfigError(self.path, problem, fix, SECTION, key)
+
+    def raw(self, key: str) -> str | None:
+        value = self.values.get(key)
+        if value is None or value.strip() == "":
+            value = self.settings.get(key)
+            value = None if value is None or str(value).strip() == "" else str(value)
+        return None if value is None else value.strip()
+
+    def integer(self, key: str, default: int, minimum: int, maximum: int = 1_000_000) -> int:
+        text = self.raw(key)
+        if text is None:
+            return default
+        if not re.fullmatch(r"[0-9]+", text) or not minimum <= int(text) <= maximum:
+            raise self.error(
+                key,
+                f"{text!r} is not a whole number from {minimum} to {maximum}",
+                f"set `{key} = {max(default, minimum)}` or another whole number in that range",
+            )
+        return int(text)
+
+    def duration(self, key: str, default: int | None, minimum: int) -> int | None:
+        text = self.raw(key)
+        if text is None:
+            return default
+        try:
+            seconds = parse_duration(text)
+        except ValueError:
+            seconds = -1
+        if seconds < minimum:
+            raise self.error(
+                key,
+                f"{text!r} is not a duration" + (" above zero" if minimum else ""),
+                f"write it like `{key} = 12h` (units s, m, h, d, w; `1h30m` works too)",
+            )
+        return seconds
+
+    def quantity(self, key: str, default: str) -> str:
+        text = self.raw(key) or default
+        try:
+            value = parse_quantity(text)
+        except ValueError:
+            value = None
+        if value is None or value <= 0:
+            example = "16Gi" if key in ("memory", "shm_size") else "4"
+            raise self.error(
+                key,
+                f"{text!r} is not a positive Kubernetes quantity",
+                f"write it like `{key} = {example}` (suffixes Ki Mi Gi Ti, k M G T, or m for milli)",
+            )
+        return text
+
+    def choice(self, key: str, default: str, options: tuple[str, ...]) -> str:
+        text = (self.raw(key) or default).lower()
+        if text not in options:
+            close = difflib.get_close_matches(text, options, n=1)
+            hint = f"did you mean `{close[0]}`? " if close else ""
+            raise self.error(key, f"{text!r} is not one of {', '.join(options)}", f"{hint}use one of {', '.join(options)}")
+        return text
+
+    def matching(self, key: str, pattern: re.Pattern, what: str, example: str) -> str | None:
+        text = self.raw(key)
+        if text is not None and (not pattern.match(text) or len(text) > 253):
+            raise self.error(key, f"{text!r} is not {what}", f"write it like `{key} = {example}`")
+        return text
+
+
+# --- the whole spec -------------------------------------------------------------------------
+
+# Keys of [ml-training], with a one-line meaning (used for suggestions and documentation).
+KEYS: dict[str, str] = {
+    "entrypoint": "script path relative to the job dir, or `-m package.module`",
+    "args": "arguments for the entrypoint, shell-quoted",
+    "nodes": "number of machines, or MIN:MAX for elastic",
+    "gpus_per_node": "0, an integer, or a MIG profile such as 1g.10gb",
+    "procs_per_node": "processes per node",
+    "cpu": "CPU per node (Kubernetes quantity)",
+    "memory": "memory per node (Kubernetes quantity)",
+    "shm_size": "size of the memory-backed /dev/shm",
+    "base_image": "image with Python + torch that the code is layered onto",
+    "base_python_version": "Python version of base_image, when it is not a well-known image",
+    "base_provides": "packages base_image already has (comma-separated), when it is not a well-known image",
+    "backend": "auto, pytorchjob, trainjob or job",
+    "queue": "Kueue local queue",
+    "priority_class": "Kubernetes PriorityClass",
+    "max_restarts": "restarts before the job is failed",
+    "max_runtime": "the job is stopped after this long, e.g. 12h",
+    "ttl_after_finished": "how long finished jobs are kept",
+    "smoke_steps": "optimizer steps a smoke run performs",
+    "smoke_processes": "processes in a smoke run",
+    "smoke_timeout": "a smoke run that takes longer is stopped",
+    "registry": "OCI registry (and path) the job image is pushed to",
+    "namespace": "Kubernetes namespace",
+    "kube_context": "kubeconfig context",
+}
+# VDK configuration keys (VDK_ML_TRAINING_<KEY>) that a job's [ml-training] may override.
+SETTING_KEYS = ("registry", "namespace", "kube_context", "smoke_timeout", "base_image")
+DEFAULT_SMOKE_TIMEOUT = 600
+
+
+def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None) -> MLJobSpec:
+    """Parse and validate a job directory into an `MLJobSpec`.
+
+    `settings` are cluster-wide defaults from VDK configuration (keys of SETTING_KEYS), which the
+    job's [ml-training] section overrides. Raises JobConfigError, and nothing else, on bad input.
+    """
+    job_dir = Path(job_dir).resolve()
+    parser = read_config(job_dir)
+    path = job_dir / CONFIG_FILE
+    _check_sections(parser, path)
+    raw = dict(parser.items(SECTION)) if parser.has_section(SECTION) else {}
+    values = _normalise_keys(raw, path)
+    keys = _Keys(path, values, settings or {})
+
+    nodes = _nodes(keys)
+    gpus = _gpus(keys)
+    procs = keys.integer("procs_per_node", default=max(gpus.devices, 1), minimum=1, maximum=1024)
+    memory = keys.quantity("memory", "16Gi")
+    shm_size = keys.quantity("shm_size", format_bytes(parse_quantity(memory) / 2))
+    if parse_quantity(shm_size) > parse_quantity(memory):
+        raise keys.error(
+            "shm_size",
+            f"{shm_size} is more than memory ({memory}); /dev/shm counts against the memory limit",
+            f"lower shm_size or raise memory (by default shm_size is half of memory)",
+        )
+    smoke_default = 2 if nodes.max * procs > 1 else 1
+    return MLJobSpec(
+        name=job_dir.name,
+        job_dir=job_dir,
+        team=_team(parser),
+        entrypoint=_entrypoint(keys, job_dir),
+        args=_args(keys),
+        nodes=nodes,
+        gpus_per_node=gpus,
+        procs_per_node=procs,
+        cpu=keys.quantity("cpu", "4"),
+        memory=memory,
+        shm_size=shm_size,
+        base_image=keys.matching("base_image", _IMAGE_REFERENCE, "an image reference", DEFAULT_BASE_IMAGE)
+        or DEFAULT_BASE_IMAGE,
+        base_python_version=keys.matching("base_python_version", _PYTHON_VERSION, "a Python version", "3.11"),
+        base_provides=_base_provides(keys),
+        backend=keys.choice("backend", "auto", BACKENDS),
+        queue=keys.matching("queue", _DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
+        priority_class=keys.matching(
+            "priority_class", _DNS_1123_SUBDOMAIN, "a PriorityClass name", "high-priority"
+        ),
+        max_restarts=keys.integer("max_restarts", default=3, minimum=0, maximum=1000),
+        max_runtime_seconds=keys.duration("max_runtime", default=None, minimum=1),
+        ttl_after_finished_seconds=keys.duration("ttl_after_finished", default=7 * 86400, minimum=0) or 0,
+        smoke_steps=keys.integer("smoke_steps", default=1, minimum=1, maximum=100_000),
+        smoke_processes=keys.integer("smoke_processes", default=smoke_default, minimum=1, maximum=64),
+        smoke_timeout_seconds=keys.duration("smoke_timeout", default=DEFAULT_SMOKE_TIMEOUT, minimum=1)
+        or DEFAULT_SMOKE_TIMEOUT,
+        env=_env(parser, path),
+        registry=keys.matching("registry", _REGISTRY, "a registry address", "registry.example.com/ml"),
+        namespace=keys.matching("namespace", _DNS_1123_LABEL, "a Kubernetes namespace", "ml-team"),
+        kube_context=keys.raw("kube_context"),
+    )
+
+
+def _check_sections(parser: configparser.ConfigParser, path: Path) -> None:
+    known = (SECTION, ENV_SECTION)
+    for section in parser.sections():
+        if section in known:
+            continue
+        lowered = section.lower().replace("_", "-")
+        if lowered in known or (lowered.startswith("ml") and difflib.get_close_matches(lowered, known, n=1)):
+            close = difflib.get_close_matches(lowered, known, n=1, cutoff=0.0)[0]
+            raise JobConfigError(
+                path, f"unknown section [{section}]", f"rename it to [{close}]", section=section
+            )
+
+
+def _normalise_keys(raw: Mapping[str, str], path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for key, value in raw.items():
+        name = key.strip().lower().replace("-", "_")
+        if name not in KEYS:
+            close = closest(name, list(KEYS))
+            fix = f"did you mean `{close}`?" if close else f"valid keys are: {', '.join(KEYS)}"
+            raise JobConfigError(path, f"unknown key {key!r}", fix, SECTION, key)
+        if name in values:
+            raise JobConfigError(path, "the key is set twice", "keep one of them", SECTION, key)
+        values[name] = value
+    return values
+
+
+def closest(word: str, options: list[str]) -> str | None:
+    """The option a user most likely meant: a near spelling, else one that starts with the word."""
+    near = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if near:
+        return near[0]
+    starts = [o for o in options if word and o.startswith(word)]
+    return starts[0] if len(starts) == 1 else None
+
+
+def _team(parser: configparser.ConfigParser) -> str | None:
+    for section in parser.sections():
+        if section.lower() == "owner":
+            for key, value in parser.items(section):
+                if key.lower() == "team" and value.strip():
+                    return value.strip()
+    return None
+
+
+def _nodes(keys: _Keys) -> NodeRange:
+    text = keys.raw("nodes") or "1"
+    match = re.fullmatch(r"([0-9]{1,6})(?::([0-9]{1,6}))?", text)
+    low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+    if not match or low < 1 or high < low:
+        raise keys.error(
+            "nodes",
+            f"{text!r} is not a number of machines of at least 1",
+            "write `nodes = 2` for a fixed size, or `nodes = 2:8` (MIN:MAX, MIN <= MAX) for elastic training",
+        )
+    return NodeRange(low, high)
+
+
+def _gpus(keys: _Keys) -> Accelerators:
+    text = keys.raw("gpus_per_node") or "1"
+    if re.fullmatch(r"[0-9]{1,4}", text):
+        return Accelerators(int(text))
+    if _MIG_PROFILE.match(text):
+        return Accelerators(1, text)
+    raise keys.error(
+        "gpus_per_node",
+        f"{text!r} is neither a number of GPUs nor a MIG profile",
+        "write `gpus_per_node = 0` for CPU only, `gpus_per_node = 8`, or a MIG profile such as `1g.10gb`",
+    )
+
+
+def _args(keys: _Keys) -> tuple[str, ...]:
+    text = keys.raw("args")
+    if text is None:
+        return ()
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as e:
+        raise keys.error("args", f"cannot be split into arguments ({e})", "quote it as a shell would") from None
+
+
+def _base_provides(keys: _Keys) -> tuple[str, ...]:
+    text = keys.raw("base_provides")
+    if text is None:
+        return ()
+    names = tuple(n.strip() for n in re.split(r"[,\s]+", text) if n.strip())
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", n)]
+    if bad:
+        raise keys.error("base_provides", f"{bad[0]!r} is not a package name", "list names like `torch, numpy`")
+    return names
+
+
+def _entrypoint(keys: _Keys, job_dir: Path) -> Entrypoint:
+    text = keys.raw("entrypoint")
+    if text is None:
+        return _detect_entrypoint(keys, job_dir)
+    if text.startswith("-m"):
+        module = text[2:].strip()
+        if not _MODULE.match(module):
+            raise keys.error("entrypoint", f"{module!r} is not a module name", "write `entrypoint = -m package.module`")
+        base = job_dir.joinpath(*module.split("."))
+        if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
+            raise keys.error(
+                "entrypoint",
+                f"module {module!r} is not in the job directory (no {base.relative_to(job_dir)}.py "
+                f"or {base.relative_to(job_dir)}/__main__.py)",
+                "put the module in the job directory or correct the name",
+            )
+        return Entrypoint(module, is_module=True)
+    return Entrypoint(_script_path(keys, job_dir, text))
+
+
+def _script_path(keys: _Keys, job_dir: Path, text: str) -> str:
+    candidate = (job_dir / text).resolve()
+    if not candidate.is_relative_to(job_dir):
+        raise keys.error("entrypoint", f"{text!r} is outside the job directory", "use a path inside the job directory")
+    if not candidate.is_file():
+        scripts = _top_level_scripts(job_dir)
+        hint = f" (scripts here: {', '.join(scripts)})" if scripts else ""
+        raise keys.error(
+            "entrypoint", f"{text!r} does not exist in {job_dir}{hint}", "correct the path, relative to the job directory"
+        )
+    return candidate.relative_to(job_dir).as_posix()
+
+
+def _top_level_scripts(job_dir: Path) -> list[str]:
+    return sorted(p.name for p in job_dir.glob("*.py") if p.is_file())
+
+
+def _detect_entrypoint(keys: _Keys, job_dir: Path) -> Entrypoint:
+    """The only top-level script with a `__main__` guard, else train.py."""
+    guarded = [name for name in _top_level_scripts(job_dir) if _has_main_guard(job_dir / name)]
+    if len(guarded) == 1:
+        return Entrypoint(guarded[0])
+    if (job_dir / "train.py").is_file():
+        return Entrypoint("train.py")
+    found = f"scripts with a __main__ guard: {', '.join(guarded)}" if guarded else "no script with a __main__ guard"
+    raise keys.error(
+        "entrypoint",
+        f"cannot tell which script to run ({found}, and no train.py)",
+        "set `entrypoint = your_script.py` in [ml-training]",
+    )
+
+
+def _has_main_guard(path: Path) -> bool:
+    try:
+        return bool(_MAIN_GUARD.search(path.read_text(encoding="utf-8", errors="replace")))
+    except OSError:
+        return False
+
+
+def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str], ...]:
+    if not parser.has_section(ENV_SECTION):
+        return ()
+    out = []
+    for name, value in parser.items(ENV_SECTION):
+        if not _ENV_NAME.match(name):
+            raise JobConfigError(
+                path, f"{name!r} is not an environment variable name", "use letters, digits and _", ENV_SECTION, name
+            )
+        if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+            raise JobConfigError(
+                path,
+                f"{name} is set by the launcher for every process (rank layout); setting it breaks start-up",
+                f"remove {name}; set nodes / procs_per_node in [{SECTION}] instead",
+                ENV_SECTION,
+                name,
+            )
+        out.append((name, value))
+    return tuple(out)
+

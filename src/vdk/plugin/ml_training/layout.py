@@ -1,0 +1,27 @@
+"""Where things live inside a job image. Shared by the image builder and the manifest renderers,
+so that the command a manifest runs finds what the image put there."""
+from __future__ import annotations
+
+from vdk.plugin.ml_training.job import MLJobSpec
+
+ROOT = "/opt/vdk-ml"
+JOB_DIR = f"{ROOT}/job"  # the job directory (code layer); the working directory
+DEPS_DIR = f"{ROOT}/deps"  # the job's requirements.txt, installed for the base image's Python
+LIB_DIR = f"{ROOT}/lib"  # the plugin's runtime package (vdk/plugin/ml_training/runtime), nothing else
+PYTHONPATH = f"{DEPS_DIR}:{LIB_DIR}"
+BOOTSTRAP_MODULE = "vdk.plugin.ml_training.runtime.bootstrap"
+
+
+def launch_command(spec: MLJobSpec, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """torch's own launcher running the user's entrypoint through the runtime bootstrap.
+
+    Without flags, torchrun takes its layout from the operator's PET_* variables."""
+    return [
+        "python",
+        "-m",
+        "torch.distributed.run",
+        *torchrun_flags,
+        "-m",
+        BOOTSTRAP_MODULE,
+        *spec.command_args(),
+    ]

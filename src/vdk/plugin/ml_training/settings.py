@@ -1,0 +1,36 @@
+"""VDK configuration keys of the plugin (each also settable as env VDK_<KEY>)."""
+from __future__ import annotations
+
+from typing import Any
+from typing import Protocol
+
+from vdk.plugin.ml_training.job import DEFAULT_SMOKE_TIMEOUT
+
+RUN_MODE = "ml_training_run_mode"
+RUN_MODES = ("smoke", "full")
+
+# key -> (default, description); job-level overrides in [ml-training] drop the "ml_training_" prefix.
+CONFIG_KEYS: dict[str, tuple[Any, str]] = {
+    "ml_training_registry": (None, "OCI registry (and path) that ml-training job images are pushed to, e.g. registry.example.com/ml"),
+    "ml_training_namespace": (None, "Kubernetes namespace for ml-training jobs [the kube context's namespace]"),
+    "ml_training_kube_context": (None, "kubeconfig context for ml-training jobs [the current context]"),
+    "ml_training_base_image": (None, "default base image (Python + torch) for ml-training jobs"),
+    "ml_training_smoke_timeout": (DEFAULT_SMOKE_TIMEOUT, "seconds (or 10m, 1h) after which a smoke run is stopped"),
+    RUN_MODE: ("smoke", "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU) or full (to completion)"),
+}
+
+
+class ConfigurationLike(Protocol):
+    def get_value(self, key: str) -> Any: ...
+
+
+def job_settings(configuration: ConfigurationLike) -> dict[str, Any]:
+    """Cluster-wide defaults for `load_job_spec`, keyed as in [ml-training]."""
+    out = {}
+    for key in CONFIG_KEYS:
+        if key == RUN_MODE:
+            continue
+        value = configuration.get_value(key)
+        if value is not None and str(value).strip() != "":
+            out[key.removeprefix("ml_training_")] = value
+    return out

@@ -1,0 +1,236 @@
+"""config.ini [ml-training] -> MLJobSpec: defaults, every key, and the errors users see."""
+from pathlib import Path
+
+import pytest
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
+from vdk.plugin.ml_training.job import is_ml_job
+from vdk.plugin.ml_training.job import load_job_spec
+
+TRAIN = 'import torch\n\nif __name__ == "__main__":\n    print("hi")\n'
+
+
+def make_job(tmp_path: Path, ml: str = "", extra: str = "", name="my-job", files=None) -> Path:
+    job = tmp_path / name
+    job.mkdir(parents=True, exist_ok=True)
+    files = {"train.py": TRAIN} if files is None else files
+    for rel, text in files.items():
+        (job / rel).parent.mkdir(parents=True, exist_ok=True)
+        (job / rel).write_text(text)
+    (job / "config.ini").write_text(
+        "[owner]\nteam = vision\n\n[job]\ntype = ml-training\n\n[ml-training]\n" + ml + "\n" + extra
+    )
+    return job
+
+
+def error_of(job: Path, settings=None) -> JobConfigError:
+    with pytest.raises(JobConfigError) as info:
+        load_job_spec(job, settings)
+    return info.value
+
+
+def test_defaults(tmp_path):
+    spec = load_job_spec(make_job(tmp_path))
+    assert spec.name == "my-job"
+    assert spec.team == "vision"
+    assert str(spec.entrypoint) == "train.py"
+    assert spec.args == ()
+    assert (spec.nodes.min, spec.nodes.max, spec.nodes.elastic) == (1, 1, False)
+    assert spec.gpus_per_node.count == 1 and spec.gpus_per_node.resource_name == "nvidia.com/gpu"
+    assert spec.procs_per_node == 1
+    assert (spec.cpu, spec.memory, spec.shm_size) == ("4", "16Gi", "8Gi")
+    assert spec.base_image == DEFAULT_BASE_IMAGE
+    assert spec.backend == "auto"
+    assert spec.queue is None and spec.priority_class is None
+    assert spec.max_restarts == 3
+    assert spec.max_runtime_seconds is None
+    assert spec.ttl_after_finished_seconds == 7 * 86400
+    assert spec.smoke_steps == 1
+    assert spec.smoke_processes == 1
+    assert spec.smoke_timeout_seconds == 600
+    assert spec.env == ()
+
+
+def test_every_key(tmp_path):
+    job = make_job(
+        tmp_path,
+        """entrypoint = src/run.py
+args = --epochs 3 --name 'a b'
+nodes = 2:8
+gpus_per_node = 8
+procs_per_node = 4
+cpu = 32
+memory = 500Gi
+shm_size = 64Gi
+base_image = nvcr.io/nvidia/pytorch:25.01-py3
+backend = PyTorchJob
+queue = team-a
+priority_class = high
+max_restarts = 0
+max_runtime = 1h30m
+ttl_after_finished = 0
+smoke_steps = 3
+smoke_processes = 4
+smoke_timeout = 2m
+registry = localhost:5000/ml
+namespace = ml-team
+kube_context = kind-kind
+""",
+        extra="[ml-training.env]\nNCCL_DEBUG = INFO\nmixedCase = 1\n",
+        files={"src/run.py": TRAIN},
+    )
+    spec = load_job_spec(job)
+    assert spec.entrypoint.argv() == ["src/run.py"]
+    assert spec.args == ("--epochs", "3", "--name", "a b")
+    assert spec.command_args() == ["src/run.py", "--epochs", "3", "--name", "a b"]
+    assert (spec.nodes.min, spec.nodes.max, spec.nodes.elastic, str(spec.nodes)) == (2, 8, True, "2:8")
+    assert spec.gpus_per_node.count == 8 and spec.procs_per_node == 4 and spec.max_world_size == 32
+    assert (spec.cpu, spec.memory, spec.shm_size) == ("32", "500Gi", "64Gi")
+    assert spec.backend == "pytorchjob"
+    assert (spec.queue, spec.priority_class) == ("team-a", "high")
+    assert spec.max_restarts == 0
+    assert spec.max_runtime_seconds == 5400
+    assert spec.ttl_after_finished_seconds == 0
+    assert (spec.smoke_steps, spec.smoke_processes, spec.smoke_timeout_seconds) == (3, 4, 120)
+    assert (spec.registry, spec.namespace, spec.kube_context) == ("localhost:5000/ml", "ml-team", "kind-kind")
+    assert spec.env_dict == {"NCCL_DEBUG": "INFO", "mixedCase": "1"}
+
+
+def test_module_entrypoint(tmp_path):
+    job = make_job(tmp_path, "entrypoint = -m pkg.train", files={"pkg/__init__.py": "", "pkg/train.py": TRAIN})
+    spec = load_job_spec(job)
+    assert spec.entrypoint.is_module and spec.entrypoint.argv() == ["-m", "pkg.train"]
+
+
+def test_mig_profile(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "gpus_per_node = 1g.10gb"))
+    assert spec.gpus_per_node.resource_name == "nvidia.com/mig-1g.10gb"
+    assert spec.procs_per_node == 1
+
+
+def test_cpu_only_and_derived_defaults(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "gpus_per_node = 0\nnodes = 2\nmemory = 3Gi"))
+    assert spec.gpus_per_node.resource_name is None
+    assert spec.procs_per_node == 1
+    assert spec.smoke_processes == 2  # 2 nodes x 1 process is distributed
+    assert spec.shm_size == "1536Mi"
+
+
+def test_smoke_processes_default_follows_world_size(tmp_path):
+    assert load_job_spec(make_job(tmp_path, "gpus_per_node = 4")).smoke_processes == 2
+    assert load_job_spec(make_job(tmp_path, "gpus_per_node = 1", name="b")).smoke_processes == 1
+
+
+def test_entrypoint_detection_prefers_the_single_guarded_script(tmp_path):
+    job = make_job(tmp_path, files={"finetune.py": TRAIN, "utils.py": "def f():\n    pass\n"})
+    assert str(load_job_spec(job).entrypoint) == "finetune.py"
+
+
+def test_entrypoint_detection_falls_back_to_train_py(tmp_path):
+    job = make_job(tmp_path, files={"a.py": TRAIN, "b.py": TRAIN, "train.py": "print(1)\n"})
+    assert str(load_job_spec(job).entrypoint) == "train.py"
+
+
+def test_entrypoint_detection_failure_lists_candidates(tmp_path):
+    err = error_of(make_job(tmp_path, files={"a.py": TRAIN, "b.py": TRAIN}))
+    assert err.key == "entrypoint"
+    assert "a.py, b.py" in str(err) and "entrypoint = " in str(err)
+
+
+def test_settings_are_defaults_that_the_job_overrides(tmp_path):
+    settings = {"registry": "localhost:5000/team", "namespace": "default", "smoke_timeout": 30}
+    spec = load_job_spec(make_job(tmp_path, "namespace = ml"), settings)
+    assert (spec.registry, spec.namespace, spec.smoke_timeout_seconds) == ("localhost:5000/team", "ml", 30)
+
+
+def test_bad_setting_names_the_environment_variable(tmp_path):
+    err = error_of(make_job(tmp_path), {"registry": "http://bad registry"})
+    assert "VDK_ML_TRAINING_REGISTRY" in str(err)
+
+
+@pytest.mark.parametrize(
+    "line, key, expected",
+    [
+        ("nodse = 2", "nodse", "did you mean `nodes`?"),
+        ("gpus = 2", "gpus", "did you mean `gpus_per_node`?"),
+        ("nodes = 0", "nodes", "nodes = 2:8"),
+        ("nodes = 8:2", "nodes", "MIN <= MAX"),
+        ("memory = 16GB", "memory", "16Gi"),
+        ("memory = -1Gi", "memory", "Kubernetes quantity"),
+        ("cpu = four", "cpu", "cpu = 4"),
+        ("shm_size = 32Gi", "shm_size", "lower shm_size"),
+        ("gpus_per_node = many", "gpus_per_node", "MIG profile"),
+        ("procs_per_node = 0", "procs_per_node", "whole number"),
+        ("backend = pytorch-job", "backend", "did you mean `pytorchjob`"),
+        ("max_runtime = soon", "max_runtime", "12h"),
+        ("max_runtime = 0", "max_runtime", "12h"),
+        ("entrypoint = missing.py", "entrypoint", "does not exist"),
+        ("entrypoint = ../outside.py", "entrypoint", "outside the job directory"),
+        ("entrypoint = -m nowhere.mod", "entrypoint", "not in the job directory"),
+        ("args = --name 'unclosed", "args", "quote it"),
+        ("queue = Team_A", "queue", "queue = "),
+        ("base_image = Not An Image", "base_image", "base_image = "),
+        ("smoke_steps = 0", "smoke_steps", "whole number"),
+    ],
+)
+def test_bad_values_name_file_key_and_fix(tmp_path, line, key, expected):
+    err = error_of(make_job(tmp_path, line))
+    message = str(err)
+    assert err.key == key
+    assert str(tmp_path / "my-job" / "config.ini") in message
+    assert f"[ml-training] {key}" in message
+    assert "Fix: " in message
+    assert expected in message
+
+
+def test_reserved_environment_names_are_refused(tmp_path):
+    err = error_of(make_job(tmp_path, extra="[ml-training.env]\nWORLD_SIZE = 8\n"))
+    assert err.section == "ml-training.env" and err.key == "WORLD_SIZE"
+    assert "remove WORLD_SIZE" in str(err)
+
+
+def test_misspelt_section_is_refused(tmp_path):
+    job = make_job(tmp_path)
+    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml_training]\nnodes = 2\n")
+    err = error_of(job)
+    assert "[ml-training]" in err.fix
+
+
+def test_syntax_error_and_duplicates(tmp_path):
+    job = make_job(tmp_path)
+    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml-training]\nnodes = 1\nnodes = 2\n")
+    assert "cannot be read" in str(error_of(job))
+    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml-training]\nnodes = 1\nNodes = 2\n")
+    assert "set twice" in str(error_of(job))
+
+
+def test_missing_config(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert "no config.ini" in str(error_of(tmp_path / "empty"))
+
+
+def test_kubernetes_name_is_checked_only_on_demand(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, name="My_Job"))  # a local run never needs one
+    with pytest.raises(JobConfigError) as info:
+        spec.kubernetes_name()
+    assert "--name my-job" in str(info.value)
+    assert spec.kubernetes_name("my-job") == "my-job"
+    long = load_job_spec(make_job(tmp_path, name="a" * 41))
+    with pytest.raises(JobConfigError):
+        long.kubernetes_name()
+
+
+def test_is_ml_job(tmp_path):
+    assert is_ml_job(make_job(tmp_path))
+    data = tmp_path / "data-job"
+    data.mkdir()
+    (data / "config.ini").write_text("[owner]\nteam = t\n")
+    assert not is_ml_job(data)
+    assert not is_ml_job(tmp_path / "nowhere")
+
+
+def test_fingerprint_is_independent_of_location(tmp_path):
+    a = load_job_spec(make_job(tmp_path / "a", "nodes = 2"))
+    b = load_job_spec(make_job(tmp_path / "b", "nodes = 2"))
+    c = load_job_spec(make_job(tmp_path / "c", "nodes = 3"))
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
