@@ -15,7 +15,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q 'setuptools<81' wheel
+	$(PIP) install -q 'setuptools<80.9' wheel
 	$(PIP) install -q -e '.[dev]' torch==2.13.0 'transformers>=5,<6' accelerate
 	$(PIP) check
 	touch $@
