@@ -26,8 +26,10 @@ def native_errors(obj: dict, model: str) -> list[FieldError]:
     try:
         written = _round_trip(obj, model)
     except Exception as e:  # pydantic ValidationError (37+) or ValueError (older models)
-        return errors + [FieldError(_loc(err.get("loc", ())), err.get("msg", "")) for err in _pydantic_errors(e)]
-    errors += list(_diff(obj, written, ""))
+        # Nested models are read one by one, so a location is relative to the innermost object.
+        errors += [FieldError(_loc(err.get("loc", ())), f"Invalid value: {err.get('msg', '')}") for err in _pydantic_errors(e)]
+    else:
+        errors += list(_diff(obj, written, ""))
     rules = {"V1Job": _job_rules, "V1Service": _service_rules, "V1ConfigMap": _configmap_rules}[model]
     return errors + rules(obj)
 
