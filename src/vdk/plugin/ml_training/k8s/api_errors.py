@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,8 +105,11 @@ def from_api_exception(status: int, reason: str, body: Any, action: Action, cont
             st_reason,
         )
     if status == 422 or (status in (400, 403) and "admission webhook" in message):
+        webhook = re.search(r'admission webhook "([^"]+)"', message)
+        by = f"; admission webhook {webhook.group(1)}" if webhook else ""
         return KubeApiError(
-            f"the cluster rejected {action.what}{action.where} ({status} {st_reason or reason}): {_causes(details, message)}",
+            f"the cluster rejected {action.what}{action.where} ({status} {st_reason or reason}{by}): "
+            f"{_causes(details, message)}",
             "the rendered manifest does not fit what this cluster's API server or operator accepts "
             "(an operator version this plugin does not know, or a cluster policy). Look at it with "
             "`vdk deploy --dry-run`; if the cluster is at a supported version, report it as a bug",

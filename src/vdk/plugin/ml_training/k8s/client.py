@@ -16,6 +16,7 @@ from typing import Any
 from typing import Iterable
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
@@ -448,7 +449,7 @@ def _connect(context: str | None, config_file: str | None):
     if any(os.path.isfile(p) for p in paths):
         try:
             contexts, active = kube_config.list_kube_config_contexts(config_file=files)
-        except (ConfigException, OSError, ValueError) as e:
+        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
             raise MLTrainingError(
                 f"the kubeconfig {files} cannot be read: {e}",
                 "fix it, or point KUBECONFIG at a working one (`kubectl config view` shows what kubectl sees)",
@@ -466,7 +467,7 @@ def _connect(context: str | None, config_file: str | None):
             kube_config.load_kube_config(
                 config_file=files, context=name, client_configuration=configuration, persist_config=False
             )
-        except (ConfigException, OSError, ValueError) as e:
+        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
             raise MLTrainingError(
                 f"the kube context {name} in {files} cannot be used: {e}",
                 f"check it with `kubectl --context {name} cluster-info`",
