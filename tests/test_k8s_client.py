@@ -267,3 +267,23 @@ def test_a_recorded_run_runs_again_exactly(cluster, spec):
     strip = lambda o: yaml.safe_dump(o["spec"]).replace(run.name, "RUN").replace("mnist-ddp-again001", "RUN")  # noqa: E731
     assert strip(first) == strip(second)
     assert second["metadata"]["annotations"]["vdk.io/rerun-of"] == run.name
+
+
+def test_in_cluster_service_account_is_used_without_a_kubeconfig(tmp_path, monkeypatch):
+    from vdk.plugin.ml_training.k8s import client as client_module
+
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("pod-token")
+    (account / "ca.crt").write_text("not checked until a request is made")
+    (account / "namespace").write_text("training")
+    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_DIR", account)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    in_pod = KubeClient()
+    assert (in_pod.context, in_pod.namespace, in_pod.server) == (None, "training", "https://127.0.0.1:443")
+    assert KubeClient(namespace="other").namespace == "other"
+    (account / "token").unlink()
+    with pytest.raises(MLTrainingError, match="service account cannot be used"):
+        KubeClient()

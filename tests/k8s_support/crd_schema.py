@@ -128,7 +128,7 @@ def metadata_errors(metadata: Any) -> list[FieldError]:
             if not _qualified_name_ok(key):
                 out.append(FieldError(f"metadata.{what}", f"Invalid value: {key!r}: not a qualified name"))
             if what == "labels" and isinstance(value, str) and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-                out.append(FieldError(f"metadata.labels", f"Invalid value: {value!r}: not a valid label value"))
+                out.append(FieldError("metadata.labels", f"Invalid value: {value!r}: not a valid label value"))
     return out
 
 

@@ -41,7 +41,7 @@ REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
 FIELD_MANAGER = "vdk-ml-training"
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 @dataclass(frozen=True)
@@ -475,15 +475,18 @@ def _connect(context: str | None, config_file: str | None):
         namespace = next(c for c in contexts if c["name"] == name).get("context", {}).get("namespace") or "default"
         return k8s_client.ApiClient(configuration), name, namespace, configuration.host
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        loader = incluster_config.InClusterConfigLoader(
+            token_filename=str(SERVICE_ACCOUNT_DIR / "token"), cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt")
+        )
         try:
-            incluster_config.load_incluster_config(client_configuration=configuration)
+            loader.load_and_set(configuration)
         except ConfigException as e:
             raise MLTrainingError(
                 f"running in a pod, but its service account cannot be used: {e}",
                 "mount a service account token into the pod, or provide a kubeconfig (KUBECONFIG)",
             ) from None
         try:
-            namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+            namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
         except OSError:
             namespace = "default"
         return k8s_client.ApiClient(configuration), None, namespace, configuration.host
