@@ -1,0 +1,98 @@
+"""End to end against a real cluster (kind + the Kubeflow Training Operator), when one is given.
+
+    VDK_ML_TRAINING_E2E_KUBECONFIG  kubeconfig of the cluster (required; the test is skipped without it)
+    VDK_ML_TRAINING_E2E_IMAGE       a job image built from the job below by the plugin's image builder
+                                    and pushed where the cluster pulls from (required)
+    VDK_ML_TRAINING_E2E_JOB         the job directory that image was built from [examples/ddp-nccl]
+    VDK_ML_TRAINING_E2E_NAMESPACE   namespace to run in [default]
+    VDK_ML_TRAINING_E2E_TIMEOUT     seconds to wait for each run [900]
+
+For every backend the cluster serves (always `job`; `pytorchjob` with the Training Operator;
+`trainjob` with Trainer v2 and its torch-distributed runtime) it deploys the job on 2 CPU nodes,
+waits until the run succeeds, reads the run record, deletes the run and checks nothing is left.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.k8s.backends import choose_backend
+from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.status import FAILED
+from vdk.plugin.ml_training.k8s.status import SUCCEEDED
+
+PROJECT = Path(__file__).resolve().parents[1]
+KUBECONFIG = os.environ.get("VDK_ML_TRAINING_E2E_KUBECONFIG")
+IMAGE = os.environ.get("VDK_ML_TRAINING_E2E_IMAGE")
+JOB_DIR = Path(os.environ.get("VDK_ML_TRAINING_E2E_JOB") or PROJECT / "examples" / "ddp-nccl")
+NAMESPACE = os.environ.get("VDK_ML_TRAINING_E2E_NAMESPACE", "default")
+TIMEOUT = int(os.environ.get("VDK_ML_TRAINING_E2E_TIMEOUT", "900"))
+
+pytestmark = [
+    pytest.mark.skipif(
+        not KUBECONFIG,
+        reason="no real cluster: set VDK_ML_TRAINING_E2E_KUBECONFIG (a kind cluster with the Kubeflow "
+        "Training Operator; see README 'deploy to Kubernetes')",
+    ),
+    pytest.mark.skipif(not IMAGE, reason="set VDK_ML_TRAINING_E2E_IMAGE to a job image the cluster can pull"),
+]
+
+
+@pytest.fixture(scope="module")
+def client():
+    return KubeClient(namespace=NAMESPACE, config_file=KUBECONFIG)
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    if not (JOB_DIR / "config.ini").is_file():
+        pytest.skip(f"no job at {JOB_DIR}: set VDK_ML_TRAINING_E2E_JOB to the job the image was built from")
+    spec = load_job_spec(JOB_DIR)
+    # Small enough for a kind node: 2 nodes x 1 CPU process, no GPU.
+    import dataclasses
+
+    return dataclasses.replace(
+        spec, nodes=type(spec.nodes)(2, 2), gpus_per_node=type(spec.gpus_per_node)(0), procs_per_node=1,
+        cpu="500m", memory="2Gi", shm_size="256Mi", ttl_after_finished_seconds=600, max_restarts=0,
+    )
+
+
+@pytest.mark.parametrize("backend", ["job", "pytorchjob", "trainjob"])
+def test_deploy_run_and_delete(client, spec, backend):
+    discovery = client.discover()
+    try:
+        choose_backend(discovery, backend)
+    except Exception as e:  # the cluster does not serve this backend
+        pytest.skip(f"{backend}: {e}")
+    run = RunInfo.create(spec, audit.collect(spec.job_dir), reason=f"functional test ({backend})")
+    manifests = render_run(spec, IMAGE, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
+    created = client.apply(manifests)
+    try:
+        assert [o["kind"] for o in created] == [m["kind"] for m in manifests]
+        phase = _wait(client, run.name)
+        assert phase == SUCCEEDED, f"run {run.name} ended {phase}: kubectl -n {client.namespace} describe {created[0]['kind']} {run.name}"
+        record = client.read_run_record(run.name)
+        assert record.image == IMAGE and record.backend == backend
+    finally:
+        client.delete_run(run.name)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and [r for r in client.list_runs() if r.name == run.name]:
+        time.sleep(2)
+    assert not [r for r in client.list_runs() if r.name == run.name]
+
+
+def _wait(client: KubeClient, run_name: str) -> str:
+    deadline = time.monotonic() + TIMEOUT
+    phase = None
+    while time.monotonic() < deadline:
+        phase = next(r.phase for r in client.list_runs() if r.name == run_name)
+        if phase in (SUCCEEDED, FAILED):
+            return phase
+        time.sleep(5)
+    return f"still {phase} after {TIMEOUT}s"

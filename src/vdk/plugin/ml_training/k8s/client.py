@@ -1,0 +1,497 @@
+"""The one module that talks to a Kubernetes cluster, through the official `kubernetes` client.
+
+Manifests go in and objects come out as plain dicts. Requests go through the client's ApiClient
+(its kubeconfig / in-cluster configuration, auth plugins and transport) on generic resource
+paths, which behave the same on every client generation (<= 36 and the pydantic-based 37+).
+Every API failure becomes an `MLTrainingError` that says what to do (see `api_errors`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Iterable
+
+import urllib3
+import yaml
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
+from kubernetes.config import incluster_config
+from kubernetes.config import kube_config
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.k8s import record as run_record
+from vdk.plugin.ml_training.k8s import trainjob
+from vdk.plugin.ml_training.k8s.api_errors import Action
+from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
+from vdk.plugin.ml_training.k8s.api_errors import unreachable
+from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.k8s.run import LABEL_BACKEND
+from vdk.plugin.ml_training.k8s.run import LABEL_JOB
+from vdk.plugin.ml_training.k8s.run import LABEL_RUN
+from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.status import summarize
+
+REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
+FIELD_MANAGER = "vdk-ml-training"
+TRAINER_NAMESPACE = "kubeflow-system"
+TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+    def action(self, verb: str, namespace: str | None = None, name: str | None = None) -> Action:
+        return Action(verb, self.plural, self.group, self.kind, namespace if self.namespaced else None, name, self.version)
+
+
+JOB = ResourceType("Job", "batch", "v1", "jobs")
+SERVICE = ResourceType("Service", "", "v1", "services")
+CONFIG_MAP = ResourceType("ConfigMap", "", "v1", "configmaps")
+PYTORCHJOB = ResourceType("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
+TRAINJOB = ResourceType("TrainJob", trainjob.GROUP, trainjob.VERSION, trainjob.PLURAL)
+CLUSTER_TRAINING_RUNTIME = ResourceType(
+    trainjob.RUNTIME_KIND, trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False
+)
+CRD = ResourceType("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (JOB, SERVICE, CONFIG_MAP, PYTORCHJOB, TRAINJOB)}
+# The main object of a run, by backend.
+RUN_TYPES = {"pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "job": JOB}
+# API group versions whose resources decide the backend.
+DISCOVERED_GROUP_VERSIONS = ("batch/v1", "kubeflow.org/v1", f"{trainjob.GROUP}/{trainjob.VERSION}")
+
+
+def resource_type(manifest: dict) -> ResourceType:
+    key = (manifest.get("apiVersion"), manifest.get("kind"))
+    if key not in RESOURCE_TYPES:
+        raise ValueError(f"the client does not create {key[1]} ({key[0]})")
+    return RESOURCE_TYPES[key]
+
+
+class KubeClient:
+    """A connection to one cluster and namespace.
+
+    `context` and `namespace` come from VDK configuration / the job's config; unset, the
+    kubeconfig's current context and its namespace are used (in a pod: the service account's)."""
+
+    def __init__(self, context: str | None = None, namespace: str | None = None, config_file: str | None = None):
+        self.api_client, self.context, default_namespace, self.server = _connect(context, config_file)
+        self.namespace: str = namespace or default_namespace
+
+    # --- discovery ----------------------------------------------------------------------------
+
+    def discover(self) -> Discovery:
+        """What the cluster serves of the training APIs, the Trainer version and its runtimes."""
+        groups = self._request("GET", "/apis", action=Action("list", "apigroups"))
+        available = {
+            version.get("groupVersion")
+            for group in (groups or {}).get("groups", [])
+            for version in group.get("versions", [])
+        }
+        served: set[tuple[str, str]] = set()
+        for group_version in DISCOVERED_GROUP_VERSIONS:
+            if group_version in available:
+                resources = self._request("GET", f"/apis/{group_version}", action=Action("get", "apiresources", group_version))
+                served |= {(group_version, r["name"]) for r in (resources or {}).get("resources", []) if "/" not in r["name"]}
+        notes: list[str] = []
+        runtimes = version = mechanism = None
+        if (trainjob.API_VERSION, trainjob.PLURAL) in served:
+            runtimes = self._cluster_training_runtimes(notes)
+            version = self._trainer_version(notes)
+            mechanism = (
+                self._served_trainjob_mechanism(notes)
+                or trainjob.mechanism_for_version(version)
+                or self._crd_trainjob_mechanism(notes)
+            )
+            if mechanism is None:
+                notes.append(
+                    f"the Trainer version could not be detected; TrainJob pod changes use {trainjob.NEWEST_MECHANISM}"
+                )
+        return Discovery(
+            resources=frozenset(served),
+            runtimes=runtimes,
+            trainer_version=version,
+            trainer_mechanism=mechanism,
+            server_version=self._server_version(),
+            notes=tuple(notes),
+        )
+
+    def _cluster_training_runtimes(self, notes: list[str]) -> frozenset[str] | None:
+        try:
+            listing = self._request("GET", CLUSTER_TRAINING_RUNTIME.path(), action=CLUSTER_TRAINING_RUNTIME.action("list"))
+        except KubeApiError as e:
+            if e.status not in (403, 404):
+                raise
+            notes.append(f"ClusterTrainingRuntimes could not be listed ({e.status} {e.reason})")
+            return None
+        return frozenset(item["metadata"]["name"] for item in (listing or {}).get("items", []))
+
+    def _trainer_version(self, notes: list[str]) -> str | None:
+        try:
+            configmap = self._request(
+                "GET",
+                CONFIG_MAP.path(TRAINER_NAMESPACE, TRAINER_PUBLIC_CONFIGMAP),
+                action=CONFIG_MAP.action("get", TRAINER_NAMESPACE, TRAINER_PUBLIC_CONFIGMAP),
+            )
+        except KubeApiError as e:
+            if e.status not in (403, 404):
+                raise
+            return None
+        for key, value in sorted(((configmap or {}).get("data") or {}).items()):
+            if "version" in key and re.match(r"^v?\d+\.\d+", str(value).strip()):
+                return str(value).strip()
+        notes.append(f"{TRAINER_NAMESPACE}/{TRAINER_PUBLIC_CONFIGMAP} has no version entry")
+        return None
+
+    def _served_trainjob_mechanism(self, notes: list[str]) -> str | None:
+        """Read the TrainJob schema the API server publishes (OpenAPI v3; readable by any user)."""
+        try:
+            document = self._request(
+                "GET", f"/openapi/v3/apis/{trainjob.GROUP}/{trainjob.VERSION}", action=Action("get", "openapi/v3")
+            )
+        except KubeApiError as e:
+            if e.status not in (403, 404, 406):
+                raise
+            return None
+        schemas = ((document or {}).get("components") or {}).get("schemas") or {}
+        for schema in schemas.values():
+            gvks = schema.get("x-kubernetes-group-version-kind") or []
+            if any(g.get("group") == trainjob.GROUP and g.get("kind") == trainjob.KIND for g in gvks):
+                spec = _resolve(schemas, (schema.get("properties") or {}).get("spec") or {})
+                return trainjob.mechanism_from_fields(spec.get("properties") or {})
+        notes.append("the published OpenAPI v3 has no TrainJob schema")
+        return None
+
+    def _crd_trainjob_mechanism(self, notes: list[str]) -> str | None:
+        name = f"{trainjob.PLURAL}.{trainjob.GROUP}"
+        try:
+            crd = self._request("GET", CRD.path(name=name), action=CRD.action("get", name=name))
+        except KubeApiError as e:
+            if e.status not in (403, 404):
+                raise
+            return None
+        for version in (crd or {}).get("spec", {}).get("versions", []):
+            if version.get("name") == trainjob.VERSION:
+                spec = version.get("schema", {}).get("openAPIV3Schema", {}).get("properties", {}).get("spec", {})
+                return trainjob.mechanism_from_fields(spec.get("properties") or {})
+        return None
+
+    def _server_version(self) -> str | None:
+        try:
+            return (self._request("GET", "/version", action=Action("get", "version")) or {}).get("gitVersion")
+        except KubeApiError:
+            return None
+
+    # --- apply ----------------------------------------------------------------------------------
+
+    def apply(self, manifests: list[dict]) -> list[dict]:
+        """Create `manifests` in order, all or nothing.
+
+        Every manifest is first checked by the server (dryRun=All: schema, strict fields,
+        admission webhooks), so most rejections happen before anything exists. Then they are
+        created; every object after the first is owned by the first (so deleting the run, or
+        its TTL, removes all). If any create fails, what this call created is deleted again and
+        the original error is raised."""
+        prepared = [self._prepare(m) for m in manifests]
+        for rtype, body in prepared:
+            self._create(rtype, body, dry_run=True)
+        created: list[dict] = []
+        try:
+            for rtype, body in prepared:
+                if created:
+                    body = _owned_by(body, created[0])
+                created.append(self._create(rtype, body))
+        except BaseException as error:
+            leftovers = self._delete_all(created)
+            if leftovers and isinstance(error, MLTrainingError):
+                raise MLTrainingError(
+                    f"{error.problem}\nCleaning up after that failed too; these objects remain: {', '.join(leftovers)}",
+                    f"{error.fix}\nDelete what remains with `kubectl delete` (names above, namespace {self.namespace})",
+                ) from error
+            raise
+        return created
+
+    def _prepare(self, manifest: dict) -> tuple[ResourceType, dict]:
+        rtype = resource_type(manifest)
+        body = json.loads(json.dumps(manifest))  # a deep copy that is certainly plain JSON
+        metadata = body.setdefault("metadata", {})
+        if rtype.namespaced:
+            metadata.setdefault("namespace", self.namespace)
+        return rtype, body
+
+    def _create(self, rtype: ResourceType, body: dict, dry_run: bool = False) -> dict:
+        namespace = body["metadata"].get("namespace")
+        query = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"}
+        if dry_run:
+            query["dryRun"] = "All"
+        return self._request(
+            "POST",
+            rtype.path(namespace),
+            query=query,
+            body=body,
+            action=rtype.action("create", namespace, body["metadata"].get("name")),
+        )
+
+    def _delete_all(self, objects: Iterable[dict]) -> list[str]:
+        """Delete objects, last first; return the ones that could not be deleted."""
+        failed = []
+        for obj in reversed(list(objects)):
+            rtype = resource_type(obj)
+            metadata = obj["metadata"]
+            try:
+                self._delete(rtype, metadata["name"], metadata.get("namespace"))
+            except MLTrainingError as e:
+                failed.append(f"{rtype.kind}/{metadata['name']} ({e.problem})")
+        return failed
+
+    def _delete(self, rtype: ResourceType, name: str, namespace: str | None) -> bool:
+        """Delete one object (its pods go with it); False if it was already gone."""
+        try:
+            self._request(
+                "DELETE",
+                rtype.path(namespace, name),
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+                action=rtype.action("delete", namespace, name),
+            )
+        except KubeApiError as e:
+            if e.status == 404 and not e.not_served:
+                return False
+            raise
+        return True
+
+    # --- reading and deleting runs --------------------------------------------------------------
+
+    def get(self, kind: str, name: str, api_version: str | None = None) -> dict | None:
+        """One object of a kind this client knows (`Job`, `PyTorchJob`, ...) in the namespace; None if absent."""
+        matches = [t for (v, k), t in RESOURCE_TYPES.items() if k == kind and (api_version in (None, v))]
+        if not matches:
+            raise ValueError(f"unknown kind {kind!r}")
+        rtype = matches[0]
+        try:
+            return self._request("GET", rtype.path(self.namespace, name), action=rtype.action("get", self.namespace, name))
+        except KubeApiError as e:
+            if e.status == 404 and not e.not_served:
+                return None
+            raise
+
+    def list_runs(self, job_name: str | None = None) -> list[RunSummary]:
+        """Runs in the namespace (newest first), of every backend the cluster serves."""
+        runs = [summarize(obj) for obj in self._run_objects(job_name=job_name)]
+        return sorted(runs, key=lambda r: r.created or "", reverse=True)
+
+    def get_run(self, run_name: str) -> dict:
+        """The main object (PyTorchJob, TrainJob or Job) of a run."""
+        objects = self._run_objects(run_name=run_name)
+        if not objects:
+            raise self._no_such_run(run_name)
+        return objects[0]
+
+    def delete_run(self, run_name: str) -> list[str]:
+        """Delete every object of a run (main object, Service, record); returns `Kind/name`s."""
+        found = self._run_objects(run_name=run_name)
+        if not found:
+            raise self._no_such_run(run_name)
+        selector = f"{LABEL_RUN}={run_name}"
+        for rtype in (SERVICE, CONFIG_MAP):
+            found += self._list(rtype, selector)
+        deleted = []
+        for obj in found:
+            rtype = resource_type(obj)
+            # False: already removed by the garbage collector along with its owner.
+            self._delete(rtype, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            deleted.append(f"{rtype.kind}/{obj['metadata']['name']}")
+        return deleted
+
+    def read_run_record(self, run_name: str) -> run_record.RunRecord:
+        """The record of a run: image, rendered manifests, spec and provenance (to run it again)."""
+        name = run_record.record_name(run_name)
+        configmap = self.get("ConfigMap", name)
+        if configmap is None:
+            raise MLTrainingError(
+                f"run {run_name} has no record ({name}) in namespace {self.namespace}",
+                "the run was deleted, or deployed by another tool; `vdk list` shows the runs that exist",
+            )
+        return run_record.parse(configmap)
+
+    def _run_objects(self, run_name: str | None = None, job_name: str | None = None) -> list[dict]:
+        selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN
+        if job_name:
+            selector += f",{LABEL_JOB}={job_name}"
+        found = []
+        for backend, rtype in RUN_TYPES.items():
+            found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
+        return found
+
+    def _list(self, rtype: ResourceType, selector: str, skip_unserved: bool = False) -> list[dict]:
+        try:
+            listing = self._request(
+                "GET",
+                rtype.path(self.namespace),
+                query={"labelSelector": selector},
+                action=rtype.action("list", self.namespace),
+            )
+        except KubeApiError as e:
+            if skip_unserved and e.not_served:
+                return []
+            raise
+        items = (listing or {}).get("items", [])
+        for item in items:  # list items carry no apiVersion/kind
+            item.setdefault("apiVersion", rtype.api_version)
+            item.setdefault("kind", rtype.kind)
+        return items
+
+    def _no_such_run(self, run_name: str) -> MLTrainingError:
+        return KubeApiError(
+            f"there is no run named {run_name} in namespace {self.namespace}",
+            "`vdk list` shows the runs of this namespace (set another with VDK_ML_TRAINING_NAMESPACE)",
+            404,
+            "NotFound",
+        )
+
+    # --- transport ------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, action: Action, query: dict | None = None, body: Any = None) -> Any:
+        try:
+            return _call(self.api_client, method, path, query or {}, body)
+        except ApiException as e:
+            if not e.status:  # the client's own wrapping of TLS failures
+                raise unreachable(self.server, self.context, e) from None
+            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise unreachable(self.server, self.context, e) from None
+
+
+def _call(api_client: Any, method: str, path: str, query: dict, body: Any) -> Any:
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if hasattr(api_client, "param_serialize"):  # kubernetes >= 37
+        params = api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list(query.items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = api_client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+        response.read()
+        text = response.data.decode("utf-8", "replace") if response.data else ""
+        if not 200 <= response.status <= 299:
+            raise ApiException(status=response.status, reason=response.reason, body=text)
+        return json.loads(text) if text else None
+    return api_client.call_api(  # kubernetes <= 36
+        path,
+        method,
+        query_params=list(query.items()),
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+        response_type="object",
+        _return_http_data_only=True,
+        _request_timeout=REQUEST_TIMEOUT,
+    )
+
+
+def _owned_by(body: dict, owner: dict) -> dict:
+    """`body` with an ownerReference to `owner` (garbage-collected with it; never blocks deletion)."""
+    body = dict(body)
+    metadata = dict(body.get("metadata", {}))
+    metadata["ownerReferences"] = [
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+        }
+    ]
+    body["metadata"] = metadata
+    return body
+
+
+def _resolve(schemas: dict, node: dict) -> dict:
+    """Follow `$ref` (directly or as the only allOf entry) into the OpenAPI components."""
+    for _ in range(5):
+        ref = node.get("$ref") or next((a.get("$ref") for a in node.get("allOf") or [] if a.get("$ref")), None)
+        if not ref:
+            return node
+        node = schemas.get(ref.rsplit("/", 1)[-1], {})
+    return node
+
+
+def _connect(context: str | None, config_file: str | None):
+    """(ApiClient, context name, default namespace, server URL) from kubeconfig, else in-cluster."""
+    configuration = k8s_client.Configuration()
+    files = config_file or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    paths = [os.path.expanduser(p) for p in str(files).split(os.pathsep) if p]
+    if any(os.path.isfile(p) for p in paths):
+        try:
+            contexts, active = kube_config.list_kube_config_contexts(config_file=files)
+        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
+            raise MLTrainingError(
+                f"the kubeconfig {files} cannot be read: {e}",
+                "fix it, or point KUBECONFIG at a working one (`kubectl config view` shows what kubectl sees)",
+            ) from None
+        names = [c["name"] for c in contexts or []]
+        name = context or (active or {}).get("name")
+        if not name or name not in names:
+            problem = f"the kube context {name!r} is not in {files}" if name else f"{files} has no current context"
+            raise MLTrainingError(
+                problem,
+                f"use one of: {', '.join(names) or '(none defined)'} — set VDK_ML_TRAINING_KUBE_CONTEXT or "
+                "`kube_context` in [ml-training]",
+            )
+        try:
+            kube_config.load_kube_config(
+                config_file=files, context=name, client_configuration=configuration, persist_config=False
+            )
+        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
+            raise MLTrainingError(
+                f"the kube context {name} in {files} cannot be used: {e}",
+                f"check it with `kubectl --context {name} cluster-info`",
+            ) from None
+        namespace = next(c for c in contexts if c["name"] == name).get("context", {}).get("namespace") or "default"
+        return k8s_client.ApiClient(configuration), name, namespace, configuration.host
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        loader = incluster_config.InClusterConfigLoader(
+            token_filename=str(SERVICE_ACCOUNT_DIR / "token"), cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt")
+        )
+        try:
+            loader.load_and_set(configuration)
+        except ConfigException as e:
+            raise MLTrainingError(
+                f"running in a pod, but its service account cannot be used: {e}",
+                "mount a service account token into the pod, or provide a kubeconfig (KUBECONFIG)",
+            ) from None
+        try:
+            namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
+        except OSError:
+            namespace = "default"
+        return k8s_client.ApiClient(configuration), None, namespace, configuration.host
+    raise MLTrainingError(
+        f"no Kubernetes cluster is configured: no kubeconfig at {', '.join(paths)} and not running in a pod",
+        "get your cluster's kubeconfig (for example with your cloud CLI's get-credentials command), "
+        "or point KUBECONFIG at it",
+    )

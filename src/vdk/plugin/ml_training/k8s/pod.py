@@ -1,0 +1,104 @@
+"""Pod pieces every backend shares: resources, /dev/shm, environment, tolerations, the command."""
+from __future__ import annotations
+
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.job import MLJobSpec
+
+# Nodes pull multi-GB images at different speeds; torch's defaults (600 s to rendezvous, 60 s per
+# store read) fail jobs whose last node is still pulling. Half an hour covers a cold pull.
+RENDEZVOUS_TIMEOUT_SECONDS = 1800
+STORE_READ_TIMEOUT_SECONDS = 300
+RENDEZVOUS_PORT = 29500
+
+SHM_VOLUME = "dshm"
+SHM_PATH = "/dev/shm"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+
+def torchrun_flags() -> list[str]:
+    """Flags for torch's launcher on a cluster. Everything else (nodes, rank, master) comes from
+    the PET_* variables that the operator (or the Indexed Job renderer) sets."""
+    conf = (
+        f"timeout={RENDEZVOUS_TIMEOUT_SECONDS},"  # static rendezvous (fixed-size jobs)
+        f"join_timeout={RENDEZVOUS_TIMEOUT_SECONDS},"  # c10d rendezvous (elastic jobs)
+        f"read_timeout={STORE_READ_TIMEOUT_SECONDS}"
+    )
+    return [f"--rdzv-conf={conf}"]
+
+
+def command(spec: MLJobSpec) -> list[str]:
+    return layout.launch_command(spec, torchrun_flags())
+
+
+def resources(spec: MLJobSpec) -> dict:
+    """Requests cpu/memory; limits memory (so /dev/shm cannot push a node into OOM) and GPUs.
+    No CPU limit: throttling a data loader costs more than it protects."""
+    requests = {"cpu": spec.cpu, "memory": spec.memory}
+    limits = {"memory": spec.memory}
+    gpu = spec.gpus_per_node.resource_name
+    if gpu:
+        count = str(spec.gpus_per_node.devices if spec.gpus_per_node.mig_profile else spec.gpus_per_node.count)
+        requests[gpu] = count
+        limits[gpu] = count
+    return {"requests": requests, "limits": limits}
+
+
+def shm_volume(spec: MLJobSpec) -> dict:
+    """A memory-backed /dev/shm: DataLoader workers and NCCL fail with the runtime's 64 MB default."""
+    return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}
+
+
+def shm_mount() -> dict:
+    return {"name": SHM_VOLUME, "mountPath": SHM_PATH}
+
+
+def tolerations(spec: MLJobSpec) -> list[dict]:
+    """GPU node pools are commonly tainted nvidia.com/gpu:NoSchedule; GPU jobs tolerate it."""
+    if not spec.gpus_per_node.resource_name:
+        return []
+    return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def env(spec: MLJobSpec) -> list[dict]:
+    """[ml-training.env] plus what the image layout needs. A user PYTHONPATH is appended to ours."""
+    user = spec.env_dict
+    out = [{"name": "PYTHONUNBUFFERED", "value": user.pop("PYTHONUNBUFFERED", "1")}]
+    extra_path = user.pop("PYTHONPATH", None)
+    out.append({"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:{extra_path}" if extra_path else layout.PYTHONPATH})
+    out.extend({"name": name, "value": value} for name, value in user.items())
+    return out
+
+
+def container(spec: MLJobSpec, image: str, name: str, extra_env: list[dict] | None = None) -> dict:
+    """The training container; `extra_env` holds backend-specific launcher variables."""
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",  # images are pinned by digest
+        "command": command(spec),
+        "workingDir": layout.JOB_DIR,
+        "env": env(spec) + list(extra_env or []),
+        "resources": resources(spec),
+        "volumeMounts": [shm_mount()],
+    }
+
+
+def pod_spec(spec: MLJobSpec, containers: list[dict], restart_policy: str | None = None) -> dict:
+    out: dict = {}
+    if restart_policy:
+        out["restartPolicy"] = restart_policy
+    out["containers"] = containers
+    out["volumes"] = [shm_volume(spec)]
+    if tolerations(spec):
+        out["tolerations"] = tolerations(spec)
+    if spec.priority_class:
+        out["priorityClassName"] = spec.priority_class
+    return out
+
+
+def object_labels(spec: MLJobSpec, labels: dict[str, str]) -> dict[str, str]:
+    """Labels of a run's top-level object: the run's labels plus Kueue's queue label."""
+    out = dict(labels)
+    if spec.queue:
+        out["kueue.x-k8s.io/queue-name"] = spec.queue
+    return out

@@ -1,0 +1,140 @@
+"""The run record: a ConfigMap `<run>-record`, owned by the run, that holds what is needed to run
+it again exactly — the image by digest, the rendered manifests, the spec and the provenance.
+
+Annotations on the run's object carry the audit trail for humans and `kubectl`; the record
+carries the full rendered manifests, which are too large and too structured for annotations.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.k8s import run as run_meta
+from vdk.plugin.ml_training.k8s.run import RunInfo
+
+SUFFIX = "-record"
+KEY_IMAGE = "image"
+KEY_BACKEND = "backend"
+KEY_RUN = "run"
+KEY_SPEC = "spec.json"
+KEY_PROVENANCE = "provenance.json"
+KEY_MANIFESTS = "manifests.json"
+# A ConfigMap holds at most 1 MiB; keep well clear of it.
+MAX_RECORD_BYTES = 900_000
+_RUN_LABEL_PREFIXES = ("vdk.io/", run_meta.LABEL_MANAGED_BY)
+
+
+def record_name(run_name: str) -> str:
+    return f"{run_name}{SUFFIX}"
+
+
+def render(
+    spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]
+) -> dict:
+    """The record ConfigMap for `manifests` (the run's other objects, as rendered)."""
+    data = {
+        KEY_RUN: run.name,
+        KEY_BACKEND: backend,
+        KEY_IMAGE: image,
+        KEY_SPEC: json.dumps(spec.to_dict(), sort_keys=True, indent=1),
+        KEY_PROVENANCE: json.dumps(run.provenance.to_dict(), sort_keys=True, indent=1),
+        KEY_MANIFESTS: json.dumps(manifests, sort_keys=True, indent=1),
+    }
+    size = sum(len(v.encode()) for v in data.values())
+    if size > MAX_RECORD_BYTES:
+        raise MLTrainingError(
+            f"the run record of {run.name} would be {size} bytes, more than a ConfigMap holds",
+            "shorten [ml-training.env] values or args (the record stores the rendered manifests)",
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": record_name(run.name),
+            "namespace": namespace,
+            "labels": run.labels(backend),
+            "annotations": {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash},
+        },
+        "data": data,
+    }
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_name: str
+    backend: str
+    image: str
+    spec: dict
+    provenance: dict
+    manifests: list[dict]
+
+
+def parse(configmap: dict) -> RunRecord:
+    """A record ConfigMap as read from the cluster."""
+    name = configmap.get("metadata", {}).get("name", "?")
+    data = configmap.get("data") or {}
+    try:
+        return RunRecord(
+            run_name=data[KEY_RUN],
+            backend=data[KEY_BACKEND],
+            image=data[KEY_IMAGE],
+            spec=json.loads(data[KEY_SPEC]),
+            provenance=json.loads(data[KEY_PROVENANCE]),
+            manifests=json.loads(data[KEY_MANIFESTS]),
+        )
+    except (KeyError, ValueError) as e:
+        raise MLTrainingError(
+            f"the ConfigMap {name} is not a readable run record ({type(e).__name__}: {e})",
+            "it was changed by hand or written by another tool; re-deploy from the job directory instead",
+        ) from None
+
+
+def rerun_manifests(
+    record: RunRecord, new_run_name: str, deployer: str, deployed_at: str, reason: str | None = None
+) -> list[dict]:
+    """The recorded manifests again under `new_run_name`: same image digest, same pods, same code
+    provenance; new deployer, time and reason, and `vdk.io/rerun-of` naming the original run."""
+    # Run names are `<job>-<8 random chars>`: replacing the whole token renames every reference
+    # (object names, labels, the rendezvous address, the Service subdomain) and nothing else.
+    old = re.escape(record.run_name)
+    text = re.sub(rf"(?<![a-z0-9-]){old}(?![a-z0-9])", new_run_name, json.dumps(record.manifests))
+    manifests = json.loads(text)
+    for manifest in manifests:
+        metadata = manifest.setdefault("metadata", {})
+        annotations = metadata.get("annotations")
+        if annotations is None:
+            continue
+        annotations[run_meta.ANNOTATION_DEPLOYER] = deployer
+        annotations[run_meta.ANNOTATION_DEPLOYED_AT] = deployed_at
+        annotations[run_meta.ANNOTATION_RERUN_OF] = record.run_name
+        if reason:
+            annotations[run_meta.ANNOTATION_REASON] = reason
+        else:
+            annotations.pop(run_meta.ANNOTATION_REASON, None)
+    record_copy = _record_for(record, new_run_name, manifests)
+    return manifests + [record_copy]
+
+
+def _record_for(record: RunRecord, new_run_name: str, manifests: list[dict]) -> dict:
+    primary = manifests[0]["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": record_name(new_run_name),
+            "namespace": primary.get("namespace"),
+            "labels": {k: v for k, v in primary.get("labels", {}).items() if k.startswith(_RUN_LABEL_PREFIXES)},
+            "annotations": {run_meta.ANNOTATION_RERUN_OF: record.run_name},
+        },
+        "data": {
+            KEY_RUN: new_run_name,
+            KEY_BACKEND: record.backend,
+            KEY_IMAGE: record.image,
+            KEY_SPEC: json.dumps(record.spec, sort_keys=True, indent=1),
+            KEY_PROVENANCE: json.dumps(record.provenance, sort_keys=True, indent=1),
+            KEY_MANIFESTS: json.dumps(manifests, sort_keys=True, indent=1),
+        },
+    }

@@ -1,0 +1,126 @@
+"""One deployment of a job (a "run"): its name, its labels and its audit annotations."""
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from dataclasses import dataclass
+
+from vdk.plugin.ml_training.audit import Provenance
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
+from vdk.plugin.ml_training.job import MLJobSpec
+
+LABEL_JOB = "vdk.io/job-name"
+LABEL_TEAM = "vdk.io/team"
+LABEL_RUN = "vdk.io/run"
+LABEL_BACKEND = "vdk.io/backend"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "vdk-ml-training"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+ANNOTATION_GIT_COMMIT = "vdk.io/git-commit"
+ANNOTATION_GIT_DIRTY = "vdk.io/git-dirty"
+ANNOTATION_GIT_DIFF = "vdk.io/git-diff-sha256"
+ANNOTATION_GIT_REMOTE = "vdk.io/git-remote"
+ANNOTATION_DEPLOYER = "vdk.io/deployed-by"
+ANNOTATION_DEPLOYED_AT = "vdk.io/deployed-at"
+ANNOTATION_REASON = "vdk.io/reason"
+ANNOTATION_IMAGE = "vdk.io/image"
+ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
+ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
+ANNOTATION_TEAM = "vdk.io/team"
+ANNOTATION_RECORD = "vdk.io/run-record"
+ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
+
+RUN_ID_LENGTH = 8
+_RUN_ID_ALPHABET = string.ascii_lowercase + string.digits
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def new_run_name(job_name: str) -> str:
+    """`<job name>-<8 random [a-z0-9]>`: a DNS-1035 label of at most 49 characters, so that the
+    names operators derive from it (`<run>-worker-15`, `<run>-node-0-3`) stay within 63."""
+    if not _DNS_1035.match(job_name) or len(job_name) > MAX_JOB_NAME_LENGTH:
+        raise MLTrainingError(
+            f"the job name {job_name!r} cannot start a Kubernetes run name",
+            f"use a name of lower-case letters, digits and '-' that starts with a letter, "
+            f"at most {MAX_JOB_NAME_LENGTH} characters",
+        )
+    run_id = "".join(secrets.choice(_RUN_ID_ALPHABET) for _ in range(RUN_ID_LENGTH))
+    return f"{job_name}-{run_id}"
+
+
+def label_value(text: str | None) -> str | None:
+    """`text` made a valid label value (<= 63 of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    if not text:
+        return None
+    value = _LABEL_VALUE_CHARS.sub("-", text)[:63]
+    value = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+    return value or None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What identifies one run of a job on a cluster, and who started it from what."""
+
+    name: str
+    job_name: str
+    team: str | None
+    provenance: Provenance
+    reason: str | None
+    image_digest: str | None  # "sha256:..." of the pushed image; None when not pushed (dry run)
+    spec_hash: str
+
+    @classmethod
+    def create(
+        cls,
+        spec: MLJobSpec,
+        provenance: Provenance,
+        reason: str | None = None,
+        image_digest: str | None = None,
+        name: str | None = None,
+    ) -> "RunInfo":
+        """A new run of `spec` (a fresh run name unless `name` is given)."""
+        job_name = spec.kubernetes_name()
+        return cls(
+            name=name or new_run_name(job_name),
+            job_name=job_name,
+            team=spec.team,
+            provenance=provenance,
+            reason=reason,
+            image_digest=image_digest,
+            spec_hash=spec.fingerprint(),
+        )
+
+    def labels(self, backend: str) -> dict[str, str]:
+        """Labels on every object of the run and on its pods: `vdk list` and `vdk delete` select by them."""
+        labels = {
+            LABEL_JOB: self.job_name,
+            LABEL_RUN: self.name,
+            LABEL_BACKEND: backend,
+            LABEL_MANAGED_BY: MANAGED_BY,
+        }
+        team = label_value(self.team)
+        if team:
+            labels[LABEL_TEAM] = team
+        return labels
+
+    def annotations(self, image: str) -> dict[str, str]:
+        """The audit trail: what code (commit, dirty-diff hash), which image, which spec, who, when, why."""
+        p = self.provenance
+        values = {
+            ANNOTATION_GIT_COMMIT: p.git_commit,
+            ANNOTATION_GIT_DIRTY: "true" if p.git_dirty else "false",
+            ANNOTATION_GIT_DIFF: p.git_diff_sha256,
+            ANNOTATION_GIT_REMOTE: p.git_remote,
+            ANNOTATION_DEPLOYER: p.deployer,
+            ANNOTATION_DEPLOYED_AT: p.created,
+            ANNOTATION_REASON: self.reason,
+            ANNOTATION_IMAGE: image,
+            ANNOTATION_IMAGE_DIGEST: self.image_digest,
+            ANNOTATION_SPEC_HASH: self.spec_hash,
+            ANNOTATION_TEAM: self.team,
+        }
+        return {key: value for key, value in values.items() if value}

@@ -1,0 +1,523 @@
+"""An HTTP-level fake Kubernetes API server for tests (threaded http.server on 127.0.0.1).
+
+It speaks the wire protocol the real `kubernetes` client uses: discovery (/api, /apis, group
+versions, /version, /openapi/v3), create / get / list (label selectors) / delete of Jobs,
+Services, ConfigMaps, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes, dryRun=All,
+fieldValidation=Strict, garbage collection through ownerReferences, bearer-token auth, RBAC
+denials, and `Status` error bodies as a real server writes them. Custom resources are validated
+against the real CRD schemas (crd_schema), native objects by the `kubernetes` models plus the
+API server's own rules for what is used here, and the operators' admission webhooks are emulated
+for the rules the plugin must respect. Faults can be injected per request.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import datetime
+from datetime import timezone
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+from urllib.parse import urlsplit
+
+import yaml
+from k8s_support import crd_schema
+from k8s_support.native import native_errors
+
+TOKEN = "fake-token"
+USER = "tester"
+
+
+@dataclass
+class Kind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+    schema: Any = None  # crd_schema.CRDSchema for custom resources
+    model: str | None = None  # kubernetes client model for native objects
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+@dataclass
+class Fault:
+    method: str
+    plural: str
+    status: int
+    reason: str
+    message: str
+    times: int = 1
+
+
+@dataclass
+class FakeKube:
+    """Configure what the cluster serves, then `start()`; `kubeconfig(path)` writes a kubeconfig."""
+
+    pytorchjob: bool = False
+    trainer_mechanism: str | None = None  # None: Trainer v2 not installed
+    torch_runtime: bool = True
+    trainer_version: str | None = None  # kubeflow-trainer-public ConfigMap; None: absent
+    publish_openapi: bool = True
+    namespaces: tuple[str, ...] = ("default", "ml")
+    forbidden: set = field(default_factory=set)  # {(verb, plural)}
+    faults: list = field(default_factory=list)
+    objects: dict = field(default_factory=dict)  # (group_version, plural, namespace, name) -> obj
+    requests: list = field(default_factory=list)  # (method, path, query)
+
+    def __post_init__(self):
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._rv = 0
+        self.kinds = [
+            Kind("Namespace", "", "v1", "namespaces", namespaced=False),
+            Kind("Service", "", "v1", "services", model="V1Service"),
+            Kind("ConfigMap", "", "v1", "configmaps", model="V1ConfigMap"),
+            Kind("Job", "batch", "v1", "jobs", model="V1Job"),
+        ]
+        if self.pytorchjob:
+            self.kinds.append(Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", schema=crd_schema.pytorchjob_schema()))
+        if self.trainer_mechanism:
+            self.kinds.append(
+                Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", schema=crd_schema.trainjob_schema(self.trainer_mechanism))
+            )
+            self.kinds.append(Kind("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", namespaced=False))
+            self.kinds.append(Kind("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False))
+            if self.torch_runtime:
+                self._store(self.kind("clustertrainingruntimes"), None, {"metadata": {"name": "torch-distributed"}, "spec": {}})
+            if self.trainer_version:
+                self._store(
+                    self.kind("configmaps"),
+                    "kubeflow-system",
+                    {"metadata": {"name": "kubeflow-trainer-public"}, "data": {"kubeflow_trainer_version": self.trainer_version}},
+                )
+        for ns in self.namespaces:
+            self._store(self.kind("namespaces"), None, {"metadata": {"name": ns}})
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "FakeKube":
+        fake = self
+
+        class Handler(_Handler):
+            server_state = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def kubeconfig(self, path: Path, namespace: str = "ml", token: str = TOKEN, server: str | None = None) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": server or self.url}}],
+            "users": [{"name": USER, "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": USER, "namespace": namespace}}],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    # --- test helpers ------------------------------------------------------------------------
+
+    def kind(self, plural: str) -> Kind:
+        return next(k for k in self.kinds if k.plural == plural)
+
+    def stored(self, plural: str, namespace: str | None = "ml") -> list[dict]:
+        kind = self.kind(plural)
+        with self._lock:
+            return [
+                copy.deepcopy(o)
+                for (gv, p, ns, _), o in sorted(self.objects.items())
+                if gv == kind.group_version and p == plural and ns == (namespace if kind.namespaced else None)
+            ]
+
+    def run_objects(self, namespace: str = "ml") -> list[str]:
+        """`Kind/name` of every object the plugin created (managed-by label), sorted."""
+        with self._lock:
+            return sorted(
+                f"{o['kind']}/{o['metadata']['name']}"
+                for (_, _, ns, _), o in self.objects.items()
+                if ns == namespace and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "vdk-ml-training"
+            )
+
+    def fail(self, method: str, plural: str, status: int, reason: str, message: str, times: int = 1) -> None:
+        self.faults.append(Fault(method, plural, status, reason, message, times))
+
+    def set_status(self, plural: str, name: str, status: dict, namespace: str = "ml") -> None:
+        kind = self.kind(plural)
+        with self._lock:
+            self.objects[(kind.group_version, plural, namespace, name)]["status"] = status
+
+    # --- store -------------------------------------------------------------------------------
+
+    def _store(self, kind: Kind, namespace: str | None, obj: dict) -> dict:
+        with self._lock:
+            self._rv += 1
+            obj = copy.deepcopy(obj)
+            obj["apiVersion"] = kind.group_version
+            obj["kind"] = kind.kind
+            meta = obj.setdefault("metadata", {})
+            if kind.namespaced:
+                meta["namespace"] = namespace
+            meta["uid"] = str(uuid.uuid4())
+            meta["resourceVersion"] = str(self._rv)
+            meta["creationTimestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["generation"] = 1
+            self.objects[(kind.group_version, kind.plural, namespace if kind.namespaced else None, meta["name"])] = obj
+            return copy.deepcopy(obj)
+
+    def _delete(self, key: tuple) -> dict:
+        """Delete one object and, as the garbage collector would, everything it owns."""
+        with self._lock:
+            obj = self.objects.pop(key)
+            uid = obj["metadata"]["uid"]
+            owned = [k for k, o in self.objects.items() if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))]
+            for k in owned:
+                if k in self.objects:
+                    self._delete(k)
+            return obj
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+def status(code: int, reason: str, message: str, details: dict | None = None) -> dict:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    if details:
+        body["details"] = details
+    return body
+
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_state: FakeKube
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        fake = self.server_state
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        fake.requests.append((method, url.path, query))
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return self._send(401, status(401, "Unauthorized", "Unauthorized"))
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            return self._send(400, status(400, "BadRequest", "the request body is not JSON"))
+        code, payload = _route(fake, method, url.path, query, body)
+        self._send(code, payload)
+
+    def _send(self, code: int, payload: Any) -> None:
+        if isinstance(payload, str):
+            data, ctype = payload.encode(), "text/plain; charset=utf-8"
+        else:
+            data, ctype = json.dumps(payload).encode(), "application/json"
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+    if method == "GET":
+        discovery = _discovery(fake, path)
+        if discovery is not None:
+            return 200, discovery
+    m = _PATH.match(path)
+    kind = None
+    if m:
+        group_version = m["core"] or f"{m['group']}/{m['version']}"
+        kind = next((k for k in fake.kinds if k.group_version == group_version and k.plural == m["plural"]), None)
+    if kind is None or (kind.namespaced and not m["ns"] and kind.plural != "namespaces") or (not kind.namespaced and m["ns"]):
+        return 404, "404 page not found"
+    ns, name = m["ns"], m["name"]
+    verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+    if (verb, kind.plural) in fake.forbidden:
+        where = f' in the namespace "{ns}"' if ns else " at the cluster scope"
+        return 403, status(
+            403,
+            "Forbidden",
+            f'{kind.resource} is forbidden: User "{USER}" cannot {verb} resource "{kind.plural}" in API group "{kind.group}"{where}',
+            {"group": kind.group, "kind": kind.plural, **({"name": name} if name else {})},
+        )
+    for fault in fake.faults:
+        if fault.method == method and fault.plural == kind.plural and fault.times > 0 and query.get("dryRun") != "All":
+            fault.times -= 1
+            return fault.status, status(fault.status, fault.reason, fault.message)
+    key_ns = ns if kind.namespaced else None
+    if method == "GET" and name:
+        obj = fake.objects.get((kind.group_version, kind.plural, key_ns, name))
+        if obj is None:
+            return 404, _not_found(kind, name)
+        return 200, copy.deepcopy(obj)
+    if method == "GET":
+        items = [o for o in fake.stored(kind.plural, key_ns) if _selected(o, query.get("labelSelector", ""))]
+        return 200, {"kind": f"{kind.kind}List", "apiVersion": kind.group_version, "metadata": {"resourceVersion": "1"}, "items": items}
+    if method == "DELETE":
+        key = (kind.group_version, kind.plural, key_ns, name)
+        if key not in fake.objects:
+            return 404, _not_found(kind, name)
+        fake._delete(key)
+        return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": name, "group": kind.group, "kind": kind.plural}}
+    return _create(fake, kind, ns, query, body)
+
+
+def _not_found(kind: Kind, name: str) -> dict:
+    return status(404, "NotFound", f'{kind.resource} "{name}" not found', {"name": name, "group": kind.group, "kind": kind.plural})
+
+
+def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) -> tuple[int, Any]:
+    if not isinstance(body, dict):
+        return 400, status(400, "BadRequest", "the body must be an object")
+    if kind.namespaced and ("v1", "namespaces", None, ns) not in fake.objects:
+        return 404, status(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+    meta = body.get("metadata") or {}
+    name = meta.get("name", "")
+    if kind.namespaced and meta.get("namespace") not in (None, ns):
+        return 400, status(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+    if body.get("apiVersion") != kind.group_version or body.get("kind") != kind.kind:
+        return 400, status(400, "BadRequest", f"expected {kind.group_version} {kind.kind}, got {body.get('apiVersion')} {body.get('kind')}")
+    errors = kind.schema.errors(body) if kind.schema else native_errors(body, kind.model) if kind.model else crd_schema.metadata_errors(meta)
+    unknown = [e for e in errors if e.unknown]
+    if unknown and query.get("fieldValidation") == "Strict":
+        fields = ", ".join(f'unknown field "{e.field}"' for e in unknown)
+        return 400, status(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict decoding error: {fields}')
+    invalid = [e for e in errors if not e.unknown]
+    if invalid:
+        return 422, _invalid(kind, name, invalid)
+    denied = admission(fake, kind, body)
+    if denied:
+        webhook, problems = denied
+        st = _invalid(kind, name, problems)
+        st["message"] = f'admission webhook "{webhook}" denied the request: {st["message"]}'
+        return 422, st
+    if (kind.group_version, kind.plural, ns if kind.namespaced else None, name) in fake.objects:
+        return 409, status(409, "AlreadyExists", f'{kind.resource} "{name}" already exists', {"name": name, "group": kind.group, "kind": kind.plural})
+    if query.get("dryRun") == "All":
+        obj = copy.deepcopy(body)
+        obj.setdefault("metadata", {})["namespace"] = ns
+        return 201, obj
+    return 201, fake._store(kind, ns, body)
+
+
+def _invalid(kind: Kind, name: str, errors: list) -> dict:
+    group = f".{kind.group}" if kind.group else ""
+    return status(
+        422,
+        "Invalid",
+        f'{kind.kind}{group} "{name}" is invalid: ' + ", ".join(str(e) for e in errors),
+        {
+            "name": name,
+            "group": kind.group,
+            "kind": kind.kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": e.message, "field": e.field} for e in errors],
+        },
+    )
+
+
+def _selected(obj: dict, selector: str) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = re.split(r"==?", term, maxsplit=1)
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+# --- discovery -------------------------------------------------------------------------------
+
+
+def _discovery(fake: FakeKube, path: str) -> Any:
+    if path == "/version":
+        return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
+    if path == "/api":
+        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+    if path == "/apis":
+        groups: dict[str, list[str]] = {}
+        for k in fake.kinds:
+            if k.group and k.version not in groups.setdefault(k.group, []):
+                groups[k.group].append(k.version)
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": g,
+                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                    "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                }
+                for g, vs in groups.items()
+            ],
+        }
+    m = re.fullmatch(r"/api/(v1)|/apis/([^/]+/[^/]+)", path)
+    if m:
+        gv = m.group(1) or m.group(2)
+        kinds = [k for k in fake.kinds if k.group_version == gv]
+        if not kinds:
+            return None
+        resources = []
+        for k in kinds:
+            resources.append({"name": k.plural, "singularName": k.kind.lower(), "namespaced": k.namespaced, "kind": k.kind, "verbs": ["create", "delete", "get", "list"]})
+            if k.schema:
+                resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced, "kind": k.kind, "verbs": ["get"]})
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+    m = re.fullmatch(r"/openapi/v3/apis/([^/]+)/([^/]+)", path)
+    if m and fake.publish_openapi:
+        kinds = [k for k in fake.kinds if k.group == m.group(1) and k.version == m.group(2) and k.schema]
+        if not kinds:
+            return None
+        schemas = {}
+        for k in kinds:
+            schema = copy.deepcopy(k.schema.openapi)
+            schema["x-kubernetes-group-version-kind"] = [{"group": k.group, "version": k.version, "kind": k.kind}]
+            schemas[f"org.kubeflow.{k.group.split('.')[0]}.{k.version}.{k.kind}"] = schema
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}, "paths": {}, "components": {"schemas": schemas}}
+    m = re.fullmatch(r"/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/trainjobs\.trainer\.kubeflow\.org", path)
+    if m and fake.trainer_mechanism:
+        schema = fake.kind("trainjobs").schema
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "trainjobs.trainer.kubeflow.org"},
+            "spec": {"group": schema.group, "versions": [{"name": schema.version, "served": True, "schema": {"openAPIV3Schema": schema.openapi}}]},
+        }
+    return None
+
+
+# --- the operators' admission webhooks, for the rules the plugin relies on --------------------
+
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_PET = re.compile(r"^PET_")
+
+
+def admission(fake: FakeKube, kind: Kind, obj: dict) -> tuple[str, list] | None:
+    if kind.kind == "PyTorchJob":
+        problems = _pytorchjob_rules(obj)
+        return ("validator.pytorchjob.training-operator.kubeflow.org", problems) if problems else None
+    if kind.kind == "TrainJob":
+        problems = _trainjob_rules(fake, obj)
+        return ("validator.trainjob.trainer.kubeflow.org", problems) if problems else None
+    return None
+
+
+def _pytorchjob_rules(obj: dict) -> list:
+    FE = crd_schema.FieldError
+    problems = []
+    name = obj["metadata"].get("name", "")
+    if not _DNS_1035.match(name) or len(name) > 63:
+        problems.append(FE("metadata.name", f"Invalid value: {name!r}: a DNS-1035 label is required"))
+    specs = obj.get("spec", {}).get("pytorchReplicaSpecs", {})
+    master = specs.get("Master")
+    if master is not None and master.get("replicas") != 1:
+        problems.append(FE("spec.pytorchReplicaSpecs[Master].replicas", "Forbidden: must be 1, and set explicitly"))
+    worker = specs.get("Worker")
+    if worker is not None and (worker.get("replicas") or 0) < 1:
+        problems.append(FE("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid value: must be at least 1 (omit Worker instead)"))
+    for rtype, rspec in specs.items():
+        containers = rspec.get("template", {}).get("spec", {}).get("containers", [])
+        if not any(c.get("name") == "pytorch" for c in containers):
+            problems.append(FE(f"spec.pytorchReplicaSpecs[{rtype}].template.spec.containers", "Required value: a container named pytorch"))
+    if obj.get("spec", {}).get("elasticPolicy") and worker is None:
+        problems.append(FE("spec.elasticPolicy", "Forbidden: elastic training needs a Worker replica spec"))
+    return problems
+
+
+def _trainjob_rules(fake: FakeKube, obj: dict) -> list:
+    FE = crd_schema.FieldError
+    problems = []
+    spec = obj.get("spec", {})
+    ref = spec.get("runtimeRef", {})
+    if (ref.get("kind") or "ClusterTrainingRuntime") == "ClusterTrainingRuntime":
+        if ("trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes", None, ref.get("name")) not in fake.objects:
+            problems.append(FE("spec.runtimeRef", f"Invalid value: ClusterTrainingRuntime {ref.get('name')!r} not found"))
+    for i, env in enumerate(spec.get("trainer", {}).get("env", [])):
+        if _PET.match(env.get("name", "")):
+            problems.append(FE(f"spec.trainer.env[{i}].name", f"Invalid value: {env.get('name')!r}: set by the torch runtime"))
+    for override in _container_overrides(spec):
+        if override.get("name") in ("node", "dataset-initializer", "model-initializer") and override.get("env"):
+            problems.append(FE("spec.podChanges.containers", f"Forbidden: env of container {override['name']} is set through spec.trainer"))
+        if override.get("name") not in ("node",):
+            problems.append(FE("spec.podChanges.containers", f"Invalid value: the runtime has no container {override.get('name')!r}"))
+    for target in _target_jobs(spec):
+        if target != "node":
+            problems.append(FE("spec.podChanges.targetJobs", f"Invalid value: the runtime has no replicated job {target!r}"))
+    return problems
+
+
+def _container_overrides(spec: dict) -> list[dict]:
+    out = []
+    for o in spec.get("podSpecOverrides", []):
+        out += o.get("containers", [])
+    for o in spec.get("podTemplateOverrides", []):
+        out += (o.get("spec") or {}).get("containers", [])
+    for p in spec.get("runtimePatches", []):
+        jobs = p.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
+        for j in jobs:
+            out += j.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    return out
+
+
+def _target_jobs(spec: dict) -> list[str]:
+    out = []
+    for o in spec.get("podSpecOverrides", []) + spec.get("podTemplateOverrides", []):
+        out += [t.get("name") for t in o.get("targetJobs", [])]
+    for p in spec.get("runtimePatches", []):
+        jobs = p.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
+        out += [j.get("name") for j in jobs]
+    return out

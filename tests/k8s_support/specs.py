@@ -1,0 +1,55 @@
+"""Job specs for the Kubernetes tests: real job directories parsed by `load_job_spec`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from vdk.plugin.ml_training.audit import Provenance
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.k8s.run import RunInfo
+
+IMAGE = "registry.example.com/ml/mnist-ddp@sha256:" + "ab" * 32
+PROVENANCE = Provenance(
+    git_commit="0123456789abcdef0123456789abcdef01234567",
+    git_dirty=True,
+    git_diff_sha256="d" * 64,
+    git_remote="https://git.example.com/ml/models.git",
+    deployer="ada@example.com",
+    created="2026-01-02T03:04:05Z",
+)
+
+# The matrix of issue 3: [ml-training] settings per case.
+MATRIX = {
+    "cpu-1-node": {"nodes": "1", "gpus_per_node": "0", "cpu": "2", "memory": "8Gi"},
+    "gpu-1x8": {"nodes": "1", "gpus_per_node": "8"},
+    "gpu-4x8": {"nodes": "4", "gpus_per_node": "8", "memory": "512Gi", "shm_size": "64Gi"},
+    "elastic-2-8": {"nodes": "2:8", "gpus_per_node": "8"},
+    "mig": {"nodes": "2", "gpus_per_node": "1g.10gb"},
+    "queue-priority": {
+        "nodes": "2",
+        "gpus_per_node": "1",
+        "queue": "team-a-queue",
+        "priority_class": "high-priority",
+        "max_runtime": "12h",
+        "max_restarts": "5",
+        "ttl_after_finished": "1d",
+    },
+}
+
+
+def make_spec(root: Path, name: str = "mnist-ddp", env: dict | None = None, args: str | None = None, **keys: str) -> MLJobSpec:
+    job = root / name
+    job.mkdir(parents=True, exist_ok=True)
+    (job / "train.py").write_text('import torch\n\nif __name__ == "__main__":\n    print("train")\n')
+    lines = ["[owner]", "team = Vision Research", "", "[job]", "type = ml-training", "", "[ml-training]"]
+    lines += [f"{k} = {v}" for k, v in keys.items()]
+    if args:
+        lines.append(f"args = {args}")
+    if env:
+        lines += ["", "[ml-training.env]"] + [f"{k} = {v}" for k, v in env.items()]
+    (job / "config.ini").write_text("\n".join(lines) + "\n")
+    return load_job_spec(job)
+
+
+def make_run(spec: MLJobSpec, name: str | None = None, reason: str | None = "nightly retrain") -> RunInfo:
+    return RunInfo.create(spec, PROVENANCE, reason=reason, image_digest=IMAGE.split("@")[1], name=name)

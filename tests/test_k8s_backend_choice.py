@@ -1,0 +1,101 @@
+"""`auto` backend choice and Trainer version detection, from discovery done by the real
+`kubernetes` client against the fake API server."""
+import pytest
+from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.k8s import trainjob
+from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.k8s.backends import choose_backend
+from vdk.plugin.ml_training.k8s.backends import describe_choice
+
+JOBS = ("batch/v1", "jobs")
+PYTORCHJOBS = ("kubeflow.org/v1", "pytorchjobs")
+TRAINJOBS = ("trainer.kubeflow.org/v1alpha1", "trainjobs")
+
+
+def discovery(*resources, runtimes=frozenset({"torch-distributed"})):
+    return Discovery(resources=frozenset(resources), runtimes=runtimes if TRAINJOBS in resources else None)
+
+
+@pytest.mark.parametrize(
+    "served, runtimes, elastic, expected",
+    [
+        ((JOBS,), None, False, "job"),
+        ((JOBS, PYTORCHJOBS), None, False, "pytorchjob"),
+        ((JOBS, TRAINJOBS), {"torch-distributed"}, False, "trainjob"),
+        ((JOBS, PYTORCHJOBS, TRAINJOBS), {"torch-distributed"}, False, "trainjob"),
+        ((JOBS, PYTORCHJOBS, TRAINJOBS), {"torch-distributed"}, True, "pytorchjob"),  # TrainJob is not elastic
+        ((JOBS, TRAINJOBS), {"torch-distributed"}, True, "trainjob"),
+        ((JOBS, PYTORCHJOBS, TRAINJOBS), {"deepspeed-distributed"}, False, "pytorchjob"),  # no torch runtime
+        ((JOBS, TRAINJOBS), set(), False, "job"),
+        ((JOBS, PYTORCHJOBS, TRAINJOBS), None, False, "pytorchjob"),  # runtimes unreadable: not assumed
+    ],
+)
+def test_auto(served, runtimes, elastic, expected):
+    d = discovery(*served, runtimes=None if runtimes is None else frozenset(runtimes))
+    assert choose_backend(d, "auto", elastic=elastic) == expected
+
+
+def test_explicit_backends_the_cluster_lacks_name_what_to_install():
+    bare = discovery(JOBS)
+    with pytest.raises(MLTrainingError) as e:
+        choose_backend(bare, "pytorchjob")
+    assert "does not serve PyTorchJob" in e.value.problem and "Training Operator" in e.value.fix
+    with pytest.raises(MLTrainingError) as e:
+        choose_backend(bare, "trainjob")
+    assert "does not serve TrainJob" in e.value.problem and "Kubeflow Trainer v2" in e.value.fix
+    with pytest.raises(MLTrainingError) as e:
+        choose_backend(discovery(JOBS, TRAINJOBS, runtimes=frozenset()), "trainjob")
+    assert "torch-distributed" in e.value.problem and "runtimes" in e.value.fix
+    assert choose_backend(discovery(JOBS, TRAINJOBS, runtimes=None), "trainjob") == "trainjob"
+    assert choose_backend(bare, "job") == "job"
+
+
+def test_choice_is_explained():
+    d = discovery(JOBS, PYTORCHJOBS, TRAINJOBS, runtimes=None)
+    line = describe_choice(d, "auto", choose_backend(d, "auto"))
+    assert line.startswith("backend pytorchjob (auto; the cluster serves TrainJob, PyTorchJob)")
+    assert "could not be listed" in line
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({}, "job"),
+        ({"pytorchjob": True}, "pytorchjob"),
+        ({"trainer_mechanism": "runtimePatches"}, "trainjob"),
+        ({"pytorchjob": True, "trainer_mechanism": "podTemplateOverrides"}, "trainjob"),
+        ({"pytorchjob": True, "trainer_mechanism": "runtimePatches", "torch_runtime": False}, "pytorchjob"),
+    ],
+)
+def test_auto_from_real_discovery(cluster, options, expected):
+    fake, client = cluster(**options)
+    found = client.discover()
+    assert choose_backend(found, "auto") == expected
+    assert found.server_version == "v1.31.0"
+    paths = {p for _, p, _ in fake.requests}
+    assert "/apis" in paths and "/apis/batch/v1" in paths
+
+
+def test_forbidden_runtime_listing_means_unknown_not_failure(cluster):
+    fake, client = cluster(pytorchjob=True, trainer_mechanism="runtimePatches", forbidden={("list", "clustertrainingruntimes")})
+    found = client.discover()
+    assert found.runtimes is None and found.torch_runtime is None
+    assert choose_backend(found, "auto") == "pytorchjob"
+    assert any("could not be listed" in note for note in found.notes)
+
+
+@pytest.mark.parametrize("mechanism", trainjob.MECHANISMS)
+def test_trainer_mechanism_from_the_served_schema(cluster, mechanism):
+    fake, client = cluster(trainer_mechanism=mechanism)
+    assert client.discover().mechanism == mechanism
+
+
+def test_trainer_mechanism_from_the_public_configmap_then_the_crd(cluster):
+    fake, client = cluster(trainer_mechanism="podSpecOverrides", trainer_version="v2.0.1", publish_openapi=False)
+    found = client.discover()
+    assert (found.trainer_version, found.mechanism) == ("v2.0.1", "podSpecOverrides")
+    fake, client = cluster(trainer_mechanism="podTemplateOverrides", publish_openapi=False)
+    found = client.discover()
+    assert found.trainer_version is None and found.mechanism == "podTemplateOverrides"
+    assert any(p.endswith("customresourcedefinitions/trainjobs.trainer.kubeflow.org") for _, p, _ in fake.requests)

@@ -1,0 +1,260 @@
+"""What the renderers put into manifests: the semantics each backend and operator relies on."""
+import re
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from k8s_support.specs import IMAGE
+from k8s_support.specs import PROVENANCE
+from k8s_support.specs import make_run
+from k8s_support.specs import make_spec
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
+from vdk.plugin.ml_training.k8s import indexed_job
+from vdk.plugin.ml_training.k8s import pod
+from vdk.plugin.ml_training.k8s import pytorchjob
+from vdk.plugin.ml_training.k8s import record
+from vdk.plugin.ml_training.k8s import trainjob
+from vdk.plugin.ml_training.k8s.manifests import limitations
+from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.manifests import to_yaml
+from vdk.plugin.ml_training.k8s.run import new_run_name
+
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def containers_of(pytorch_job):
+    return {
+        rtype: spec["template"]["spec"]["containers"][0]
+        for rtype, spec in pytorch_job["spec"]["pytorchReplicaSpecs"].items()
+    }
+
+
+def test_pytorchjob_single_node_cpu(tmp_path):
+    spec = make_spec(tmp_path, nodes="1", gpus_per_node="0", cpu="2", memory="8Gi")
+    run = make_run(spec)
+    job = pytorchjob.render(spec, IMAGE, run, "ml")[0]
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert list(replicas) == ["Master"]  # Worker omitted, not replicas: 0
+    assert replicas["Master"]["replicas"] == 1
+    container = replicas["Master"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "pytorch"
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "8Gi"}}
+    assert "tolerations" not in replicas["Master"]["template"]["spec"]
+    assert job["spec"]["nprocPerNode"] == "1"
+    assert "elasticPolicy" not in job["spec"]
+
+
+def test_pytorchjob_multi_node_gpus(tmp_path):
+    spec = make_spec(tmp_path, nodes="4", gpus_per_node="8", memory="512Gi", shm_size="64Gi", max_restarts="2")
+    run = make_run(spec)
+    job = pytorchjob.render(spec, IMAGE, run, "ml")[0]
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 3)
+    for rtype, container in containers_of(job).items():
+        assert container["name"] == "pytorch"
+        assert container["image"] == IMAGE
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
+        assert container["command"] == layout.launch_command(spec, pod.torchrun_flags())
+        assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+        pod_spec = replicas[rtype]["template"]["spec"]
+        assert pod_spec["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec["tolerations"]
+        assert replicas[rtype]["template"]["metadata"]["labels"]["vdk.io/run"] == run.name
+    assert job["spec"]["nprocPerNode"] == "8"
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 7 * 86400, "backoffLimit": 2}
+
+
+def test_pytorchjob_elastic_queue_priority_deadline(tmp_path):
+    spec = make_spec(
+        tmp_path, nodes="2:8", gpus_per_node="8", queue="team-a-queue", priority_class="high-priority",
+        max_runtime="12h", max_restarts="5", ttl_after_finished="1d",
+    )
+    job = pytorchjob.render(spec, IMAGE, make_run(spec), "ml")[0]
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 7
+    assert job["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 8, "rdzvBackend": "c10d", "maxRestarts": 5}
+    assert job["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "Running",
+        "ttlSecondsAfterFinished": 86400,
+        "backoffLimit": 5,
+        "activeDeadlineSeconds": 12 * 3600,
+        "schedulingPolicy": {"queue": "team-a-queue", "priorityClass": "high-priority"},
+    }
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-queue"
+    master_pod = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    assert master_pod["spec"]["priorityClassName"] == "high-priority"
+    assert "kueue.x-k8s.io/queue-name" not in master_pod["metadata"]["labels"]  # Kueue reads it from the job
+
+
+def test_mig_profile_is_requested_as_its_extended_resource(tmp_path):
+    spec = make_spec(tmp_path, nodes="2", gpus_per_node="1g.10gb")
+    for backend in ("pytorchjob", "trainjob", "job"):
+        primary = render_run(spec, IMAGE, make_run(spec), "ml", backend)[0]
+        text = yaml.safe_dump(primary)
+        assert "nvidia.com/mig-1g.10gb: '1'" in text
+        assert "nvidia.com/gpu:" not in text.replace("key: nvidia.com/gpu", "")
+
+
+def test_labels_annotations_and_environment(tmp_path):
+    spec = make_spec(tmp_path, nodes="2", gpus_per_node="0", env={"HF_HOME": "/cache", "PYTHONPATH": "/extra/lib"})
+    run = make_run(spec, reason="nightly retrain")
+    for backend in ("pytorchjob", "trainjob", "job"):
+        manifests = render_run(spec, IMAGE, run, "ml", backend)
+        for manifest in manifests:
+            labels = manifest["metadata"]["labels"]
+            assert labels["vdk.io/job-name"] == "mnist-ddp"
+            assert labels["vdk.io/run"] == run.name
+            assert labels["vdk.io/team"] == "Vision-Research"  # a label value; the exact team is annotated
+            assert labels["vdk.io/backend"] == backend
+        annotations = manifests[0]["metadata"]["annotations"]
+        assert annotations == {
+            "vdk.io/git-commit": PROVENANCE.git_commit,
+            "vdk.io/git-dirty": "true",
+            "vdk.io/git-diff-sha256": PROVENANCE.git_diff_sha256,
+            "vdk.io/git-remote": PROVENANCE.git_remote,
+            "vdk.io/deployed-by": "ada@example.com",
+            "vdk.io/deployed-at": "2026-01-02T03:04:05Z",
+            "vdk.io/reason": "nightly retrain",
+            "vdk.io/image": IMAGE,
+            "vdk.io/image-digest": IMAGE.split("@")[1],
+            "vdk.io/spec-sha256": spec.fingerprint(),
+            "vdk.io/team": "Vision Research",
+        }
+    env = pod.env(spec)
+    assert {"name": "HF_HOME", "value": "/cache"} in env
+    assert {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:/extra/lib"} in env
+    assert [e["name"] for e in env].count("PYTHONPATH") == 1
+
+
+def test_generous_rendezvous_timeouts():
+    (flag,) = pod.torchrun_flags()
+    conf = dict(item.split("=") for item in flag.removeprefix("--rdzv-conf=").split(","))
+    # static rendezvous reads `timeout`, c10d `join_timeout` and `read_timeout`; torch defaults 600/600/60
+    assert int(conf["timeout"]) >= 1800 and int(conf["join_timeout"]) >= 1800 and int(conf["read_timeout"]) >= 300
+
+
+@pytest.mark.parametrize("mechanism", trainjob.MECHANISMS)
+def test_trainjob(tmp_path, mechanism):
+    spec = make_spec(tmp_path, nodes="4", gpus_per_node="8", max_runtime="2h", queue="q1", env={"WANDB_MODE": "offline"})
+    run = make_run(spec)
+    job = trainjob.render(spec, IMAGE, run, "ml", mechanism=mechanism)[0]
+    assert job["spec"]["runtimeRef"] == {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"}
+    trainer = job["spec"]["trainer"]
+    assert trainer["image"] == IMAGE
+    assert trainer["command"] == layout.launch_command(spec, pod.torchrun_flags())
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (4, 8)
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
+    assert {"name": "WANDB_MODE", "value": "offline"} in trainer["env"]
+    assert not any(e["name"].startswith("PET_") for e in trainer["env"])  # the runtime sets those
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q1"
+    others = set(trainjob.MECHANISMS) - {mechanism}
+    assert mechanism in job["spec"] and not others & set(job["spec"])
+    assert ("activeDeadlineSeconds" in job["spec"]) == (mechanism == trainjob.RUNTIME_PATCHES)
+    text = yaml.safe_dump(job["spec"][mechanism])
+    assert "mountPath: /dev/shm" in text and "medium: Memory" in text and "name: node" in text
+    assert "key: nvidia.com/gpu" in text
+    if mechanism == trainjob.RUNTIME_PATCHES:
+        patch = job["spec"]["runtimePatches"][0]
+        replicated = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+        pod_template = replicated["template"]["spec"]["template"]
+        assert pod_template["metadata"]["labels"]["vdk.io/run"] == run.name
+        assert pod_template["spec"]["containers"] == [{"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}]
+
+
+def test_trainer_version_to_mechanism():
+    assert trainjob.mechanism_for_version("v2.0.1") == trainjob.POD_SPEC_OVERRIDES
+    assert trainjob.mechanism_for_version("v2.1.0") == trainjob.POD_TEMPLATE_OVERRIDES
+    assert trainjob.mechanism_for_version("2.2.0") == trainjob.RUNTIME_PATCHES
+    assert trainjob.mechanism_for_version("v2.3.0-rc.1") == trainjob.RUNTIME_PATCHES
+    assert trainjob.mechanism_for_version("v1.9.4") is None
+    assert trainjob.mechanism_for_version("latest") is None
+    assert trainjob.mechanism_from_fields({"runtimeRef", "podTemplateOverrides"}) == trainjob.POD_TEMPLATE_OVERRIDES
+    assert trainjob.mechanism_from_fields({"runtimeRef", "trainer"}) is None
+
+
+def test_indexed_job_and_headless_service(tmp_path):
+    spec = make_spec(tmp_path, nodes="3", gpus_per_node="4", max_runtime="1h", max_restarts="2")
+    run = make_run(spec)
+    job, service = indexed_job.render(spec, IMAGE, run, "ml")
+    js = job["spec"]
+    assert (js["completionMode"], js["completions"], js["parallelism"]) == ("Indexed", 3, 3)
+    assert js["podFailurePolicy"]["rules"] == [
+        {"action": "FailJob", "onExitCodes": {"containerName": "pytorch", "operator": "NotIn", "values": [0]}}
+    ]
+    assert (js["backoffLimit"], js["activeDeadlineSeconds"], js["ttlSecondsAfterFinished"]) == (2, 3600, 7 * 86400)
+    pod_spec = js["template"]["spec"]
+    assert pod_spec["restartPolicy"] == "Never"
+    assert pod_spec["subdomain"] == service["metadata"]["name"] == run.name
+    env = {e["name"]: e for e in pod_spec["containers"][0]["env"]}
+    assert env["PET_NNODES"]["value"] == "3" and env["PET_NPROC_PER_NODE"]["value"] == "4"
+    assert env["PET_NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    # Rank 0 is pod <run>-0 under the Service: the hostname an Indexed Job gives its index 0.
+    assert env["PET_MASTER_ADDR"]["value"] == f"{run.name}-0.{run.name}"
+    assert env["PET_MASTER_PORT"]["value"] == str(pod.RENDEZVOUS_PORT)
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    pod_labels = js["template"]["metadata"]["labels"]
+    assert all(pod_labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    assert service["spec"]["ports"][0]["port"] == pod_spec["containers"][0]["ports"][0]["containerPort"]
+
+
+def test_limitations_are_reported(tmp_path):
+    spec = make_spec(tmp_path, nodes="2:8", priority_class="high", max_runtime="1h")
+    assert limitations(spec, "pytorchjob") == []
+    notes = " | ".join(limitations(spec, "trainjob", trainjob.POD_SPEC_OVERRIDES))
+    assert "runs at 8 nodes" in notes and "priority_class" in notes and "max_runtime" in notes
+    assert "runs at 8 nodes" in " ".join(limitations(spec, "job"))
+    assert indexed_job.render(spec, IMAGE, make_run(spec), "ml")[0]["spec"]["completions"] == 8
+
+
+def test_run_record_holds_what_reruns_the_run(tmp_path):
+    spec = make_spec(tmp_path, nodes="2", gpus_per_node="0")
+    run = make_run(spec)
+    manifests = render_run(spec, IMAGE, run, "ml", "job")
+    configmap = manifests[-1]
+    assert configmap["metadata"]["name"] == f"{run.name}-record"
+    rec = record.parse(configmap)
+    assert (rec.run_name, rec.backend, rec.image) == (run.name, "job", IMAGE)
+    assert rec.manifests == manifests[:-1]
+    assert rec.spec == spec.to_dict() and rec.provenance["git_commit"] == PROVENANCE.git_commit
+
+    again = record.rerun_manifests(rec, "mnist-ddp-zz000001", deployer="bob@example.com", deployed_at="2026-02-01T00:00:00Z")
+    job, service, new_record = again
+    renamed = yaml.safe_dump([job, service]).replace(f"vdk.io/rerun-of: {run.name}", "")
+    assert "mnist-ddp-zz000001" in renamed and run.name not in renamed
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PET_MASTER_ADDR"] == "mnist-ddp-zz000001-0.mnist-ddp-zz000001"
+    annotations = job["metadata"]["annotations"]
+    assert annotations["vdk.io/rerun-of"] == run.name
+    assert annotations["vdk.io/deployed-by"] == "bob@example.com"
+    assert annotations["vdk.io/git-commit"] == PROVENANCE.git_commit and "vdk.io/reason" not in annotations
+    assert record.parse(new_record).manifests == [job, service]
+    with pytest.raises(MLTrainingError, match="not a readable run record"):
+        record.parse({"metadata": {"name": "x"}, "data": {"run": "x"}})
+
+
+def test_dry_run_yaml_is_multi_document_and_round_trips(tmp_path):
+    spec = make_spec(tmp_path, nodes="2")
+    manifests = render_run(spec, IMAGE, make_run(spec), "ml", "job")
+    text = to_yaml(manifests)
+    assert text.count("\n---\n") == 2
+    assert list(yaml.safe_load_all(text)) == manifests
+
+
+@given(st.from_regex(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", fullmatch=True))
+def test_run_names_are_dns_labels_with_room_for_operator_suffixes(job_name):
+    name = new_run_name(job_name)
+    assert DNS_1035.match(name) and name.startswith(job_name + "-")
+    assert len(f"{name}-worker-99") <= 63  # PyTorchJob pods/services
+    assert len(f"{name}-node-0-99") <= 63  # TrainJob (JobSet) pod hostnames
+
+
+def test_run_names_differ_and_bad_job_names_are_refused():
+    assert len({new_run_name("job") for _ in range(50)}) == 50
+    for bad in ("Job", "9job", "job-", "a" * (MAX_JOB_NAME_LENGTH + 1), "my_job"):
+        with pytest.raises(MLTrainingError):
+            new_run_name(bad)

@@ -1,0 +1,127 @@
+"""Every rendered manifest validates against what a cluster enforces: the real CRD OpenAPI
+schemas in ../shared/crds/ for PyTorchJob and TrainJob (each Trainer pod-change mechanism), the
+`kubernetes` models plus API-server rules for Job, Service and ConfigMap."""
+import pytest
+from k8s_support import crd_schema
+from k8s_support.crd_schema import CRDMissing
+from k8s_support.native import native_errors
+from k8s_support.specs import IMAGE
+from k8s_support.specs import MATRIX
+from k8s_support.specs import make_run
+from k8s_support.specs import make_spec
+from vdk.plugin.ml_training.k8s import trainjob
+from vdk.plugin.ml_training.k8s.manifests import render_run
+
+MODELS = {"Job": "V1Job", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jobs")
+    return {
+        case: make_spec(root / case, env={"HF_HOME": "/tmp/hf", "PYTHONPATH": "/extra"}, args="--epochs 3", **keys)
+        for case, keys in MATRIX.items()
+    }
+
+
+def schema_errors(manifest, mechanism=trainjob.RUNTIME_PATCHES):
+    kind = manifest["kind"]
+    if kind == "PyTorchJob":
+        return crd_schema.pytorchjob_schema().errors(manifest)
+    if kind == "TrainJob":
+        return crd_schema.trainjob_schema(mechanism).errors(manifest)
+    return native_errors(manifest, MODELS[kind])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crds_present():
+    try:
+        crd_schema.load_crd(crd_schema.PYTORCHJOB_CRD)
+        crd_schema.load_crd(crd_schema.TRAINJOB_CRD)
+    except CRDMissing as e:
+        pytest.fail(str(e))
+
+
+@pytest.mark.parametrize("case", sorted(MATRIX))
+def test_pytorchjob_matrix_is_valid(specs, case):
+    manifests = render_run(specs[case], IMAGE, make_run(specs[case]), "ml", "pytorchjob")
+    assert [m["kind"] for m in manifests] == ["PyTorchJob", "ConfigMap"]
+    for manifest in manifests:
+        assert schema_errors(manifest) == []
+
+
+@pytest.mark.parametrize("mechanism", trainjob.MECHANISMS)
+@pytest.mark.parametrize("case", sorted(MATRIX))
+def test_trainjob_matrix_is_valid_for_each_trainer_mechanism(specs, case, mechanism):
+    manifests = render_run(specs[case], IMAGE, make_run(specs[case]), "ml", "trainjob", trainer_mechanism=mechanism)
+    assert [m["kind"] for m in manifests] == ["TrainJob", "ConfigMap"]
+    for manifest in manifests:
+        assert schema_errors(manifest, mechanism) == []
+
+
+@pytest.mark.parametrize("case", sorted(MATRIX))
+def test_indexed_job_matrix_is_valid(specs, case):
+    manifests = render_run(specs[case], IMAGE, make_run(specs[case]), "ml", "job")
+    assert [m["kind"] for m in manifests] == ["Job", "Service", "ConfigMap"]
+    for manifest in manifests:
+        assert schema_errors(manifest) == []
+
+
+# The validators must be able to fail: each of these is something a real server rejects.
+
+
+def test_crd_validation_rejects_what_a_server_would(specs):
+    job = render_run(specs["gpu-4x8"], IMAGE, make_run(specs["gpu-4x8"]), "ml", "pytorchjob")[0]
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]
+    master["replicas"] = "1"
+    master["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "16 GB"
+    master["template"]["spec"]["containers"][0]["env"].append({"name": "HF_HOME", "value": "again"})
+    job["spec"]["nprocPerNode"] = 8  # a string in the CRD
+    job["spec"]["runPolicy"]["backoffLimit"] = 2**31
+    job["spec"]["elasticPolicy"] = {"minReplicas": "2"}
+    job["spec"]["replicaSpecs"] = {}
+    errors = {e.field: e for e in schema_errors(job)}
+    base = "spec.pytorchReplicaSpecs.Master"
+    assert "is not of type 'integer'" in errors[f"{base}.replicas"].message
+    assert f"{base}.template.spec.containers[0].resources.limits.memory" in errors
+    assert "Duplicate value" in errors[f"{base}.template.spec.containers[0].env[3]"].message
+    assert "is not of type 'string'" in errors["spec.nprocPerNode"].message
+    assert "int32" in errors["spec.runPolicy.backoffLimit"].message
+    assert "spec.elasticPolicy.minReplicas" in errors
+    assert errors["spec.replicaSpecs"].unknown
+
+
+def test_trainjob_cel_rules_and_mechanism_fields_are_enforced(specs):
+    spec = specs["gpu-1x8"]
+    job = render_run(spec, IMAGE, make_run(spec, name="Mnist_Run"), "ml", "trainjob")[0]
+    messages = [e.message for e in schema_errors(job)]
+    assert any("RFC 1035" in m for m in messages)
+    # A v2.1 server does not know runtimePatches, a v2.3 server no longer knows podTemplateOverrides.
+    newest = render_run(spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.RUNTIME_PATCHES)[0]
+    older = render_run(spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.POD_TEMPLATE_OVERRIDES)[0]
+    assert [e.field for e in schema_errors(newest, trainjob.POD_TEMPLATE_OVERRIDES) if e.unknown] == ["spec.runtimePatches"]
+    assert {e.field for e in schema_errors(older, trainjob.RUNTIME_PATCHES) if e.unknown} == {"spec.labels", "spec.podTemplateOverrides"}
+
+
+def test_native_checks_reject_what_a_server_would(specs):
+    job, service, record = render_run(specs["gpu-4x8"], IMAGE, make_run(specs["gpu-4x8"]), "ml", "job")
+    job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"  # with a podFailurePolicy
+    job["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    fields = {e.field for e in native_errors(job, "V1Job")}
+    assert fields == {"spec.template.spec.restartPolicy", "spec.template.spec.containers[0].volumeMount"}
+    job["spec"]["completions"] = "4"
+    assert any(e.field.endswith("completions") for e in native_errors(job, "V1Job"))
+    service["spec"]["ports"].append({"port": 80})
+    assert [e.field for e in native_errors(service, "V1Service")] == ["spec.ports"]
+    record["data"]["huge"] = "x" * (1024 * 1024)
+    assert [e.field for e in native_errors(record, "V1ConfigMap")] == ["data"]
+
+
+def test_missing_crds_fail_with_a_clear_message(tmp_path, monkeypatch):
+    monkeypatch.setenv(crd_schema.CRD_DIR_ENV, str(tmp_path))
+    crd_schema.load_crd.cache_clear()
+    try:
+        with pytest.raises(CRDMissing, match=r"kubeflow.org_pytorchjobs.yaml is not in .*shared/crds"):
+            crd_schema.load_crd(crd_schema.PYTORCHJOB_CRD)
+    finally:
+        crd_schema.load_crd.cache_clear()
