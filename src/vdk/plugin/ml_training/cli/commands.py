@@ -1,0 +1,18 @@
+"""Every verb the plugin adds to (or wraps in) the `vdk` command line."""
+from __future__ import annotations
+
+import click
+from vdk.plugin.ml_training.cli import verbs
+
+
+def ml_verbs() -> list[verbs.Verb]:
+    # Imported here: `vdk_command_line` runs for every vdk command, and these pull in kubernetes.
+    from vdk.plugin.ml_training.cli.deploy import DEPLOY
+    from vdk.plugin.ml_training.cli.runs import VERBS as RUN_VERBS
+
+    return [DEPLOY, *RUN_VERBS]
+
+
+def install_all(root: click.Group) -> None:
+    for verb in ml_verbs():
+        verbs.install(root, verb)
