@@ -39,6 +39,8 @@ class Verb:
     is_ml: Callable[[dict[str, Any]], bool]
     run_ml: Callable[..., Any]
     ml_help: str = ""
+    # Without the Control Service CLI: why an invocation that is not ML cannot be served.
+    not_ml_reason: Callable[[dict[str, Any]], str] = lambda kwargs: "this is not an ml-training job."
 
 
 def install(root: click.Group, verb: Verb) -> click.Command:
@@ -55,7 +57,7 @@ def install(root: click.Group, verb: Verb) -> click.Command:
 def _standalone(verb: Verb) -> click.Command:
     def callback(**kwargs):
         if not verb.is_ml(kwargs):
-            raise click.UsageError(f"{verb.name}: this is not an ml-training job. {CONTROL_SERVICE_HINT}")
+            raise click.UsageError(f"{verb.not_ml_reason(kwargs)} {CONTROL_SERVICE_HINT}")
         return verb.run_ml(**kwargs)
 
     return click.Command(verb.name, params=list(verb.params), callback=callback, help=verb.help)

@@ -1,0 +1,256 @@
+"""`vdk deploy -p JOB` for ml-training jobs: validate -> smoke check -> cluster check -> build and
+push the image -> render -> apply -> say what started and how to follow it.
+
+stdout carries only the result (the manifests of `--dry-run`, the image reference of `--build-only`,
+the run of a deploy, or JSON with `-o json`); progress and notes go to stderr. Heavy modules
+(kubernetes, the image builder, torch's launcher) are imported when a deploy runs, not when vdk starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training.cli import verbs
+from vdk.plugin.ml_training.cli.context import fail
+from vdk.plugin.ml_training.cli.context import settings_from_click
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import BACKENDS
+from vdk.plugin.ml_training.job import is_ml_job
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job import MLJobSpec
+
+# What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
+DRY_RUN_AUTO_BACKEND = "job"
+
+
+def _is_ml(kwargs: dict[str, Any]) -> bool:
+    path = kwargs.get("job_path")
+    return bool(path) and is_ml_job(Path(path))
+
+
+def _not_ml_reason(kwargs: dict[str, Any]) -> str:
+    path = kwargs.get("job_path")
+    if not path:
+        return "Missing option -p/--job-path: the job directory to deploy."
+    return f"{path} is not an ml-training job (its config.ini has no `[job] type = ml-training`)."
+
+
+def _stderr(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def deploy_ml(
+    job_path: str,
+    name: str | None,
+    team: str | None,
+    reason: str | None,
+    output: str | None,
+    dry_run: bool,
+    skip_smoke: bool,
+    build_only: bool,
+    backend: str | None,
+) -> None:
+    try:
+        _deploy(Path(job_path), name, team, reason, (output or "text").lower(), dry_run, skip_smoke, build_only, backend)
+    except MLTrainingError as e:
+        fail(e)
+
+
+def _deploy(job_path, name, team, reason, output, dry_run, skip_smoke, build_only, backend) -> None:
+    spec = _spec(job_path, name, team, backend)
+    provenance = audit.collect(spec.job_dir)
+    if dry_run:
+        return _dry_run(spec, provenance, reason)
+    registry = _require_registry(spec)
+    if not skip_smoke:
+        _smoke_check(spec)
+    client = chosen = discovery = None
+    if not build_only:
+        client, discovery, chosen = _cluster(spec)
+    image = _build(spec, registry, provenance)
+    if build_only:
+        if output == "json":
+            click.echo(json.dumps(image.to_dict(), indent=2))
+        else:
+            _stderr(f"Built {spec.name}: {len(image.dependencies)} dependencies, {len(image.layers)} layers")
+            click.echo(image.reference)
+        return
+    _apply(spec, image, provenance, reason, client, discovery, chosen, output)
+
+
+def _spec(job_path: Path, name: str | None, team: str | None, backend: str | None) -> MLJobSpec:
+    spec = load_job_spec(job_path, settings_from_click())
+    changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
+    if team:
+        changes["team"] = team
+    if backend:
+        changes["backend"] = backend
+    return dataclasses.replace(spec, **changes)
+
+
+def _require_registry(spec: MLJobSpec) -> str:
+    if not spec.registry:
+        raise MLTrainingError(
+            f"no registry to push the image of {spec.name} to",
+            "set VDK_ML_TRAINING_REGISTRY=registry.example.com/ml (or `registry = ...` in [ml-training] of "
+            f"{spec.config_path}); the cluster must be able to pull from it",
+        )
+    return spec.registry
+
+
+def _smoke_check(spec: MLJobSpec) -> None:
+    from vdk.plugin.ml_training.cli.run import run_locally
+    from vdk.plugin.ml_training.local.plan import smoke_plan
+
+    _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
+    error = run_locally(smoke_plan(spec), err=True)
+    if error is not None:
+        raise MLTrainingError(
+            f"{error.problem}\nNothing was built or deployed.",
+            error.fix + " Then deploy again (or pass --skip-smoke if the smoke check itself is wrong).",
+        )
+
+
+def _cluster(spec: MLJobSpec):
+    """Connect and pick the backend before building: a cluster problem should cost no build."""
+    from vdk.plugin.ml_training.k8s.backends import choose_backend
+    from vdk.plugin.ml_training.k8s.backends import describe_choice
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+
+    client = KubeClient(spec.kube_context, spec.namespace)
+    discovery = client.discover()
+    chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
+    _stderr(f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; {describe_choice(discovery, spec.backend, chosen)}")
+    return client, discovery, chosen
+
+
+def _build(spec: MLJobSpec, registry: str, provenance: audit.Provenance):
+    from vdk.plugin.ml_training.image import build_and_push
+    from vdk.plugin.ml_training.image import StderrProgress
+
+    return build_and_push(spec, registry, provenance, progress=StderrProgress())
+
+
+def _apply(spec, image, provenance, reason, client, discovery, backend, output) -> None:
+    from vdk.plugin.ml_training.k8s.manifests import limitations
+    from vdk.plugin.ml_training.k8s.manifests import render_run
+    from vdk.plugin.ml_training.k8s.run import RunInfo
+
+    run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest)
+    mechanism = _mechanism(discovery)
+    manifests = render_run(spec, image.reference, run, client.namespace, backend, **mechanism)
+    for note in limitations(spec, backend, **mechanism):
+        _stderr(f"note: {note}")
+    created = client.apply(manifests)
+    result = {
+        "job_name": spec.name,
+        "run": run.name,
+        "backend": backend,
+        "namespace": client.namespace,
+        "context": client.context,
+        "image": image.reference,
+        "created": [f"{m['kind']}/{m['metadata']['name']}" for m in created],
+        "git_commit": provenance.git_commit,
+        "git_dirty": provenance.git_dirty,
+        "dependencies": dict(image.dependencies),
+    }
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(
+        "\n".join(
+            [
+                f"Started run {run.name} of {spec.name} ({backend}, namespace {client.namespace}): "
+                f"{spec.nodes} node(s) x {spec.gpus_per_node} GPU(s), {spec.procs_per_node} process(es) per node",
+                f"  image   {image.reference}",
+                f"  created {', '.join(result['created'])}",
+                f"Follow it:  vdk show -n {spec.name}      logs of every rank:  vdk execute --logs -n {spec.name}",
+            ]
+        )
+    )
+
+
+def _mechanism(discovery) -> dict[str, str]:
+    mechanism = getattr(discovery, "mechanism", None)
+    return {"trainer_mechanism": mechanism} if mechanism else {}
+
+
+def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> None:
+    """Manifests on stdout, the image plan on stderr; contacts nothing."""
+    from vdk.plugin.ml_training.image import plan_image
+    from vdk.plugin.ml_training.k8s.manifests import limitations
+    from vdk.plugin.ml_training.k8s.manifests import render_run
+    from vdk.plugin.ml_training.k8s.manifests import to_yaml
+    from vdk.plugin.ml_training.k8s.run import RunInfo
+
+    registry = spec.registry
+    if not registry:
+        registry = "registry.invalid/set-vdk-ml-training-registry"
+        _stderr("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
+    plan = plan_image(spec, registry, provenance)
+    _stderr(plan.render())
+    backend = spec.backend
+    if backend == "auto":
+        backend = DRY_RUN_AUTO_BACKEND
+        _stderr(
+            f"note: backend = auto is decided by what the cluster serves; a dry run asks no cluster, so it shows "
+            f"`{backend}` (see the others with --backend pytorchjob|trainjob)"
+        )
+    for note in limitations(spec, backend):
+        _stderr(f"note: {note}")
+    namespace = spec.namespace or _local_namespace(spec) or "default"
+    run = RunInfo.create(spec, provenance, reason=reason)
+    click.echo(to_yaml(render_run(spec, plan.reference, run, namespace, backend)), nl=False)
+
+
+def _local_namespace(spec: MLJobSpec) -> str | None:
+    """The kube context's namespace as the kubeconfig file says (a local read, no connection)."""
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+
+    try:
+        return KubeClient(spec.kube_context, None).namespace
+    except MLTrainingError:
+        return None
+
+
+DEPLOY = verbs.Verb(
+    name="deploy",
+    help="Deploy an ml-training job: smoke check, build and push its image, start it on Kubernetes.",
+    ml_help=(
+        "ml-training jobs (config.ini `[job] type = ml-training`): `vdk deploy -p JOB` runs the smoke check, builds "
+        "and pushes the job's image, and starts distributed training on Kubernetes. --dry-run prints the "
+        "manifests and contacts nothing; --build-only pushes the image and prints its reference."
+    ),
+    params=[
+        click.Option(
+            ["-p", "--job-path"],
+            type=click.Path(exists=True, file_okay=False, dir_okay=True, resolve_path=True),
+            help="Path to the job directory.",
+        ),
+        click.Option(["-n", "--name"], help="The job name [the job directory's name]."),
+        click.Option(["-t", "--team"], help="The team the job belongs to [[owner] team of config.ini]."),
+        click.Option(["-r", "--reason"], help="Why this deploy: kept in the run's audit trail."),
+        click.Option(
+            ["-o", "--output"],
+            type=click.Choice(["text", "json"], case_sensitive=False),
+            default="text",
+            help="Format of the result on stdout.",
+        ),
+        click.Option(["--dry-run"], is_flag=True, help="ml-training: print the manifests (YAML) and the image plan; contact nothing."),
+        click.Option(["--skip-smoke"], is_flag=True, help="ml-training: do not run the smoke check first."),
+        click.Option(["--build-only"], is_flag=True, help="ml-training: build and push the image, print its reference, start nothing."),
+        click.Option(
+            ["--backend"],
+            type=click.Choice(list(BACKENDS), case_sensitive=False),
+            help="ml-training: override `backend` of [ml-training] (auto, pytorchjob, trainjob, job).",
+        ),
+    ],
+    ml_only=("dry_run", "skip_smoke", "build_only", "backend"),
+    is_ml=_is_ml,
+    run_ml=deploy_ml,
+    not_ml_reason=_not_ml_reason,
+)
