@@ -8,6 +8,7 @@ that outlives one invocation (tests run many), so installing twice must change n
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 from typing import Callable
@@ -67,10 +68,16 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
     known = {p.name for p in original.params}
     added = [p for p in verb.params if p.name not in known]
     added_names = {p.name for p in added}
+    # Options of the original that prompt or are required (`-t` "Job Team", delete's confirmation)
+    # and that the verb also takes: parsed without prompting, so an ML invocation is never asked
+    # for a data job's team; a data job gets the prompts after the decision (`_interact`).
+    ours = {p.name for p in verb.params}
+    deferred = [p for p in original.params if p.name in ours and isinstance(p, click.Option) and (p.prompt or p.required)]
+    lenient = {p.name: _lenient(p) for p in deferred}
 
     def callback(**kwargs):
         if verb.is_ml(kwargs):
-            return verb.run_ml(**{k: v for k, v in kwargs.items() if k in {p.name for p in verb.params}})
+            return verb.run_ml(**{k: v for k, v in kwargs.items() if k in ours})
         ctx = click.get_current_context()
         misplaced = [
             p.opts[0] for p in added if p.name in verb.ml_only and ctx.get_parameter_source(p.name).name != "DEFAULT"
@@ -78,12 +85,13 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
         if misplaced:
             raise click.UsageError(f"{', '.join(misplaced)} applies to ml-training jobs only")
         passthrough = {k: v for k, v in kwargs.items() if k not in added_names}
+        passthrough = _interact(ctx, deferred, passthrough)
         return ctx.invoke(original.callback, **passthrough)
 
     help_text = (original.help or "") + ("\n\n" + verb.ml_help if verb.ml_help else "")
     command = click.Command(
         original.name,
-        params=list(original.params) + added,
+        params=[lenient.get(p.name, p) for p in original.params] + added,
         callback=callback,
         help=help_text,
         short_help=original.short_help,
@@ -94,3 +102,39 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
     )
     command.wrapped_command = original  # type: ignore[attr-defined]
     return command
+
+
+def _lenient(option: click.Option) -> click.Option:
+    """`option` without its prompt, requiredness and callback, its value always passed on."""
+    copy_ = copy.copy(option)
+    copy_.prompt = None
+    copy_.required = False
+    copy_.callback = None
+    copy_.expose_value = True
+    if hasattr(copy_, "_flag_needs_value"):  # click derives it from the prompt
+        copy_._flag_needs_value = False
+    return copy_
+
+
+def _interact(ctx: click.Context, deferred: list[click.Option], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What click would have done at parse time for the deferred options: prompt for (or
+    reject) the missing ones, run their callbacks (a declined confirmation aborts here)."""
+    out = dict(kwargs)
+    given = [p for p in deferred if ctx.get_parameter_source(p.name) not in _NOT_GIVEN]
+    missing = [p for p in deferred if p not in given]
+    if missing:
+        # A command made of the missing options only, parsed with no arguments: click prompts,
+        # applies the default map and raises MissingParameter exactly as for the original.
+        asked = click.Command(ctx.command.name, params=missing, add_help_option=False)
+        with asked.make_context(ctx.info_name, [], parent=ctx.parent) as sub:
+            out.update({p.name: sub.params.get(p.name) for p in missing if p.expose_value})
+    for p in given:
+        if p.callback is not None:
+            out[p.name] = p.callback(ctx, p, out.get(p.name))
+    for p in deferred:
+        if not p.expose_value:
+            out.pop(p.name, None)
+    return out
+
+
+_NOT_GIVEN = (None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
