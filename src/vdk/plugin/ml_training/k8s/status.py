@@ -6,11 +6,16 @@ from dataclasses import dataclass
 from vdk.plugin.ml_training.k8s import run as run_meta
 
 PENDING = "Pending"
+QUEUED = "Queued"  # suspended by Kueue until its queue admits it
 RUNNING = "Running"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
 RESTARTING = "Restarting"
+FINISHED = (SUCCEEDED, FAILED)
+
+# Extended resources that are accelerators, by prefix (MIG slices are nvidia.com/mig-<profile>).
+ACCELERATOR_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
 
 
 @dataclass(frozen=True)
@@ -27,9 +32,35 @@ class RunSummary:
     git_commit: str | None
     reason: str | None
     message: str | None  # the latest condition's message (why it failed, for instance)
+    image_digest: str | None = None
+    git_dirty: bool | None = None
+    deployed_at: str | None = None
+    rerun_of: str | None = None
+    queue: str | None = None
+    nodes: str | None = None  # "4", or "2:8" for an elastic range
+    gpus_per_node: int = 0
+    gpu_resource: str | None = None  # nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...
+    uid: str | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED
+
+    @property
+    def shape(self) -> str:
+        return shape_text(self.nodes, self.gpus_per_node, self.gpu_resource)
+
+
+def shape_text(nodes: str | None, gpus_per_node: int, gpu_resource: str | None) -> str:
+    """"2 x 8 GPU", "1 x 2 mig-1g.10gb", "1 x CPU"."""
+    nodes = nodes or "?"
+    if not gpus_per_node:
+        return f"{nodes} x CPU"
+    what = "GPU" if gpu_resource in (None, "nvidia.com/gpu", "amd.com/gpu") else gpu_resource.split("/")[-1]
+    return f"{nodes} x {gpus_per_node} {what}"
 
 
 def summarize(obj: dict) -> RunSummary:
@@ -37,6 +68,11 @@ def summarize(obj: dict) -> RunSummary:
     labels = metadata.get("labels") or {}
     annotations = metadata.get("annotations") or {}
     phase, message = run_phase(obj)
+    queue = labels.get(run_meta.KUEUE_QUEUE_LABEL)
+    if phase == SUSPENDED and queue:
+        phase = QUEUED
+    nodes, gpus, gpu_resource = shape(obj)
+    dirty = annotations.get(run_meta.ANNOTATION_GIT_DIRTY)
     return RunSummary(
         name=metadata.get("name", ""),
         job_name=labels.get(run_meta.LABEL_JOB),
@@ -50,6 +86,15 @@ def summarize(obj: dict) -> RunSummary:
         git_commit=annotations.get(run_meta.ANNOTATION_GIT_COMMIT),
         reason=annotations.get(run_meta.ANNOTATION_REASON),
         message=message,
+        image_digest=annotations.get(run_meta.ANNOTATION_IMAGE_DIGEST),
+        git_dirty=None if dirty is None else dirty == "true",
+        deployed_at=annotations.get(run_meta.ANNOTATION_DEPLOYED_AT),
+        rerun_of=annotations.get(run_meta.ANNOTATION_RERUN_OF),
+        queue=queue,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        gpu_resource=gpu_resource,
+        uid=metadata.get("uid"),
     )
 
 
@@ -68,10 +113,56 @@ def run_phase(obj: dict) -> tuple[str, str | None]:
         for kind in kinds:
             if kind in by_type:
                 return phase, by_type[kind].get("message")
+    if _spec_suspended(obj):
+        return SUSPENDED, None
     if obj.get("kind") == "Job" and (status.get("active") or 0) > 0:
         return RUNNING, None
     if any((j.get("active") or 0) > 0 for j in status.get("jobsStatus") or []):  # TrainJob
         return RUNNING, None
-    if (obj.get("spec") or {}).get("suspend") is True:
-        return SUSPENDED, None
     return PENDING, None
+
+
+def _spec_suspended(obj: dict) -> bool:
+    spec = obj.get("spec") or {}
+    return spec.get("suspend") is True or (spec.get("runPolicy") or {}).get("suspend") is True
+
+
+def shape(obj: dict) -> tuple[str | None, int, str | None]:
+    """(nodes, accelerators per node, accelerator resource) as the run's object requests them."""
+    spec = obj.get("spec") or {}
+    kind = obj.get("kind")
+    if kind == "PyTorchJob":
+        replicas = spec.get("pytorchReplicaSpecs") or {}
+        total = sum(int(r.get("replicas") or 0) for r in replicas.values())
+        elastic = spec.get("elasticPolicy") or {}
+        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        nodes = f"{low}:{high}" if elastic and low is not None and high is not None and low != high else str(total)
+        first = replicas.get("Master") or replicas.get("Worker") or {}
+        resources = _first_container(first.get("template") or {}).get("resources") or {}
+    elif kind == "TrainJob":
+        trainer = spec.get("trainer") or {}
+        nodes = str(trainer.get("numNodes") or 1)
+        resources = trainer.get("resourcesPerNode") or {}
+    elif kind == "Job":
+        nodes = str(spec.get("parallelism") or spec.get("completions") or 1)
+        resources = _first_container(spec.get("template") or {}).get("resources") or {}
+    else:
+        return None, 0, None
+    return (nodes, *accelerators(resources))
+
+
+def accelerators(resources: dict) -> tuple[int, str | None]:
+    """(count, resource name) of the accelerator in a container's limits (or requests)."""
+    for section in ("limits", "requests"):
+        for name, value in (resources.get(section) or {}).items():
+            if name.startswith(ACCELERATOR_PREFIXES):
+                try:
+                    return int(str(value)), name
+                except ValueError:
+                    return 0, name
+    return 0, None
+
+
+def _first_container(template: dict) -> dict:
+    containers = (template.get("spec") or {}).get("containers") or [{}]
+    return containers[0]
