@@ -1,8 +1,10 @@
 """An HTTP-level fake Kubernetes API server for tests (threaded http.server on 127.0.0.1).
 
 It speaks the wire protocol the real `kubernetes` client uses: discovery (/api, /apis, group
-versions, /version, /openapi/v3), create / get / list (label selectors) / delete of Jobs,
-Services, ConfigMaps, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes, dryRun=All,
+versions, /version, /openapi/v3), create / get / list (label selectors, limit) / delete of Jobs,
+Services, ConfigMaps, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes; Pods, Events and Kueue
+Workloads as their controllers write them (test helpers), pods/log with container, previous,
+tailLines, limitBytes and follow (a chunked stream that ends when the container ends), dryRun=All,
 fieldValidation=Strict, garbage collection through ownerReferences, bearer-token auth, RBAC
 denials, and `Status` error bodies as a real server writes them. Custom resources are validated
 against the real CRD schemas (crd_schema), native objects by the `kubernetes` models plus the
@@ -74,10 +76,12 @@ class FakeKube:
     trainer_version: str | None = None  # kubeflow-trainer-public ConfigMap; None: absent
     publish_openapi: bool = True
     namespaces: tuple[str, ...] = ("default", "ml")
+    kueue: bool = False  # serve kueue.x-k8s.io/v1beta1 Workloads
     forbidden: set = field(default_factory=set)  # {(verb, plural)}
     faults: list = field(default_factory=list)
     objects: dict = field(default_factory=dict)  # (group_version, plural, namespace, name) -> obj
     requests: list = field(default_factory=list)  # (method, path, query)
+    logs: dict = field(default_factory=dict)  # (namespace, pod, container, previous) -> text
 
     def __post_init__(self):
         self._lock = threading.RLock()
@@ -88,7 +92,11 @@ class FakeKube:
             Kind("Service", "", "v1", "services", model="V1Service"),
             Kind("ConfigMap", "", "v1", "configmaps", model="V1ConfigMap"),
             Kind("Job", "batch", "v1", "jobs", model="V1Job"),
+            Kind("Pod", "", "v1", "pods", model="V1Pod"),
+            Kind("Event", "", "v1", "events"),
         ]
+        if self.kueue:
+            self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
         if self.pytorchjob:
             self.kinds.append(Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", schema=crd_schema.pytorchjob_schema()))
         if self.trainer_mechanism:
@@ -174,6 +182,25 @@ class FakeKube:
         with self._lock:
             self.objects[(kind.group_version, plural, namespace, name)]["status"] = status
 
+    def add(self, plural: str, obj: dict, namespace: str = "ml") -> dict:
+        """Store an object as its controller would (pods, events, workloads): no validation."""
+        kind = self.kind(plural)
+        with self._lock:
+            stored = self._store(kind, namespace if kind.namespaced else None, obj)
+            created = obj.get("metadata", {}).get("creationTimestamp")
+            if created:  # keep the test's timestamp (pod order, ages)
+                self.objects[(kind.group_version, plural, namespace, stored["metadata"]["name"])]["metadata"]["creationTimestamp"] = created
+            return stored
+
+    def set_log(self, pod: str, container: str, text: str, previous: bool = False, namespace: str = "ml") -> None:
+        with self._lock:
+            self.logs[(namespace, pod, container, previous)] = text
+
+    def append_log(self, pod: str, container: str, text: str, namespace: str = "ml") -> None:
+        with self._lock:
+            key = (namespace, pod, container, False)
+            self.logs[key] = self.logs.get(key, "") + text
+
     # --- store -------------------------------------------------------------------------------
 
     def _store(self, kind: Kind, namespace: str | None, obj: dict) -> dict:
@@ -216,8 +243,15 @@ def status(code: int, reason: str, message: str, details: dict | None = None) ->
 
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
-    r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+    r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
 )
+
+
+@dataclass
+class Stream:
+    """A chunked response: text pieces as they come."""
+
+    chunks: Any  # iterator of str
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -253,6 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, payload)
 
     def _send(self, code: int, payload: Any) -> None:
+        if isinstance(payload, Stream):
+            return self._send_stream(code, payload)
         if isinstance(payload, str):
             data, ctype = payload.encode(), "text/plain; charset=utf-8"
         else:
@@ -262,6 +298,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_stream(self, code: int, stream: Stream) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in stream.chunks:
+                data = chunk.encode()
+                if data:
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
 
 def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
@@ -278,6 +330,12 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         return 404, "404 page not found"
     ns, name = m["ns"], m["name"]
     verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+    if m["sub"]:
+        if (kind.plural, m["sub"], method) != ("pods", "log", "GET"):
+            return 404, "404 page not found"
+        if ("get", "pods/log") in fake.forbidden:
+            return 403, status(403, "Forbidden", f'pods "{name}" is forbidden: User "{USER}" cannot get resource "pods/log" in API group "" in the namespace "{ns}"', {"name": name, "kind": "pods"})
+        return _pod_log(fake, ns, name, query)
     if (verb, kind.plural) in fake.forbidden:
         where = f' in the namespace "{ns}"' if ns else " at the cluster scope"
         return 403, status(
@@ -298,7 +356,11 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         return 200, copy.deepcopy(obj)
     if method == "GET":
         items = [o for o in fake.stored(kind.plural, key_ns) if _selected(o, query.get("labelSelector", ""))]
-        return 200, {"kind": f"{kind.kind}List", "apiVersion": kind.group_version, "metadata": {"resourceVersion": "1"}, "items": items}
+        meta = {"resourceVersion": "1"}
+        limit = int(query.get("limit") or 0)
+        if limit and len(items) > limit:
+            items, meta["continue"] = items[:limit], "more"
+        return 200, {"kind": f"{kind.kind}List", "apiVersion": kind.group_version, "metadata": meta, "items": items}
     if method == "DELETE":
         key = (kind.group_version, kind.plural, key_ns, name)
         if key not in fake.objects:
@@ -306,6 +368,77 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         fake._delete(key)
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": name, "group": kind.group, "kind": kind.plural}}
     return _create(fake, kind, ns, query, body)
+
+
+def _pod_log(fake: FakeKube, ns: str, name: str, query: dict) -> tuple[int, Any]:
+    """pods/log as the API server and kubelet answer it, including their 400s."""
+    pod = fake.objects.get(("v1", "pods", ns, name))
+    if pod is None:
+        return 404, _not_found(fake.kind("pods"), name)
+    containers = [c["name"] for c in pod["spec"]["containers"]]
+    container = query.get("container")
+    if not container:
+        if len(containers) != 1:
+            return 400, status(400, "BadRequest", f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]")
+        container = containers[0]
+    if container not in containers:
+        return 400, status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+    if not pod["spec"].get("nodeName"):
+        return 400, status(400, "BadRequest", f"pod {name} does not have a host assigned")
+    previous = go_bool(query.get("previous"))
+    if previous:
+        if (ns, name, container, True) not in fake.logs:
+            return 400, status(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found')
+    else:
+        waiting = _container_state(pod, container).get("waiting")
+        if waiting is not None:
+            return 400, status(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: {waiting.get("reason", "ContainerCreating")}')
+    key = (ns, name, container, previous)
+
+    def text() -> str:
+        with fake._lock:
+            return fake.logs.get(key, "")
+
+    def cut(body: str) -> str:
+        if query.get("tailLines") is not None:
+            lines = body.splitlines(keepends=True)
+            body = "".join(lines[-int(query["tailLines"]):]) if int(query["tailLines"]) else ""
+        if query.get("limitBytes"):
+            body = body.encode()[: int(query["limitBytes"])].decode("utf-8", "ignore")
+        return body
+
+    if not go_bool(query.get("follow")) or previous:
+        return 200, cut(text())
+
+    def follow():
+        first = text()
+        yield cut(first)
+        sent_len = len(first)
+        while True:
+            with fake._lock:
+                current = fake.objects.get(("v1", "pods", ns, name))
+                body = fake.logs.get(key, "")
+            if len(body) > sent_len:
+                yield body[sent_len:]
+                sent_len = len(body)
+                continue
+            if current is None or "running" not in _container_state(current, container):
+                return
+            threading.Event().wait(0.02)
+
+    return 200, Stream(follow())
+
+
+def go_bool(value: str | None) -> bool:
+    """A query parameter read as the API server (Go's strconv.ParseBool) reads it."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def _container_state(pod: dict, container: str) -> dict:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            return cs.get("state") or {}
+    return {"waiting": {"reason": "ContainerCreating"}}
 
 
 def _not_found(kind: Kind, name: str) -> dict:

@@ -50,6 +50,7 @@ class KubeApiError(MLTrainingError):
         self.status = status
         self.reason = reason
         self.not_served = not_served  # 404 because the resource type itself is not served
+        self.detail = ""  # the server's own message
         super().__init__(problem, fix)
 
 
@@ -70,7 +71,17 @@ def status_body(body: Any) -> dict | None:
 def from_api_exception(status: int, reason: str, body: Any, action: Action, context: str | None) -> KubeApiError:
     """Translate an HTTP error answer of the API server."""
     st = status_body(body) or {}
-    message = st.get("message") or (str(body).strip() if body else "") or reason
+    message = st.get("message") or (_text(body).strip() if body else "") or reason
+    error = _translate(status, reason, st, message, action, context)
+    error.detail = message
+    return error
+
+
+def _text(body: Any) -> str:
+    return body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
+
+
+def _translate(status: int, reason: str, st: dict, message: str, action: Action, context: str | None) -> KubeApiError:
     st_reason = st.get("reason", "")
     details = st.get("details") or {}
     ctx = f" --context {context}" if context else ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from typing import Iterable
+from typing import Iterator
 
 import urllib3
 import yaml
@@ -33,11 +34,19 @@ from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run import LABEL_BACKEND
 from vdk.plugin.ml_training.k8s.run import LABEL_JOB
+from vdk.plugin.ml_training.k8s.run import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run import LABEL_RUN
+from vdk.plugin.ml_training.k8s.run import LABEL_TEAM
+from vdk.plugin.ml_training.k8s.run import MANAGED_BY
+from vdk.plugin.ml_training.k8s.run import label_value
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
 
 REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
+# `has_runs` decides whether a data-job command is meant for ML: an unreachable cluster must not stall it.
+PROBE_TIMEOUT = (3, 5)
+# A followed log may stay silent for as long as an evaluation or a checkpoint takes.
+FOLLOW_TIMEOUT = (10, 3600)
 FIELD_MANAGER = "vdk-ml-training"
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
@@ -75,6 +84,14 @@ TRAINJOB = ResourceType("TrainJob", trainjob.GROUP, trainjob.VERSION, trainjob.P
 CLUSTER_TRAINING_RUNTIME = ResourceType(
     trainjob.RUNTIME_KIND, trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False
 )
+POD = ResourceType("Pod", "", "v1", "pods")
+EVENT = ResourceType("Event", "", "v1", "events")
+# Kueue's admission record of a queued run (v1beta2 since Kueue 0.15); read when it is served and allowed.
+KUEUE_WORKLOADS = (
+    ResourceType("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"),
+    ResourceType("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
+)
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 CRD = ResourceType("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (JOB, SERVICE, CONFIG_MAP, PYTORCHJOB, TRAINJOB)}
 # The main object of a run, by backend.
@@ -296,10 +313,25 @@ class KubeClient:
                 return None
             raise
 
-    def list_runs(self, job_name: str | None = None) -> list[RunSummary]:
-        """Runs in the namespace (newest first), of every backend the cluster serves."""
-        runs = [summarize(obj) for obj in self._run_objects(job_name=job_name)]
-        return sorted(runs, key=lambda r: r.created or "", reverse=True)
+    def list_runs(self, job_name: str | None = None, team: str | None = None) -> list[RunSummary]:
+        """Runs in the namespace (newest first), of every backend the cluster serves; only those
+        of `job_name` and of `team` (as its label value) when given."""
+        runs = [summarize(obj) for obj in self._run_objects(job_name=job_name, team=team)]
+        return sorted(runs, key=lambda r: (r.created or "", r.name), reverse=True)
+
+    def has_runs(self, job_name: str) -> bool:
+        """Whether a run of `job_name` exists: one quick labelled list of run records (every run has
+        one). Decides whether `vdk show/delete/execute -n NAME` is meant for an ML job."""
+        if label_value(job_name) != job_name:
+            return False  # not a possible label value, so no run carries it
+        listing = self._request(
+            "GET",
+            CONFIG_MAP.path(self.namespace),
+            query={"labelSelector": f"{LABEL_JOB}={job_name},{LABEL_MANAGED_BY}={MANAGED_BY}", "limit": "1"},
+            action=CONFIG_MAP.action("list", self.namespace),
+            timeout=PROBE_TIMEOUT,
+        )
+        return bool((listing or {}).get("items"))
 
     def get_run(self, run_name: str) -> dict:
         """The main object (PyTorchJob, TrainJob or Job) of a run."""
@@ -335,10 +367,97 @@ class KubeClient:
             )
         return run_record.parse(configmap)
 
-    def _run_objects(self, run_name: str | None = None, job_name: str | None = None) -> list[dict]:
+    # --- what runs are doing: pods, logs, events, Kueue ---------------------------------------------
+
+    def list_pods(self, selector: str) -> list[dict]:
+        """Pods in the namespace matching a label selector (see `manifests.pod_selector`)."""
+        return self._list(POD, selector)
+
+    def list_events(self) -> list[dict]:
+        """The namespace's events (kept about an hour by the API server). One request: a run's
+        events concern its object, its pods and Kueue's Workload, all named after the run."""
+        return self._list(EVENT, "")
+
+    def kueue_workloads(self, owner_uid: str) -> list[dict]:
+        """Kueue's Workloads of the object with `owner_uid`; [] when Kueue is not installed or
+        reading them is not allowed (they only explain, they are never needed)."""
+        for rtype in KUEUE_WORKLOADS:
+            try:
+                return self._list(rtype, f"{KUEUE_JOB_UID_LABEL}={owner_uid}")
+            except KubeApiError as e:
+                if e.status not in (403, 404):
+                    raise
+        return []
+
+    def pod_log(
+        self,
+        pod: str,
+        container: str | None = None,
+        previous: bool = False,
+        tail_lines: int | None = None,
+        limit_bytes: int | None = None,
+    ) -> tuple[str | None, str | None]:
+        """(log text, None), or (None, why there is none) when the container has not started,
+        has no earlier instance (`previous`) or the pod is gone."""
+        options: dict[str, Any] = {"container": container, "previous": previous or None}
+        if tail_lines is not None:
+            options["tail_lines"] = tail_lines
+        if limit_bytes is not None:
+            options["limit_bytes"] = limit_bytes
+        try:
+            response = self._log_response(pod, options, REQUEST_TIMEOUT)
+        except KubeApiError as e:
+            if e.status in (400, 404) and not e.not_served:
+                return None, e.detail
+            raise
+        try:
+            return response.data.decode("utf-8", "replace"), None
+        finally:
+            response.release_conn()
+
+    def follow_pod_log(self, pod: str, container: str | None = None, tail_lines: int | None = None) -> Iterator[str]:
+        """The log's lines as they are written, until the container ends; KubeApiError (400)
+        when it has not started."""
+        options: dict[str, Any] = {"container": container, "follow": True}
+        if tail_lines is not None:
+            options["tail_lines"] = tail_lines
+        response = self._log_response(pod, options, FOLLOW_TIMEOUT)
+        try:
+            buffer = b""
+            for chunk in response.stream(amt=None, decode_content=False):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if buffer:
+                yield buffer.decode("utf-8", "replace")
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise unreachable(self.server, self.context, e) from None
+        finally:
+            response.release_conn()
+
+    def _log_response(self, pod: str, options: dict[str, Any], timeout) -> Any:
+        """The raw (urllib3) response of a pods/log request; the same call on every client generation."""
+        api = k8s_client.CoreV1Api(self.api_client)
+        options = {k: v for k, v in options.items() if v is not None}
+        action = Action("get", "pods/log", "", "Pod", self.namespace, pod, "v1")
+        try:
+            return api.read_namespaced_pod_log(
+                pod, self.namespace, _preload_content=False, _request_timeout=timeout, **options
+            )
+        except ApiException as e:
+            if not e.status:
+                raise unreachable(self.server, self.context, e) from None
+            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise unreachable(self.server, self.context, e) from None
+
+    def _run_objects(self, run_name: str | None = None, job_name: str | None = None, team: str | None = None) -> list[dict]:
         selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN
         if job_name:
             selector += f",{LABEL_JOB}={job_name}"
+        if team:
+            selector += f",{LABEL_TEAM}={label_value(team)}"
         found = []
         for backend, rtype in RUN_TYPES.items():
             found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
@@ -349,7 +468,7 @@ class KubeClient:
             listing = self._request(
                 "GET",
                 rtype.path(self.namespace),
-                query={"labelSelector": selector},
+                query={"labelSelector": selector} if selector else {},
                 action=rtype.action("list", self.namespace),
             )
         except KubeApiError as e:
@@ -372,9 +491,11 @@ class KubeClient:
 
     # --- transport ------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, *, action: Action, query: dict | None = None, body: Any = None) -> Any:
+    def _request(
+        self, method: str, path: str, *, action: Action, query: dict | None = None, body: Any = None, timeout=REQUEST_TIMEOUT
+    ) -> Any:
         try:
-            return _call(self.api_client, method, path, query or {}, body)
+            return _call(self.api_client, method, path, query or {}, body, timeout)
         except ApiException as e:
             if not e.status:  # the client's own wrapping of TLS failures
                 raise unreachable(self.server, self.context, e) from None
@@ -383,7 +504,7 @@ class KubeClient:
             raise unreachable(self.server, self.context, e) from None
 
 
-def _call(api_client: Any, method: str, path: str, query: dict, body: Any) -> Any:
+def _call(api_client: Any, method: str, path: str, query: dict, body: Any, timeout=REQUEST_TIMEOUT) -> Any:
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -396,23 +517,30 @@ def _call(api_client: Any, method: str, path: str, query: dict, body: Any) -> An
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = api_client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+        response = api_client.call_api(*params, _request_timeout=timeout)
         response.read()
         text = response.data.decode("utf-8", "replace") if response.data else ""
         if not 200 <= response.status <= 299:
             raise ApiException(status=response.status, reason=response.reason, body=text)
         return json.loads(text) if text else None
-    return api_client.call_api(  # kubernetes <= 36
+    # kubernetes <= 36: the raw urllib3 response (the deserialization arguments changed between
+    # those generations); non-2xx answers raise ApiException in its REST layer.
+    response = api_client.call_api(
         path,
         method,
         query_params=list(query.items()),
         header_params=headers,
         body=body,
         auth_settings=["BearerToken"],
-        response_type="object",
+        _preload_content=False,
         _return_http_data_only=True,
-        _request_timeout=REQUEST_TIMEOUT,
+        _request_timeout=timeout,
     )
+    try:
+        text = response.data.decode("utf-8", "replace") if response.data else ""
+    finally:
+        response.release_conn()
+    return json.loads(text) if text else None
 
 
 def _owned_by(body: dict, owner: dict) -> dict:
