@@ -59,6 +59,11 @@ def _deployer(job_dir: Path) -> str:
         return os.environ.get("USER", "unknown")
 
 
+def deployer(where: Path | str = ".") -> str:
+    """Who is deploying: git's user.email where `where` is, else the login name."""
+    return _deployer(Path(where))
+
+
 def collect(job_dir: Path | str, now: datetime | None = None) -> Provenance:
     """Provenance of a job directory as it is now."""
     job_dir = Path(job_dir)

@@ -519,7 +519,7 @@ def duration(seconds: float) -> str:
     if days:
         return f"{days}d{hours}h"
     if hours:
-        return f"{hours}h{minutes}m"
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
     if minutes:
         return f"{minutes}m{secs}s" if minutes < 10 and secs else f"{minutes}m"
     return f"{secs}s"

@@ -1,0 +1,150 @@
+"""How runs look on the terminal (`-o text`) and as JSON (`-o json`, stable keys)."""
+from __future__ import annotations
+
+from datetime import datetime
+from datetime import timezone
+
+from vdk.plugin.ml_training.k8s.diagnose import duration
+from vdk.plugin.ml_training.k8s.observe import RunDetail
+from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.status import shape_text
+
+KIND_ML = "ml-training"
+KIND_DATA = "data-job"
+RECENT_EVENTS = 10
+
+
+def age(timestamp: str | None, now: datetime | None = None) -> str:
+    if not timestamp:
+        return "-"
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    seconds = max(0.0, ((now or datetime.now(timezone.utc)) - then).total_seconds())
+    return duration(seconds)
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    return "\n".join(lines)
+
+
+# --- vdk list --------------------------------------------------------------------------------------
+
+
+def job_entry(runs: list[RunSummary], phase: str) -> dict:
+    """One ML job for `vdk list -o json`: its latest run (`runs` newest first) and how many it has."""
+    latest = runs[0]
+    return {
+        "kind": KIND_ML,
+        "job_name": latest.job_name,
+        "job_team": latest.team,
+        "namespace": latest.namespace,
+        "latest_run": latest.name,
+        "backend": latest.backend,
+        "phase": phase,
+        "created": latest.created,
+        "nodes": latest.nodes,
+        "gpus_per_node": latest.gpus_per_node,
+        "gpu_resource": latest.gpu_resource,
+        "runs": len(runs),
+    }
+
+
+def jobs_text(entries: list[dict], where: str, now: datetime | None = None) -> str:
+    if not entries:
+        return f"No ml-training runs in {where}."
+    rows = [
+        [
+            e["job_name"] or "?",
+            e["job_team"] or "-",
+            e["latest_run"],
+            e["backend"] or "?",
+            e["phase"],
+            age(e["created"], now),
+            _shape(e),
+            str(e["runs"]),
+        ]
+        for e in entries
+    ]
+    headers = ["JOB", "TEAM", "LATEST RUN", "BACKEND", "PHASE", "AGE", "NODES x GPUS", "RUNS"]
+    return f"ml-training jobs in {where}:\n" + table(headers, rows)
+
+
+def _shape(entry: dict) -> str:
+    return shape_text(entry["nodes"], entry["gpus_per_node"], entry["gpu_resource"])
+
+
+# --- vdk show / execute --list / --show ------------------------------------------------------------
+
+
+def runs_text(runs: list[RunSummary], phases: dict[str, str] | None = None, now: datetime | None = None) -> str:
+    phases = phases or {}
+    rows = [
+        [
+            r.name,
+            phases.get(r.name, r.phase),
+            age(r.created, now),
+            r.backend or "?",
+            r.shape,
+            r.deployer or "-",
+            (r.reason or "-")[:40],
+        ]
+        for r in runs
+    ]
+    return table(["RUN", "PHASE", "AGE", "BACKEND", "NODES x GPUS", "DEPLOYED BY", "REASON"], rows)
+
+
+def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Run") -> str:
+    run = detail.run
+    lines = [f"{title} {run.name}: {detail.phase}" + (f" — {run.message}" if run.message and detail.phase == run.phase else "")]
+    lines += [f"  {k:<10} {v}" for k, v in _audit(run)]
+    if detail.progress is not None:
+        lines.append(f"  {'progress':<10} {detail.progress.describe()}")
+    if detail.ranks:
+        rows = [[r.rank, r.pod, r.state, r.node or "-", str(r.restarts)] for r in detail.ranks]
+        lines += ["", _indent(table(["RANK", "POD", "STATE", "NODE", "RESTARTS"], rows))]
+    for kind, title in (("waiting", "Why it waits"), ("failed", "Why it failed")):
+        findings = [f for f in detail.findings if f.kind == kind]
+        if not findings:
+            continue
+        lines += ["", f"{title}:"]
+        for f in findings:
+            lines.append(f"  {f.what}")
+            lines += [f"    -> {fix}" for fix in [*f.hints, f.fix] if fix]
+            if f.log_tail:
+                lines.append(f"  Last lines of the log ({f.log_source}):")
+                lines += [f"    | {line}" for line in f.log_tail]
+    if detail.events:
+        lines += ["", "Recent events:"]
+        rows = [
+            [age(e.last_seen, now), e.type, e.reason, e.object, e.message + (f" (x{e.count})" if e.count > 1 else "")]
+            for e in detail.events[-RECENT_EVENTS:]
+        ]
+        lines.append(_indent(table(["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)))
+    lines += [f"note: {n}" for n in detail.notes]
+    return "\n".join(lines)
+
+
+def _audit(run: RunSummary) -> list[tuple[str, str]]:
+    out = []
+    if run.image:
+        out.append(("image", run.image))
+    if run.git_commit:
+        out.append(("commit", run.git_commit + (" (with uncommitted changes)" if run.git_dirty else "")))
+    deployed = " ".join(x for x in (run.deployed_at or run.created, f"by {run.deployer}" if run.deployer else None) if x)
+    if deployed:
+        out.append(("deployed", deployed))
+    if run.reason:
+        out.append(("reason", run.reason))
+    if run.rerun_of:
+        out.append(("re-run of", run.rerun_of))
+    if run.queue:
+        out.append(("queue", run.queue))
+    return out
+
+
+def _indent(text: str, by: str = "  ") -> str:
+    return "\n".join(by + line for line in text.splitlines())

@@ -1,0 +1,530 @@
+"""`vdk list`, `vdk show`, `vdk delete` and `vdk execute` for ml-training jobs: which jobs run, why
+a run waits or failed, the logs of every rank, re-running and cancelling runs.
+
+This module is imported by every vdk command (`vdk run` included), so kubernetes and the k8s
+package are imported inside the callbacks only.
+
+With the Control Service CLI installed these wrap its commands:
+- `list` shows the ML jobs of the kube context's namespace whenever a kube context is configured,
+  then the Control Service's data jobs when its URL is set. `-o json` prints one array of both,
+  each entry with `kind` = "ml-training" or "data-job".
+- `show`, `delete` and `execute -n NAME` are for ML when runs labelled `vdk.io/job-name=NAME` exist
+  in the cluster; otherwise (and whenever the cluster is unconfigured or unreachable) the Control
+  Service's command runs unchanged.
+Without it, they always mean ML jobs.
+
+Teams: ML runs are filtered by team only when `-t` is given on the command line (a Control
+Service default team does not hide ML runs); `-a` shows all teams.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import click
+from vdk.plugin.ml_training.cli import verbs
+
+log = logging.getLogger(__name__)
+
+_CLIENT_KEY = "vdk_ml_training.kube_client"
+_EXPLICIT = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+OPERATIONS = ("start", "cancel", "list", "show", "logs")
+
+
+# --- options (the Control Service CLI's names) ------------------------------------------------------
+
+
+def _name_option() -> click.Option:
+    return click.Option(["-n", "--name"], help="The job name.")
+
+
+def _team_option() -> click.Option:
+    return click.Option(["-t", "--team"], help="Only the runs of this team.")
+
+
+def _output_option() -> click.Option:
+    return click.Option(
+        ["-o", "--output"],
+        type=click.Choice(["text", "json"], case_sensitive=False),
+        default="text",
+        help="Format of the result: text or json.",
+    )
+
+
+# --- is this invocation for ML? ------------------------------------------------------------------------
+
+
+def _wrapped() -> bool:
+    """Whether the Control Service CLI's command is wrapped (else the plugin's own verb runs)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and getattr(ctx.command, "wrapped_command", None) is not None
+
+
+def _kube_configured() -> bool:
+    """A kube context may be reachable: a kubeconfig file, a configured context, or a pod's service
+    account. Local checks only: data-job commands must not pay for a cluster they do not use."""
+    from vdk.plugin.ml_training.cli.context import settings_from_click
+
+    if settings_from_click().get("kube_context") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    files = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return any(os.path.isfile(os.path.expanduser(p)) for p in files.split(os.pathsep) if p)
+
+
+def _list_is_ml(kwargs: dict[str, Any]) -> bool:
+    return not _wrapped() or _kube_configured()
+
+
+def _names_ml_job(kwargs: dict[str, Any]) -> bool:
+    """show/delete/execute -n NAME: ML when the cluster has runs of NAME. A cluster that is not
+    configured, not reachable or not readable means "not ML": the data-job command runs."""
+    if not _wrapped():
+        return True
+    name = kwargs.get("name")
+    if not name or not _kube_configured():
+        return False
+    from vdk.plugin.ml_training.errors import MLTrainingError
+
+    try:
+        return _client().has_runs(name)
+    except MLTrainingError as e:
+        log.debug("Not looking for ml-training runs of %s: %s", name, e.problem)
+        return False
+
+
+# --- shared ------------------------------------------------------------------------------------------
+
+
+def _client():
+    """One KubeClient per command invocation, for the kube context and namespace of VDK configuration."""
+    from vdk.plugin.ml_training.cli.context import settings_from_click
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+
+    ctx = click.get_current_context()
+    if _CLIENT_KEY not in ctx.meta:
+        settings = settings_from_click()
+        ctx.meta[_CLIENT_KEY] = KubeClient(settings.get("kube_context"), settings.get("namespace"))
+    return ctx.meta[_CLIENT_KEY]
+
+
+def _ml_errors(run_ml):
+    """MLTrainingError -> the problem and its fix on stderr, exit code 1."""
+
+    def run(**kwargs):
+        from vdk.plugin.ml_training.cli.context import fail
+        from vdk.plugin.ml_training.errors import MLTrainingError
+
+        try:
+            return run_ml(**kwargs)
+        except MLTrainingError as e:
+            fail(e)
+
+    return run
+
+
+def _explicit(param: str) -> bool:
+    source = click.get_current_context().get_parameter_source(param)
+    return source is not None and source.name in _EXPLICIT
+
+
+def _team_filter(team: str | None, all_teams: bool = False) -> str | None:
+    return team if team and not all_teams and _explicit("team") else None
+
+
+def _json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def _where(client) -> str:
+    return f"namespace {client.namespace}" + (f" (context {client.context})" if client.context else "")
+
+
+def _require_name(name: str | None, verb: str) -> str:
+    if not name:
+        raise click.UsageError(f"`vdk {verb}` of an ml-training job needs -n/--name: the job name (`vdk list` shows them)")
+    return name
+
+
+def _runs_of(client, name: str, team: str | None):
+    from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+
+    runs = client.list_runs(job_name=name, team=team)
+    if not runs:
+        raise KubeApiError(
+            f"there are no runs of {name}{f' of team {team}' if team else ''} in {_where(client)}",
+            "`vdk list` shows the ml-training jobs there; set another namespace with VDK_ML_TRAINING_NAMESPACE",
+            404,
+            "NotFound",
+        )
+    return runs
+
+
+def _pick_run(client, name: str, team: str | None, run_id: str | None):
+    """The run `-i` names (its full name or the part after `<job>-`), else the job's latest."""
+    from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+
+    runs = _runs_of(client, name, team)
+    if not run_id:
+        return runs[0]
+    wanted = run_id if run_id.startswith(f"{name}-") else f"{name}-{run_id}"
+    for run in runs:
+        if run.name == wanted:
+            return run
+    raise KubeApiError(
+        f"{name} has no run {wanted} in {_where(client)}",
+        f"its runs are: {', '.join(r.name for r in runs)}",
+        404,
+        "NotFound",
+    )
+
+
+# --- vdk list ----------------------------------------------------------------------------------------
+
+
+def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
+    from vdk.plugin.ml_training.errors import MLTrainingError
+
+    ctx = click.get_current_context()
+    original = getattr(ctx.command, "wrapped_command", None)
+    data_jobs = original is not None and bool(ctx.params.get("rest_api_url"))
+    as_json = (output or "text").lower() == "json"
+    try:
+        # click makes an unset `flag_value="all"` flag the string "False": compare with the value.
+        entries, where = _ml_jobs(_team_filter(team, operation_all in ("all", True)))
+    except MLTrainingError as e:
+        if not data_jobs:
+            raise
+        click.echo(f"ml-training jobs are not listed: {e.problem}\n({e.fix})", err=True)
+        entries, where = None, None
+    if as_json:
+        merged = list(entries or [])
+        if data_jobs:
+            merged += [{"kind": "data-job", **job} for job in _data_jobs_json(ctx, original)]
+        _json(merged)
+        return
+    if entries is not None:
+        from vdk.plugin.ml_training.cli import run_views
+
+        click.echo(run_views.jobs_text(entries, where))
+    if data_jobs:
+        click.echo("\nData jobs (Control Service):")
+        ctx.invoke(original.callback, **_original_kwargs(ctx, original))
+
+
+def _ml_jobs(team: str | None) -> tuple[list[dict], str]:
+    from vdk.plugin.ml_training.cli import run_views
+    from vdk.plugin.ml_training.k8s import diagnose
+    from vdk.plugin.ml_training.k8s.run import LABEL_RUN
+
+    client = _client()
+    runs = client.list_runs(team=team)
+    by_job: dict[str, list] = {}
+    for run in runs:  # newest first
+        by_job.setdefault(run.job_name or run.name, []).append(run)
+    # One request for the pods of every run: a run reported Running may still have ranks that cannot start.
+    pods_by_run: dict[str, list[dict]] = {}
+    if by_job:
+        for pod in client.list_pods(LABEL_RUN):
+            pods_by_run.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN), []).append(pod)
+    entries = []
+    for job, job_runs in sorted(by_job.items()):
+        latest = job_runs[0]
+        phase = diagnose.effective_phase(latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend))
+        entries.append(run_views.job_entry(job_runs, phase))
+    return entries, _where(client)
+
+
+def _original_kwargs(ctx: click.Context, original: click.Command) -> dict[str, Any]:
+    return {p.name: ctx.params.get(p.name) for p in original.params if p.expose_value and p.name in ctx.params}
+
+
+def _data_jobs_json(ctx: click.Context, original: click.Command) -> list[dict]:
+    """The Control Service's `list -o json`, captured to merge it with the ML jobs."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        ctx.invoke(original.callback, **_original_kwargs(ctx, original))
+    text = buffer.getvalue().strip()
+    return json.loads(text) if text else []
+
+
+LIST = verbs.Verb(
+    name="list",
+    help="List ml-training jobs: each job's latest run, backend, phase, age and nodes x GPUs.",
+    ml_help=(
+        "ml-training jobs of the kube context's namespace are listed first (latest run, backend, phase, age, "
+        "nodes x GPUs). With -o json, ML jobs and data jobs form one array; `kind` tells them apart."
+    ),
+    params=[
+        _team_option(),
+        click.Option(["-a", "--all", "operation_all"], is_flag=True, flag_value="all", default=False, help="Jobs of all teams."),
+        _output_option(),
+    ],
+    ml_only=(),
+    is_ml=_list_is_ml,
+    run_ml=_ml_errors(list_ml),
+)
+
+
+# --- vdk show ----------------------------------------------------------------------------------------
+
+
+def show_ml(name: str | None, team: str | None, output: str | None) -> None:
+    from vdk.plugin.ml_training.cli import run_views
+    from vdk.plugin.ml_training.k8s.observe import inspect_run
+
+    name = _require_name(name, "show")
+    client = _client()
+    runs = _runs_of(client, name, _team_filter(team))
+    detail = inspect_run(client, runs[0])
+    phases = {detail.run.name: detail.phase}
+    if (output or "text").lower() == "json":
+        _json(
+            {
+                "kind": run_views.KIND_ML,
+                "job_name": name,
+                "namespace": client.namespace,
+                "context": client.context,
+                "runs": [r.to_dict() for r in runs],
+                "latest": detail.to_dict(),
+            }
+        )
+        return
+    click.echo(f"{name}: {len(runs)} run(s) in {_where(client)}\n")
+    click.echo(run_views.runs_text(runs, phases))
+    click.echo("\n" + run_views.detail_text(detail, title="Latest run"))
+    click.echo(f"\nLogs of every rank: vdk execute --logs -n {name}")
+
+
+SHOW = verbs.Verb(
+    name="show",
+    help="Show an ml-training job: its recent runs; for the latest, every rank's state, why it waits or failed, progress.",
+    ml_help=(
+        "ml-training jobs: the job's runs, and for the latest its ranks, why it waits (scheduling, image pulls, "
+        "Kueue) or failed (OOMKilled, exit codes, the failing rank's last log lines), its audit trail and progress."
+    ),
+    params=[_name_option(), _team_option(), _output_option()],
+    ml_only=(),
+    is_ml=_names_ml_job,
+    run_ml=_ml_errors(show_ml),
+)
+
+
+# --- vdk delete --------------------------------------------------------------------------------------
+
+
+def delete_ml(name: str | None, team: str | None, yes: bool) -> None:
+    from vdk.plugin.ml_training.cli import run_views
+
+    name = _require_name(name, "delete")
+    client = _client()
+    runs = _runs_of(client, name, _team_filter(team))
+    click.echo(f"Runs of {name} in {_where(client)}:", err=True)
+    click.echo(run_views.runs_text(runs), err=True)
+    if not yes:
+        click.confirm(
+            f"Delete these {len(runs)} run(s) of {name}, their pods (running ones stop) and run records?",
+            abort=True,
+            err=True,
+        )
+    for run in runs:
+        client.delete_run(run.name)
+        click.echo(f"Deleted {run.name}")
+
+
+DELETE = verbs.Verb(
+    name="delete",
+    help="Delete an ml-training job: all its runs (running ones are stopped) and their records.",
+    ml_help="ml-training jobs: deletes every run of the job from the cluster (asks first unless --yes).",
+    params=[_name_option(), _team_option(), click.Option(["--yes"], is_flag=True, help="Do not ask for confirmation.")],
+    ml_only=(),
+    is_ml=_names_ml_job,
+    run_ml=_ml_errors(delete_ml),
+)
+
+
+# --- vdk execute -------------------------------------------------------------------------------------
+
+
+def execute_ml(
+    name: str | None,
+    team: str | None,
+    execution_id: str | None,
+    operation: str | None,
+    output: str | None,
+    follow: bool,
+    reason: str | None,
+) -> None:
+    name = _require_name(name, "execute")
+    if operation not in OPERATIONS:
+        raise click.UsageError("choose what to do: --start, --cancel, --list, --show or --logs")
+    if follow and operation != "logs":
+        raise click.UsageError("--follow goes with --logs")
+    as_json = (output or "text").lower() == "json"
+    if follow and as_json:
+        raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
+    client = _client()
+    team = _team_filter(team)
+    if operation == "list":
+        _execute_list(client, name, team, as_json)
+    elif operation == "show":
+        _execute_show(client, name, team, execution_id, as_json)
+    elif operation == "logs":
+        _execute_logs(client, name, team, execution_id, as_json, follow)
+    elif operation == "start":
+        _execute_start(client, name, team, execution_id, reason, as_json)
+    else:
+        _execute_cancel(client, name, team, execution_id, as_json)
+
+
+def _execute_list(client, name, team, as_json) -> None:
+    from vdk.plugin.ml_training.cli import run_views
+
+    runs = _runs_of(client, name, team)
+    if as_json:
+        _json([r.to_dict() for r in runs])
+    else:
+        click.echo(run_views.runs_text(runs))
+
+
+def _execute_show(client, name, team, execution_id, as_json) -> None:
+    from vdk.plugin.ml_training.cli import run_views
+    from vdk.plugin.ml_training.k8s.observe import inspect_run
+
+    detail = inspect_run(client, _pick_run(client, name, team, execution_id))
+    if as_json:
+        _json(detail.to_dict())
+    else:
+        click.echo(run_views.detail_text(detail))
+
+
+def _execute_logs(client, name, team, execution_id, as_json, follow) -> None:
+    from vdk.plugin.ml_training.k8s import observe
+
+    run = _pick_run(client, name, team, execution_id)
+    if follow:
+        return _follow(client, run)
+    logs = list(observe.rank_logs(client, run))
+    if as_json:
+        _json({"run": run.name, "phase": run.phase, "ranks": [entry.to_dict() for entry in logs]})
+        return
+    if not logs:
+        _explain_no_pods(client, run)
+    for entry in logs:
+        rank = entry.rank.rank
+        if entry.previous:
+            _echo_prefixed(f"[rank {rank}, previous container] ", entry.previous)
+        if entry.current is not None:
+            _echo_prefixed(f"[rank {rank}] ", entry.current)
+        else:
+            click.echo(f"[rank {rank}] no log: {entry.unavailable}", err=True)
+
+
+def _echo_prefixed(prefix: str, text: str) -> None:
+    click.echo("".join(f"{prefix}{line}\n" for line in text.splitlines()), nl=False)
+
+
+def _explain_no_pods(client, run) -> None:
+    from vdk.plugin.ml_training.k8s.observe import inspect_run
+
+    detail = inspect_run(client, run)
+    reasons = [f.what for f in detail.findings] or [f"the run is {detail.phase} and has no pods"]
+    click.echo(f"{run.name} has no pods, so no logs: " + "; ".join(reasons), err=True)
+
+
+def _follow(client, run) -> None:
+    from vdk.plugin.ml_training.k8s.observe import follow_logs
+
+    click.echo(f"Following {run.name} (Ctrl-C stops following; the run goes on)", err=True)
+    seen = []
+
+    def write(rank: str, line: str) -> None:
+        seen.append(rank)
+        click.echo(f"[rank {rank}] {line}")
+
+    def explain(rank: str, why: str) -> None:
+        click.echo(f"[{rank if rank == 'run' else 'rank ' + rank}] {why}", err=True)
+
+    try:
+        final = follow_logs(client, run, write, explain)
+    except KeyboardInterrupt:
+        return
+    if not seen and not final.finished:
+        return
+    click.echo(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""), err=True)
+
+
+def _execute_start(client, name, team, execution_id, reason, as_json) -> None:
+    """Run a past run again exactly: its record's image digest and manifests, a new run name."""
+    from datetime import datetime
+    from datetime import timezone
+
+    from vdk.plugin.ml_training import audit
+    from vdk.plugin.ml_training.k8s import record
+    from vdk.plugin.ml_training.k8s.run import new_run_name
+
+    source = _pick_run(client, name, team, execution_id)
+    rec = client.read_run_record(source.name)
+    run_name = new_run_name(name)
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    manifests = record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
+    created = client.apply(manifests)
+    result = {
+        "job_name": name,
+        "run": run_name,
+        "rerun_of": source.name,
+        "backend": rec.backend,
+        "image": rec.image,
+        "namespace": client.namespace,
+        "created": [f"{m['kind']}/{m['metadata']['name']}" for m in created],
+    }
+    if as_json:
+        _json(result)
+        return
+    click.echo(f"Started run {run_name} of {name}: a re-run of {source.name} ({rec.backend}, namespace {client.namespace})")
+    click.echo(f"  image   {rec.image}")
+    click.echo(f"Follow it:  vdk show -n {name}      logs of every rank:  vdk execute --logs -n {name} --follow")
+
+
+def _execute_cancel(client, name, team, execution_id, as_json) -> None:
+    if not execution_id:
+        raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
+    run = _pick_run(client, name, team, execution_id)
+    deleted = client.delete_run(run.name)
+    if as_json:
+        _json({"job_name": name, "run": run.name, "phase": run.phase, "deleted": deleted})
+        return
+    click.echo(f"Cancelled {run.name} (was {run.phase}): deleted {', '.join(deleted)}; its pods stop now")
+
+
+EXECUTE = verbs.Verb(
+    name="execute",
+    help="Runs of an ml-training job: --list, --show, --logs (every rank), --start (re-run exactly), --cancel.",
+    ml_help=(
+        "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed; --logs [-i RUN] "
+        "[--follow] the logs of every rank (pending ranks say why); --start [-i RUN] runs a past run again exactly "
+        "(same image digest and manifests; default the latest); --cancel -i RUN stops and deletes a run. "
+        "RUN is the run name or its last part."
+    ),
+    params=[
+        _name_option(),
+        _team_option(),
+        click.Option(["-i", "--execution-id"], help="The run (its name, or the part after the job name); default the latest."),
+        *[
+            click.Option([f"--{op}", "operation"], flag_value=op, help=f"{op.capitalize()} (see above).")
+            for op in OPERATIONS
+        ],
+        _output_option(),
+        click.Option(["--follow", "-f"], is_flag=True, help="ml-training, with --logs: keep printing new log lines until the run ends."),
+        click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
+    ],
+    ml_only=("follow", "reason"),
+    is_ml=_names_ml_job,
+    run_ml=_ml_errors(execute_ml),
+)
+
+VERBS: list[verbs.Verb] = [LIST, SHOW, DELETE, EXECUTE]

@@ -1,0 +1,202 @@
+"""What a run is doing, read through the client: its ranks, events and Kueue state, why it waits or
+failed (with the failing rank's last log lines), its progress; and the logs of every rank, once or
+followed. The interpretation lives in `diagnose`; this module only gathers.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Callable
+from typing import Iterator
+
+from vdk.plugin.ml_training.k8s import diagnose
+from vdk.plugin.ml_training.k8s import status as run_status
+from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.diagnose import Event
+from vdk.plugin.ml_training.k8s.diagnose import Finding
+from vdk.plugin.ml_training.k8s.diagnose import Progress
+from vdk.plugin.ml_training.k8s.diagnose import RankState
+from vdk.plugin.ml_training.k8s.manifests import pod_selector
+from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.status import summarize
+
+FAILURE_LOG_LINES = 40  # shown of the failing rank
+HINT_SCAN_LINES = 200  # searched for well-known errors (torch's launcher prints a long summary last)
+PROGRESS_SCAN_LINES = 200  # of rank 0, for the last progress line
+FOLLOW_POLL_SECONDS = 2.0
+FOLLOW_ATTEMPTS = 3  # log requests refused for one container before giving up on it
+
+
+@dataclass
+class RunDetail:
+    run: RunSummary
+    phase: str  # the run's phase, Pending while ranks still cannot start
+    ranks: list[RankState]
+    findings: list[Finding]
+    events: list[Event]
+    progress: Progress | None
+    notes: list[str] = field(default_factory=list)  # what could not be read, and why
+
+    def to_dict(self) -> dict:
+        return {
+            "run": self.run.to_dict(),
+            "phase": self.phase,
+            "ranks": [r.to_dict() for r in self.ranks],
+            "findings": [f.to_dict() for f in self.findings],
+            "events": [e.to_dict() for e in self.events],
+            "progress": self.progress.to_dict() if self.progress else None,
+            "notes": list(self.notes),
+        }
+
+
+def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
+    return client.list_pods(pod_selector(run.backend, run.name)) if run.backend in diagnose.CONTAINERS else []
+
+
+def inspect_run(client: KubeClient, run: RunSummary) -> RunDetail:
+    notes: list[str] = []
+    ranks = diagnose.rank_states(run_pods(client, run), run.backend)
+    events = _events(client, run, notes)
+    workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
+    findings = diagnose.why_waiting(run, ranks, events, workloads)
+    if run.phase != run_status.SUCCEEDED:
+        failure = diagnose.why_failed(run, ranks)
+        if failure is not None:
+            _attach_failure_log(client, failure, ranks, notes)
+            findings.append(failure)
+    progress = _progress(client, ranks, notes)
+    return RunDetail(run, diagnose.effective_phase(run.phase, ranks), ranks, findings, events, progress, notes)
+
+
+def _events(client: KubeClient, run: RunSummary, notes: list[str]) -> list[Event]:
+    try:
+        return diagnose.run_events(client.list_events(), run.name)
+    except KubeApiError as e:
+        if e.status != 403:
+            raise
+        notes.append(f"events could not be read (403): {e.detail}")
+        return []
+
+
+def _attach_failure_log(client: KubeClient, failure: Finding, ranks: list[RankState], notes: list[str]) -> None:
+    culprit = diagnose.failing_rank(ranks)
+    if culprit is None or failure.ranks != [culprit[0].rank]:
+        return
+    rank, _, previous = culprit
+    text, why = client.pod_log(rank.pod, rank.container, previous=previous, tail_lines=HINT_SCAN_LINES)
+    if text is None:
+        notes.append(f"no log of rank {rank.rank}: {why}")
+        return
+    lines = text.splitlines()
+    failure.log_tail = lines[-FAILURE_LOG_LINES:]
+    failure.hints = diagnose.log_hints(lines)
+
+
+def _progress(client: KubeClient, ranks: list[RankState], notes: list[str]) -> Progress | None:
+    rank0 = next((r for r in ranks if r.index == 0), None)
+    if rank0 is None or not rank0.started:
+        return None
+    text, _ = client.pod_log(rank0.pod, rank0.container, tail_lines=PROGRESS_SCAN_LINES)
+    return diagnose.parse_progress((text or "").splitlines())
+
+
+# --- logs of every rank ----------------------------------------------------------------------------
+
+
+@dataclass
+class RankLog:
+    rank: RankState
+    previous: str | None  # the log of the container instance before the last restart
+    current: str | None
+    unavailable: str | None  # why there is no current log (pending, pulling, ...)
+
+    def to_dict(self) -> dict:
+        return {
+            "rank": self.rank.rank,
+            "pod": self.rank.pod,
+            "container": self.rank.container,
+            "state": self.rank.state,
+            "previous": self.previous,
+            "log": self.current,
+            "unavailable": self.unavailable,
+        }
+
+
+def rank_logs(client: KubeClient, run: RunSummary) -> Iterator[RankLog]:
+    """The log of every rank, in rank order; a rank without one says why instead."""
+    for rank in diagnose.rank_states(run_pods(client, run), run.backend):
+        previous = None
+        if rank.previous is not None:
+            previous, _ = client.pod_log(rank.pod, rank.container, previous=True)
+        current = client.pod_log(rank.pod, rank.container)[0] if rank.streamable else None
+        unavailable = diagnose.rank_explanation(rank) if current is None else None
+        yield RankLog(rank, previous, current, unavailable)
+
+
+def follow_logs(
+    client: KubeClient,
+    run: RunSummary,
+    write: Callable[[str, str], None],
+    explain: Callable[[str, str], None],
+    poll_seconds: float | None = None,
+) -> RunSummary:
+    """Stream every rank's log as it is written (`write(rank, line)`), starting ranks as they
+    start and containers again after a restart; say why a rank has no log yet
+    (`explain(rank, why)`, again when the reason changes). Returns when the run has finished
+    and every log has been read to its end; returns the run's last summary."""
+    poll = FOLLOW_POLL_SECONDS if poll_seconds is None else poll_seconds
+    streams: dict[tuple[str, int], threading.Thread] = {}
+    refused: dict[tuple[str, int], int] = {}
+    explained: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def stream(rank: RankState, key: tuple[str, int]) -> None:
+        try:
+            for line in client.follow_pod_log(rank.pod, rank.container):
+                with lock:
+                    write(rank.rank, line)
+        except KubeApiError as e:
+            with lock:
+                refused[key] = refused.get(key, 0) + 1
+                if e.status in (400, 404) and refused[key] < FOLLOW_ATTEMPTS:
+                    streams.pop(key, None)  # not started after all: try again at the next poll
+                else:
+                    explain(rank.rank, f"log stream ended: {e.detail or e.problem}")
+        except Exception as e:  # a thread's error would otherwise vanish
+            with lock:
+                explain(rank.rank, f"log stream failed: {type(e).__name__}: {e}")
+
+    while True:
+        try:
+            run = summarize(client.get_run(run.name))
+        except KubeApiError as e:
+            if e.status != 404:
+                raise
+            with lock:
+                explain("run", f"{run.name} was deleted")
+            break
+        for rank in diagnose.rank_states(run_pods(client, run), run.backend):
+            key = (rank.pod, rank.restarts)
+            if rank.streamable:
+                with lock:
+                    if key not in streams:
+                        thread = threading.Thread(target=stream, args=(rank, key), daemon=True)
+                        streams[key] = thread
+                        thread.start()
+                continue
+            why = diagnose.rank_explanation(rank)
+            if explained.get(rank.rank) != why:
+                explained[rank.rank] = why
+                with lock:
+                    explain(rank.rank, why)
+        with lock:
+            live = [t for t in streams.values() if t.is_alive()]
+        if run.finished and not live:
+            break
+        time.sleep(poll)
+    for thread in list(streams.values()):
+        thread.join()
+    return run

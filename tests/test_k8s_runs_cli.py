@@ -1,0 +1,406 @@
+"""`vdk list / show / delete / execute` for ml-training jobs through the real vdk CLI, the real
+`kubernetes` client and the HTTP-level fake API server, on runs that were really applied and pods,
+logs and events shaped as the operators, the scheduler and the kubelet write them."""
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from k8s_support import cluster_state as cs
+from k8s_support.fake_apiserver import go_bool
+from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
+from k8s_support.specs import IMAGE
+from k8s_support.specs import make_run
+from k8s_support.specs import make_spec
+from k8s_support.vdk_cli import vdk
+from vdk.plugin.ml_training.k8s import observe
+from vdk.plugin.ml_training.k8s.manifests import render_run
+
+GPU_FULL = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+PLURAL = {"pytorchjob": "pytorchjobs", "trainjob": "trainjobs", "job": "jobs"}
+
+
+class Cluster:
+    def __init__(self, fake, client, root):
+        self.fake, self.client, self.root = fake, client, root
+
+    def deploy(self, job="mnist-ddp", backend="pytorchjob", name=None, created=None, reason="nightly retrain", **keys) -> dict:
+        spec = make_spec(self.root, name=job, **{"nodes": "2", "gpus_per_node": "8", **keys})
+        run = make_run(spec, name=name, reason=reason)
+        main = self.client.apply(render_run(spec, IMAGE, run, "ml", backend))[0]
+        if created:
+            key = (main["apiVersion"], PLURAL[backend], "ml", run.name)
+            self.fake.objects[key]["metadata"]["creationTimestamp"] = created
+            main["metadata"]["creationTimestamp"] = created
+        return main
+
+    def status(self, run: dict, **status):
+        self.fake.set_status(PLURAL[run["metadata"]["labels"]["vdk.io/backend"]], run["metadata"]["name"], status)
+
+    def pod(self, run: dict, rank: int, status: dict, log: str | None = None, previous_log: str | None = None, **kw) -> dict:
+        backend = run["metadata"]["labels"]["vdk.io/backend"]
+        pod = self.fake.add("pods", cs.rank_pod(run, backend, rank, status, **kw))
+        name, container = pod["metadata"]["name"], cs.CONTAINER[backend]
+        if log is not None:
+            self.fake.set_log(name, container, log)
+        if previous_log is not None:
+            self.fake.set_log(name, container, previous_log, previous=True)
+        return pod
+
+    def set_pod(self, pod: dict, status: dict) -> None:
+        """What the scheduler and kubelet change on a pod: its node and its status."""
+        backend = pod["metadata"]["labels"]["vdk.io/backend"]
+        with self.fake._lock:
+            stored = self.fake.objects[("v1", "pods", "ml", pod["metadata"]["name"])]
+            if status.get("_node"):
+                stored["spec"]["nodeName"] = status["_node"]
+            stored["status"] = {k: v for k, v in status.items() if not k.startswith("_")}
+            for container in stored["status"].get("containerStatuses", []):
+                container.setdefault("name", cs.CONTAINER[backend])
+
+    def run_names(self) -> list[str]:
+        return sorted(r.name for r in self.client.list_runs())
+
+
+@pytest.fixture
+def kube(cluster, tmp_path):  # noqa: F811
+    fake, client = cluster(pytorchjob=True, trainer_mechanism="runtimePatches", kueue=True)
+    return Cluster(fake, client, tmp_path / "jobs")
+
+
+def ok(result):
+    assert result.exit_code == 0, f"exit {result.exit_code}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}\n{result.exception!r}"
+    return result
+
+
+# --- vdk list --------------------------------------------------------------------------------------------
+
+
+def test_list_shows_each_job_with_its_latest_run(kube):
+    old = kube.deploy(created=cs.ago(7200))
+    kube.status(old, conditions=[{"type": "Failed", "status": "True", "message": "1 Worker replica(s) failed"}])
+    latest = kube.deploy(created=cs.ago(300))
+    kube.status(latest, conditions=[{"type": "Running", "status": "True"}])
+    kube.pod(latest, 0, cs.running())
+    kube.pod(latest, 1, cs.unschedulable(GPU_FULL))
+    bert = kube.deploy(job="bert-ft", backend="job", nodes="1", gpus_per_node="0", created=cs.ago(90000))
+    kube.status(bert, conditions=[{"type": "Complete", "status": "True"}])
+
+    out = ok(vdk("list")).stdout
+    lines = out.splitlines()
+    assert lines[0] == "ml-training jobs in namespace ml (context fake):"
+    assert lines[1].split() == ["JOB", "TEAM", "LATEST", "RUN", "BACKEND", "PHASE", "AGE", "NODES", "x", "GPUS", "RUNS"]
+    # the operator says Running, but rank 1 cannot be scheduled: the honest phase is Pending
+    bert_row, mnist_row = lines[2].split(), lines[3].split()
+    assert bert_row[:6] + bert_row[7:] == ["bert-ft", "Vision", "Research", bert["metadata"]["name"], "job", "Succeeded", "1", "x", "CPU", "1"]
+    assert mnist_row[:6] + mnist_row[7:] == ["mnist-ddp", "Vision", "Research", latest["metadata"]["name"], "pytorchjob", "Pending", "2", "x", "8", "GPU", "2"]
+    assert bert_row[6] == "1d1h" and mnist_row[6].startswith("5m")  # ages
+
+    entries = json.loads(ok(vdk("list", "-o", "json")).stdout)
+    assert entries[1] == {
+        "kind": "ml-training",
+        "job_name": "mnist-ddp",
+        "job_team": "Vision Research",
+        "namespace": "ml",
+        "latest_run": latest["metadata"]["name"],
+        "backend": "pytorchjob",
+        "phase": "Pending",
+        "created": latest["metadata"]["creationTimestamp"],
+        "nodes": "2",
+        "gpus_per_node": 8,
+        "gpu_resource": "nvidia.com/gpu",
+        "runs": 2,
+    }
+    assert [e["job_name"] for e in entries] == ["bert-ft", "mnist-ddp"]
+
+
+def test_list_filters_by_team_and_says_when_there_is_nothing(kube, tmp_path):
+    assert ok(vdk("list")).stdout.strip() == "No ml-training runs in namespace ml (context fake)."
+    assert json.loads(ok(vdk("list", "-o", "json")).stdout) == []
+    kube.deploy()
+    assert json.loads(ok(vdk("list", "-t", "Other Team", "-o", "json")).stdout) == []
+    assert len(json.loads(ok(vdk("list", "-t", "Vision Research", "-o", "json")).stdout)) == 1
+    assert len(json.loads(ok(vdk("list", "-t", "Other Team", "-a", "-o", "json")).stdout)) == 1
+
+
+def test_list_of_an_unreachable_cluster_says_what_to_do(kube, tmp_path, monkeypatch):
+    kube.fake.stop()
+    result = vdk("list")
+    assert result.exit_code == 1
+    assert "cannot reach the Kubernetes API server" in result.stderr and "connection refused" in result.stderr
+    assert "kubectl --context fake cluster-info" in result.stderr
+    assert result.stdout == ""
+
+
+# --- vdk show --------------------------------------------------------------------------------------------
+
+
+def test_show_explains_why_a_run_waits(kube):
+    run = kube.deploy(backend="job", nodes="3")
+    name = run["metadata"]["name"]
+    kube.status(run, active=3)
+    kube.pod(run, 0, cs.running(), log="loading data\n")
+    p1 = kube.pod(run, 1, cs.unschedulable(GPU_FULL))
+    p2 = kube.pod(run, 2, cs.waiting("ImagePullBackOff", 'Back-off pulling image "registry.example.com/ml/mnist-ddp@sha256:ab": 401 Unauthorized'))
+    kube.fake.add("events", cs.event("Pod", p1["metadata"]["name"], "FailedScheduling", GPU_FULL, count=4))
+    kube.fake.add("events", cs.event("Pod", p2["metadata"]["name"], "Failed", "Failed to pull image: 401 Unauthorized", component="kubelet"))
+
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert f"Latest run {name}: Pending" in out
+    assert f"rank 1 (pod {p1['metadata']['name']}): cannot be scheduled: {GPU_FULL}" in out
+    assert "-> no node has that many free GPUs now" in out
+    assert f"rank 2 (pod {p2['metadata']['name']}): cannot pull the image (ImagePullBackOff)" in out
+    assert "imagePullSecrets" in out
+    # the audit trail of the run
+    assert f"image      {IMAGE}" in out
+    assert "commit     0123456789abcdef0123456789abcdef01234567 (with uncommitted changes)" in out
+    assert "deployed   2026-01-02T03:04:05Z by ada@example.com" in out
+    assert "reason     nightly retrain" in out
+    # per-rank states and the scheduler's events
+    assert "unschedulable" in out and "waiting: ImagePullBackOff" in out
+    assert "FailedScheduling" in out and "(x4)" in out
+
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)
+    assert shown["kind"] == "ml-training" and shown["job_name"] == "mnist-ddp" and shown["namespace"] == "ml"
+    assert [r["name"] for r in shown["runs"]] == [name]
+    latest = shown["latest"]
+    assert latest["phase"] == "Pending"
+    assert [(r["rank"], r["state"]) for r in latest["ranks"]] == [("0", "running"), ("1", "unschedulable"), ("2", "waiting: ImagePullBackOff")]
+    assert [f["kind"] for f in latest["findings"]] == ["waiting", "waiting"]
+    assert latest["run"]["image_digest"] == IMAGE.split("@")[1]
+    assert latest["run"]["git_dirty"] is True and latest["run"]["deployer"] == "ada@example.com"
+
+
+def test_show_explains_why_a_run_failed_with_the_failing_rank_s_previous_log(kube):
+    run = kube.deploy(nodes="2")
+    kube.status(run, conditions=[{"type": "Restarting", "status": "True", "message": "PyTorchJob is restarting because 1 Worker replica(s) failed."}])
+    kube.pod(run, 0, cs.running(), log="step 1\n")
+    crashed = kube.pod(
+        run,
+        1,
+        cs.waiting("CrashLoopBackOff", "back-off 20s restarting failed container", restarts=2, last=cs.termination(137, "OOMKilled")),
+        previous_log="".join(f"line {i}\n" for i in range(100)) + "Killed\n",
+    )
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert f"rank 1 (pod {crashed['metadata']['name']}) was OOMKilled: it used more memory than its limit (memory = 16Gi) (restarted 2 times)" in out
+    assert "-> raise `memory` in [ml-training]" in out
+    assert f"Last lines of the log (rank 1, pod {crashed['metadata']['name']}, previous container):" in out
+    assert "    | Killed" in out and "    | line 99" in out and "    | line 59" not in out
+    reads = [q for m, p, q in kube.fake.requests if p.endswith(f"/pods/{crashed['metadata']['name']}/log")]
+    assert [(q["container"], q["tailLines"]) for q in reads if go_bool(q.get("previous"))] == [("pytorch", "200")]
+
+
+def test_show_of_a_failed_run_names_the_first_rank_to_fail_and_reads_its_log(kube):
+    run = kube.deploy(backend="job", nodes="2")
+    kube.status(run, conditions=[{"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "Container pytorch for pod ml/x-1 failed with exit code 1 matching FailJob rule at index 0"}])
+    kube.pod(run, 0, cs.terminated(143, finished=310), log="rank 0 stopped\n")
+    bad = kube.pod(run, 1, cs.terminated(1, finished=300), log="Traceback (most recent call last):\nModuleNotFoundError: No module named 'peft'\n")
+    detail = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]
+    assert detail["phase"] == "Failed"
+    (failure,) = detail["findings"]
+    assert failure["kind"] == "failed" and failure["ranks"] == ["1"]
+    assert failure["what"] == f"rank 1 (pod {bad['metadata']['name']}) exited with code 1"
+    assert failure["log_tail"][-1] == "ModuleNotFoundError: No module named 'peft'"
+    assert any("requirements.txt" in h for h in failure["hints"])
+
+
+def test_show_reports_progress_from_rank_0(kube):
+    run = kube.deploy(backend="trainjob")
+    kube.status(run, jobsStatus=[{"name": "node", "active": 2}])
+    kube.pod(run, 0, cs.running(), log="[vdk-ml-training] progress step=100 total_steps=1000 loss=0.9 eta_s=4000\nnoise\n[vdk-ml-training] progress step=120 total_steps=1000 loss=0.5 eta_s=2100\nmore noise\n")
+    kube.pod(run, 1, cs.running(), log="[vdk-ml-training] progress step=999 loss=9\n")  # only rank 0 counts
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "progress   step 120/1000, loss 0.5, ETA 35m" in out
+    assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["progress"]["step"] == 120
+
+
+def test_show_of_a_queued_run_quotes_kueue(kube):
+    run = kube.deploy(queue="team-a-queue")
+    kube.status(run, conditions=[{"type": "Suspended", "status": "True", "message": "PyTorchJob is suspended"}])
+    quota = "couldn't assign flavors to pod set master: insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 16 more needed"
+    wl = kube.fake.add("workloads", cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]))
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert f"Latest run {run['metadata']['name']}: Queued" in out
+    assert f"queued in team-a-queue (Kueue Workload {wl['metadata']['name']}): {quota}" in out
+
+
+def test_show_of_an_unknown_job_says_what_exists(kube):
+    kube.deploy()
+    result = vdk("show", "-n", "no-such-job")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "there are no runs of no-such-job in namespace ml (context fake)" in result.stderr
+    assert "`vdk list`" in result.stderr
+    result = vdk("show")
+    assert result.exit_code == 2 and "needs -n/--name" in result.stderr
+
+
+def test_forbidden_events_are_a_note_not_a_failure(kube):
+    run = kube.deploy(backend="job", nodes="1")
+    kube.pod(run, 0, cs.unschedulable(GPU_FULL))
+    kube.fake.forbidden.add(("list", "events"))
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "cannot be scheduled" in out and "note: events could not be read (403)" in out
+
+
+# --- vdk execute --logs ------------------------------------------------------------------------------------
+
+
+def test_logs_of_every_rank_with_pending_ranks_explained(kube):
+    run = kube.deploy(nodes="4")
+    kube.pod(run, 0, cs.running(), log="r0 a\nr0 b\n")
+    kube.pod(run, 1, cs.running(restarts=1, last=cs.termination(1)), log="r1 again\n", previous_log="r1 first try\nr1 crashed\n")
+    kube.pod(run, 2, cs.unschedulable(GPU_FULL))
+    kube.pod(run, 3, cs.waiting("ContainerCreating", node="gpu-node-3"))
+    result = ok(vdk("execute", "--logs", "-n", "mnist-ddp"))
+    assert result.stdout.splitlines() == [
+        "[rank 0] r0 a",
+        "[rank 0] r0 b",
+        "[rank 1, previous container] r1 first try",
+        "[rank 1, previous container] r1 crashed",
+        "[rank 1] r1 again",
+    ]
+    assert f"[rank 2] no log: cannot be scheduled: {GPU_FULL} — no node has that many free GPUs" in result.stderr
+    assert "[rank 3] no log: starting on gpu-node-3 (pulling the image or mounting volumes)" in result.stderr
+
+    logs = json.loads(ok(vdk("execute", "--logs", "-n", "mnist-ddp", "-o", "json")).stdout)
+    assert logs["run"] == run["metadata"]["name"]
+    assert [(r["rank"], r["log"], r["previous"]) for r in logs["ranks"]] == [
+        ("0", "r0 a\nr0 b\n", None),
+        ("1", "r1 again\n", "r1 first try\nr1 crashed\n"),
+        ("2", None, None),
+        ("3", None, None),
+    ]
+    assert logs["ranks"][2]["unavailable"].startswith("cannot be scheduled")
+
+
+def test_logs_of_an_earlier_run_by_its_id(kube):
+    old = kube.deploy(backend="job", nodes="1", created=cs.ago(3600))
+    new = kube.deploy(backend="job", nodes="1", created=cs.ago(60))
+    kube.pod(old, 0, cs.terminated(0, "Completed"), log="old run\n")
+    kube.pod(new, 0, cs.running(), log="new run\n")
+    assert ok(vdk("execute", "--logs", "-n", "mnist-ddp")).stdout == "[rank 0] new run\n"
+    run_id = old["metadata"]["name"].rsplit("-", 1)[1]
+    assert ok(vdk("execute", "--logs", "-n", "mnist-ddp", "-i", run_id)).stdout == "[rank 0] old run\n"
+    assert ok(vdk("execute", "--logs", "-n", "mnist-ddp", "-i", old["metadata"]["name"])).stdout == "[rank 0] old run\n"
+    result = vdk("execute", "--logs", "-n", "mnist-ddp", "-i", "zzzzzzzz")
+    assert result.exit_code == 1 and "mnist-ddp has no run mnist-ddp-zzzzzzzz" in result.stderr
+
+
+def test_logs_of_a_queued_run_say_why_there_are_none(kube):
+    run = kube.deploy(queue="team-a-queue")
+    kube.status(run, conditions=[{"type": "Suspended", "status": "True"}])
+    result = ok(vdk("execute", "--logs", "-n", "mnist-ddp"))
+    assert result.stdout == ""
+    assert f"{run['metadata']['name']} has no pods, so no logs: queued in team-a-queue" in result.stderr
+
+
+def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
+    monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
+    run = kube.deploy(backend="job", nodes="2")
+    kube.status(run, active=2)
+    p0 = kube.pod(run, 0, cs.running(), log="r0 start\n")
+    p1 = kube.pod(run, 1, cs.unschedulable(GPU_FULL))
+    results = {}
+    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")))
+    follower.start()
+
+    def until(condition, what):
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
+    def reads_of(pod):
+        return [q for m, p, q in kube.fake.requests if p.endswith(f"/pods/{pod['metadata']['name']}/log") and go_bool(q.get("follow"))]
+
+    until(lambda: reads_of(p0), "rank 0 to be followed")
+    kube.fake.append_log(p0["metadata"]["name"], "pytorch", "r0 step 1\n")
+    # rank 1 gets a node and starts
+    kube.fake.set_log(p1["metadata"]["name"], "pytorch", "r1 start\n")
+    kube.set_pod(p1, cs.running("gpu-node-2"))
+    until(lambda: reads_of(p1), "rank 1 to be followed")
+    kube.fake.append_log(p1["metadata"]["name"], "pytorch", "r1 step 1\n")
+    time.sleep(0.2)
+    # both finish; so does the run
+    for pod in (p0, p1):
+        kube.set_pod(pod, cs.terminated(0, "Completed"))
+    kube.status(run, conditions=[{"type": "Complete", "status": "True"}])
+    follower.join(timeout=15)
+    assert not follower.is_alive(), "follow did not end with the run"
+    result = ok(results["r"])
+    assert [line for line in result.stdout.splitlines() if line.startswith("[rank 0]")] == ["[rank 0] r0 start", "[rank 0] r0 step 1"]
+    assert [line for line in result.stdout.splitlines() if line.startswith("[rank 1]")] == ["[rank 1] r1 start", "[rank 1] r1 step 1"]
+    assert f"[rank 1] cannot be scheduled: {GPU_FULL}" in result.stderr
+    assert f"{run['metadata']['name']} Succeeded" in result.stderr
+
+
+# --- vdk execute --start / --cancel / --list / --show, vdk delete -----------------------------------------
+
+
+def test_start_runs_a_past_run_again_exactly(kube):
+    first = kube.deploy(backend="job", nodes="2", created=cs.ago(600))
+    started = json.loads(ok(vdk("execute", "--start", "-n", "mnist-ddp", "-r", "same code, new data", "-o", "json")).stdout)
+    new = started["run"]
+    assert started["rerun_of"] == first["metadata"]["name"] and started["image"] == IMAGE and started["backend"] == "job"
+    assert new != first["metadata"]["name"] and new.startswith("mnist-ddp-")
+    assert sorted(started["created"]) == sorted([f"Job/{new}", f"Service/{new}", f"ConfigMap/{new}-record"])
+    again = kube.client.get("Job", new)
+    assert again["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    old_spec = json.dumps(first["spec"]["template"]["spec"]).replace(first["metadata"]["name"], new)
+    assert json.loads(old_spec) == again["spec"]["template"]["spec"]
+    annotations = again["metadata"]["annotations"]
+    assert annotations["vdk.io/rerun-of"] == first["metadata"]["name"] and annotations["vdk.io/reason"] == "same code, new data"
+    assert annotations["vdk.io/git-commit"] == first["metadata"]["annotations"]["vdk.io/git-commit"]
+    # by default the latest run is re-run; -i picks another
+    text = ok(vdk("execute", "--start", "-n", "mnist-ddp")).stdout
+    assert f"a re-run of {new}" in text
+    assert len(kube.run_names()) == 3
+
+
+def test_cancel_stops_and_removes_one_run(kube):
+    keep = kube.deploy(created=cs.ago(600))
+    cancel = kube.deploy(created=cs.ago(60))
+    result = vdk("execute", "--cancel", "-n", "mnist-ddp")
+    assert result.exit_code == 2 and "--cancel needs -i/--execution-id" in result.stderr
+    out = ok(vdk("execute", "--cancel", "-n", "mnist-ddp", "-i", cancel["metadata"]["name"])).stdout
+    assert f"Cancelled {cancel['metadata']['name']}" in out
+    assert kube.run_names() == [keep["metadata"]["name"]]
+    assert kube.fake.run_objects() == sorted([f"PyTorchJob/{keep['metadata']['name']}", f"ConfigMap/{keep['metadata']['name']}-record"])
+
+
+def test_execute_list_and_show(kube):
+    a = kube.deploy(created=cs.ago(600))
+    b = kube.deploy(created=cs.ago(60))
+    listed = json.loads(ok(vdk("execute", "--list", "-n", "mnist-ddp", "-o", "json")).stdout)
+    assert [r["name"] for r in listed] == [b["metadata"]["name"], a["metadata"]["name"]]
+    assert a["metadata"]["name"] in ok(vdk("execute", "--list", "-n", "mnist-ddp")).stdout
+    shown = json.loads(ok(vdk("execute", "--show", "-n", "mnist-ddp", "-i", a["metadata"]["name"], "-o", "json")).stdout)
+    assert shown["run"]["name"] == a["metadata"]["name"]
+    result = vdk("execute", "-n", "mnist-ddp")
+    assert result.exit_code == 2 and "--start, --cancel, --list, --show or --logs" in result.stderr
+    result = vdk("execute", "--list", "--follow", "-n", "mnist-ddp")
+    assert result.exit_code == 2 and "--follow goes with --logs" in result.stderr
+
+
+def test_delete_asks_then_removes_every_run_of_the_job(kube):
+    runs = [kube.deploy(), kube.deploy(backend="job")]
+    other = kube.deploy(job="bert-ft")
+    declined = vdk("delete", "-n", "mnist-ddp", input="n\n")
+    assert declined.exit_code == 1 and "Delete these 2 run(s) of mnist-ddp" in declined.stderr
+    assert len(kube.run_names()) == 3
+    ok(vdk("delete", "-n", "mnist-ddp", input="y\n"))
+    assert kube.run_names() == [other["metadata"]["name"]]
+    ok(vdk("delete", "-n", "bert-ft", "--yes"))
+    assert kube.run_names() == [] and kube.fake.run_objects() == []
+    assert all(r["metadata"]["name"] not in kube.fake.run_objects() for r in runs)
+
+
+# --- cost for every other vdk command ---------------------------------------------------------------------
+
+
+def test_importing_the_verbs_does_not_import_kubernetes():
+    code = "import sys, vdk.plugin.ml_training.cli.runs; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3', 'yaml') or m.startswith('vdk.plugin.ml_training.k8s')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
