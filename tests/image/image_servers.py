@@ -1,0 +1,224 @@
+"""Real servers for the image tests: Debian's docker-registry, and a fault-injecting loopback proxy."""
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from dataclasses import field
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def have_registry() -> bool:
+    return shutil.which("docker-registry") is not None
+
+
+class Registry:
+    """`docker-registry serve CONFIG` on a free 127.0.0.1 port with storage in `root`."""
+
+    def __init__(self, root: Path, htpasswd: Path | None = None, tls: tuple[Path, Path] | None = None):
+        self.root = root
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.tls = tls
+        root.mkdir(parents=True, exist_ok=True)
+        config = [
+            "version: 0.1",
+            "log:",
+            "  level: error",
+            "  accesslog:",
+            "    disabled: true",
+            "storage:",
+            "  filesystem:",
+            f"    rootdirectory: {root / 'data'}",
+            "  delete:",
+            "    enabled: true",
+            "http:",
+            f"  addr: {self.host}",
+            "  secret: test-secret",
+        ]
+        if tls:
+            config += ["  tls:", f"    certificate: {tls[0]}", f"    key: {tls[1]}"]
+        if htpasswd:
+            config += ["auth:", "  htpasswd:", "    realm: test-registry", f"    path: {htpasswd}"]
+        self.config = root / "config.yml"
+        self.config.write_text("\n".join(config) + "\n")
+        self.log = open(root / "registry.log", "wb")
+        self.process = subprocess.Popen(
+            ["docker-registry", "serve", str(self.config)], stdout=self.log, stderr=subprocess.STDOUT
+        )
+        self._wait_ready()
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.host}"
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"docker-registry exited: {(self.root / 'registry.log').read_text()}")
+            try:
+                requests.get(f"{self.url}/v2/", timeout=1, verify=False)
+                return
+            except requests.RequestException:
+                time.sleep(0.05)
+        raise RuntimeError("docker-registry did not start within 20 s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+@dataclass
+class Fault:
+    """Fail the next `times` requests whose method and path match: with a 500, or by dropping the
+    connection (`drop`: no answer; `drop-body`: headers and half the body, then gone)."""
+
+    method: str
+    path: str  # regular expression, searched in the request path
+    action: str  # "500", "drop" or "drop-body"
+    times: int = 1
+    hits: int = field(default=0)
+
+
+class FaultProxy:
+    """A loopback HTTP proxy in front of a registry that injects faults, then forwards faithfully.
+
+    The Host header is kept, so the registry's upload Locations point back at the proxy."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.faults: list[Fault] = []
+        self.log: list[tuple[str, str, int]] = []  # (method, path, status) of every request
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    data = b""
+                    while True:
+                        size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            return data
+                        data += self.rfile.read(size)
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _handle(self):
+                body = self._body()
+                fault = proxy._take(self.command, self.path)
+                if fault == "500":
+                    payload = b'{"errors":[{"code":"UNKNOWN","message":"injected failure"}]}'
+                    self.send_response(500)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    proxy._record(self.command, self.path, 500)
+                    return
+                if fault == "drop":
+                    proxy._record(self.command, self.path, 0)
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")}
+                if body or self.command in ("PUT", "POST", "PATCH"):
+                    headers["Content-Length"] = str(len(body))
+                upstream.request(self.command, self.path, body=body, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+                proxy._record(self.command, self.path, response.status)
+                self.send_response(response.status)
+                for key, value in response.getheaders():
+                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command == "HEAD":
+                    return
+                if fault == "drop-body":
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(data)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.host = f"127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _take(self, method: str, path: str) -> str | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.hits < fault.times and fault.method == method and re.search(fault.path, path):
+                    fault.hits += 1
+                    return fault.action
+        return None
+
+    def _record(self, method: str, path: str, status: int) -> None:
+        with self._lock:
+            self.log.append((method, path, status))
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def self_signed_cert(directory: Path, ip: str = "127.0.0.1") -> tuple[Path, Path]:
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={ip}",
+         "-addext", f"subjectAltName=IP:{ip}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    return cert, key
+
+
+def podman(root: Path, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
+    """podman with its own storage under `root` (vfs, runc): no daemon, nothing shared with the host."""
+    argv = [
+        "podman", "--root", str(root / "storage"), "--runroot", str(root / "run"),
+        "--storage-driver", "vfs", "--runtime", "runc", "--events-backend", "file", *args,
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_CONFIG", "REGISTRY_AUTH_FILE", "XDG_CONFIG_HOME")}
+    env.update(XDG_RUNTIME_DIR=str(root / "xdg"), HOME=str(root))
+    (root / "xdg").mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done
