@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import random
+import warnings
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +44,6 @@ INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
 _ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
 _CHUNK = 1 << 20
 _TIMEOUT = (10, 300)  # connect, read (seconds)
-_CERT_DIRS = ("/etc/containers/certs.d", "/etc/docker/certs.d", "~/.config/containers/certs.d")
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,17 @@ def file_chunks(path: Path) -> Iterator[bytes]:
             yield chunk
 
 
+def cert_dirs() -> list[Path]:
+    """Where podman and Docker look for a registry's CA (`<dir>/<host:port>/ca.crt`)."""
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [config_home / "containers" / "certs.d", Path("/etc/containers/certs.d"), Path("/etc/docker/certs.d")]
+
+
 def _ca_bundle(host: str) -> str | bool:
-    """A registry's own CA from a containers/Docker certs.d directory, else the system's trust."""
-    for root in _CERT_DIRS:
-        ca = Path(root).expanduser() / host / "ca.crt"
+    """A registry's own CA from a containers/Docker certs.d directory, else the default trust
+    (which honours $REQUESTS_CA_BUNDLE)."""
+    for root in cert_dirs():
+        ca = root / host / "ca.crt"
         if ca.is_file():
             return str(ca)
     return True
@@ -134,7 +142,9 @@ class RegistryClient:
             self._insecure = False
             if is_loopback(self.host):
                 try:
-                    requests.get(f"https://{self.host}/v2/", timeout=5, verify=False)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # only the handshake matters here
+                        requests.get(f"https://{self.host}/v2/", timeout=5, verify=False)
                 except requests.exceptions.SSLError:
                     self._insecure = True
                 except requests.exceptions.RequestException:
