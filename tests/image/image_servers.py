@@ -74,7 +74,7 @@ class Registry:
             if self.process.poll() is not None:
                 raise RuntimeError(f"docker-registry exited: {(self.root / 'registry.log').read_text()}")
             try:
-                requests.get(f"{self.url}/v2/", timeout=1, verify=False)
+                requests.get(f"{self.url}/v2/", timeout=1, verify=str(self.tls[0]) if self.tls else True)
                 return
             except requests.RequestException:
                 time.sleep(0.05)
