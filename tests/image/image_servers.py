@@ -31,7 +31,9 @@ def have_registry() -> bool:
 class Registry:
     """`docker-registry serve CONFIG` on a free 127.0.0.1 port with storage in `root`."""
 
-    def __init__(self, root: Path, htpasswd: Path | None = None, tls: tuple[Path, Path] | None = None):
+    def __init__(
+        self, root: Path, htpasswd: Path | None = None, tls: tuple[Path, Path] | None = None, token: "TokenServer | None" = None
+    ):
         self.root = root
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
@@ -56,6 +58,11 @@ class Registry:
             config += ["  tls:", f"    certificate: {tls[0]}", f"    key: {tls[1]}"]
         if htpasswd:
             config += ["auth:", "  htpasswd:", "    realm: test-registry", f"    path: {htpasswd}"]
+        if token:
+            config += [
+                "auth:", "  token:", f"    realm: {token.realm}", f"    service: {token.service}",
+                f"    issuer: {token.issuer}", f"    rootcertbundle: {tls[0] if tls else ''}",
+            ]
         self.config = root / "config.yml"
         self.config.write_text("\n".join(config) + "\n")
         self.log = open(root / "registry.log", "wb")
@@ -222,3 +229,81 @@ def podman(root: Path, *args: str, check: bool = True, timeout: int = 120) -> su
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done
+
+
+def _b64url(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class TokenServer:
+    """A Docker-registry token service (the bearer-token flow of Docker Hub, GHCR, Harbor...) over
+    HTTPS: checks Basic credentials, grants what each scope asks for, and signs an RS256 JWT with
+    the test key (openssl does the signing), the certificate in its `x5c` header."""
+
+    def __init__(self, cert: Path, key: Path, users: dict[str, str], issuer: str = "test-issuer", service: str = "test-registry"):
+        import base64
+        import json
+        import ssl
+        import urllib.parse
+        import uuid
+
+        self.issuer, self.service = issuer, service
+        self.requests: list[tuple[str | None, list[str]]] = []  # (user, scopes) of every token request
+        der = "".join(line for line in cert.read_text().splitlines() if "-----" not in line)
+        header = _b64url(json.dumps({"alg": "RS256", "typ": "JWT", "x5c": [der]}).encode())
+        server_state = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                scopes = [s for value in query.get("scope", []) for s in value.split(" ")]
+                user = None
+                auth = self.headers.get("Authorization", "")
+                if auth.startswith("Basic "):
+                    name, _, password = base64.b64decode(auth[6:]).decode().partition(":")
+                    if users.get(name) != password:
+                        server_state.requests.append((name, scopes))
+                        self.send_response(401)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    user = name
+                server_state.requests.append((user, scopes))
+                access = []
+                for scope in scopes:
+                    kind, _, rest = scope.partition(":")
+                    name, _, actions = rest.rpartition(":")
+                    granted = actions.split(",") if user else []  # anonymous users get nothing
+                    access.append({"type": kind, "name": name, "actions": granted})
+                now = int(time.time())
+                claims = {"iss": issuer, "sub": user or "", "aud": service, "exp": now + 300, "nbf": now - 10,
+                          "iat": now, "jti": uuid.uuid4().hex, "access": access}
+                signing_input = f"{header}.{_b64url(json.dumps(claims).encode())}"
+                signature = subprocess.run(
+                    ["openssl", "dgst", "-sha256", "-sign", str(key)], input=signing_input.encode(),
+                    capture_output=True, check=True,
+                ).stdout
+                body = json.dumps({"token": f"{signing_input}.{_b64url(signature)}", "expires_in": 300}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.realm = f"https://127.0.0.1:{self.port}/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

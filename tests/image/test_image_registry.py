@@ -28,6 +28,7 @@ from image_jobs import write_job
 from image_servers import Fault
 from image_servers import FaultProxy
 from image_servers import Registry
+from image_servers import TokenServer
 from image_servers import free_port
 from image_servers import podman
 from image_servers import self_signed_cert
@@ -281,3 +282,42 @@ def test_credentials_missing_wrong_and_right(tmp_path, base_image, auth_registry
     image = build(job, auth_registry.host, retry=FAST_RETRY)
     _, digest = get_manifest(auth_registry, "ml/private-job", image.digest, auth=("ada", "correct-horse"))
     assert digest == image.digest
+
+
+@pytest.fixture(scope="module")
+def token_registry(tmp_path_factory):
+    """docker-registry with bearer-token auth (a token service as Docker Hub, GHCR or Harbor run), TLS."""
+    root = tmp_path_factory.mktemp("token-registry")
+    cert, key = self_signed_cert(root)
+    tokens = TokenServer(cert, key, users={"ada": "correct-horse"})
+    server = Registry(root / "server", tls=(cert, key), token=tokens)
+    server.tokens = tokens
+    yield server
+    server.stop()
+    tokens.stop()
+
+
+def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_image, token_registry):
+    trust(token_registry, tmp_path)
+    job = write_job(tmp_path / "token-job", base_image)
+    with pytest.raises(RegistryAuthError, match="none were found"):
+        build(job, token_registry.host, retry=FAST_RETRY)
+    docker_login(tmp_path, token_registry.host, "ada", "Tr0ub4dor-guess")
+    with pytest.raises(RegistryAuthError, match="were rejected"):
+        build(job, token_registry.host, retry=FAST_RETRY)
+
+    docker_login(tmp_path, token_registry.host, "ada", "correct-horse")
+    first = build(job, token_registry.host, retry=FAST_RETRY)
+    assert {l.action for l in first.layers} == {"copied", "uploaded"}
+    assert any(user == "ada" and "repository:ml/token-job:pull,push" in scopes for user, scopes in token_registry.tokens.requests)
+
+    # A second job whose base is the first job's image, in the same (token-protected) registry:
+    # its layers are mounted across repositories with a token that covers both.
+    second = write_job(tmp_path / "derived-job", first.reference)
+    token_registry.tokens.requests.clear()
+    derived = build(second, token_registry.host, retry=FAST_RETRY)
+    assert [l.action for l in derived.layers if l.name == "base"] == ["mounted"] * 3
+    assert any(
+        "repository:ml/derived-job:pull,push" in scopes and "repository:ml/token-job:pull" in scopes
+        for _, scopes in token_registry.tokens.requests
+    )

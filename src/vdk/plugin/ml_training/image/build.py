@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.job import MLJobSpec
+
+
+PARALLEL_BLOBS = 4
 
 
 @dataclass(frozen=True)
@@ -186,11 +190,11 @@ def _assemble_and_push(
     target = inputs.target
     repo = target.repository
     progress.stage(f"Pushing to {target.registry}/{repo}")
-    pushed: list[PushedLayer] = []
-    for descriptor in base.layers:
-        pushed.append(_push_base_layer(descriptor, base, pusher, puller, repo, same_registry))
-    for (name, blob, _), layer in zip(ours, new_layers):
-        pushed.append(_push_file(name, blob, pusher, repo))
+    # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.
+    tasks = [lambda d=d: _push_base_layer(d, base, pusher, puller, repo, same_registry) for d in base.layers]
+    tasks += [lambda n=name, b=blob: _push_file(n, b, pusher, repo) for name, blob, _ in ours]
+    with ThreadPoolExecutor(max_workers=PARALLEL_BLOBS) as pool:
+        pushed = list(pool.map(lambda task: task(), tasks))
     if not pusher.blob_exists(repo, oci.digest_of(config)):
         pusher.upload(repo, oci.digest_of(config), len(config), lambda: [config], "image config")
     digest = pusher.put_manifest(repo, target.tag or "latest", manifest, base.media_type)

@@ -32,7 +32,7 @@ from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.job import MLJobSpec
 
 REQUIREMENTS = "requirements.txt"
-_FORMAT = "deps-v1"  # bump when the layer's layout changes, so old cache entries are not reused
+_FORMAT = "deps-v2"  # bump when the layer's layout changes, so old cache entries are not reused
 _UV_TIMEOUT = 1800
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
 
@@ -155,7 +155,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
         has_scripts = _fix_scripts(target / "bin")
         files = scan_tree(target)
         staged = work / "layer"
-        blob = tarball.write_layer(layout.DEPS_DIR, files, staged)
+        blob = tarball.write_layer(layout.DEPS_DIR, files, staged, level=tarball.SMALL_GZIP_LEVEL)
         meta = {
             "file": blob.path.name if blob.path else "",
             "digest": blob.digest,

@@ -10,8 +10,9 @@ import hashlib
 import json
 import os
 import random
-import warnings
+import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -124,8 +125,9 @@ class RegistryClient:
         self.progress = progress or Progress()
         self.retry = retry or RetryPolicy()
         self._insecure = insecure
-        self._repos: dict[str, DXF] = {}
+        self._repos: dict[tuple[str, int], DXF] = {}  # per repository and thread: sessions are not shared
         self._stack = contextlib.ExitStack()
+        self._lock = threading.Lock()
         self._lookup: credentials.Lookup | None = None
 
     def __enter__(self) -> "RegistryClient":
@@ -152,23 +154,26 @@ class RegistryClient:
         return self._insecure
 
     def _repo(self, repository: str) -> DXF:
-        if repository not in self._repos:
-            plain = self._plain_http()
-            dxf = DXF(
-                self.host,
-                repository,
-                auth=self._authenticate,
-                insecure=plain,
-                tlsverify=True if plain else _ca_bundle(self.host),
-                timeout=_TIMEOUT,
-            )
-            self._repos[repository] = self._stack.enter_context(dxf)
-        return self._repos[repository]
+        key = (repository, threading.get_ident())
+        with self._lock:
+            if key not in self._repos:
+                plain = self._plain_http()
+                dxf = DXF(
+                    self.host,
+                    repository,
+                    auth=self._authenticate,
+                    insecure=plain,
+                    tlsverify=True if plain else _ca_bundle(self.host),
+                    timeout=_TIMEOUT,
+                )
+                self._repos[key] = self._stack.enter_context(dxf)
+            return self._repos[key]
 
     def _credentials(self, repository: str) -> credentials.Lookup:
-        if self._lookup is None:
-            self._lookup = credentials.find_credentials(self.registry, repository)
-        return self._lookup
+        with self._lock:
+            if self._lookup is None:
+                self._lookup = credentials.find_credentials(self.registry, repository)
+            return self._lookup
 
     def _authenticate(self, dxf: DXF, response: requests.Response) -> None:
         lookup = self._credentials(getattr(dxf, "_repo", "") or "")

@@ -20,7 +20,10 @@ from vdk.plugin.ml_training.image.errors import ImageBuildError
 from vdk.plugin.ml_training.image.sources import SourceFile
 
 FIXED_MTIME = 1  # a constant; 1 rather than 0, which some tools read as "no time"
-GZIP_LEVEL = 6
+# Code and runtime layers change on every deploy: compress fast (what go-containerregistry does).
+# The dependency layer is built once, cached, and pulled by every node: compress harder.
+FAST_GZIP_LEVEL = 1
+SMALL_GZIP_LEVEL = 6
 _COPY_CHUNK = 1 << 20
 
 
@@ -118,14 +121,16 @@ def diff_id(target_dir: str, files: Iterable[SourceFile]) -> str:
     return plain.digest
 
 
-def write_layer(target_dir: str, files: Iterable[SourceFile], dest_dir: Path) -> LayerBlob:
+def write_layer(
+    target_dir: str, files: Iterable[SourceFile], dest_dir: Path, level: int = FAST_GZIP_LEVEL
+) -> LayerBlob:
     """Write the layer as <digest>.tar.gz in dest_dir (atomically) and describe it."""
     dest_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".layer-", suffix=".tar.gz", dir=dest_dir)
     try:
         with os.fdopen(fd, "wb") as raw:
             compressed = _Digesting(raw)
-            with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=GZIP_LEVEL, mtime=0) as gz:  # type: ignore[arg-type]
+            with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=level, mtime=0) as gz:  # type: ignore[arg-type]
                 plain = _Digesting(gz)  # type: ignore[arg-type]
                 _write_tar(target_dir, files, plain)  # type: ignore[arg-type]
         final = dest_dir / f"{compressed.sha256.hexdigest()}.tar.gz"
