@@ -321,3 +321,20 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
         "repository:ml/derived-job:pull,push" in scopes and "repository:ml/token-job:pull" in scopes
         for _, scopes in token_registry.tokens.requests
     )
+
+
+def test_an_untrusted_certificate_says_where_the_ca_goes(tmp_path, base_image, auth_registry):
+    job = write_job(tmp_path / "tls-job", base_image)
+    with pytest.raises(RegistryError) as caught:
+        build(job, auth_registry.host, retry=FAST_RETRY)
+    assert "trusted TLS connection" in caught.value.problem and "CERTIFICATE_VERIFY_FAILED" in caught.value.problem
+    assert f"containers/certs.d/{auth_registry.host}/ca.crt" in caught.value.fix
+
+
+def test_only_loopback_and_listed_registries_may_use_plain_http(monkeypatch):
+    from vdk.plugin.ml_training.image.registry import allows_plain_http
+
+    assert allows_plain_http("127.0.0.1:5000") and allows_plain_http("localhost:5000")
+    assert not allows_plain_http("registry.internal:5000")
+    monkeypatch.setenv("VDK_ML_TRAINING_INSECURE_REGISTRIES", "registry.internal:5000, other:80")
+    assert allows_plain_http("registry.internal:5000") and not allows_plain_http("registry.internal")

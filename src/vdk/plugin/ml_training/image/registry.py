@@ -44,6 +44,7 @@ MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
 _ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
 _CHUNK = 1 << 20
+INSECURE_REGISTRIES_ENV = "VDK_ML_TRAINING_INSECURE_REGISTRIES"
 _TIMEOUT = (10, 300)  # connect, read (seconds)
 
 
@@ -97,6 +98,13 @@ def _ca_bundle(host: str) -> str | bool:
     return True
 
 
+def allows_plain_http(host: str) -> bool:
+    """Loopback registries, and those listed in $VDK_ML_TRAINING_INSECURE_REGISTRIES (comma-separated
+    host[:port]), may be reached over plain HTTP when they do not speak TLS."""
+    listed = {h.strip() for h in os.environ.get(INSECURE_REGISTRIES_ENV, "").split(",") if h.strip()}
+    return is_loopback(host) or host in listed
+
+
 def _error_detail(response: requests.Response | None) -> str:
     if response is None:
         return ""
@@ -139,10 +147,11 @@ class RegistryClient:
     # --- connection -----------------------------------------------------------------------
 
     def _plain_http(self) -> bool:
-        """Loopback registries may speak plain HTTP (as Docker and podman allow); others use TLS."""
+        """Whether to speak plain HTTP: only to a registry that may (see `allows_plain_http`) and
+        does not answer TLS (as Docker and podman decide for their insecure registries)."""
         if self._insecure is None:
             self._insecure = False
-            if is_loopback(self.host):
+            if allows_plain_http(self.host):
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")  # only the handshake matters here
@@ -230,9 +239,18 @@ class RegistryClient:
                 if status >= 500 or status == 429:
                     last = e
                     continue
-                raise RegistryError(
+                error = RegistryError(
                     f"{self.registry} refused to {what}: HTTP {status} {_error_detail(e.response)}",
                     "check the image name and your access to the repository",
+                )
+                error.status = status
+                raise error from None
+            except requests.exceptions.SSLError as e:
+                raise RegistryError(
+                    f"cannot open a trusted TLS connection to {self.registry}: {_short(e)}",
+                    f"if the registry has a private CA, put it in ~/.config/containers/certs.d/{self.host}/ca.crt "
+                    f"(or /etc/containers/certs.d/{self.host}/ca.crt, or set REQUESTS_CA_BUNDLE); if it speaks "
+                    f"plain HTTP only, add {self.host} to ${INSECURE_REGISTRIES_ENV}",
                 ) from None
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                     dxf_errors.DXFDigestMismatchError) as e:
@@ -261,7 +279,7 @@ class RegistryClient:
         try:
             data, media_type = self._call(f"read manifest {repository}:{ref}", fetch)
         except RegistryError as e:
-            if "HTTP 404" in e.problem:
+            if getattr(e, "status", None) == 404:
                 raise RegistryError(
                     f"{self.registry}/{repository}:{ref} does not exist",
                     "check the base image name and tag (`podman search` or the registry's web UI)",
@@ -336,8 +354,10 @@ class RegistryClient:
 
 
 def _short(error: Exception | None) -> str:
+    """The gist of a requests/urllib3 error, without its nested reprs."""
     text = str(error) if error else "no answer"
-    if "Max retries exceeded" in text or "Connection refused" in text:
-        if "Connection refused" in text:
-            return "connection refused"
+    for gist in ("Connection refused", "CERTIFICATE_VERIFY_FAILED", "WRONG_VERSION_NUMBER", "Read timed out",
+                 "Connection aborted", "Connection reset", "Name or service not known", "timed out"):
+        if gist in text:
+            return gist.lower() if gist[0].isupper() and "_" not in gist else gist
     return text[:300]
