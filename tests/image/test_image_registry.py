@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.image import RegistryAuthError
 from vdk.plugin.ml_training.image import RegistryError
 from vdk.plugin.ml_training.image import RegistryUnreachableError
 from vdk.plugin.ml_training.image import RetryPolicy
+from vdk.plugin.ml_training.image import StderrProgress
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.job import load_job_spec
@@ -101,7 +102,14 @@ def test_one_changed_file_changes_only_the_code_layer_config_and_manifest(tmp_pa
     job = write_job(tmp_path / "change-job", base_image)
     before = build(job, registry.host)
     (job / "model.py").write_text("def train():\n    print('a one-line change')\n")
-    after = build(job, registry.host)
+    shown = io.StringIO()
+    after = build(job, registry.host, progress=StderrProgress(shown))
+    assert shown.getvalue().splitlines() == [
+        f"Base image {base_image}",
+        "Code: 7 files, 0.00 MB, 4 excluded",
+        f"Pushing to {registry.host}/ml/change-job",
+        f"Pushed {after.reference} (0.00 MB sent, 2 layers reused)",
+    ]
 
     old, _ = get_manifest(registry, "ml/change-job", before.digest)
     new, _ = get_manifest(registry, "ml/change-job", after.digest)

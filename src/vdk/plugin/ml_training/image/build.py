@@ -23,7 +23,6 @@ from vdk.plugin.ml_training.image.errors import BaseImageError
 from vdk.plugin.ml_training.image.plan import Inputs
 from vdk.plugin.ml_training.image.plan import gather
 from vdk.plugin.ml_training.image.plan import image_env
-from vdk.plugin.ml_training.image.plan import LABEL_PREFIX
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.registry import INDEX_TYPES
@@ -177,8 +176,6 @@ def _assemble_and_push(
     new_layers = [oci.NewLayer(b.digest, b.diff_id, b.size, created_by) for _, b, created_by in ours]
 
     labels = {**inputs.labels, "org.opencontainers.image.base.digest": base.reference.digest or ""}
-    if dep_layer is not None:
-        labels[f"{LABEL_PREFIX}.python"] = inputs.base.python_version
     env = image_env(
         oci.base_env_value(base.config, "PATH") or oci.DEFAULT_PATH,
         oci.base_env_value(base.config, "PYTHONPATH"),

@@ -62,7 +62,7 @@ def _public_url(url: str | None) -> str | None:
     return url
 
 
-def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str) -> dict[str, str]:
+def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, python_version: str) -> dict[str, str]:
     """OCI labels: where the code came from and which job/spec it is. Nothing user- or time-specific
     (unless `created` is), so that two people building the same commit get the same digest."""
     labels = {
@@ -71,6 +71,7 @@ def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str) ->
         "org.opencontainers.image.base.name": spec.base_image,
         f"{LABEL_PREFIX}.job": spec.name,
         f"{LABEL_PREFIX}.spec-sha256": spec.fingerprint(),
+        f"{LABEL_PREFIX}.python": python_version,  # what the dependency layer was built for
     }
     if provenance.git_commit:
         labels["org.opencontainers.image.revision"] = provenance.git_commit
@@ -202,7 +203,7 @@ def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created
         )
     requirements = deps.requirements_file(spec)
     created = created_timestamp(created)
-    labels = image_labels(spec, provenance, created)
+    labels = image_labels(spec, provenance, created, base.python_version)
     command = tuple(layout.launch_command(spec))
     code_diff_id = tarball.diff_id(layout.JOB_DIR, code.files)
     runtime_diff_id = tarball.diff_id(layout.LIB_DIR, runtime.files)
@@ -242,7 +243,7 @@ def plan_image(
         if previous:
             detail += f" (last build: {len(previous.get('packages', []))} packages, {_size(previous.get('size', 0))})"
         if inputs.base.provides:
-            detail += f"; skips what the base provides"
+            detail += "; skips what the base provides"
         layers.append(LayerPlan("dependencies", layout.DEPS_DIR, None, None, detail))
     layers.append(LayerPlan("runtime", layout.LIB_DIR, len(inputs.runtime.files), inputs.runtime.total_bytes, "vdk-ml-training runtime"))
     layers.append(LayerPlan("code", layout.JOB_DIR, len(inputs.code.files), inputs.code.total_bytes, f"{len(inputs.code.excluded)} excluded"))
