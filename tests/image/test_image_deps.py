@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import time
 import tarfile
 
 import pytest
@@ -82,6 +84,16 @@ def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkey
     assert deps.last_built(spec.job_dir / "requirements.txt", info)["packages"] == [["helperdep", "2.0"], ["tinydep", "1.0"]]
     with pytest.raises(AssertionError, match="must not run"):
         deps.dependency_layer(spec, info, "sha256:" + "2" * 64, Progress())  # another base: rebuilt
+
+
+def test_layers_unused_for_a_month_are_pruned(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    old = deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+    entry = old.blob.path.parent
+    month_ago = time.time() - 31 * 86400
+    os.utime(entry / "layer.json", (month_ago, month_ago))
+    deps.dependency_layer(spec, base_info(spec), "sha256:" + "2" * 64, Progress())  # a new build prunes
+    assert not entry.exists()
 
 
 def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, wheelhouse, monkeypatch):

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 REQUIREMENTS = "requirements.txt"
 _FORMAT = "deps-v2"  # bump when the layer's layout changes, so old cache entries are not reused
 _UV_TIMEOUT = 1800
+CACHE_MAX_AGE_DAYS = 30
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
 
 
@@ -111,6 +113,7 @@ def dependency_layer(
     if not refresh:
         cached = _load(entry, key)
         if cached is not None:
+            os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
             return cached
     progress.stage(f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})")
@@ -122,7 +125,22 @@ def dependency_layer(
         {"key": key, "packages": [list(p) for p in layer.packages], "size": layer.blob.size},
     )
     progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
+    prune_cache()
     return layer
+
+
+def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
+    """Remove dependency layers not used for `max_age_days` (each can be hundreds of MB)."""
+    removed = []
+    cutoff = time.time() - max_age_days * 86400
+    for meta in (cache_root() / "deps").glob("*/layer.json"):
+        try:
+            if meta.stat().st_mtime < cutoff:
+                shutil.rmtree(meta.parent)
+                removed.append(meta.parent)
+        except OSError:
+            pass
+    return removed
 
 
 def _load(entry: Path, key: str) -> DependencyLayer | None:
@@ -169,7 +187,13 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
         }
         _write_json(staged / "layer.json", meta)
         shutil.rmtree(entry, ignore_errors=True)
-        os.replace(staged, entry)  # the entry appears complete or not at all
+        try:
+            os.replace(staged, entry)  # the entry appears complete or not at all
+        except OSError:
+            concurrent = _load(entry, key)  # another build of the same inputs finished first
+            if concurrent is None:
+                raise
+            return concurrent
         return DependencyLayer(
             tarball.LayerBlob(blob.digest, blob.diff_id, blob.size, entry / meta["file"]),
             packages,
