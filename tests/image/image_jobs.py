@@ -59,7 +59,7 @@ def build_rootfs(root: Path, env_marker: str = "from-base") -> Path:
     return tarball
 
 
-def push_base(podman_root: Path, tarball: Path, destination: str) -> str:
+def push_base(podman_root: Path, tarball: Path, destination: str, format: str = "oci") -> str:
     """Import a root filesystem with podman and push it (OCI) to a registry: a third-party client
     makes the test base, so the builder is tested against images it did not write itself."""
     local = "localhost/vdk-test-base:1"
@@ -70,7 +70,7 @@ def push_base(podman_root: Path, tarball: Path, destination: str) -> str:
         "--change", "ENV BASE_MARKER=from-base",
         str(tarball), local,
     )
-    podman(podman_root, "push", "--tls-verify=false", "--format", "oci", local, destination)
+    podman(podman_root, "push", "--tls-verify=false", "--format", format, local, destination)
     return destination
 
 

@@ -17,6 +17,7 @@ import requests
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import BaseImageError
 from vdk.plugin.ml_training.image import RegistryAuthError
 from vdk.plugin.ml_training.image import RegistryError
 from vdk.plugin.ml_training.image import RegistryUnreachableError
@@ -25,6 +26,8 @@ from vdk.plugin.ml_training.image import StderrProgress
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.job import load_job_spec
+from image_jobs import build_rootfs
+from image_jobs import push_base
 from image_jobs import write_job
 from image_servers import Fault
 from image_servers import FaultProxy
@@ -346,3 +349,47 @@ def test_only_loopback_and_listed_registries_may_use_plain_http(monkeypatch):
     assert not allows_plain_http("registry.internal:5000")
     monkeypatch.setenv("VDK_ML_TRAINING_INSECURE_REGISTRIES", "registry.internal:5000, other:80")
     assert allows_plain_http("registry.internal:5000") and not allows_plain_http("registry.internal")
+
+
+def test_a_missing_base_and_a_base_without_linux_amd64_are_clear_errors(tmp_path, registry, base_image):
+    missing = write_job(tmp_path / "missing-base-job", f"{registry.host}/base/nope:1")
+    with pytest.raises(RegistryError) as caught:
+        build(missing, registry.host, retry=FAST_RETRY)
+    assert caught.value.problem == f"{registry.host}/base/nope:1 does not exist"
+
+    # An index (multi-platform base) that only has an arm64 variant.
+    raw = requests.get(f"{registry.url}/v2/base/busybox/manifests/1", headers={"Accept": ACCEPT})
+    digest = raw.headers["Docker-Content-Digest"]
+    index = json.dumps({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": raw.headers["Content-Type"], "digest": digest, "size": len(raw.content),
+                       "platform": {"os": "linux", "architecture": "arm64"}}],
+    })
+    requests.put(f"{registry.url}/v2/base/busybox/manifests/arm-only", data=index,
+                 headers={"Content-Type": "application/vnd.oci.image.index.v1+json"}).raise_for_status()
+    arm = write_job(tmp_path / "arm-job", f"{registry.host}/base/busybox:arm-only")
+    with pytest.raises(BaseImageError, match="has no linux/amd64 variant \\(it has linux/arm64\\)"):
+        build(arm, registry.host, retry=FAST_RETRY)
+
+    # The same index with an amd64 entry: that manifest is used, and the base pinned by its digest.
+    multi = json.loads(index)
+    multi["manifests"].append({**multi["manifests"][0], "platform": {"os": "linux", "architecture": "amd64"}})
+    requests.put(f"{registry.url}/v2/base/busybox/manifests/multi", data=json.dumps(multi),
+                 headers={"Content-Type": "application/vnd.oci.image.index.v1+json"}).raise_for_status()
+    image = build(write_job(tmp_path / "multi-job", f"{registry.host}/base/busybox:multi"), registry.host)
+    assert image.base_reference == f"{registry.host}/base/busybox@{digest}"
+
+
+def test_a_docker_schema2_base_gives_a_docker_schema2_image(tmp_path, registry, podman_root):
+    tarball = build_rootfs(tmp_path / "rootfs")
+    base = push_base(podman_root, tarball, f"{registry.host}/base/busybox-docker:1", format="v2s2")
+    image = build(write_job(tmp_path / "docker-job", base), registry.host)
+    manifest, _ = get_manifest(registry, "ml/docker-job", image.digest)
+    assert manifest["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
+    assert manifest["config"]["mediaType"] == "application/vnd.docker.container.image.v1+json"
+    assert {l["mediaType"] for l in manifest["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
+    podman(podman_root, "pull", "--tls-verify=false", image.reference)
+    run = podman(podman_root, "run", "--rm", "--network", "host", "--ulimit", "nofile=1024:1024",
+                 "--ulimit", "nproc=1024:1024", image.reference)
+    assert f"entrypoint_file={layout.JOB_DIR}/train.py" in run.stdout
