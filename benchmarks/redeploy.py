@@ -40,7 +40,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import tarball
-from vdk.plugin.ml_training.image.registry import OCI_MANIFEST
+from vdk.plugin.ml_training.image.oci import OCI_MANIFEST
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.image import sources

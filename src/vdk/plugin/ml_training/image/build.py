@@ -25,8 +25,8 @@ from vdk.plugin.ml_training.image.plan import gather
 from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
-from vdk.plugin.ml_training.image.registry import INDEX_TYPES
-from vdk.plugin.ml_training.image.registry import MANIFEST_TYPES
+from vdk.plugin.ml_training.image.oci import INDEX_TYPES
+from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.registry import file_chunks

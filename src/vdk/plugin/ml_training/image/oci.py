@@ -6,8 +6,13 @@ import json
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.image.errors import BaseImageError
-from vdk.plugin.ml_training.image.registry import DOCKER_MANIFEST
-from vdk.plugin.ml_training.image.registry import OCI_MANIFEST
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
+INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
 
 # A job image keeps its base's manifest flavour (as `crane append` does), so layers and config
 # carry media types of the same family.

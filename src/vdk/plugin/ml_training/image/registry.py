@@ -28,6 +28,8 @@ from vdk.plugin.ml_training.image import credentials
 from vdk.plugin.ml_training.image.errors import RegistryAuthError
 from vdk.plugin.ml_training.image.errors import RegistryError
 from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
+from vdk.plugin.ml_training.image.oci import INDEX_TYPES
+from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.progress import Transfer
 from vdk.plugin.ml_training.image.reference import DOCKER_HUB
@@ -36,12 +38,6 @@ from vdk.plugin.ml_training.image.reference import is_loopback
 
 T = TypeVar("T")
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
-INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
 _ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
 _CHUNK = 1 << 20
 INSECURE_REGISTRIES_ENV = "VDK_ML_TRAINING_INSECURE_REGISTRIES"
