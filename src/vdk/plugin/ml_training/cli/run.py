@@ -151,7 +151,7 @@ def format_start(plan: LaunchPlan) -> str:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
         text = (
             f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {_count(plan.processes, 'process')}, "
-            f"{steps} each{limit}"
+            f"{steps}{' each' if plan.processes > 1 else ''}{limit}"
         )
     else:
         text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {_count(plan.processes, 'process')}{limit}"
@@ -179,7 +179,8 @@ def format_summary(outcome: RunOutcome) -> str:
         lines += _death_details(root)
     if run.timed_out:
         for rank in outcome.ranks:
-            lines += _where(rank)
+            if not rank.succeeded:
+                lines += _where(rank)
     lines.append("")
     for other in outcome.consequences:
         what = one_line(other.error) if other.error else other.death()
@@ -259,7 +260,11 @@ def _where(rank: RankOutcome) -> list[str]:
     return ["", f"rank {rank.rank} was at:", *stack]
 
 
-_MACHINERY = re.compile(r'File "(<frozen runpy>|.*/multiprocessing/|.*/torch/distributed/(elastic|run\.py)|.*/vdk/plugin/ml_training/runtime/)')
+# Frames of what started the user's code: runpy, torchrun's agent (ranks are forked from it), us.
+_MACHINERY = re.compile(
+    r'File "(<frozen runpy>|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
+    r"|.*/vdk/plugin/ml_training/(runtime|local)/)"
+)
 
 
 def _user_stack(dump: str, limit: int = 12) -> list[str]:

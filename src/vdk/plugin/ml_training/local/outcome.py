@@ -148,8 +148,9 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
         root = failed[0]
         return root, f"rank {root.rank} failed: {one_line(root.error)}"
     if run.timed_out:
-        limit = run.plan.timeout_seconds
-        return None, f"stopped after {limit} s ({run.plan.timeout_setting}): the ranks were still running"
+        running = [str(r.rank) for r in ranks if not r.succeeded]
+        who = f"rank {', '.join(running)} still running" if running else "torchrun still running"
+        return None, f"timed out after {run.plan.timeout_seconds} s ({run.plan.timeout_setting}): {who}"
     if not any(r.status != MISSING for r in ranks):
         return None, f"torchrun failed before any rank started (exit code {run.exit_code})"
     unfinished = [r for r in ranks if not r.succeeded]
@@ -171,9 +172,16 @@ def _warnings(run: LocalRun, ranks: list[RankOutcome]) -> list[str]:
             "so this run did not check training"
         )
     else:
-        short = {rank: s for rank, s in steps.items() if s < wanted}
-        for rank, s in short.items():
-            out.append(f"rank {rank} ended by itself after {s} of {wanted} steps (smoke_steps)")
+        short: dict[int, list[int]] = {}
+        for rank, done in steps.items():
+            if done < wanted:
+                short.setdefault(done, []).append(rank)
+        for done, which in sorted(short.items()):
+            who = "every rank" if len(which) == len(ranks) > 1 else "rank " + ", ".join(map(str, which))
+            out.append(
+                f"the script ended by itself after {done} of {wanted} optimizer steps (smoke_steps) on {who}: "
+                "its training loop is shorter than the smoke run"
+            )
     for r in ranks:
         if isinstance(r.last_loss, str):
             out.append(f"rank {r.rank}: the last loss is {r.last_loss}")

@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.runtime import protocol
 
 # Inherited settings that would make torchrun or the ranks use another run's layout.
 _FOREIGN_PREFIXES = ("PET_", "TORCHELASTIC_")
+AGENT_MODULE = "vdk.plugin.ml_training.local.agent"
 FORK = "fork"  # ranks forked from torchrun's agent, which has imported torch already: ~1.3 s faster
 SPAWN = "spawn"  # ranks are fresh interpreters started by torchrun, as in a job image
 
@@ -53,7 +54,8 @@ class LaunchPlan:
             target = ["--run-path", "--start-method=fork", bootstrap.__file__]
         else:
             target = ["-m", layout.BOOTSTRAP_MODULE]
-        return [sys.executable, "-m", "torch.distributed.run", *flags, *target, *self.spec.command_args()]
+        # torch.distributed.run itself, in a process that skips the interpreter's teardown (local/agent.py)
+        return [sys.executable, "-m", AGENT_MODULE, *flags, *target, *self.spec.command_args()]
 
 
 def default_start_method() -> str:
