@@ -196,7 +196,8 @@ def format_summary(outcome: RunOutcome) -> str:
 def failure_fix(outcome: RunOutcome) -> str:
     run = outcome.run
     root = outcome.root_cause
-    again = f"run `vdk run {run.plan.spec.job_dir}` again"
+    full = " --full" if run.plan.mode == protocol.FULL else ""
+    again = f"run `vdk run{full} {run.plan.spec.job_dir}` again"
     if root is not None and root.error:
         fix = f"fix the error in the traceback above (rank {root.rank}), then {again}"
         if run.plan.mode == protocol.FULL and _needs_gpu(root.error):
