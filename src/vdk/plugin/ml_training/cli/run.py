@@ -176,14 +176,14 @@ def format_summary(outcome: RunOutcome) -> str:
     if root is not None and root.error:
         lines += ["", root.error.get("traceback", "").rstrip()]
     elif root is not None:
-        lines += _death_details(root)
+        lines += _death_details(root, run.plan.spec.job_dir)
     if run.timed_out:
         for rank in outcome.ranks:
             if not rank.succeeded:
-                lines += _where(rank)
+                lines += _where(rank, run.plan.spec.job_dir)
     lines.append("")
     for other in outcome.consequences:
-        what = one_line(other.error) if other.error else other.death()
+        what = one_line(other.error, width=120) if other.error else other.death()
         lines.append(f"  then rank {other.rank}: {what}")
     lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
     logs = [f"rank {r.rank}: {r.log}" for r in outcome.ranks if r.log]
@@ -233,18 +233,21 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
         facts.append(f"last loss {rank.last_loss:.4g}")
     elif rank.last_loss:
         facts.append(f"last loss {rank.last_loss}")
-    status = {
-        protocol.STOPPED: "stopped as planned" if mode == protocol.SMOKE else "stopped",
-        protocol.FINISHED: "the script ended",
-        protocol.FAILED: "failed",
-        protocol.RUNNING: "did not finish",
-    }.get(rank.status, "never started")
+    if rank.died_abruptly:
+        status = rank.death()
+    else:
+        status = {
+            protocol.STOPPED: "stopped as planned" if mode == protocol.SMOKE else "stopped",
+            protocol.FINISHED: "the script ended",
+            protocol.FAILED: "failed",
+            protocol.RUNNING: "stopped unfinished",
+        }.get(rank.status, "never started")
     return f"rank {rank.rank}: {', '.join(facts + [status])}"
 
 
-def _death_details(rank: RankOutcome) -> list[str]:
+def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
     lines = []
-    stack = _user_stack(rank.stack)
+    stack = _user_stack(rank.stack, job_dir)
     if stack:
         lines += ["", f"Python stack of rank {rank.rank} when it died:", *stack]
     if rank.log:
@@ -254,28 +257,36 @@ def _death_details(rank: RankOutcome) -> list[str]:
     return lines
 
 
-def _where(rank: RankOutcome) -> list[str]:
-    stack = _user_stack(rank.stack)
+def _where(rank: RankOutcome, job_dir: Path) -> list[str]:
+    stack = _user_stack(rank.stack, job_dir)
     if not stack:
         return [f"rank {rank.rank}: no stack recorded"]
     return ["", f"rank {rank.rank} was at:", *stack]
 
 
-# Frames of what started the user's code: runpy, torchrun's agent (ranks are forked from it), us.
+# Frames of what started the user's code: runpy, imports, torchrun's agent (ranks are forked from
+# it), the plugin.
 _MACHINERY = re.compile(
-    r'File "(<frozen runpy>|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
+    r'File "(<frozen (runpy|importlib)|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
     r"|.*/vdk/plugin/ml_training/(runtime|local)/)"
 )
 
 
-def _user_stack(dump: str, limit: int = 12) -> list[str]:
-    """The first thread's frames from a faulthandler dump, without the launching machinery."""
+def _user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
+    """From a faulthandler dump (innermost frame first): where the main thread was, and the job's
+    own frames that led there."""
     if not dump:
         return []
     blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
     main = next((b for b in blocks if "most recent call first" in b), blocks[0])
-    frames = [line for line in main.splitlines() if line.strip().startswith("File ") and not _MACHINERY.search(line)]
-    return [f"  {f.strip()}" for f in frames[:limit]]
+    frames = [x.strip() for x in main.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
+    if not frames:
+        return []
+    own = [f for f in frames if f'File "{job_dir}' in f]
+    shown = frames[:1] + [f for f in own if f != frames[0]][: limit - 1]
+    if len(shown) > 1 and shown[1] != frames[1]:
+        shown.insert(1, "...")  # library frames between where it was and the job's own code
+    return [f"  {f}" for f in shown]
 
 
 def _tail(path: Path, lines: int) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,9 @@ from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"
+# Run directories live here; a failed run's stays for its logs until it is a day old.
+RUNS_DIR = Path(tempfile.gettempdir()) / "vdk-ml-training"
+KEEP_FAILED_RUNS_SECONDS = 86400
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
 TERMINATE_GRACE_SECONDS = 3.0
 
@@ -42,7 +46,9 @@ def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | No
     """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    run_dir = Path(tempfile.mkdtemp(prefix=f"vdk-ml-{plan.spec.name}-"))
+    RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    _prune_old_runs()
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=RUNS_DIR))
     started = time.monotonic()
     with open(run_dir / AGENT_LOG, "wb") as agent_log, _Console(stdout, stderr, run_dir) as console:
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
@@ -66,6 +72,16 @@ def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | No
             terminate(proc, run_dir)
             raise
     return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out)
+
+
+def _prune_old_runs() -> None:
+    cutoff = time.time() - KEEP_FAILED_RUNS_SECONDS
+    for old in RUNS_DIR.iterdir():
+        try:
+            if old.is_dir() and old.stat().st_mtime < cutoff:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def terminate(proc: subprocess.Popen, run_dir: Path) -> None:

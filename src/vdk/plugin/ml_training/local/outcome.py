@@ -15,6 +15,10 @@ from vdk.plugin.ml_training.runtime import protocol
 # A rank's end as torchrun's ChildFailedError lists it.
 _FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 _FIRST_FAILURE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+# torchrun stopping the ranks still alive after a failure (forked ranks / fresh interpreters).
+_CLOSED = re.compile(r"(?:Closing process (\d+) via signal|Sending process (\d+) closing signal)")
+# faulthandler's header when the interpreter itself crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL).
+_CRASH = re.compile(r"Fatal Python error: ([^\n]+)")
 MISSING = "missing"  # no result file: the rank never got to run its bootstrap
 
 
@@ -30,6 +34,13 @@ class RankOutcome:
     adaptations: dict[str, int] = field(default_factory=dict)
     log: Path | None = None  # rank >= 1: its stdout and stderr
     stack: str = ""  # faulthandler's dump: set when it crashed or was terminated
+    stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
+
+    @property
+    def crash(self) -> str | None:
+        """'Segmentation fault', ... when the interpreter crashed."""
+        match = _CRASH.search(self.stack)
+        return match.group(1).strip() if match else None
 
     @property
     def succeeded(self) -> bool:
@@ -37,17 +48,26 @@ class RankOutcome:
 
     @property
     def died_abruptly(self) -> bool:
-        """Ended without reporting, by a signal or exit code of its own (not torchrun's SIGTERM)."""
-        return (
-            self.status in (protocol.RUNNING, MISSING)
-            and self.exit_code is not None
-            and self.exit_code not in (0, -signal.SIGTERM)
-        )
+        """Ended without reporting, by a signal or exit of its own, not stopped after another's failure."""
+        if self.status not in (protocol.RUNNING, MISSING):
+            return False
+        if self.exit_code is not None:
+            return self.exit_code not in (0, -signal.SIGTERM)
+        # Forked ranks: torchrun names the exit status of the first rank it saw end only. A stack dump
+        # without a crash header is faulthandler's answer to SIGTERM: someone stopped the rank.
+        if self.crash is not None:
+            return True
+        return self.status == protocol.RUNNING and not self.stopped_by_torchrun and not self.stack
 
     def death(self) -> str:
-        """'killed by SIGSEGV' / 'exited with code 3' / 'ended without a report'."""
+        """'was killed by SIGSEGV' / 'exited with code 3 ...' / 'died without a Python error ...'."""
         if self.exit_code is None:
-            return "ended without a report"
+            if self.crash:
+                return f"crashed ({self.crash})"
+            return (
+                "died without a Python error (a signal such as SIGKILL, often the out-of-memory killer, "
+                "or os._exit())"
+            )
         if self.exit_code < 0:
             try:
                 name = signal.Signals(-self.exit_code).name
@@ -81,10 +101,11 @@ class RunOutcome:
 
 
 def analyse(run: LocalRun) -> RunOutcome:
-    exit_codes, first_failed = _agent_failures(run.agent_log)
+    exit_codes, first_failed, stopped_pids = _agent_failures(run.agent_log)
     records = protocol.read_results(run.run_dir)
     ranks = [
-        _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank)) for rank in range(run.plan.processes)
+        _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
+        for rank in range(run.plan.processes)
     ]
     passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded for r in ranks)
     warnings = _warnings(run, ranks) if passed else []
@@ -95,7 +116,9 @@ def analyse(run: LocalRun) -> RunOutcome:
     return RunOutcome(run, ranks, False, root, headline, others, warnings)
 
 
-def _rank(run_dir: Path, rank: int, record: dict[str, Any] | None, exit_code: int | None) -> RankOutcome:
+def _rank(
+    run_dir: Path, rank: int, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
+) -> RankOutcome:
     log = protocol.log_path(run_dir, rank)
     stack_file = protocol.stack_path(run_dir, rank)
     stack = stack_file.read_text(encoding="utf-8", errors="replace").strip() if stack_file.exists() else ""
@@ -112,15 +135,18 @@ def _rank(run_dir: Path, rank: int, record: dict[str, Any] | None, exit_code: in
         adaptations=dict(record.get("adaptations") or {}),
         log=log if log.exists() else None,
         stack=stack,
+        stopped_by_torchrun=record.get("pid") in stopped_pids,
     )
 
 
-def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None]:
-    """rank -> exit code for every failed rank torchrun listed, and the rank it saw fail first."""
+def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None, set[int]]:
+    """From torchrun's log: rank -> exit code for each failed rank it listed, the rank it saw fail
+    first, and the pids of the ranks it stopped because another had failed."""
     try:
         text = agent_log.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return {}, None
+        return {}, None, set()
+    stopped = {int(a or b) for a, b in _CLOSED.findall(text)}
     codes = {int(rank): int(code) for rank, code in _FAILURE.findall(text)}
     first = None
     root_section = text.split("Root Cause", 1)
@@ -133,7 +159,7 @@ def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None]:
         if match:
             first = int(match.group(2))  # single node: local rank == rank
             codes.setdefault(first, int(match.group(1)))
-    return codes, first
+    return codes, first, stopped
 
 
 def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | None) -> tuple[RankOutcome | None, str]:
