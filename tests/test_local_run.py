@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -291,4 +292,30 @@ def test_ranks_started_as_fresh_interpreters_work_too(tmp_path):
     outcome = analyse(launch(smoke_plan(spec, start_method=SPAWN)))
     assert outcome.passed, outcome.headline
     assert [(r.rank, r.steps, r.status) for r in outcome.ranks] == [(0, 2, "stopped"), (1, 2, "stopped")]
+    shutil.rmtree(outcome.run.run_dir)
+
+
+def test_a_port_taken_before_torchrun_listens_is_retried_with_another(monkeypatch):
+    from vdk.plugin.ml_training.local import launcher as launcher_module
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    ports = iter([busy.getsockname()[1]])
+    real_free_port = launcher_module.free_port
+    monkeypatch.setattr(launcher_module, "free_port", lambda: next(ports, None) or real_free_port())
+    attempts = []
+    real_launch_once = launcher_module._launch_once
+
+    def launch_once(*args):
+        attempts.append(real_launch_once(*args))
+        return attempts[-1]
+
+    monkeypatch.setattr(launcher_module, "_launch_once", launch_once)
+    spec = load_job_spec(EXAMPLES / "single-gpu-loop")
+    with busy:
+        outcome = analyse(launcher_module.launch(smoke_plan(spec)))
+    assert outcome.passed, outcome.headline
+    assert [a.exit_code for a in attempts] == [1, 0]
+    assert not attempts[0].run_dir.exists()  # the failed attempt left nothing behind
     shutil.rmtree(outcome.run.run_dir)

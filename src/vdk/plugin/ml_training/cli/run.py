@@ -15,6 +15,7 @@ import click
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
 from vdk.plugin.ml_training.local.outcome import RunOutcome
 from vdk.plugin.ml_training.local.outcome import analyse
@@ -96,7 +97,8 @@ def run_ml_job(context: Any) -> Any:
 
 def run_locally(plan: LaunchPlan) -> LocalRunFailed | None:
     """Run the plan, print its summary, and return the error to report, if it did not pass."""
-    debug = log.isEnabledFor(logging.DEBUG)
+    # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
+    debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
     click.echo(format_start(plan))
     try:
         run = launch(plan)
@@ -177,6 +179,9 @@ def format_summary(outcome: RunOutcome) -> str:
         lines += ["", root.error.get("traceback", "").rstrip()]
     elif root is not None:
         lines += _death_details(root, run.plan.spec.job_dir)
+    elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
+        tail = _tail(run.agent_log, 20)
+        lines += ["", f"last lines of torchrun's log ({run.agent_log}):", *(f"  {t}" for t in tail)]
     if run.timed_out:
         for rank in outcome.ranks:
             if not rank.succeeded:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import codecs
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,8 +23,9 @@ from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"
 # Run directories live here; a failed run's stays for its logs until it is a day old.
-RUNS_DIR = Path(tempfile.gettempdir()) / "vdk-ml-training"
+RUNS_DIR = Path(tempfile.gettempdir()) / f"vdk-ml-training-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 KEEP_FAILED_RUNS_SECONDS = 86400
+PORT_ATTEMPTS = 3
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
 TERMINATE_GRACE_SECONDS = 3.0
 
@@ -46,14 +49,23 @@ def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | No
     """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    RUNS_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     _prune_old_runs()
+    for attempt in range(PORT_ATTEMPTS):
+        run = _launch_once(plan, stdout, stderr)
+        if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
+            return run
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # nothing ran: try another port
+    raise AssertionError("unreachable")
+
+
+def _launch_once(plan: LaunchPlan, stdout: IO[str], stderr: IO[str]) -> LocalRun:
     run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=RUNS_DIR))
     started = time.monotonic()
     with open(run_dir / AGENT_LOG, "wb") as agent_log, _Console(stdout, stderr, run_dir) as console:
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
         proc = subprocess.Popen(
-            plan.command(run_dir),
+            plan.command(run_dir, free_port()),
             cwd=plan.spec.job_dir,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -72,6 +84,42 @@ def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | No
             terminate(proc, run_dir)
             raise
     return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out)
+
+
+def free_port() -> int:
+    """A free TCP port below the range the kernel hands out on its own (so no outgoing connection
+    takes it before torchrun listens on it), or any free port if that range is unknown."""
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(50):
+        port = random.randrange(20000, max(low, 20001))
+        if _bindable(port):
+            return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _lost_port_race(run: LocalRun) -> bool:
+    """Another process took the port between our check and torchrun's listen; no rank started."""
+    if run.exit_code == 0 or protocol.read_results(run.run_dir):
+        return False
+    try:
+        return "EADDRINUSE" in run.agent_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def _prune_old_runs() -> None:
