@@ -168,10 +168,10 @@ for step in range(3):
 def test_a_hanging_rank_is_stopped_at_the_timeout_with_where_it_hung(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
-    job = make_job(tmp_path, "hangs", HANGS, "nodes = 2\nsmoke_timeout = 8\n", f"PID_DIR = {pids}\n")
-    done = vdk_run(str(job))
+    job = make_job(tmp_path, "hangs", HANGS, "nodes = 2\n", f"PID_DIR = {pids}\n")
+    done = vdk_run(str(job), env={"VDK_ML_TRAINING_SMOKE_TIMEOUT": "8s"})  # the VDK setting
     assert done.returncode != 0
-    assert "timed out after 8 s (smoke_timeout): rank 1 still running" in done.stdout, done.stdout
+    assert "timed out after 8s (smoke_timeout): rank 1 still running" in done.stdout, done.stdout
     line = line_of(job, "time.sleep(600)")
     assert re.search(rf'rank 1 was at:\n  File "{re.escape(str(job))}/train.py", line {line} in', done.stdout), done.stdout
     assert "rank 0: 1 step, " in done.stdout
@@ -217,6 +217,33 @@ def test_ctrl_c_stops_every_process(tmp_path):
     assert proc.returncode != 0
     assert "smoke run interrupted: every process of it was stopped" in out
     assert_all_gone(pids, 2)
+
+
+def test_a_module_entrypoint_with_its_package_in_the_job(tmp_path):
+    job = make_job(tmp_path, "as-module", "", "entrypoint = -m trainer.main\nargs = --steps 4\nsmoke_steps = 3\n")
+    (job / "train.py").unlink()
+    (job / "trainer").mkdir()
+    (job / "trainer" / "__init__.py").write_text("")
+    (job / "trainer" / "model.py").write_text("import torch\n\ndef build():\n    return torch.nn.Linear(2, 1).cuda()\n")
+    (job / "trainer" / "main.py").write_text(
+        textwrap.dedent(
+            """
+            import argparse, torch
+            from trainer.model import build
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--steps", type=int)
+            model = build()
+            optimizer = torch.optim.Adam(model.parameters())
+            for _ in range(parser.parse_args().steps):
+                model(torch.ones(1, 2, device="cuda")).sum().backward()
+                optimizer.step()
+            """
+        )
+    )
+    result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
+    assert result.exit_code == 0, result.output
+    assert RANK_LINE.findall(result.output) == [("0", "3")]
 
 
 def test_an_ordinary_data_job_runs_unchanged(tmp_path):

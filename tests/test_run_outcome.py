@@ -131,7 +131,7 @@ def test_a_timeout_names_the_ranks_still_running(tmp_path):
     )
     outcome = analyse(run)
     assert outcome.root_cause is None
-    assert outcome.headline == "timed out after 600 s (smoke_timeout): rank 1 still running"
+    assert outcome.headline == "timed out after 10m (smoke_timeout): rank 1 still running"
 
 
 def test_torchrun_failing_before_any_rank_started(tmp_path):

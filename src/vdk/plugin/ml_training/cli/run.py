@@ -109,8 +109,8 @@ def run_locally(plan: LaunchPlan) -> LocalRunFailed | None:
     if debug:
         click.echo(format_agent_log(run.agent_log))
     click.echo(format_summary(outcome))
-    if outcome.passed and not debug:
-        shutil.rmtree(run.run_dir, ignore_errors=True)
+    if outcome.passed and plan.mode == protocol.SMOKE and not debug:
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # a full run's logs stay: it may have run for hours
     elif outcome.passed:
         click.echo(f"  run files: {run.run_dir}")
     if outcome.passed:
@@ -171,6 +171,8 @@ def format_summary(outcome: RunOutcome) -> str:
         if adapted:
             lines.append(f"  adapted for CPU: {', '.join(adapted)}")
         lines += [f"  warning: {w}" for w in outcome.warnings]
+        if mode == protocol.FULL:
+            lines += _log_lines(outcome)
         return "\n".join(lines)
 
     lines.append(f"{mode} run FAILED after {run.wall_seconds:.1f} s: {outcome.headline}")
@@ -191,11 +193,14 @@ def format_summary(outcome: RunOutcome) -> str:
         what = one_line(other.error, width=120) if other.error else other.death()
         lines.append(f"  then rank {other.rank}: {what}")
     lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
-    logs = [f"rank {r.rank}: {r.log}" for r in outcome.ranks if r.log]
-    if logs:
-        lines.append(f"  output of ranks: {', '.join(logs)}")
+    lines += _log_lines(outcome)
     lines.append(f"  torchrun's log: {run.agent_log}")
     return "\n".join(lines)
+
+
+def _log_lines(outcome: RunOutcome) -> list[str]:
+    logs = [f"rank {r.rank}: {r.log}" for r in outcome.ranks if r.log]
+    return [f"  output of ranks: {', '.join(logs)}"] if logs else []
 
 
 def failure_fix(outcome: RunOutcome) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.units import format_duration
 
 # A rank's end as torchrun's ChildFailedError lists it.
 _FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
@@ -176,7 +177,8 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
     if run.timed_out:
         running = [str(r.rank) for r in ranks if not r.succeeded]
         who = f"rank {', '.join(running)} still running" if running else "torchrun still running"
-        return None, f"timed out after {run.plan.timeout_seconds} s ({run.plan.timeout_setting}): {who}"
+        limit = format_duration(run.plan.timeout_seconds or 0)
+        return None, f"timed out after {limit} ({run.plan.timeout_setting}): {who}"
     if not any(r.status != MISSING for r in ranks):
         return None, f"torchrun failed before any rank started (exit code {run.exit_code})"
     unfinished = [r for r in ranks if not r.succeeded]
