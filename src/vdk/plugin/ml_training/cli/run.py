@@ -7,6 +7,7 @@ import functools
 import logging
 import re
 import shutil
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -95,24 +96,26 @@ def run_ml_job(context: Any) -> Any:
     return _execution_result(context, step_name, started, error)
 
 
-def run_locally(plan: LaunchPlan) -> LocalRunFailed | None:
-    """Run the plan, print its summary, and return the error to report, if it did not pass."""
+def run_locally(plan: LaunchPlan, err: bool = False) -> LocalRunFailed | None:
+    """Run the plan, print its summary, and return the error to report, if it did not pass.
+
+    `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result)."""
     # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
     debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
-    click.echo(format_start(plan))
+    click.echo(format_start(plan), err=err)
     try:
-        run = launch(plan)
+        run = launch(plan, stdout=sys.stderr if err else None)
     except KeyboardInterrupt:
         click.echo(f"\n{plan.mode} run interrupted: every process of it was stopped.", err=True)
         raise
     outcome = analyse(run)
     if debug:
-        click.echo(format_agent_log(run.agent_log))
-    click.echo(format_summary(outcome))
+        click.echo(format_agent_log(run.agent_log), err=err)
+    click.echo(format_summary(outcome), err=err)
     if outcome.passed and plan.mode == protocol.SMOKE and not debug:
         shutil.rmtree(run.run_dir, ignore_errors=True)  # a full run's logs stay: it may have run for hours
     elif outcome.passed:
-        click.echo(f"  run files: {run.run_dir}")
+        click.echo(f"  run files: {run.run_dir}", err=err)
     if outcome.passed:
         return None
     return LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome))
