@@ -154,3 +154,16 @@ def test_a_pass_warns_about_short_loops_missing_steps_and_bad_losses(tmp_path):
     ]
     none = analyse(make_run(tmp_path / "b", {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}, exit_code=0))
     assert none.passed and none.warnings[0].startswith("no optimizer step was taken")
+
+
+def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tmp_path):
+    run = make_run(tmp_path, {0: {"status": "finished", "steps": 2}, 1: {"status": "finished", "steps": 2}},
+                   SPAWNED_FAILURES.replace("-11", "-6").replace("SIGSEGV", "SIGABRT"))
+    outcome = analyse(run)
+    assert not outcome.passed
+    assert outcome.headline == "rank 1 was killed by SIGABRT after its script ended, while Python shut down"
+
+
+def test_a_rank_ending_with_os_exit_zero_passes_when_torchrun_did(tmp_path):
+    outcome = analyse(make_run(tmp_path, {0: {"status": "running"}, 1: {"status": "stopped", "steps": 2}}, exit_code=0))
+    assert outcome.passed and outcome.ranks[0].status == "finished"

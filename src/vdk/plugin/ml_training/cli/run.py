@@ -9,6 +9,7 @@ import re
 import shutil
 import sys
 from datetime import datetime
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def run_mode(configuration: Any) -> str:
 
 def run_ml_job(context: Any) -> Any:
     """The `run_job` hook's work for an ml-training job: returns VDK's ExecutionResult."""
-    started = datetime.utcnow()
+    started = _utc_now()
     step_name = "config.ini"
     try:
         spec = load_job_spec(context.job_directory, job_settings(context.core_context.configuration))
@@ -114,11 +115,15 @@ def run_locally(plan: LaunchPlan, err: bool = False) -> LocalRunFailed | None:
     click.echo(format_summary(outcome), err=err)
     if outcome.passed and plan.mode == protocol.SMOKE and not debug:
         shutil.rmtree(run.run_dir, ignore_errors=True)  # a full run's logs stay: it may have run for hours
-    elif outcome.passed:
+    elif outcome.passed and debug:
         click.echo(f"  run files: {run.run_dir}", err=err)
     if outcome.passed:
         return None
     return LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome))
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC, as vdk-core's results hold
 
 
 def _execution_result(context: Any, step_name: str, started: datetime, error: BaseException | None) -> Any:
@@ -128,7 +133,7 @@ def _execution_result(context: Any, step_name: str, started: datetime, error: Ba
     from vdk.internal.core.errors import ResolvableBy
     from vdk.internal.core.statestore import CommonStoreKeys
 
-    ended = datetime.utcnow()
+    ended = _utc_now()
     status = ExecutionStatus.ERROR if error else ExecutionStatus.SUCCESS
     blamee = ResolvableBy.USER_ERROR if error else None
     step = StepResult(step_name, "ml-training", started, ended, status, None, error, blamee)
@@ -255,6 +260,8 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
             protocol.FAILED: "failed",
             protocol.RUNNING: "stopped unfinished",
         }.get(rank.status, "never started")
+        if rank.crashed_at_exit:
+            status += f", then {rank.death()} while Python shut down"
     return f"rank {rank.rank}: {', '.join(facts + [status])}"
 
 

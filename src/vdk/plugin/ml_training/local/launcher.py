@@ -185,16 +185,22 @@ class _Console:
         err_fd = _real_fd(self.stderr)
         if err_fd is not None and os.isatty(err_fd):
             self.env[protocol.CONSOLE_STDERR] = os.ttyname(err_fd)
-        elif hasattr(os, "mkfifo"):
-            fifo = self.run_dir / "rank-0.stderr"
-            os.mkfifo(fifo, 0o600)
-            read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-            # Our own writer end keeps the reader from seeing end-of-file before rank 0 opens it.
-            self._fifo_fds = (read_fd, os.open(fifo, os.O_WRONLY))
-            os.set_blocking(read_fd, True)
-            self._copy(lambda: os.read(read_fd, 65536), _sink(self.stderr, err_fd))
-            self.env[protocol.CONSOLE_STDERR] = str(fifo)
+        else:
+            self._relay_stderr_through_fifo(err_fd)
         return self
+
+    def _relay_stderr_through_fifo(self, err_fd: int | None) -> None:
+        fifo = self.run_dir / "rank-0.stderr"
+        try:
+            os.mkfifo(fifo, 0o600)
+        except (AttributeError, OSError):
+            return  # no FIFOs here: rank 0's stderr joins its stdout
+        read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        # Our own writer end keeps the reader from seeing end-of-file before rank 0 opens it.
+        self._fifo_fds = (read_fd, os.open(fifo, os.O_WRONLY))
+        os.set_blocking(read_fd, True)
+        self._copy(lambda: os.read(read_fd, 65536), _sink(self.stderr, err_fd))
+        self.env[protocol.CONSOLE_STDERR] = str(fifo)
 
     def started(self, proc: subprocess.Popen) -> None:
         if proc.stdout is not None:

@@ -48,6 +48,11 @@ class RankOutcome:
         return self.status in (protocol.STOPPED, protocol.FINISHED)
 
     @property
+    def crashed_at_exit(self) -> bool:
+        """Reported success, then its interpreter died shutting down (a library's thread or destructor)."""
+        return self.succeeded and self.exit_code is not None and self.exit_code not in (0, -signal.SIGTERM)
+
+    @property
     def died_abruptly(self) -> bool:
         """Ended without reporting, by a signal or exit of its own, not stopped after another's failure."""
         if self.status not in (protocol.RUNNING, MISSING):
@@ -75,7 +80,7 @@ class RankOutcome:
             except ValueError:
                 name = f"signal {-self.exit_code}"
             return f"was killed by {name}"
-        return f"exited with code {self.exit_code} before reporting"
+        return f"exited with code {self.exit_code}" + ("" if self.succeeded else " before reporting")
 
 
 @dataclass(frozen=True)
@@ -104,11 +109,16 @@ class RunOutcome:
 def analyse(run: LocalRun) -> RunOutcome:
     exit_codes, first_failed, stopped_pids = _agent_failures(run.agent_log)
     records = protocol.read_results(run.run_dir)
+    if run.exit_code == 0:
+        # torchrun saw every rank exit with 0: one without a final word ended by os._exit(0)
+        for record in records.values():
+            if record.get("status") == protocol.RUNNING:
+                record["status"] = protocol.FINISHED
     ranks = [
         _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
         for rank in range(run.plan.processes)
     ]
-    passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded for r in ranks)
+    passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded and not r.crashed_at_exit for r in ranks)
     warnings = _warnings(run, ranks) if passed else []
     if passed:
         return RunOutcome(run, ranks, True, None, "", warnings=warnings)
@@ -174,6 +184,10 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
     if failed:
         root = failed[0]
         return root, f"rank {root.rank} failed: {one_line(root.error)}"
+    at_exit = [r for r in ranks if r.crashed_at_exit]
+    if at_exit:
+        root = next((r for r in at_exit if r.rank == first_failed), at_exit[0])
+        return root, f"rank {root.rank} {root.death()} after its script ended, while Python shut down"
     if run.timed_out:
         running = [str(r.rank) for r in ranks if not r.succeeded]
         who = f"rank {', '.join(running)} still running" if running else "torchrun still running"

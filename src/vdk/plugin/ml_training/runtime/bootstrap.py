@@ -117,13 +117,13 @@ def _route_output(rank: int, run_dir: str) -> None:
         os.close(fd)
         return
     console = os.environ.get(protocol.CONSOLE_STDERR)
-    if not console:
-        return
     try:  # non-blocking open: fails at once instead of hanging if nobody reads the FIFO
+        if not console:
+            raise OSError("no console given")
         fd = os.open(console, os.O_WRONLY | os.O_NONBLOCK | os.O_APPEND)
         os.set_blocking(fd, True)
     except OSError:
-        os.dup2(1, 2)  # better on stdout than hidden in the launcher's log
+        os.dup2(1, 2)  # better on stdout than hidden in torchrun's log
         return
     os.dup2(fd, 2)
     os.close(fd)
