@@ -87,13 +87,15 @@ def test_under_the_launcher_a_failure_is_reported_once_in_the_result_file(tmp_pa
     )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    env = {protocol.MODE: protocol.FULL, protocol.RUN_DIR: str(run_dir)}
+    console = tmp_path / "console-stderr"  # the launcher's terminal or FIFO, here a file
+    console.write_text("")
+    env = {protocol.MODE: protocol.FULL, protocol.RUN_DIR: str(run_dir), protocol.CONSOLE_STDERR: str(console)}
     rank0 = bootstrap(tmp_path, "train.py", env={**env, "RANK": "0", "LOCAL_RANK": "0"})
     rank1 = bootstrap(tmp_path, "train.py", env={**env, "RANK": "1", "LOCAL_RANK": "1"})
 
     assert rank0.returncode == rank1.returncode == 1
     assert "Traceback" not in rank0.stderr + rank1.stderr  # the launcher shows it, once
-    assert rank0.stdout == "to stdout\n" and rank0.stderr == "to stderr\n"
+    assert rank0.stdout == "to stdout\n" and rank0.stderr == "" and console.read_text() == "to stderr\n"
     assert rank1.stdout == rank1.stderr == ""  # rank 1 writes to its log file
     assert protocol.log_path(run_dir, 1).read_text() == "to stdout\nto stderr\n"
 
