@@ -349,3 +349,10 @@ def test_a_port_taken_before_torchrun_listens_is_retried_with_another(monkeypatc
     assert [a.exit_code for a in attempts] == [1, 0]
     assert not attempts[0].run_dir.exists()  # the failed attempt left nothing behind
     shutil.rmtree(outcome.run.run_dir)
+
+
+def test_a_full_run_of_cuda_code_without_a_gpu_says_what_to_do_instead():
+    result = CliEntryBasedTestRunner(plugin).invoke(["run", "--full", str(EXAMPLES / "single-gpu-loop")])
+    assert result.exit_code != 0
+    assert "full run FAILED" in result.output and "Torch not compiled with CUDA enabled" in result.output
+    assert "needs a GPU and this machine has none" in str(result.exception)

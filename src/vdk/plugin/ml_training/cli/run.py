@@ -217,10 +217,12 @@ def failure_fix(outcome: RunOutcome) -> str:
     full = " --full" if run.plan.mode == protocol.FULL else ""
     again = f"run `vdk run{full} {run.plan.spec.job_dir}` again"
     if root is not None and root.error:
-        fix = f"fix the error in the traceback above (rank {root.rank}), then {again}"
-        if run.plan.mode == protocol.FULL and _needs_gpu(root.error):
-            fix += "; a full run uses no CPU stand-ins, so CUDA/NCCL code needs a GPU here (the smoke run adapts it)"
-        return fix
+        if run.plan.mode == protocol.FULL and not run.plan.gpus and _needs_gpu(root.error):
+            return (
+                "this code needs a GPU and this machine has none: a full run uses no CPU stand-ins. Train it "
+                "where there are GPUs (`vdk deploy`), or check it here with the smoke run (`vdk run` without --full)"
+            )
+        return f"fix the error in the traceback above (rank {root.rank}), then {again}"
     if root is not None:
         where = f"its output in {root.log}" if root.log else "its output above"
         return (

@@ -35,6 +35,7 @@ class LaunchPlan:
     start_method: str  # FORK or SPAWN
     env: Mapping[str, str]
     notes: tuple[str, ...] = field(default=())
+    gpus: int = 0  # GPUs the ranks may use
 
     @property
     def timeout_setting(self) -> str:
@@ -127,6 +128,7 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
         start_method=SPAWN,
         env=env,
         notes=tuple(notes),
+        gpus=gpus,
     )
 
 
