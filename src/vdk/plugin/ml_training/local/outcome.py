@@ -20,6 +20,7 @@ _FIRST_FAILURE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 _CLOSED = re.compile(r"(?:Closing process (\d+) via signal|Sending process (\d+) closing signal)")
 # faulthandler's header when the interpreter itself crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL).
 _CRASH = re.compile(r"Fatal Python error: ([^\n]+)")
+_SOURCE_LOCATION = re.compile(r"\[/[^\]\s]+:\d+\] ")
 MISSING = "missing"  # no result file: the rank never got to run its bootstrap
 
 
@@ -236,4 +237,5 @@ def one_line(error: dict[str, str] | None, width: int = 200) -> str:
     lines = [line.strip() for line in error.get("message", "").strip().splitlines() if line.strip()]
     kind = error.get("type", "")
     line = next((x for x in lines if kind and x.startswith(kind + ":")), lines[0] if lines else kind or "an error")
+    line = _SOURCE_LOCATION.sub("", line)  # "[/__w/pytorch/.../pair.cc:553] " of native errors
     return line if len(line) <= width else line[: width - 1] + "…"
