@@ -16,7 +16,11 @@ CONNECTION_CLOSED = {
     "message": "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:31383.",
     "traceback": "Traceback (most recent call last):\n  ...\nRuntimeError: Connection closed by peer\n",
 }
-VALUE_ERROR = {"type": "ValueError", "message": "ValueError: bad batch", "traceback": "Traceback ...\nValueError: bad batch\n"}
+VALUE_ERROR = {
+    "type": "ValueError",
+    "message": "ValueError: bad batch",
+    "traceback": "Traceback ...\nValueError: bad batch\n",
+}
 
 # As torchrun's agent logs a failure of ranks it started as fresh interpreters: every failed rank listed.
 SPAWNED_FAILURES = """E1130 07:40:44.229000 6352 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -11) local_rank: 1 (pid: 6413) of binary: python
@@ -107,7 +111,8 @@ def test_a_rank_stopped_by_torchrun_after_anothers_failure_is_not_blamed(tmp_pat
 
 
 def test_exit_statuses_listed_by_torchrun_name_the_signal(tmp_path):
-    run = make_run(tmp_path, {0: {"status": "running", "stack": "Thread 0x1..."}, 1: {"status": "running"}}, SPAWNED_FAILURES)
+    ranks = {0: {"status": "running", "stack": "Thread 0x1..."}, 1: {"status": "running"}}
+    run = make_run(tmp_path, ranks, SPAWNED_FAILURES)
     outcome = analyse(run)
     assert outcome.root_cause.rank == 1
     assert outcome.headline == "rank 1 was killed by SIGSEGV"
@@ -115,8 +120,12 @@ def test_exit_statuses_listed_by_torchrun_name_the_signal(tmp_path):
 
 
 def test_a_crash_dump_names_the_crash_when_torchrun_names_no_status(tmp_path):
-    crash = 'Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n  File "t.py", line 9 in <module>\n'
-    run = make_run(tmp_path, {0: {"status": "failed", "ended_at": 5.0, "error": CONNECTION_CLOSED}, 1: {"status": "running", "stack": crash}})
+    crash = (
+        "Fatal Python error: Segmentation fault\n\n"
+        'Current thread 0x1 (most recent call first):\n  File "t.py", line 9 in <module>\n'
+    )
+    ranks = {0: {"status": "failed", "ended_at": 5.0, "error": CONNECTION_CLOSED}, 1: {"status": "running", "stack": crash}}
+    run = make_run(tmp_path, ranks)
     outcome = analyse(run)
     assert outcome.headline == "rank 1 crashed (Segmentation fault)"
 
@@ -152,7 +161,8 @@ def test_a_pass_warns_about_short_loops_missing_steps_and_bad_losses(tmp_path):
         "shorter than the smoke run",
         "rank 0: the last loss is nan",
     ]
-    none = analyse(make_run(tmp_path / "b", {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}, exit_code=0))
+    ranks = {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}
+    none = analyse(make_run(tmp_path / "b", ranks, exit_code=0))
     assert none.passed and none.warnings[0].startswith("no optimizer step was taken")
 
 
