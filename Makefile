@@ -9,7 +9,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 DEMO_JOB ?= examples/ddp-nccl
 
-.PHONY: install demo test clean
+# A second environment with the Control Service CLI (vdk-plugin-control-cli), which needs pydantic<2
+# and so cannot live next to transformers 5: the wrapped verbs are tested there.
+CS_VENV ?= .venv-cs
+
+.PHONY: install install-cs demo test clean
 
 install: $(VENV)/.installed
 
@@ -20,12 +24,23 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PIP) check
 	touch $@
 
+install-cs: $(CS_VENV)/.installed
+
+$(CS_VENV)/.installed: setup.cfg pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(CS_VENV)
+	$(CS_VENV)/bin/pip install -q 'setuptools<80.9' wheel
+	$(CS_VENV)/bin/pip install -q -e '.[dev,control-service]' torch==2.13.0
+	$(CS_VENV)/bin/pip check
+	touch $@
+
 demo: install
 	$(VENV)/bin/vdk run $(DEMO_JOB)
 
 # pytest exits 5 when it collected nothing: that is not a failure of the code under test.
-test: install
-	$(VENV)/bin/python -m pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+test: install install-cs
+	$(VENV)/bin/python -m pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; \
+	$(CS_VENV)/bin/python -m pytest tests -m control_cli; cs=$$?; if [ $$cs -eq 5 ]; then cs=0; fi; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$cs
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CS_VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
+# Runs in both environments that `make test` builds (with and without the Control Service CLI).
+pytestmark = pytest.mark.control_cli
 
 
 def has(dist: str) -> bool:

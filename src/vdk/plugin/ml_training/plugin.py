@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from vdk.api.plugin.hook_markers import hookimpl
+from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.settings import CONFIG_KEYS
 
 
@@ -9,3 +10,25 @@ from vdk.plugin.ml_training.settings import CONFIG_KEYS
 def vdk_configure(config_builder) -> None:
     for key, (default, description) in CONFIG_KEYS.items():
         config_builder.add(key=key, default_value=default, show_default_value=True, description=description)
+
+
+@hookimpl
+def vdk_command_line(root_command) -> None:
+    """`vdk run --full`, and deploy (list, show, execute, delete) for ML jobs. The Control Service
+    CLI's commands, when installed, are wrapped: its hook is tryfirst, so they exist by now."""
+    from vdk.plugin.ml_training.cli.commands import install_all
+    from vdk.plugin.ml_training.cli.run import add_full_option
+
+    add_full_option(root_command)
+    install_all(root_command)
+
+
+@hookimpl(tryfirst=True)
+def run_job(context):
+    """ml-training jobs: a smoke run (or full local run) instead of VDK's data job steps.
+    Anything else: None, so vdk-core runs the data job's steps as always."""
+    if context.job_directory is None or not is_ml_job(context.job_directory):
+        return None
+    from vdk.plugin.ml_training.cli.run import run_ml_job
+
+    return run_ml_job(context)

@@ -5,6 +5,7 @@ from typing import Any
 from typing import Protocol
 
 from vdk.plugin.ml_training.job import DEFAULT_SMOKE_TIMEOUT
+from vdk.plugin.ml_training.units import format_duration
 
 RUN_MODE = "ml_training_run_mode"
 RUN_MODES = ("smoke", "full")
@@ -15,7 +16,11 @@ CONFIG_KEYS: dict[str, tuple[Any, str]] = {
     "ml_training_namespace": (None, "Kubernetes namespace for ml-training jobs [the kube context's namespace]"),
     "ml_training_kube_context": (None, "kubeconfig context for ml-training jobs [the current context]"),
     "ml_training_base_image": (None, "default base image (Python + torch) for ml-training jobs"),
-    "ml_training_smoke_timeout": (DEFAULT_SMOKE_TIMEOUT, "seconds (or 10m, 1h) after which a smoke run is stopped"),
+    # A text default: VDK converts an environment value to the default's type, and "10m" is no int.
+    "ml_training_smoke_timeout": (
+        format_duration(DEFAULT_SMOKE_TIMEOUT),
+        "seconds (or 10m, 1h) after which a smoke run is stopped",
+    ),
     RUN_MODE: ("smoke", "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU) or full (to completion)"),
 }
 

@@ -1,0 +1,328 @@
+"""`vdk run JOB` for ml-training jobs: the smoke run (default) or a full local run, its summary,
+and the VDK execution result. The `--full` flag is added to vdk-core's own `run` command."""
+from __future__ import annotations
+
+import contextvars
+import functools
+import logging
+import re
+import shutil
+import sys
+from datetime import datetime
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+import click
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.outcome import MISSING
+from vdk.plugin.ml_training.local.outcome import RankOutcome
+from vdk.plugin.ml_training.local.outcome import RunOutcome
+from vdk.plugin.ml_training.local.outcome import analyse
+from vdk.plugin.ml_training.local.outcome import one_line
+from vdk.plugin.ml_training.local.plan import LaunchPlan
+from vdk.plugin.ml_training.local.plan import full_plan
+from vdk.plugin.ml_training.local.plan import smoke_plan
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.settings import RUN_MODE
+from vdk.plugin.ml_training.settings import RUN_MODES
+from vdk.plugin.ml_training.settings import job_settings
+from vdk.plugin.ml_training.units import format_duration
+
+log = logging.getLogger(__name__)
+
+# `vdk run --full` for this invocation; the click group outlives invocations, so the flag is set
+# per call by the wrapped callback, never left behind.
+_full_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_full", default=False)
+_FULL_OPTION = "full"
+
+
+class LocalRunFailed(MLTrainingError):
+    """A local run of an ml-training job did not pass; the summary above it says why."""
+
+
+def add_full_option(root_command: click.Group) -> None:
+    """Give vdk-core's `run` command a `--full` flag; applying it twice changes nothing."""
+    run = root_command.commands.get("run")
+    if run is None or any(p.name == _FULL_OPTION for p in run.params):
+        return
+    run.params.append(
+        click.Option(
+            ["--full"],
+            is_flag=True,
+            default=False,
+            help="ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU "
+            "stand-ins, no step limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
+        )
+    )
+    original = run.callback
+
+    @functools.wraps(original)  # type: ignore[arg-type]
+    def callback(*args: Any, **kwargs: Any) -> Any:
+        token = _full_requested.set(bool(kwargs.pop(_FULL_OPTION, False)))
+        try:
+            return original(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            _full_requested.reset(token)
+
+    run.callback = callback
+
+
+def run_mode(configuration: Any) -> str:
+    if _full_requested.get():
+        return protocol.FULL
+    mode = str(configuration.get_value(RUN_MODE) or protocol.SMOKE).strip().lower()
+    if mode not in RUN_MODES:
+        raise MLTrainingError(
+            f"VDK_ML_TRAINING_RUN_MODE (ml_training_run_mode) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
+            "set it to `smoke` (a few steps on CPU, the default) or `full`, or pass `vdk run --full`",
+        )
+    return mode
+
+
+def run_ml_job(context: Any) -> Any:
+    """The `run_job` hook's work for an ml-training job: returns VDK's ExecutionResult."""
+    started = _utc_now()
+    step_name = "config.ini"
+    try:
+        spec = load_job_spec(context.job_directory, job_settings(context.core_context.configuration))
+        step_name = str(spec.entrypoint)
+        mode = run_mode(context.core_context.configuration)
+        plan = smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec)
+        error = run_locally(plan)
+    except MLTrainingError as e:
+        error = e
+    return _execution_result(context, step_name, started, error)
+
+
+def run_locally(plan: LaunchPlan, err: bool = False) -> LocalRunFailed | None:
+    """Run the plan, print its summary, and return the error to report, if it did not pass.
+
+    `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result)."""
+    # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
+    debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
+    click.echo(format_start(plan), err=err)
+    try:
+        run = launch(plan, stdout=sys.stderr if err else None)
+    except KeyboardInterrupt:
+        click.echo(f"\n{plan.mode} run interrupted: every process of it was stopped.", err=True)
+        raise
+    outcome = analyse(run)
+    if debug:
+        click.echo(format_agent_log(run.agent_log), err=err)
+    click.echo(format_summary(outcome), err=err)
+    if outcome.passed and plan.mode == protocol.SMOKE and not debug:
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # a full run's logs stay: it may have run for hours
+    elif outcome.passed and debug:
+        click.echo(f"  run files: {run.run_dir}", err=err)
+    if outcome.passed:
+        return None
+    return LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome))
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC, as vdk-core's results hold
+
+
+def _execution_result(context: Any, step_name: str, started: datetime, error: BaseException | None) -> Any:
+    from vdk.internal.builtin_plugins.run.execution_results import ExecutionResult
+    from vdk.internal.builtin_plugins.run.execution_results import StepResult
+    from vdk.internal.builtin_plugins.run.run_status import ExecutionStatus
+    from vdk.internal.core.errors import ResolvableBy
+    from vdk.internal.core.statestore import CommonStoreKeys
+
+    ended = _utc_now()
+    status = ExecutionStatus.ERROR if error else ExecutionStatus.SUCCESS
+    blamee = ResolvableBy.USER_ERROR if error else None
+    step = StepResult(step_name, "ml-training", started, ended, status, None, error, blamee)
+    # The error stays on the step only: vdk-core then prints its one line instead of a traceback
+    # of its own frames around the user's.
+    return ExecutionResult(
+        context.name,
+        context.core_context.state.get(CommonStoreKeys.EXECUTION_ID),
+        started,
+        ended,
+        status,
+        [step],
+        None,
+        blamee,
+    )
+
+
+# --- what the user reads ----------------------------------------------------------------------
+
+
+def format_start(plan: LaunchPlan) -> str:
+    spec = plan.spec
+    limit = f", timeout {format_duration(plan.timeout_seconds)}" if plan.timeout_seconds else ""
+    if plan.mode == protocol.SMOKE:
+        steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
+        text = (
+            f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {_count(plan.processes, 'process')}, "
+            f"{steps}{' each' if plan.processes > 1 else ''}{limit}"
+        )
+    else:
+        text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {_count(plan.processes, 'process')}{limit}"
+    return "\n".join([text, *(f"  note: {n}" for n in plan.notes)])
+
+
+def format_summary(outcome: RunOutcome) -> str:
+    run = outcome.run
+    mode = run.plan.mode
+    lines = [""]
+    if outcome.passed:
+        lines.append(f"{mode} run PASSED in {run.wall_seconds:.1f} s ({_count(len(outcome.ranks), 'process')})")
+        lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
+        adapted = outcome.adaptations()
+        if adapted:
+            lines.append(f"  adapted for CPU: {', '.join(adapted)}")
+        lines += [f"  warning: {w}" for w in outcome.warnings]
+        if mode == protocol.FULL:
+            lines += _log_lines(outcome)
+        return "\n".join(lines)
+
+    lines.append(f"{mode} run FAILED after {run.wall_seconds:.1f} s: {outcome.headline}")
+    root = outcome.root_cause
+    if root is not None and root.error:
+        lines += ["", root.error.get("traceback", "").rstrip()]
+    elif root is not None:
+        lines += _death_details(root, run.plan.spec.job_dir)
+    elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
+        tail = _tail(run.agent_log, 20)
+        lines += ["", f"last lines of torchrun's log ({run.agent_log}):", *(f"  {t}" for t in tail)]
+    if run.timed_out:
+        for rank in outcome.ranks:
+            if not rank.succeeded:
+                lines += _where(rank, run.plan.spec.job_dir)
+    lines.append("")
+    for other in outcome.consequences:
+        what = one_line(other.error, width=120) if other.error else other.death()
+        lines.append(f"  then rank {other.rank}: {what}")
+    lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
+    lines += _log_lines(outcome)
+    lines.append(f"  torchrun's log: {run.agent_log}")
+    return "\n".join(lines)
+
+
+def _log_lines(outcome: RunOutcome) -> list[str]:
+    logs = [f"rank {r.rank}: {r.log}" for r in outcome.ranks if r.log]
+    return [f"  output of ranks: {', '.join(logs)}"] if logs else []
+
+
+def failure_fix(outcome: RunOutcome) -> str:
+    run = outcome.run
+    root = outcome.root_cause
+    full = " --full" if run.plan.mode == protocol.FULL else ""
+    again = f"run `vdk run{full} {run.plan.spec.job_dir}` again"
+    if root is not None and root.error:
+        if run.plan.mode == protocol.FULL and not run.plan.gpus and _needs_gpu(root.error):
+            return (
+                "this code needs a GPU and this machine has none: a full run uses no CPU stand-ins. Train it "
+                "where there are GPUs (`vdk deploy`), or check it here with the smoke run (`vdk run` without --full)"
+            )
+        return f"fix the error in the traceback above (rank {root.rank}), then {again}"
+    if root is not None:
+        where = f"its output in {root.log}" if root.log else "its output above"
+        return (
+            f"see {where}; a rank killed by SIGKILL was most likely out of memory, a SIGSEGV/SIGABRT is a "
+            f"crash in native code. Then {again}"
+        )
+    if run.timed_out:
+        return (
+            f"see where each rank was (above). If the job needs longer, raise `{run.plan.timeout_setting}` in "
+            f"[ml-training]" + (" or VDK_ML_TRAINING_SMOKE_TIMEOUT" if run.plan.mode == protocol.SMOKE else "")
+        )
+    return f"see torchrun's log {run.agent_log}, then {again}"
+
+
+def format_agent_log(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").rstrip()
+    except OSError:
+        text = ""
+    return f"--- torchrun's log ({path}) ---\n{text or '(empty)'}\n---"
+
+
+def _rank_line(rank: RankOutcome, mode: str) -> str:
+    facts = []
+    if rank.steps is not None:
+        facts.append(_count(rank.steps, "step"))
+    if isinstance(rank.last_loss, (int, float)):
+        facts.append(f"last loss {rank.last_loss:.4g}")
+    elif rank.last_loss:
+        facts.append(f"last loss {rank.last_loss}")
+    if rank.died_abruptly:
+        status = rank.death()
+    else:
+        status = {
+            protocol.STOPPED: "stopped as planned" if mode == protocol.SMOKE else "stopped",
+            protocol.FINISHED: "the script ended",
+            protocol.FAILED: "failed",
+            protocol.RUNNING: "stopped unfinished",
+        }.get(rank.status, "never started")
+        if rank.crashed_at_exit:
+            status += f", then {rank.death()} while Python shut down"
+    return f"rank {rank.rank}: {', '.join(facts + [status])}"
+
+
+def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
+    lines = []
+    stack = _user_stack(rank.stack, job_dir)
+    if stack:
+        lines += ["", f"Python stack of rank {rank.rank} when it died:", *stack]
+    if rank.log:
+        tail = _tail(rank.log, 15)
+        if tail:
+            lines += ["", f"last output of rank {rank.rank} ({rank.log}):", *(f"  {t}" for t in tail)]
+    return lines
+
+
+def _where(rank: RankOutcome, job_dir: Path) -> list[str]:
+    stack = _user_stack(rank.stack, job_dir)
+    if not stack:
+        return [f"rank {rank.rank}: no stack recorded"]
+    return ["", f"rank {rank.rank} was at:", *stack]
+
+
+# Frames of what started the user's code: runpy, imports, torchrun's agent (ranks are forked from
+# it), the plugin.
+_MACHINERY = re.compile(
+    r'File "(<frozen (runpy|importlib)|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
+    r"|.*/vdk/plugin/ml_training/(runtime|local)/)"
+)
+
+
+def _user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
+    """From a faulthandler dump (innermost frame first): where the main thread was, and the job's
+    own frames that led there."""
+    if not dump:
+        return []
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
+    main = next((b for b in blocks if "most recent call first" in b), blocks[0])
+    frames = [x.strip() for x in main.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
+    if not frames:
+        return []
+    own = [f for f in frames if f'File "{job_dir}' in f]
+    shown = frames[:1] + [f for f in own if f != frames[0]][: limit - 1]
+    if len(shown) > 1 and shown[1] != frames[1]:
+        shown.insert(1, "...")  # library frames between where it was and the job's own code
+    return [f"  {f}" for f in shown]
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").rstrip().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def _needs_gpu(error: dict[str, str]) -> bool:
+    text = (error.get("message", "") + error.get("traceback", "")).lower()
+    return any(word in text for word in ("cuda", "nccl", "gpu", "accelerator"))
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    return f"{n} {noun if n == 1 else plural}"

@@ -1,0 +1,232 @@
+"""Build a job image on top of its base and push it, through the registry API alone.
+
+Nothing is pulled to local disk but the job's own layers: base layers are cross-repository
+mounted when the base lives in the target registry, streamed registry-to-registry otherwise, and
+skipped when the target already has them. A code change therefore costs the upload of one small
+layer, a config and a manifest, whatever the size of the base. The manifest goes last, so a
+failed build leaves no tag behind (only unreferenced blobs, which the registry's GC collects).
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import oci
+from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.plan import Inputs
+from vdk.plugin.ml_training.image.plan import gather
+from vdk.plugin.ml_training.image.plan import image_env
+from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.reference import ImageReference
+from vdk.plugin.ml_training.image.oci import INDEX_TYPES
+from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
+from vdk.plugin.ml_training.image.registry import RegistryClient
+from vdk.plugin.ml_training.image.registry import RetryPolicy
+from vdk.plugin.ml_training.image.registry import file_chunks
+from vdk.plugin.ml_training.job import MLJobSpec
+
+
+PARALLEL_BLOBS = 4
+
+
+@dataclass(frozen=True)
+class PushedLayer:
+    name: str  # base, dependencies, runtime, code
+    digest: str
+    size: int
+    action: str  # uploaded, mounted, copied (from the base's registry), present (already there)
+
+
+@dataclass(frozen=True)
+class PushedImage:
+    reference: str  # registry/repo@sha256:... — what manifests should run
+    digest: str
+    tag_reference: str  # registry/repo:tag, the same image by its content tag
+    base_reference: str  # the base pinned by digest
+    config_digest: str
+    layers: tuple[PushedLayer, ...]
+    dependencies: tuple[tuple[str, str], ...]  # (name, version) installed in the dependency layer
+    python_version: str
+
+    @property
+    def uploaded_bytes(self) -> int:
+        return sum(l.size for l in self.layers if l.action in ("uploaded", "copied"))
+
+    def to_dict(self) -> dict:
+        return {
+            "reference": self.reference,
+            "digest": self.digest,
+            "tag_reference": self.tag_reference,
+            "base_reference": self.base_reference,
+            "config_digest": self.config_digest,
+            "layers": [l.__dict__ for l in self.layers],
+            "dependencies": {name: version for name, version in self.dependencies},
+            "python_version": self.python_version,
+        }
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    reference: ImageReference  # pinned by digest
+    media_type: str
+    layers: list[dict]  # descriptors from its manifest
+    config: dict
+
+
+def resolve_base(client: RegistryClient, ref: ImageReference) -> BaseImage:
+    """The base's linux/amd64 manifest (picked from an index if need be) and its config."""
+    data, media_type = client.get_manifest(ref.repository, ref.ref)
+    digest = oci.digest_of(data)
+    if ref.digest and digest != ref.digest:
+        raise BaseImageError(f"{ref} came back with digest {digest}", "the registry is misbehaving; try again")
+    if media_type in INDEX_TYPES:
+        index = json.loads(data)
+        chosen = [
+            m for m in index.get("manifests", [])
+            if (m.get("platform") or {}).get("os") == "linux" and (m.get("platform") or {}).get("architecture") == "amd64"
+        ]
+        if not chosen:
+            platforms = sorted({f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}" for m in index.get("manifests", [])})
+            raise BaseImageError(
+                f"base image {ref} has no linux/amd64 variant (it has {', '.join(platforms) or 'none'})",
+                "choose a base image built for linux/amd64",
+            )
+        digest = chosen[0]["digest"]
+        data, media_type = client.get_manifest(ref.repository, digest)
+        if oci.digest_of(data) != digest:
+            raise BaseImageError(f"{ref} platform manifest does not match its digest", "try again")
+    if media_type not in MANIFEST_TYPES:
+        raise BaseImageError(
+            f"base image {ref} has a manifest of type {media_type or 'unknown'}, which the builder cannot extend",
+            "use an image pushed as OCI or Docker schema 2 (any image built in the last years is)",
+        )
+    manifest = json.loads(data)
+    config = json.loads(client.get_blob(ref.repository, manifest["config"]["digest"]))
+    return BaseImage(ref.with_digest(digest), media_type, manifest.get("layers", []), config)
+
+
+def build_and_push(
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
+    progress: Progress | None = None,
+    *,
+    created: str | None = None,
+    refresh_dependencies: bool = False,
+    retry: RetryPolicy | None = None,
+) -> PushedImage:
+    """Build the job's image (base + dependencies + runtime + code) and push it to `registry`
+    (host[/path]) as <registry>/<job name>:<content tag>; returns it pinned by digest.
+
+    The same inputs give the same digest. Raises MLTrainingError subclasses (see errors.py)."""
+    progress = progress or Progress()
+    inputs = gather(spec, registry, provenance, created)
+    for f in inputs.code.large_files:
+        progress.stage(f"warning: {f.path} is {f.size / 1e6:.0f} MB; data belongs in object storage, not the image")
+    target = inputs.target
+    same_registry = inputs.base_ref.registry == target.registry
+    with RegistryClient(target.registry, progress, retry) as pusher:
+        with (_Same(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
+            progress.stage(f"Base image {inputs.base_ref}")
+            base = resolve_base(puller, inputs.base_ref)
+            dep_layer = deps.dependency_layer(spec, inputs.base, base.reference.digest or "", progress, refresh_dependencies)
+            with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
+                return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
+
+
+class _Same:
+    """The pushing client doubling as the pulling one (base in the target registry)."""
+
+    def __init__(self, client: RegistryClient):
+        self.client = client
+
+    def __enter__(self) -> RegistryClient:
+        return self.client
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _assemble_and_push(
+    inputs: Inputs,
+    base: BaseImage,
+    dep_layer: deps.DependencyLayer | None,
+    pusher: RegistryClient,
+    puller: RegistryClient,
+    same_registry: bool,
+    tmp: Path,
+    progress: Progress,
+) -> PushedImage:
+    runtime_blob = tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
+    code_blob = tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
+    excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""
+    progress.stage(f"Code: {len(inputs.code.files)} files, {inputs.code.total_bytes / 1e6:.2f} MB{excluded}")
+    ours: list[tuple[str, tarball.LayerBlob, str]] = []
+    if dep_layer is not None:
+        ours.append(("dependencies", dep_layer.blob, f"vdk-ml-training: requirements.txt ({len(dep_layer.packages)} packages) in {layout.DEPS_DIR}"))
+    ours.append(("runtime", runtime_blob, f"vdk-ml-training: runtime package in {layout.LIB_DIR}"))
+    ours.append(("code", code_blob, f"vdk-ml-training: job {inputs.spec.name} in {layout.JOB_DIR}"))
+    new_layers = [oci.NewLayer(b.digest, b.diff_id, b.size, created_by) for _, b, created_by in ours]
+
+    labels = {**inputs.labels, "org.opencontainers.image.base.digest": base.reference.digest or ""}
+    env = image_env(
+        oci.base_env_value(base.config, "PATH") or oci.DEFAULT_PATH,
+        oci.base_env_value(base.config, "PYTHONPATH"),
+        dep_layer is not None,
+    )
+    config = oci.image_config(base.config, new_layers, env, layout.JOB_DIR, list(inputs.command), labels, inputs.created)
+    manifest = oci.manifest(base.media_type, config, base.layers, new_layers)
+
+    target = inputs.target
+    repo = target.repository
+    progress.stage(f"Pushing to {target.registry}/{repo}")
+    # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.
+    tasks = [lambda d=d: _push_base_layer(d, base, pusher, puller, repo, same_registry) for d in base.layers]
+    tasks += [lambda n=name, b=blob: _push_file(n, b, pusher, repo) for name, blob, _ in ours]
+    with ThreadPoolExecutor(max_workers=PARALLEL_BLOBS) as pool:
+        pushed = list(pool.map(lambda task: task(), tasks))
+    if not pusher.blob_exists(repo, oci.digest_of(config)):
+        pusher.upload(repo, oci.digest_of(config), len(config), lambda: [config], "image config")
+    digest = pusher.put_manifest(repo, target.tag or "latest", manifest, base.media_type)
+    moved = sum(l.size for l in pushed if l.action in ("uploaded", "copied"))
+    reused = sum(1 for l in pushed if l.action in ("present", "mounted"))
+    progress.stage(f"Pushed {target.registry}/{repo}@{digest} ({moved / 1e6:.2f} MB sent, {reused} layers reused)")
+    return PushedImage(
+        reference=f"{target.registry}/{repo}@{digest}",
+        digest=digest,
+        tag_reference=str(target),
+        base_reference=str(base.reference),
+        config_digest=oci.digest_of(config),
+        layers=tuple(pushed),
+        dependencies=dep_layer.packages if dep_layer else (),
+        python_version=inputs.base.python_version,
+    )
+
+
+def _push_base_layer(
+    descriptor: dict, base: BaseImage, pusher: RegistryClient, puller: RegistryClient, repo: str, same_registry: bool
+) -> PushedLayer:
+    digest, size = descriptor["digest"], int(descriptor.get("size", 0))
+    if pusher.blob_exists(repo, digest):
+        return PushedLayer("base", digest, size, "present")
+    if same_registry and pusher.mount(repo, digest, base.reference.repository):
+        return PushedLayer("base", digest, size, "mounted")
+    # Another registry: stream it across, never touching the local disk.
+    pusher.upload(repo, digest, size, lambda: puller.open_blob(base.reference.repository, digest), f"base layer {digest[7:19]}")
+    return PushedLayer("base", digest, size, "copied")
+
+
+def _push_file(name: str, blob: tarball.LayerBlob, pusher: RegistryClient, repo: str) -> PushedLayer:
+    if pusher.blob_exists(repo, blob.digest):
+        return PushedLayer(name, blob.digest, blob.size, "present")
+    assert blob.path is not None
+    path = blob.path
+    pusher.upload(repo, blob.digest, blob.size, lambda: file_chunks(path), f"{name} layer")
+    return PushedLayer(name, blob.digest, blob.size, "uploaded")

@@ -1,0 +1,346 @@
+"""The dependency layer: the job's requirements.txt installed for the base image's Python.
+
+uv resolves and installs wheels only, for the base's platform and Python version, into a target
+directory that becomes the layer below DEPS_DIR. What the base already provides (torch and its
+CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base pins a version
+(torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version,
+so torchvision & co. match the base's torch. The finished layer is cached under a key of
+(requirements, base digest, Python version, platform, provided packages): unchanged
+requirements cost one directory lookup.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image.bases import BaseInfo
+from vdk.plugin.ml_training.image.bases import normalise
+from vdk.plugin.ml_training.image.errors import DependencyError
+from vdk.plugin.ml_training.image.errors import NoWheelError
+from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.sources import SourceFile
+from vdk.plugin.ml_training.job import MLJobSpec
+
+REQUIREMENTS = "requirements.txt"
+_FORMAT = "deps-v2"  # bump when the layer's layout changes, so old cache entries are not reused
+_UV_TIMEOUT = 1800
+CACHE_MAX_AGE_DAYS = 30
+_ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
+
+
+@dataclass(frozen=True)
+class DependencyLayer:
+    blob: tarball.LayerBlob
+    packages: tuple[tuple[str, str], ...]  # (name, version) actually installed, sorted
+    has_scripts: bool  # console scripts in DEPS_DIR/bin
+    cache_key: str
+    from_cache: bool
+
+
+def requirements_file(spec: MLJobSpec) -> Path | None:
+    """The job's requirements.txt if it asks for anything."""
+    path = spec.job_dir / REQUIREMENTS
+    return path if path.is_file() and requirement_lines(path) else None
+
+
+def requirement_lines(path: Path) -> list[str]:
+    lines = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            lines.append(line)
+    return lines
+
+
+def cache_root() -> Path:
+    """$VDK_ML_TRAINING_CACHE_DIR, else $XDG_CACHE_HOME/vdk-ml-training, else ~/.cache/vdk-ml-training."""
+    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
+
+
+def _inputs(requirements: bytes, base: BaseInfo) -> dict:
+    return {
+        "format": _FORMAT,
+        "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
+        "python": base.python_version,
+        "platform": base.wheel_platform,
+        "provides": sorted(base.provides),
+        "pins": sorted(base.pins),
+    }
+
+
+def _hash(data: dict) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def cache_key(requirements: bytes, base: BaseInfo, base_digest: str) -> str:
+    return _hash({**_inputs(requirements, base), "base_digest": base_digest})
+
+
+def last_built(requirements: Path, base: BaseInfo) -> dict | None:
+    """What the last build of these requirements for this kind of base produced (any base digest)."""
+    pointer = cache_root() / "deps" / "latest" / f"{_hash(_inputs(requirements.read_bytes(), base))}.json"
+    try:
+        return json.loads(pointer.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def dependency_layer(
+    spec: MLJobSpec, base: BaseInfo, base_digest: str, progress: Progress, refresh: bool = False
+) -> DependencyLayer | None:
+    """The cached or freshly built dependency layer; None when the job has no requirements."""
+    requirements = requirements_file(spec)
+    if requirements is None:
+        return None
+    content = requirements.read_bytes()
+    key = cache_key(content, base, base_digest)
+    entry = cache_root() / "deps" / key
+    if not refresh:
+        cached = _load(entry, key)
+        if cached is not None:
+            os.utime(entry / "layer.json")  # recently used: kept by prune_cache
+            progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
+            return cached
+    progress.stage(f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})")
+    layer = _build(spec, requirements, base, entry, key)
+    latest = cache_root() / "deps" / "latest"
+    latest.mkdir(parents=True, exist_ok=True)
+    _write_json(
+        latest / f"{_hash(_inputs(content, base))}.json",
+        {"key": key, "packages": [list(p) for p in layer.packages], "size": layer.blob.size},
+    )
+    progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
+    prune_cache()
+    return layer
+
+
+def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
+    """Remove dependency layers not used for `max_age_days` (each can be hundreds of MB)."""
+    removed = []
+    cutoff = time.time() - max_age_days * 86400
+    for meta in (cache_root() / "deps").glob("*/layer.json"):
+        try:
+            if meta.stat().st_mtime < cutoff:
+                shutil.rmtree(meta.parent)
+                removed.append(meta.parent)
+        except OSError:
+            pass
+    return removed
+
+
+def _load(entry: Path, key: str) -> DependencyLayer | None:
+    try:
+        meta = json.loads((entry / "layer.json").read_text())
+        blob_path = entry / meta["file"]
+        if blob_path.stat().st_size != meta["size"]:
+            return None
+    except (OSError, ValueError, KeyError):
+        return None
+    blob = tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
+    packages = tuple((name, version) for name, version in meta["packages"])
+    return DependencyLayer(blob, packages, meta["has_scripts"], key, True)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
+    root = cache_root() / "deps"
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
+    try:
+        target = work / "target"
+        _install(spec.job_dir, requirements, base, work, target)
+        packages = installed_packages(target)
+        has_scripts = _fix_scripts(target / "bin")
+        files = scan_tree(target)
+        staged = work / "layer"
+        blob = tarball.write_layer(layout.DEPS_DIR, files, staged, level=tarball.SMALL_GZIP_LEVEL)
+        meta = {
+            "file": blob.path.name if blob.path else "",
+            "digest": blob.digest,
+            "diff_id": blob.diff_id,
+            "size": blob.size,
+            "packages": [list(p) for p in packages],
+            "has_scripts": has_scripts,
+            "python": base.python_version,
+            "platform": base.wheel_platform,
+            "excluded": list(base.provides),
+        }
+        _write_json(staged / "layer.json", meta)
+        shutil.rmtree(entry, ignore_errors=True)
+        try:
+            os.replace(staged, entry)  # the entry appears complete or not at all
+        except OSError:
+            concurrent = _load(entry, key)  # another build of the same inputs finished first
+            if concurrent is None:
+                raise
+            return concurrent
+        return DependencyLayer(
+            tarball.LayerBlob(blob.digest, blob.diff_id, blob.size, entry / meta["file"]),
+            packages,
+            has_scripts,
+            key,
+            False,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def uv_command() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def _uv_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # cross-installing needs no other interpreter
+    env["UV_NO_PROGRESS"] = "1"
+    # Honour a pip index set in the environment (a company mirror) unless uv has its own.
+    if "PIP_INDEX_URL" in env and not ({"UV_INDEX_URL", "UV_DEFAULT_INDEX"} & env.keys()):
+        env["UV_DEFAULT_INDEX"] = env["PIP_INDEX_URL"]
+    if "PIP_EXTRA_INDEX_URL" in env and not ({"UV_EXTRA_INDEX_URL", "UV_INDEX"} & env.keys()):
+        env["UV_INDEX"] = env["PIP_EXTRA_INDEX_URL"]
+    return env
+
+
+def _target_flags(base: BaseInfo) -> list[str]:
+    return [
+        "--python",
+        sys.executable,
+        "--python-platform",
+        base.wheel_platform,
+        "--python-version",
+        base.python_version,
+        "--only-binary",
+        ":all:",
+    ]
+
+
+def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, target: Path) -> None:
+    uv = uv_command()
+    flags = _target_flags(base)
+    constraints: list[str] = []
+    if base.pins:
+        pins = work / "base-pins.txt"
+        pins.write_text("".join(f"{name}=={version}\n" for name, version in base.pins))
+        lock = work / "resolved.txt"
+        _run_uv(
+            [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags, "--no-header", "--no-annotate", "-q", "-o", str(lock)],
+            job_dir,
+            base,
+        )
+        constraints = ["-c", str(lock)]
+    excludes: list[str] = []
+    if base.provides:
+        provided = work / "base-provides.txt"
+        provided.write_text("".join(f"{name}\n" for name in base.provides))
+        excludes = ["--excludes", str(provided)]
+    _run_uv(
+        [uv, "pip", "install", "--target", str(target), "-r", str(requirements), *constraints, *excludes, *flags, "--link-mode", "copy", "-q"],
+        job_dir,
+        base,
+    )
+
+
+def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=_uv_env(), capture_output=True, text=True, timeout=_UV_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise DependencyError(
+            f"installing requirements.txt took longer than {_UV_TIMEOUT // 60} minutes",
+            "check the connection to the package index, then deploy again",
+        ) from None
+    if done.returncode == 0:
+        return
+    detail = _uv_message(done.stderr)
+    no_wheel = _packages_without_wheels(done.stderr)
+    if no_wheel:
+        raise NoWheelError(no_wheel, base.python_version, base.wheel_platform, detail)
+    raise DependencyError(
+        f"requirements.txt cannot be installed for Python {base.python_version} on {base.wheel_platform}:\n{detail}",
+        "fix the requirement named above (a version that exists, or one that agrees with the others); "
+        "`uv pip compile requirements.txt` shows the same resolution locally",
+    )
+
+
+def _uv_message(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("Using CPython")]
+    return "\n".join(lines[-15:])
+
+
+def _packages_without_wheels(stderr: str) -> list[str]:
+    names = re.findall(r"Wheels are required for `([^`]+)`", stderr)
+    names += re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no (?:usable )?wheels", stderr)
+    return sorted(dict.fromkeys(normalise(n) for n in names))
+
+
+def installed_packages(target: Path) -> tuple[tuple[str, str], ...]:
+    """(name, version) of every distribution installed in a target directory."""
+    found = []
+    for meta in target.glob("*.dist-info/METADATA"):
+        name = version = None
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Name:"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("Version:"):
+                version = line.split(":", 1)[1].strip()
+            elif not line.strip():
+                break
+        if name and version:
+            found.append((normalise(name), version))
+    return tuple(sorted(found))
+
+
+def _fix_scripts(bin_dir: Path) -> bool:
+    """Point console scripts at the image's `python`, not at the interpreter that installed them."""
+    if not bin_dir.is_dir():
+        return False
+    for script in bin_dir.iterdir():
+        if not script.is_file() or script.is_symlink():
+            continue
+        data = script.read_bytes()
+        first, newline, rest = data.partition(b"\n")
+        if _ENTRY_SCRIPT.match(first):
+            mode = script.stat().st_mode
+            script.unlink()  # a fresh file: never write through a link into uv's cache
+            script.write_bytes(b"#!/usr/bin/env python" + newline + rest)
+            script.chmod(mode)
+    return any(bin_dir.iterdir())
+
+
+def scan_tree(root: Path) -> list[SourceFile]:
+    """Every file and symlink below root, sorted (no exclusions: an installed package is taken whole)."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in [*filenames, *[d for d in dirnames if (base / d).is_symlink()]]:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                files.append(SourceFile(rel, path, 0, link=os.readlink(path)))
+            elif path.is_file():
+                info = path.stat()
+                files.append(SourceFile(rel, path, info.st_size, bool(info.st_mode & 0o100)))
+    files.sort(key=lambda f: f.path.encode())
+    return files

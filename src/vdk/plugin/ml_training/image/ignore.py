@@ -1,0 +1,199 @@
+"""Which files of a job directory never go into an image, and which the user's ignore files drop.
+
+Secrets and machine-local clutter are excluded whatever the ignore files say; everything else
+follows `.gitignore` (every level from the repository root down) and then `.vdkignore` in the
+job directory, whose `!pattern` lines can bring back what `.gitignore` drops.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+VDKIGNORE = ".vdkignore"
+GITIGNORE = ".gitignore"
+
+_VCS = "version-control data"
+_CACHE = "cache, rebuilt at run time"
+_SECRET_ENV = "environment file (may hold secrets)"
+_KEY = "private key"
+_CREDENTIALS = "credential file"
+
+# Directory names excluded wherever they appear.
+ALWAYS_EXCLUDED_DIRS = {
+    ".git": _VCS,
+    ".hg": _VCS,
+    ".svn": _VCS,
+    "__pycache__": "Python bytecode cache",
+    ".ipynb_checkpoints": _CACHE,
+    ".pytest_cache": _CACHE,
+    ".mypy_cache": _CACHE,
+    ".ruff_cache": _CACHE,
+    ".venv": "virtual environment",
+    "venv": "virtual environment",
+}
+# File name patterns excluded wherever they appear (fnmatch, matched against the base name).
+ALWAYS_EXCLUDED_FILES = (
+    (".env", _SECRET_ENV),
+    (".env*", _SECRET_ENV),
+    ("*.keytab", "Kerberos keytab (a credential)"),
+    ("id_rsa", _KEY),
+    ("id_dsa", _KEY),
+    ("id_ecdsa", _KEY),
+    ("id_ed25519", _KEY),
+    ("*.key", _KEY),
+    ("*.ppk", _KEY),
+    ("*.p12", _KEY),
+    ("*.pfx", _KEY),
+    ("*.jks", _KEY),
+    (".netrc", _CREDENTIALS),
+    ("_netrc", _CREDENTIALS),
+    (".pgpass", _CREDENTIALS),
+    (".pypirc", _CREDENTIALS),
+    (".npmrc", _CREDENTIALS),
+    (".git-credentials", _CREDENTIALS),
+    (".dockercfg", _CREDENTIALS),
+    ("*.kubeconfig", _CREDENTIALS),
+    ("kubeconfig", _CREDENTIALS),
+    ("credentials.json", _CREDENTIALS),
+    ("*.pyc", "Python bytecode cache"),
+    ("*.pyo", "Python bytecode cache"),
+    (".DS_Store", "desktop metadata"),
+)
+# Paths (relative, any depth) excluded as credential stores of well-known tools.
+ALWAYS_EXCLUDED_SUFFIXES = (
+    (".docker/config.json", _CREDENTIALS),
+    (".aws/credentials", _CREDENTIALS),
+    (".kube/config", _CREDENTIALS),
+    (".config/gcloud/credentials.db", _CREDENTIALS),
+)
+# Small files are read this far to catch keys under innocent names.
+SNIFF_BYTES = 8192
+SNIFF_MAX_SIZE = 1 << 20
+_PEM_PRIVATE_KEY = re.compile(rb"(?m)^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
+_SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
+
+
+def always_excluded_dir(name: str, path: Path) -> str | None:
+    """Why a directory is never copied, or None."""
+    if name in ALWAYS_EXCLUDED_DIRS:
+        return ALWAYS_EXCLUDED_DIRS[name]
+    if (path / "pyvenv.cfg").is_file():
+        return "virtual environment"
+    return None
+
+
+def always_excluded_file(relpath: str, name: str) -> str | None:
+    """Why a file is never copied (by its name), or None."""
+    for pattern, reason in ALWAYS_EXCLUDED_FILES:
+        if fnmatch.fnmatchcase(name, pattern):
+            return reason
+    for suffix, reason in ALWAYS_EXCLUDED_SUFFIXES:
+        if relpath == suffix or relpath.endswith("/" + suffix):
+            return reason
+    return None
+
+
+def secret_content(path: Path, size: int) -> str | None:
+    """Why a file's content marks it as a secret (a PEM private key, a cloud key file), or None."""
+    if size > SNIFF_MAX_SIZE or size == 0:
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if _PEM_PRIVATE_KEY.search(head):
+        return "private key (PEM content)"
+    if path.suffix == ".json" and _SERVICE_ACCOUNT.search(head) and b'"private_key"' in head:
+        return "cloud service-account key"
+    return None
+
+
+@dataclass(frozen=True)
+class _Rules:
+    spec: pathspec.GitIgnoreSpec
+    source: str  # for messages: ".gitignore", "data/.gitignore", "../.gitignore", ".vdkignore"
+    inside: str = ""  # rules of a directory inside the job: apply below it, paths taken relative to it
+    above: str = ""  # rules of an enclosing directory: the job dir's path relative to that directory
+
+    def local_path(self, target: str) -> str | None:
+        if self.above:
+            return self.above + target
+        if self.inside:
+            return target[len(self.inside) :] if target.startswith(self.inside) else None
+        return target
+
+    def pattern(self, index: int | None) -> str:
+        patterns = list(self.spec.patterns)
+        if index is None or not 0 <= index < len(patterns):
+            return "?"
+        text = getattr(patterns[index], "pattern", None)
+        return text if isinstance(text, str) else "?"
+
+
+def _read_rules(path: Path, source: str, inside: str = "", above: str = "") -> _Rules | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+    if not any(p.include is not None for p in spec.patterns):
+        return None
+    return _Rules(spec, source, inside, above)
+
+
+def _repository_root(job_dir: Path) -> Path | None:
+    for parent in [job_dir, *job_dir.parents]:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+class IgnoreRules:
+    """The layered .gitignore / .vdkignore rules of one job directory.
+
+    Like git, the last matching pattern wins, deeper .gitignore files come after shallower
+    ones, and nothing inside an ignored directory can be brought back. `.vdkignore` comes last.
+    Only committed-style ignore files count (not .git/info/exclude or a global excludes file),
+    so every checkout of the same tree gives the same image.
+    """
+
+    def __init__(self, job_dir: Path):
+        self.job_dir = job_dir
+        self.outer: list[_Rules] = []  # .gitignore files of enclosing directories, outermost first
+        repo = _repository_root(job_dir)
+        if repo is not None and repo != job_dir:
+            for ancestor in [repo, *[p for p in reversed(job_dir.parents) if repo in p.parents]]:
+                above = job_dir.relative_to(ancestor).as_posix() + "/"
+                source = os.path.relpath(ancestor / GITIGNORE, job_dir)
+                rules = _read_rules(ancestor / GITIGNORE, source, above=above)
+                if rules:
+                    self.outer.append(rules)
+        self.vdkignore = _read_rules(job_dir / VDKIGNORE, VDKIGNORE)
+
+    @staticmethod
+    def nested(reldir: str, path: Path) -> _Rules | None:
+        """The .gitignore of a directory of the job (reldir "" for the job dir itself)."""
+        if not reldir:
+            return _read_rules(path / GITIGNORE, GITIGNORE)
+        return _read_rules(path / GITIGNORE, f"{reldir}/{GITIGNORE}", inside=reldir + "/")
+
+    def check(self, relpath: str, is_dir: bool, nested: list[_Rules]) -> str | None:
+        """Why the path is ignored (e.g. "`.gitignore`: data/"), or None when it is included."""
+        target = relpath + "/" if is_dir else relpath
+        verdict: str | None = None
+        for rules in [*self.outer, *nested, *([self.vdkignore] if self.vdkignore else [])]:
+            local = rules.local_path(target)
+            if local is None:
+                continue
+            result = rules.spec.check_file(local)
+            if result.include is True:
+                verdict = f"{rules.source}: {rules.pattern(result.index)}"
+            elif result.include is False:
+                verdict = None
+        return verdict

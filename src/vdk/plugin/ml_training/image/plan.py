@@ -1,0 +1,264 @@
+"""What a job image will hold, worked out without contacting anything: the dry run.
+
+`plan_image` scans the job directory, the plugin's runtime package and requirements.txt, and
+derives the reference the build would push (`registry/<job>:<tag>`, the tag a hash of every
+input, so a plan and the build that follows name the same tag). `ImagePlan.render()` is the
+report for stderr.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import datetime
+from datetime import timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
+
+from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image.bases import BaseInfo
+from vdk.plugin.ml_training.image.bases import base_info
+from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.reference import ImageReference
+from vdk.plugin.ml_training.image.reference import parse_reference
+from vdk.plugin.ml_training.image.reference import split_registry
+from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.image.sources import FileSet
+from vdk.plugin.ml_training.image.sources import scan_job_dir
+from vdk.plugin.ml_training.image.sources import scan_runtime_package
+from vdk.plugin.ml_training.job import MLJobSpec
+
+FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
+_FORMAT = "image-v1"  # part of every tag: bump when the image layout changes
+LABEL_PREFIX = "io.vdk.ml-training"
+BOOTSTRAP_FILE = "vdk/plugin/ml_training/runtime/bootstrap.py"
+
+
+def created_timestamp(created: str | None = None) -> str:
+    """The image's creation time: `created` if given, else $SOURCE_DATE_EPOCH, else a fixed date,
+    so that the same inputs give the same digest (reproducible-builds.org convention)."""
+    if created:
+        return created
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        return datetime.fromtimestamp(int(epoch), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return FIXED_CREATED
+
+
+def _public_url(url: str | None) -> str | None:
+    """A remote URL without any user:token@ part (that must never end up in an image label)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme and parts.netloc and "@" in parts.netloc:
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return url
+
+
+def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, python_version: str) -> dict[str, str]:
+    """OCI labels: where the code came from and which job/spec it is. Nothing user- or time-specific
+    (unless `created` is), so that two people building the same commit get the same digest."""
+    labels = {
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.title": spec.name,
+        "org.opencontainers.image.base.name": spec.base_image,
+        f"{LABEL_PREFIX}.job": spec.name,
+        f"{LABEL_PREFIX}.spec-sha256": spec.fingerprint(),
+        f"{LABEL_PREFIX}.python": python_version,  # what the dependency layer was built for
+    }
+    if provenance.git_commit:
+        labels["org.opencontainers.image.revision"] = provenance.git_commit
+    source = _public_url(provenance.git_remote)
+    if source:
+        labels["org.opencontainers.image.source"] = source
+    if spec.team:
+        labels[f"{LABEL_PREFIX}.team"] = spec.team
+    if provenance.git_dirty:
+        labels[f"{LABEL_PREFIX}.git-dirty"] = "true"
+        if provenance.git_diff_sha256:
+            labels[f"{LABEL_PREFIX}.git-diff-sha256"] = provenance.git_diff_sha256
+    return labels
+
+
+def image_env(base_path: str | None, base_pythonpath: str | None, with_deps: bool) -> dict[str, str]:
+    """What the job's layers add to the base's environment."""
+    env = {"PYTHONPATH": layout.PYTHONPATH + (f":{base_pythonpath}" if base_pythonpath else ""), "PYTHONUNBUFFERED": "1"}
+    if with_deps:
+        env["PATH"] = f"{layout.DEPS_DIR}/bin:{base_path or ''}".rstrip(":")
+    return env
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    name: str  # dependencies, runtime, code
+    directory: str  # where it lands in the image
+    files: int | None  # None: known only after installing
+    bytes: int | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    job: str
+    reference: str  # registry/repo:tag that a build would push (the digest comes with the build)
+    repository: ImageReference
+    base_image: str
+    base: BaseInfo
+    layers: tuple[LayerPlan, ...]
+    requirements: tuple[str, ...]
+    excluded: tuple  # sources.Excluded of the job directory
+    large_files: tuple  # sources.SourceFile over LARGE_FILE_BYTES
+    working_dir: str
+    command: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # added to the base's environment
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        return [
+            f"{f.path} is {_size(f.size)}: files over {_size(LARGE_FILE_BYTES)} make every deploy slower; "
+            "put data in object storage (or list it in .vdkignore)"
+            for f in self.large_files
+        ]
+
+    def render(self, max_excluded: int = 25) -> str:
+        """The plan as text for a person (stderr)."""
+        lines = [
+            f"Image for job {self.job}",
+            f"  reference  {self.reference}  (the digest is known once built)",
+            f"  base       {self.base_image}",
+            f"             {self.base.describe()}",
+            "  layers on top of the base:",
+        ]
+        for layer in self.layers:
+            size = "" if layer.files is None else f"{layer.files} files, {_size(layer.bytes or 0)}"
+            text = "; ".join(t for t in (size, layer.detail) if t)
+            lines.append(f"    {layer.name:<13}{layer.directory:<19}{text}")
+        if self.excluded:
+            lines.append(f"  excluded from the code layer ({len(self.excluded)}):")
+            for item in self.excluded[:max_excluded]:
+                lines.append(f"    {item.path}  ({item.reason})")
+            if len(self.excluded) > max_excluded:
+                lines.append(f"    ... and {len(self.excluded) - max_excluded} more")
+        for warning in self.warnings():
+            lines.append(f"  warning: {warning}")
+        lines += [
+            f"  workdir    {self.working_dir}",
+            f"  command    {shlex.join(self.command)}",
+            "  env        " + "  ".join(f"{k}={v}" for k, v in self.env.items()) + "  (+ the base's)",
+        ]
+        lines += [f"  label      {k}={v}" for k, v in sorted(self.labels.items())]
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything an image is made of, gathered without contacting anything."""
+
+    spec: MLJobSpec
+    target: ImageReference  # registry/repo:tag
+    base_ref: ImageReference
+    base: BaseInfo
+    code: FileSet
+    runtime: FileSet
+    requirements: Path | None
+    labels: dict[str, str]
+    created: str
+    command: tuple[str, ...]
+    code_diff_id: str
+    runtime_diff_id: str
+
+
+def target_repository(registry: str, spec: MLJobSpec) -> tuple[str, str]:
+    """(registry host, repository) that a job's image is pushed to: <registry path>/<job name>."""
+    host, prefix = split_registry(registry)
+    name = spec.kubernetes_name()
+    return host, f"{prefix}/{name}" if prefix else name
+
+
+def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None) -> Inputs:
+    host, repository = target_repository(registry, spec)
+    base = base_info(spec)
+    base_ref = parse_reference(spec.base_image)
+    code = scan_job_dir(spec.job_dir)
+    runtime = scan_runtime_package()
+    if not any(f.path == BOOTSTRAP_FILE for f in runtime.files):
+        raise ImageBuildError(
+            f"the plugin's runtime package is incomplete: {runtime.root / 'runtime' / 'bootstrap.py'} is missing, "
+            "and every job image starts through it",
+            "reinstall vdk-ml-training (`pip install --force-reinstall vdk-ml-training`)",
+        )
+    requirements = deps.requirements_file(spec)
+    created = created_timestamp(created)
+    labels = image_labels(spec, provenance, created, base.python_version)
+    command = tuple(layout.launch_command(spec))
+    code_diff_id = tarball.diff_id(layout.JOB_DIR, code.files)
+    runtime_diff_id = tarball.diff_id(layout.LIB_DIR, runtime.files)
+    tag = _content_tag(
+        code_diff_id, runtime_diff_id, requirements, spec.base_image, base, labels, command, created
+    )
+    target = ImageReference(host, repository, tag)
+    return Inputs(spec, target, base_ref, base, code, runtime, requirements, labels, created, command, code_diff_id, runtime_diff_id)
+
+
+def _content_tag(code_diff_id, runtime_diff_id, requirements, base_image, base, labels, command, created) -> str:
+    data = {
+        "format": _FORMAT,
+        "code": code_diff_id,
+        "runtime": runtime_diff_id,
+        "requirements": hashlib.sha256(requirements.read_bytes()).hexdigest() if requirements else None,
+        "base_image": base_image,
+        "base": [base.python_version, base.wheel_platform, sorted(base.provides), sorted(base.pins)],
+        "labels": labels,
+        "command": list(command),
+        "created": created,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def plan_image(
+    spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None
+) -> ImagePlan:
+    """What building the job's image would produce. Reads local files only: no registry, no index."""
+    inputs = gather(spec, registry, provenance, created)
+    layers = []
+    requirement_names: tuple[str, ...] = ()
+    if inputs.requirements:
+        requirement_names = tuple(deps.requirement_lines(inputs.requirements))
+        previous = deps.last_built(inputs.requirements, inputs.base)
+        detail = f"{len(requirement_names)} lines of requirements.txt, resolved at build time"
+        if previous:
+            detail += f" (last build: {len(previous.get('packages', []))} packages, {_size(previous.get('size', 0))})"
+        if inputs.base.provides:
+            detail += "; skips what the base provides"
+        layers.append(LayerPlan("dependencies", layout.DEPS_DIR, None, None, detail))
+    layers.append(LayerPlan("runtime", layout.LIB_DIR, len(inputs.runtime.files), inputs.runtime.total_bytes, "vdk-ml-training runtime"))
+    layers.append(LayerPlan("code", layout.JOB_DIR, len(inputs.code.files), inputs.code.total_bytes, f"{len(inputs.code.excluded)} excluded"))
+    return ImagePlan(
+        job=spec.name,
+        reference=str(inputs.target),
+        repository=inputs.target,
+        base_image=spec.base_image,
+        base=inputs.base,
+        layers=tuple(layers),
+        requirements=requirement_names,
+        excluded=inputs.code.excluded,
+        large_files=inputs.code.large_files,
+        working_dir=layout.JOB_DIR,
+        command=inputs.command,
+        env=image_env("$PATH", None, inputs.requirements is not None),
+        labels=inputs.labels,
+    )

@@ -1,0 +1,259 @@
+"""Starts torchrun for a `LaunchPlan`, relays rank 0's output, enforces the timeout and, whatever
+happens (a timeout, Ctrl-C, an error here), leaves no process behind."""
+from __future__ import annotations
+
+import codecs
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+from typing import Callable
+
+from vdk.plugin.ml_training.local.plan import LaunchPlan
+from vdk.plugin.ml_training.runtime import protocol
+
+AGENT_LOG = "agent.log"
+# Run directories live here; a failed run's stays for its logs until it is a day old.
+RUNS_DIR = Path(tempfile.gettempdir()) / f"vdk-ml-training-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+KEEP_FAILED_RUNS_SECONDS = 86400
+PORT_ATTEMPTS = 3
+# After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
+TERMINATE_GRACE_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """What happened to the process tree: torchrun's exit code, time taken, why it was stopped."""
+
+    plan: LaunchPlan
+    run_dir: Path
+    exit_code: int | None
+    wall_seconds: float
+    timed_out: bool
+
+    @property
+    def agent_log(self) -> Path:
+        return self.run_dir / AGENT_LOG
+
+
+def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> LocalRun:
+    """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    RUNS_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _prune_old_runs()
+    for attempt in range(PORT_ATTEMPTS):
+        run = _launch_once(plan, stdout, stderr)
+        if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
+            return run
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # nothing ran: try another port
+    raise AssertionError("unreachable")
+
+
+def _launch_once(plan: LaunchPlan, stdout: IO[str], stderr: IO[str]) -> LocalRun:
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=RUNS_DIR))
+    started = time.monotonic()
+    with open(run_dir / AGENT_LOG, "wb") as agent_log, _Console(stdout, stderr, run_dir) as console:
+        env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
+        proc = subprocess.Popen(
+            plan.command(run_dir, free_port()),
+            cwd=plan.spec.job_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=console.stdout_target,
+            stderr=agent_log,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
+        )
+        console.started(proc)
+        timed_out = False
+        try:
+            proc.wait(timeout=plan.timeout_seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            terminate(proc, run_dir)
+        except BaseException:
+            terminate(proc, run_dir)
+            raise
+    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out)
+
+
+def free_port() -> int:
+    """A free TCP port below the range the kernel hands out on its own (so no outgoing connection
+    takes it before torchrun listens on it), or any free port if that range is unknown."""
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(50):
+        port = random.randrange(20000, max(low, 20001))
+        if _bindable(port):
+            return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _lost_port_race(run: LocalRun) -> bool:
+    """Another process took the port between our check and torchrun's listen; no rank started."""
+    if run.exit_code == 0 or protocol.read_results(run.run_dir):
+        return False
+    try:
+        return "EADDRINUSE" in run.agent_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def _prune_old_runs() -> None:
+    cutoff = time.time() - KEEP_FAILED_RUNS_SECONDS
+    for old in RUNS_DIR.iterdir():
+        try:
+            if old.is_dir() and old.stat().st_mtime < cutoff:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def terminate(proc: subprocess.Popen, run_dir: Path) -> None:
+    """SIGTERM torchrun's process group and every rank's (ranks started by torchrun live in their
+    own sessions); SIGKILL whatever is left after a grace period."""
+    groups = {proc.pid} | {
+        int(r["pid"]) for r in protocol.read_results(run_dir).values() if isinstance(r.get("pid"), int)
+    }
+    _signal_groups(groups, signal.SIGTERM)
+    deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
+    while time.monotonic() < deadline and any(_alive(g) for g in groups):
+        time.sleep(0.05)
+        proc.poll()
+    _signal_groups(groups, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_groups(groups: set[int], sig: signal.Signals) -> None:
+    for group in groups:
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+class _Console:
+    """Where rank 0's output goes.
+
+    stdout: torchrun (and so rank 0) writes straight to our stdout's file descriptor when it has one,
+    so a terminal stays a terminal; otherwise (click's test runner) through a pipe copied into
+    `stdout`. stderr: torchrun's own goes to agent.log, so rank 0 reopens ours: the terminal by
+    name, or else a FIFO that a thread copies into `stderr`.
+    """
+
+    def __init__(self, stdout: IO[str], stderr: IO[str], run_dir: Path):
+        self.stdout, self.stderr, self.run_dir = stdout, stderr, run_dir
+        self.env: dict[str, str] = {}
+        self.stdout_target: int | None = None
+        self._threads: list[threading.Thread] = []
+        self._fifo_fds: tuple[int, int] | None = None
+
+    def __enter__(self) -> "_Console":
+        out_fd = _real_fd(self.stdout)
+        self.stdout_target = out_fd if out_fd is not None else subprocess.PIPE
+        err_fd = _real_fd(self.stderr)
+        if err_fd is not None and os.isatty(err_fd):
+            self.env[protocol.CONSOLE_STDERR] = os.ttyname(err_fd)
+        else:
+            self._relay_stderr_through_fifo(err_fd)
+        return self
+
+    def _relay_stderr_through_fifo(self, err_fd: int | None) -> None:
+        fifo = self.run_dir / "rank-0.stderr"
+        try:
+            os.mkfifo(fifo, 0o600)
+        except (AttributeError, OSError):
+            return  # no FIFOs here: rank 0's stderr joins its stdout
+        read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        # Our own writer end keeps the reader from seeing end-of-file before rank 0 opens it.
+        self._fifo_fds = (read_fd, os.open(fifo, os.O_WRONLY))
+        os.set_blocking(read_fd, True)
+        self._copy(lambda: os.read(read_fd, 65536), _sink(self.stderr, err_fd))
+        self.env[protocol.CONSOLE_STDERR] = str(fifo)
+
+    def started(self, proc: subprocess.Popen) -> None:
+        if proc.stdout is not None:
+            self._copy(lambda: proc.stdout.read1(65536), _sink(self.stdout, None))  # type: ignore[union-attr]
+
+    def __exit__(self, *exc) -> None:
+        if self._fifo_fds:
+            os.close(self._fifo_fds[1])
+        for thread in self._threads:
+            # A process that outlived the run (a stray DataLoader worker) may hold a pipe open.
+            thread.join(timeout=2)
+        if self._fifo_fds:
+            os.close(self._fifo_fds[0])
+        self.stdout.flush()
+        self.stderr.flush()
+
+    def _copy(self, read: Callable[[], bytes], write: Callable[[bytes], None]) -> None:
+        def pump() -> None:
+            try:
+                while True:
+                    data = read()
+                    if not data:
+                        return
+                    write(data)
+            except (OSError, ValueError):
+                return
+
+        thread = threading.Thread(target=pump, name="vdk-ml-console", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+
+def _real_fd(stream: IO[str]) -> int | None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    stream.flush()
+    return fd
+
+
+def _sink(stream: IO[str], fd: int | None) -> Callable[[bytes], None]:
+    if fd is not None:
+
+        def write_fd(data: bytes) -> None:
+            while data:
+                data = data[os.write(fd, data) :]
+
+        return write_fd
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def write_text(data: bytes) -> None:
+        stream.write(decoder.decode(data))
+        stream.flush()
+
+    return write_text

@@ -1,0 +1,241 @@
+"""How a local run ended, from the ranks' result files and torchrun's log: passed or not, steps and
+losses per rank, and for a failure its root cause (the first rank that failed) and nothing else."""
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from vdk.plugin.ml_training.local.launcher import LocalRun
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.units import format_duration
+
+# A rank's end as torchrun's ChildFailedError lists it.
+_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+_FIRST_FAILURE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+# torchrun stopping the ranks still alive after a failure (forked ranks / fresh interpreters).
+_CLOSED = re.compile(r"(?:Closing process (\d+) via signal|Sending process (\d+) closing signal)")
+# faulthandler's header when the interpreter itself crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL).
+_CRASH = re.compile(r"Fatal Python error: ([^\n]+)")
+_SOURCE_LOCATION = re.compile(r"\[/[^\]\s]+:\d+\] ")
+MISSING = "missing"  # no result file: the rank never got to run its bootstrap
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    rank: int
+    status: str  # a protocol status, or MISSING
+    steps: int | None = None
+    last_loss: float | str | None = None
+    error: dict[str, str] | None = None  # type, message, traceback
+    ended_at: float | None = None
+    exit_code: int | None = None  # as torchrun saw it, when it reported one
+    adaptations: dict[str, int] = field(default_factory=dict)
+    log: Path | None = None  # rank >= 1: its stdout and stderr
+    stack: str = ""  # faulthandler's dump: set when it crashed or was terminated
+    stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
+
+    @property
+    def crash(self) -> str | None:
+        """'Segmentation fault', ... when the interpreter crashed."""
+        match = _CRASH.search(self.stack)
+        return match.group(1).strip() if match else None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status in (protocol.STOPPED, protocol.FINISHED)
+
+    @property
+    def crashed_at_exit(self) -> bool:
+        """Reported success, then its interpreter died shutting down (a library's thread or destructor)."""
+        return self.succeeded and self.exit_code is not None and self.exit_code not in (0, -signal.SIGTERM)
+
+    @property
+    def died_abruptly(self) -> bool:
+        """Ended without reporting, by a signal or exit of its own, not stopped after another's failure."""
+        if self.status not in (protocol.RUNNING, MISSING):
+            return False
+        if self.exit_code is not None:
+            return self.exit_code not in (0, -signal.SIGTERM)
+        # Forked ranks: torchrun names the exit status of the first rank it saw end only. A stack dump
+        # without a crash header is faulthandler's answer to SIGTERM: someone stopped the rank.
+        if self.crash is not None:
+            return True
+        return self.status == protocol.RUNNING and not self.stopped_by_torchrun and not self.stack
+
+    def death(self) -> str:
+        """'was killed by SIGSEGV' / 'exited with code 3 ...' / 'died without a Python error ...'."""
+        if self.exit_code is None:
+            if self.crash:
+                return f"crashed ({self.crash})"
+            return (
+                "died without a Python error (a signal such as SIGKILL, often the out-of-memory killer, "
+                "or os._exit())"
+            )
+        if self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = f"signal {-self.exit_code}"
+            return f"was killed by {name}"
+        return f"exited with code {self.exit_code}" + ("" if self.succeeded else " before reporting")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: LocalRun
+    ranks: list[RankOutcome]
+    passed: bool
+    root_cause: RankOutcome | None  # the rank to blame for a failure, when one can be named
+    headline: str  # one line: what went wrong (empty when passed)
+    consequences: list[RankOutcome] = field(default_factory=list)  # ranks that failed after it
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int | None:
+        counts = [r.steps for r in self.ranks if r.steps is not None]
+        return min(counts) if counts else None
+
+    def adaptations(self) -> list[str]:
+        seen: dict[str, int] = {}
+        for rank in self.ranks:
+            for name, count in rank.adaptations.items():
+                seen[name] = max(seen.get(name, 0), count)
+        return list(seen)
+
+
+def analyse(run: LocalRun) -> RunOutcome:
+    exit_codes, first_failed, stopped_pids = _agent_failures(run.agent_log)
+    records = protocol.read_results(run.run_dir)
+    if run.exit_code == 0:
+        # torchrun saw every rank exit with 0: one without a final word ended by os._exit(0)
+        for record in records.values():
+            if record.get("status") == protocol.RUNNING:
+                record["status"] = protocol.FINISHED
+    ranks = [
+        _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
+        for rank in range(run.plan.processes)
+    ]
+    passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded and not r.crashed_at_exit for r in ranks)
+    warnings = _warnings(run, ranks) if passed else []
+    if passed:
+        return RunOutcome(run, ranks, True, None, "", warnings=warnings)
+    root, headline = _root_cause(run, ranks, first_failed)
+    others = [r for r in ranks if r is not root and (r.status == protocol.FAILED or r.died_abruptly)]
+    return RunOutcome(run, ranks, False, root, headline, others, warnings)
+
+
+def _rank(
+    run_dir: Path, rank: int, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
+) -> RankOutcome:
+    log = protocol.log_path(run_dir, rank)
+    stack_file = protocol.stack_path(run_dir, rank)
+    stack = stack_file.read_text(encoding="utf-8", errors="replace").strip() if stack_file.exists() else ""
+    if record is None:
+        return RankOutcome(rank, MISSING, exit_code=exit_code, log=log if log.exists() else None, stack=stack)
+    return RankOutcome(
+        rank=rank,
+        status=str(record.get("status", protocol.RUNNING)),
+        steps=record.get("steps"),
+        last_loss=record.get("last_loss"),
+        error=record.get("error"),
+        ended_at=record.get("ended_at"),
+        exit_code=exit_code,
+        adaptations=dict(record.get("adaptations") or {}),
+        log=log if log.exists() else None,
+        stack=stack,
+        stopped_by_torchrun=record.get("pid") in stopped_pids,
+    )
+
+
+def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None, set[int]]:
+    """From torchrun's log: rank -> exit code for each failed rank it listed, the rank it saw fail
+    first, and the pids of the ranks it stopped because another had failed."""
+    try:
+        text = agent_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}, None, set()
+    stopped = {int(a or b) for a, b in _CLOSED.findall(text)}
+    codes = {int(rank): int(code) for rank, code in _FAILURE.findall(text)}
+    first = None
+    root_section = text.split("Root Cause", 1)
+    if len(root_section) == 2:
+        match = _FAILURE.search(root_section[1])
+        if match:
+            first = int(match.group(1))
+    if first is None:
+        match = _FIRST_FAILURE.search(text)
+        if match:
+            first = int(match.group(2))  # single node: local rank == rank
+            codes.setdefault(first, int(match.group(1)))
+    return codes, first, stopped
+
+
+def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | None) -> tuple[RankOutcome | None, str]:
+    # A rank that died without a word (a segfault, the OOM killer) makes its peers fail, never the
+    # reverse: a rank that raises reports before it exits.
+    died = [r for r in ranks if r.died_abruptly]
+    if died:
+        root = next((r for r in died if r.rank == first_failed), died[0])
+        return root, f"rank {root.rank} {root.death()}"
+    failed = sorted((r for r in ranks if r.status == protocol.FAILED), key=lambda r: r.ended_at or float("inf"))
+    if failed:
+        root = failed[0]
+        return root, f"rank {root.rank} failed: {one_line(root.error)}"
+    at_exit = [r for r in ranks if r.crashed_at_exit]
+    if at_exit:
+        root = next((r for r in at_exit if r.rank == first_failed), at_exit[0])
+        return root, f"rank {root.rank} {root.death()} after its script ended, while Python shut down"
+    if run.timed_out:
+        running = [str(r.rank) for r in ranks if not r.succeeded]
+        who = f"rank {', '.join(running)} still running" if running else "torchrun still running"
+        limit = format_duration(run.plan.timeout_seconds or 0)
+        return None, f"timed out after {limit} ({run.plan.timeout_setting}): {who}"
+    if not any(r.status != MISSING for r in ranks):
+        return None, f"torchrun failed before any rank started (exit code {run.exit_code})"
+    unfinished = [r for r in ranks if not r.succeeded]
+    if unfinished:
+        root = unfinished[0]
+        return root, f"rank {root.rank} {root.death()}"
+    return None, f"torchrun exited with code {run.exit_code}"
+
+
+def _warnings(run: LocalRun, ranks: list[RankOutcome]) -> list[str]:
+    if run.plan.mode != protocol.SMOKE:
+        return []
+    wanted = run.plan.spec.smoke_steps
+    out = []
+    steps = {r.rank: r.steps or 0 for r in ranks}
+    if all(s == 0 for s in steps.values()):
+        out.append(
+            "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer, "
+            "so this run did not check training"
+        )
+    else:
+        short: dict[int, list[int]] = {}
+        for rank, done in steps.items():
+            if done < wanted:
+                short.setdefault(done, []).append(rank)
+        for done, which in sorted(short.items()):
+            who = "every rank" if len(which) == len(ranks) > 1 else "rank " + ", ".join(map(str, which))
+            out.append(
+                f"the script ended by itself after {done} of {wanted} optimizer steps (smoke_steps) on {who}: "
+                "its training loop is shorter than the smoke run"
+            )
+    for r in ranks:
+        if isinstance(r.last_loss, str):
+            out.append(f"rank {r.rank}: the last loss is {r.last_loss}")
+    return out
+
+
+def one_line(error: dict[str, str] | None, width: int = 200) -> str:
+    """'ValueError: boom' out of a reported error (a SyntaxError's message has the code above it)."""
+    error = error or {}
+    lines = [line.strip() for line in error.get("message", "").strip().splitlines() if line.strip()]
+    kind = error.get("type", "")
+    line = next((x for x in lines if kind and x.startswith(kind + ":")), lines[0] if lines else kind or "an error")
+    line = _SOURCE_LOCATION.sub("", line)  # "[/__w/pytorch/.../pair.cc:553] " of native errors
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,0 +1,158 @@
+"""What a local run starts: the torchrun command, its processes and their environment.
+
+A smoke run starts `smoke_processes` CPU ranks with the CPU stand-ins and the step limit; a full run
+starts the job's own layout for one node, with no stand-ins, on the GPUs of this machine if any.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Mapping
+
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.job import RESERVED_ENV
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.runtime import protocol
+
+# Inherited settings that would make torchrun or the ranks use another run's layout.
+_FOREIGN_PREFIXES = ("PET_", "TORCHELASTIC_")
+AGENT_MODULE = "vdk.plugin.ml_training.local.agent"
+FORK = "fork"  # ranks forked from torchrun's agent, which has imported torch already: ~1.3 s faster
+SPAWN = "spawn"  # ranks are fresh interpreters started by torchrun, as in a job image
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    spec: MLJobSpec
+    mode: str  # protocol.SMOKE or protocol.FULL
+    processes: int
+    timeout_seconds: int | None
+    start_method: str  # FORK or SPAWN
+    env: Mapping[str, str]
+    notes: tuple[str, ...] = field(default=())
+    gpus: int = 0  # GPUs the ranks may use
+
+    @property
+    def timeout_setting(self) -> str:
+        return "smoke_timeout" if self.mode == protocol.SMOKE else "max_runtime"
+
+    def command(self, run_dir: Path, port: int) -> list[str]:
+        # A static rendezvous on a port we chose: 0.2-0.3 s faster than --standalone's c10d one.
+        flags = [
+            "--rdzv-backend=static",
+            "--master-addr=127.0.0.1",
+            f"--master-port={port}",
+            "--nnodes=1",
+            "--node-rank=0",
+            f"--nproc-per-node={self.processes}",
+            "--max-restarts=0",
+            f"--log-dir={run_dir / 'torchrun'}",
+        ]
+        if self.start_method == FORK:
+            from vdk.plugin.ml_training.runtime import bootstrap
+
+            target = ["--run-path", "--start-method=fork", bootstrap.__file__]
+        else:
+            target = ["-m", layout.BOOTSTRAP_MODULE]
+        # torch.distributed.run itself, in a process that skips the interpreter's teardown (local/agent.py)
+        return [sys.executable, "-m", AGENT_MODULE, *flags, *target, *self.spec.command_args()]
+
+
+def default_start_method() -> str:
+    # fork is safe here because the agent has not touched a GPU; macOS forbids fork after some
+    # system frameworks are loaded, so it keeps fresh interpreters.
+    return FORK if sys.platform.startswith("linux") else SPAWN
+
+
+def smoke_plan(spec: MLJobSpec, start_method: str | None = None) -> LaunchPlan:
+    processes = spec.smoke_processes
+    env = _user_env(spec)
+    for name, value in {
+        # one process per core at most: two ranks of two threads each on two cores crawl
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)),
+        "PYTHONUNBUFFERED": "1",  # rank 0's prints show up as they happen
+        "WANDB_MODE": "disabled",  # a smoke run is no experiment
+        "TOKENIZERS_PARALLELISM": "false",  # else HF tokenizers warn about every fork
+    }.items():
+        env.setdefault(name, value)
+    env.update(
+        {
+            "CUDA_VISIBLE_DEVICES": "",
+            protocol.MODE: protocol.SMOKE,
+            protocol.SMOKE_STEPS: str(spec.smoke_steps),
+        }
+    )
+    return LaunchPlan(
+        spec=spec,
+        mode=protocol.SMOKE,
+        processes=processes,
+        timeout_seconds=spec.smoke_timeout_seconds,
+        start_method=start_method or default_start_method(),
+        env=env,
+    )
+
+
+def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
+    gpus = visible_gpus() if gpus is None else gpus
+    wanted = spec.procs_per_node
+    notes = []
+    if spec.nodes.max > 1:
+        notes.append(
+            f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs "
+            f"{spec.nodes} × {wanted}"
+        )
+    if gpus:
+        processes = min(wanted, gpus)
+        if processes < wanted:
+            notes.append(f"procs_per_node = {wanted}, but this machine has {gpus} GPU(s): running {processes}")
+    else:
+        cores = os.cpu_count() or 1
+        processes = min(wanted, cores)
+        capped = f" (procs_per_node = {wanted}, capped to the {cores} CPU cores)" if processes < wanted else ""
+        notes.append(
+            f"no GPU on this machine: running on CPU with {processes} process(es){capped}; code that "
+            "hard-codes CUDA or NCCL needs a GPU (the smoke run, the default, adapts it to CPU)"
+        )
+    env = _user_env(spec)
+    env[protocol.MODE] = protocol.FULL
+    return LaunchPlan(
+        spec=spec,
+        mode=protocol.FULL,
+        processes=processes,
+        timeout_seconds=spec.max_runtime_seconds,
+        start_method=SPAWN,
+        env=env,
+        notes=tuple(notes),
+        gpus=gpus,
+    )
+
+
+def visible_gpus() -> int:
+    """GPUs a local full run may use, without importing torch (1.5 s) into the CLI."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU ")) if listing.returncode == 0 else 0
+
+
+def _user_env(spec: MLJobSpec) -> dict[str, str]:
+    """This process's environment minus another launcher's layout, plus the job's [ml-training.env]."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in RESERVED_ENV and not k.startswith(_FOREIGN_PREFIXES) and not k.startswith("VDK_ML_TRAINING_")
+    }
+    env.update(spec.env_dict)
+    return env

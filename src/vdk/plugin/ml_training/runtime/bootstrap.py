@@ -1,0 +1,196 @@
+"""The program every training process runs: `python -m vdk.plugin.ml_training.runtime.bootstrap
+ENTRYPOINT [ARGS...]`, where ENTRYPOINT is `script.py` or `-m package.module`, under torchrun.
+
+In a job image it only runs the user's code, exactly as `python script.py` / `python -m module`
+would. Under the local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of ranks other
+than 0 in log files, reports how the rank ended in a result file (the launcher shows the failing
+rank's traceback once), and in smoke mode installs the CPU stand-ins and the optimizer-step limit.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+
+
+def run_entrypoint(entry: list[str]) -> None:
+    """Run `script.py ARGS` or `-m module ARGS` in this interpreter, as `python` would run it."""
+    if not entry:
+        raise SystemExit("bootstrap: no entrypoint given (expected `script.py ARGS` or `-m module ARGS`)")
+    if entry[0] == "-m":
+        if len(entry) < 2:
+            raise SystemExit("bootstrap: -m needs a module name")
+        sys.argv = [entry[1], *entry[2:]]  # run_module sets argv[0] to the module's file
+        sys.path[0] = os.getcwd()
+        runpy.run_module(entry[1], run_name="__main__", alter_sys=True)
+    else:
+        script = os.path.abspath(entry[0])
+        sys.argv = [script, *entry[1:]]
+        sys.path[0] = os.path.dirname(script)
+        # runpy installs a fresh module as sys.modules["__main__"] while the script runs, so classes
+        # the script defines pickle (DataLoader workers, multiprocessing) as they do under `python`.
+        runpy.run_path(script, run_name="__main__")
+
+
+def main(argv: list[str] | None = None) -> int:
+    entry = list(sys.argv[1:] if argv is None else argv)
+    from vdk.plugin.ml_training.runtime import protocol
+
+    mode = os.environ.get(protocol.MODE)
+    run_dir = os.environ.get(protocol.RUN_DIR)
+    if not mode or not run_dir:
+        run_entrypoint(entry)  # in an image: nothing but the user's code
+        return 0
+    return _run_locally(entry, mode, run_dir)
+
+
+def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
+    from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime.report import RankReport
+    from vdk.plugin.ml_training.runtime.report import describe
+
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    _route_output(rank, run_dir)
+    _reset_signals()
+    _die_with_parent()
+    _dump_stacks_on_crash(protocol.stack_path(run_dir, rank))
+    report = RankReport(run_dir, rank, local_rank)
+
+    limit = adaptations = None
+    if mode == protocol.SMOKE:
+        limit, adaptations = _install_smoke(run_dir)
+
+    from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
+
+    status, error, code = protocol.FINISHED, None, 0
+    try:
+        run_entrypoint(entry)
+    except SmokeStepsReached:
+        status = protocol.STOPPED
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            status, code = protocol.FAILED, 1
+            error = describe(e)
+            error["message"] = f"the script exited with {e.code!r}" if isinstance(e.code, int) else str(e.code)
+    except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
+        status, code = protocol.FAILED, 1
+        error = describe(e)
+    fields = {"error": error}
+    if limit is not None:
+        from vdk.plugin.ml_training.runtime.steps import finite_or_none
+
+        fields.update(steps=limit.steps, last_loss=finite_or_none(limit.last_loss))
+    if adaptations is not None:
+        fields["adaptations"] = dict(adaptations.counts)
+    if status != protocol.FAILED:
+        _end_process_group()
+    report.finish(status, **fields)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if mode == protocol.SMOKE:
+        _skip_teardown(code)
+    return code
+
+
+def _skip_teardown(code: int) -> None:
+    """End a smoke rank that torchrun started as a fresh interpreter now: the run is over, and the
+    teardown of an interpreter that loaded torch takes 0.3-1 s and, with gloo, now and then aborts
+    ("terminate called without an active exception"). A rank forked from torchrun's agent returns
+    instead: multiprocessing reports its result to the agent and then ends it the same way."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return
+    import gc
+
+    gc.collect()  # a stopped DataLoader iterator shuts its workers down when collected
+    for child in multiprocessing.active_children():
+        child.terminate()
+    os._exit(code)
+
+
+def _install_smoke(run_dir: str):
+    from vdk.plugin.ml_training.runtime import cpu_shims
+    from vdk.plugin.ml_training.runtime import hf_shims
+    from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime.steps import StepLimit
+
+    steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
+    adaptations = cpu_shims.install()
+    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"))
+    return StepLimit(steps).install(), adaptations
+
+
+def _route_output(rank: int, run_dir: str) -> None:
+    """Rank 0 talks to the user's console; the others write to rank-<N>.log."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if rank != 0:
+        fd = os.open(protocol.log_path(run_dir, rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        return
+    console = os.environ.get(protocol.CONSOLE_STDERR)
+    try:  # non-blocking open: fails at once instead of hanging if nobody reads the FIFO
+        if not console:
+            raise OSError("no console given")
+        fd = os.open(console, os.O_WRONLY | os.O_NONBLOCK | os.O_APPEND)
+        os.set_blocking(fd, True)
+    except OSError:
+        os.dup2(1, 2)  # better on stdout than hidden in torchrun's log
+        return
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _reset_signals() -> None:
+    """A rank forked from torchrun's agent inherits its handlers; a script expects Python's defaults."""
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _die_with_parent() -> None:
+    """If torchrun's agent dies, even by SIGKILL, this rank follows (Linux; elsewhere the launcher
+    kills ranks it knows)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _dump_stacks_on_crash(path):
+    """Python stacks of every thread into rank-<N>.stack on a fatal signal or on SIGTERM (a timeout):
+    where a hung or crashed rank was."""
+    import faulthandler
+
+    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - stays open: faulthandler writes to it until exit
+    faulthandler.enable(file=f, all_threads=True)
+    faulthandler.register(signal.SIGTERM, file=f, all_threads=True, chain=True)
+
+
+def _end_process_group() -> None:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the run's outcome is already known; cleanup must not change it
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""What the local launcher and the training processes agree on: environment variables and the
+per-rank result files. Standard library only; imported on both sides."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Set by the local launcher; absent in job images, where the bootstrap only runs the user's code.
+MODE = "VDK_ML_TRAINING_MODE"  # "smoke" (CPU shims + step limit) or "full"
+RUN_DIR = "VDK_ML_TRAINING_RUN_DIR"  # where rank-<N>.json / rank-<N>.log are written
+SMOKE_STEPS = "VDK_ML_TRAINING_SMOKE_STEPS"
+CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stderr to (a tty or a FIFO)
+
+SMOKE = "smoke"
+FULL = "full"
+
+# Rank status in its result file.
+RUNNING = "running"  # started; a final status replaces it unless the process dies abruptly
+STOPPED = "stopped"  # smoke run: stopped by the launcher's step limit, as intended
+FINISHED = "finished"  # the script ended by itself
+FAILED = "failed"  # the script raised (or exited non-zero)
+
+
+def result_path(run_dir: Path | str, rank: int | str) -> Path:
+    return Path(run_dir) / f"rank-{rank}.json"
+
+
+def log_path(run_dir: Path | str, rank: int | str) -> Path:
+    return Path(run_dir) / f"rank-{rank}.log"
+
+
+def stack_path(run_dir: Path | str, rank: int | str) -> Path:
+    """Python stacks dumped by faulthandler on a crash or when the rank is terminated."""
+    return Path(run_dir) / f"rank-{rank}.stack"
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Readers never see a half-written file: write a sibling, then rename over."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_results(run_dir: Path | str) -> dict[int, dict[str, Any]]:
+    """rank -> its result record, for every readable rank-<N>.json in the run directory."""
+    out: dict[int, dict[str, Any]] = {}
+    for path in Path(run_dir).glob("rank-*.json"):
+        try:
+            rank = int(path.stem.split("-", 1)[1])
+            out[rank] = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue
+    return out

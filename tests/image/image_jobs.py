@@ -1,0 +1,99 @@
+"""Test images and jobs for the image tests (imported by conftest and the tests)."""
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from image_servers import podman
+
+# Stands in for Python in the busybox test base: reports what the job image set up for the
+# launch command (`python -m torch.distributed.run -m <bootstrap> <entrypoint> <args>`).
+FAKE_PYTHON = r"""#!/bin/sh
+echo "argv=$*"
+echo "cwd=$(pwd)"
+echo "PYTHONPATH=$PYTHONPATH"
+echo "PYTHONUNBUFFERED=$PYTHONUNBUFFERED"
+echo "PATH=$PATH"
+echo "BASE_MARKER=$BASE_MARKER"
+module=""; previous=""
+for arg in "$@"; do
+  [ "$previous" = "-m" ] && module="$arg"
+  previous="$arg"
+done
+module_path=$(echo "$module" | tr . /).py
+IFS=:
+for dir in $PYTHONPATH; do
+  [ -f "$dir/$module_path" ] && echo "module_file=$dir/$module_path"
+  for pkg in "$dir"/*/__init__.py; do [ -f "$pkg" ] && echo "package=$pkg"; done
+done
+unset IFS
+for arg in "$@"; do
+  case "$arg" in *.py) [ -f "$arg" ] && echo "entrypoint_file=$(pwd)/$arg";; esac
+done
+"""
+
+BUSYBOX_TOOLS = ("sh", "ls", "cat", "env", "pwd", "echo", "tr", "test", "[", "find", "head")
+
+
+def build_rootfs(root: Path, env_marker: str = "from-base") -> Path:
+    """A tiny Linux root: busybox-static and a fake `python`."""
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        pytest.skip("busybox is not installed (apt-get install busybox-static)")
+    (root / "bin").mkdir(parents=True)
+    shutil.copy(busybox, root / "bin" / "busybox")
+    for tool in BUSYBOX_TOOLS:
+        (root / "bin" / tool).symlink_to("busybox")
+    (root / "usr" / "local" / "bin").mkdir(parents=True)
+    python = root / "usr" / "local" / "bin" / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    (root / "tmp").mkdir()
+    tarball = root.parent / "rootfs.tar"
+    with tarfile.open(tarball, "w") as tar:
+        for path in sorted(root.iterdir()):
+            tar.add(path, arcname=path.name)
+    return tarball
+
+
+def push_base(podman_root: Path, tarball: Path, destination: str, format: str = "oci") -> str:
+    """Import a root filesystem with podman and push it (OCI) to a registry: a third-party client
+    makes the test base, so the builder is tested against images it did not write itself."""
+    local = "localhost/vdk-test-base:1"
+    podman(
+        podman_root, "import",
+        "--change", "ENV PATH=/usr/local/bin:/bin",
+        "--change", "ENV PYTHONPATH=/base/lib",
+        "--change", "ENV BASE_MARKER=from-base",
+        str(tarball), local,
+    )
+    podman(podman_root, "push", "--tls-verify=false", "--format", format, local, destination)
+    return destination
+
+
+def write_job(job_dir: Path, base_image: str, extra: str = "") -> Path:
+    """A small ml-training job: a script, a package, data that .gitignore drops, secrets."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "config.ini").write_text(
+        "[owner]\nteam = ml-platform\n\n[job]\ntype = ml-training\n\n"
+        f"[ml-training]\nbase_image = {base_image}\nbase_python_version = 3.11\ngpus_per_node = 0\n"
+        "args = --epochs 2\n" + extra
+    )
+    (job_dir / "train.py").write_text("import model\n\nif __name__ == '__main__':\n    model.train()\n")
+    (job_dir / "model.py").write_text("def train():\n    print('training')\n")
+    (job_dir / "run.sh").write_text("#!/bin/sh\nexec python train.py\n")
+    (job_dir / "run.sh").chmod(0o755)
+    (job_dir / "lib").mkdir()
+    (job_dir / "lib" / "__init__.py").write_text("")
+    (job_dir / "lib" / "util.py").write_text("X = 1\n")
+    (job_dir / ".gitignore").write_text("data/\n*.log\n")
+    (job_dir / "data").mkdir()
+    (job_dir / "data" / "big.csv").write_text("a,b\n1,2\n")
+    (job_dir / "train.log").write_text("old log\n")
+    (job_dir / ".env").write_text("API_TOKEN=secret\n")
+    (job_dir / "__pycache__").mkdir()
+    (job_dir / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\x00")
+    return job_dir

@@ -1,0 +1,99 @@
+"""Image references and what well-known base images bring."""
+from __future__ import annotations
+
+import pytest
+
+from vdk.plugin.ml_training.image.bases import base_info
+from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.reference import is_loopback
+from vdk.plugin.ml_training.image.reference import parse_reference
+from vdk.plugin.ml_training.image.reference import split_registry
+from vdk.plugin.ml_training.job import load_job_spec
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("busybox", ("docker.io", "library/busybox", "latest", None)),
+        ("pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime", ("docker.io", "pytorch/pytorch", "2.13.0-cuda13.0-cudnn9-runtime", None)),
+        ("nvcr.io/nvidia/pytorch:25.01-py3", ("nvcr.io", "nvidia/pytorch", "25.01-py3", None)),
+        ("127.0.0.1:5000/base/img:1", ("127.0.0.1:5000", "base/img", "1", None)),
+        ("localhost/img", ("localhost", "img", "latest", None)),
+        (f"registry.example.com:443/team/img@{DIGEST}", ("registry.example.com:443", "team/img", None, DIGEST)),
+        (f"img:tag@{DIGEST}", ("docker.io", "library/img", "tag", DIGEST)),
+    ],
+)
+def test_references_are_read_as_docker_and_podman_read_them(text, expected):
+    ref = parse_reference(text)
+    assert (ref.registry, ref.repository, ref.tag, ref.digest) == expected
+
+
+def test_docker_hub_api_host_and_pinning():
+    ref = parse_reference("python:3.11-slim")
+    assert ref.api_host == "registry-1.docker.io"
+    assert str(ref.with_digest(DIGEST)) == f"docker.io/library/python@{DIGEST}"
+
+
+@pytest.mark.parametrize("bad", ["UPPER/case", "img@sha256:123", "a//b", "img:bad tag"])
+def test_bad_references_are_clear_errors(bad):
+    with pytest.raises(ImageBuildError):
+        parse_reference(bad)
+
+
+def test_registry_paths_and_loopback():
+    assert split_registry("registry.example.com/ml/team") == ("registry.example.com", "ml/team")
+    assert split_registry("127.0.0.1:5000") == ("127.0.0.1:5000", "")
+    assert split_registry("myuser") == ("docker.io", "myuser")
+    with pytest.raises(ImageBuildError, match="leave the scheme out"):
+        split_registry("https://registry.example.com")
+    assert is_loopback("127.0.0.1:5000") and is_loopback("localhost:80") and is_loopback("[::1]:5000")
+    assert not is_loopback("10.0.0.1:5000") and not is_loopback("registry.example.com")
+
+
+def spec_for(tmp_path, base_image, extra=""):
+    job = tmp_path / "job"
+    job.mkdir(exist_ok=True)
+    (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
+    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\n{extra}")
+    return load_job_spec(job)
+
+
+def test_pytorch_bases_pin_torch_and_leave_it_out(tmp_path):
+    info = base_info(spec_for(tmp_path, "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"))
+    assert info.python_version == "3.11"
+    assert info.pins == (("torch", "2.13.0"),)
+    assert {"torch", "torchvision", "torchaudio", "numpy"} <= set(info.provides)
+    assert info.wheel_platform == "x86_64-manylinux_2_35"  # Ubuntu 22.04
+    assert base_info(spec_for(tmp_path, "pytorch/pytorch:1.13.1-cuda11.6-cudnn8-runtime")).python_version == "3.10"
+
+
+def test_ngc_and_python_bases(tmp_path):
+    ngc = base_info(spec_for(tmp_path, "nvcr.io/nvidia/pytorch:25.01-py3"))
+    assert (ngc.python_version, ngc.wheel_platform, ngc.pins) == ("3.12", "x86_64-manylinux_2_39", ())
+    assert "transformer-engine" in ngc.provides
+    slim = base_info(spec_for(tmp_path, "python:3.12-slim-bookworm"))
+    assert (slim.python_version, slim.provides, slim.wheel_platform) == ("3.12", (), "x86_64-manylinux_2_36")
+    alpine = base_info(spec_for(tmp_path, "python:3.11-alpine3.19"))
+    assert alpine.wheel_platform == "x86_64-unknown-linux-musl"
+
+
+def test_config_keys_override_and_extend_the_table(tmp_path):
+    info = base_info(spec_for(tmp_path, "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime", "base_python_version = 3.12\nbase_provides = deepspeed, Flash_Attn\n"))
+    assert info.python_version == "3.12"
+    assert {"torch", "deepspeed", "flash-attn"} <= set(info.provides)
+    custom = base_info(spec_for(tmp_path, "registry.example.com/ml/base:7", "base_python_version = 3.10\nbase_provides = torch\n"))
+    assert (custom.python_version, custom.provides) == ("3.10", ("torch",))
+    assert "base_python_version" in custom.source
+
+
+def test_unknown_base_without_python_version_names_the_keys(tmp_path):
+    with pytest.raises(BaseImageError) as caught:
+        base_info(spec_for(tmp_path, "registry.example.com/ml/base:7"))
+    message = str(caught.value)
+    assert "registry.example.com/ml/base:7" in message and "config.ini" in message
+    assert "base_python_version = 3.11" in caught.value.fix and "base_provides" in caught.value.fix
+    with pytest.raises(BaseImageError, match="latest"):
+        base_info(spec_for(tmp_path, "pytorch/pytorch:latest"))

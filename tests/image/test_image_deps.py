@@ -1,0 +1,131 @@
+"""The dependency layer: real uv resolving hand-made wheels from a local directory (no index)."""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import time
+import tarfile
+
+import pytest
+
+from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image.bases import base_info
+from vdk.plugin.ml_training.image.errors import DependencyError
+from vdk.plugin.ml_training.image.errors import NoWheelError
+from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.job import load_job_spec
+from image_wheels import make_sdist
+from image_wheels import make_wheel
+
+PYTORCH_BASE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory):
+    """A package index in a directory: a fake torch (with a CUDA-ish dependency) in two versions,
+    torchvision builds for each, a package with a console script, and an sdist-only package."""
+    d = tmp_path_factory.mktemp("wheelhouse")
+    make_wheel(d, "torch", "2.13.0", requires=("nvidia-fake-cublas",))
+    make_wheel(d, "torch", "2.14.0", requires=("nvidia-fake-cublas",))
+    make_wheel(d, "nvidia-fake-cublas", "13.0.0")
+    make_wheel(d, "torchvision", "0.28.0", requires=("torch==2.13.0",))
+    make_wheel(d, "torch-addon", "1.0", requires=("torch==2.13.0",))
+    make_wheel(d, "torch-addon", "2.0", requires=("torch==2.14.0",))
+    make_wheel(d, "tinydep", "1.0", requires=("helperdep>=2",), console_script="tiny")
+    make_wheel(d, "helperdep", "2.0")
+    make_sdist(d, "tinysrc", "1.0")
+    return d
+
+
+def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
+    job = tmp_path / name
+    job.mkdir(parents=True, exist_ok=True)
+    (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
+    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\n")
+    (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\n{requirements}")
+    return load_job_spec(job)
+
+
+def layer_members(blob):
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob.path.read_bytes()))) as tar:
+        return {m.name: (m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}
+
+
+def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "torchvision\ntorch-addon\ntinydep\n")
+    layer = deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+
+    # torch-addon 1.0 is the build for the base's torch 2.13.0 (2.0 would need torch 2.14);
+    # torch, torchvision (the base has both) and the CUDA package only torch needs are not installed.
+    assert layer.packages == (("helperdep", "2.0"), ("tinydep", "1.0"), ("torch-addon", "1.0"))
+    assert not layer.from_cache and layer.has_scripts
+    members = layer_members(layer.blob)
+    names = set(members)
+    assert "opt/vdk-ml/deps/torch_addon/__init__.py" in names
+    assert "opt/vdk-ml/deps/tinydep/__init__.py" in names
+    assert not any(n.startswith(("opt/vdk-ml/deps/torch/", "opt/vdk-ml/deps/torchvision", "opt/vdk-ml/deps/nvidia")) for n in names)
+    script = members["opt/vdk-ml/deps/bin/tiny"][1]
+    assert script.startswith(b"#!/usr/bin/env python\n")  # not this machine's interpreter
+    assert members["opt/vdk-ml/deps/bin/tiny"][0].mode == 0o755
+
+
+def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkeypatch):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    info = base_info(spec)
+    first = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+
+    def no_uv(*args, **kwargs):
+        raise AssertionError("uv must not run for unchanged requirements")
+
+    monkeypatch.setattr(deps, "_install", no_uv)
+    again = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
+    assert deps.last_built(spec.job_dir / "requirements.txt", info)["packages"] == [["helperdep", "2.0"], ["tinydep", "1.0"]]
+    with pytest.raises(AssertionError, match="must not run"):
+        deps.dependency_layer(spec, info, "sha256:" + "2" * 64, Progress())  # another base: rebuilt
+
+
+def test_layers_unused_for_a_month_are_pruned(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    old = deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+    entry = old.blob.path.parent
+    month_ago = time.time() - 31 * 86400
+    os.utime(entry / "layer.json", (month_ago, month_ago))
+    deps.dependency_layer(spec, base_info(spec), "sha256:" + "2" * 64, Progress())  # a new build prunes
+    assert not entry.exists()
+
+
+def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, wheelhouse, monkeypatch):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\ntorch-addon\n")
+    info = base_info(spec)
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-a"))
+    a = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-b"))
+    b = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    assert not b.from_cache and a.blob.digest == b.blob.digest
+
+
+def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\ntinysrc\n", base_image="python:3.11-slim")
+    with pytest.raises(NoWheelError) as caught:
+        deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+    error = caught.value
+    assert error.packages == ["tinysrc"]
+    assert "tinysrc has no pre-built wheel for Python 3.11 on x86_64-manylinux_2_28" in error.problem
+    assert "--find-links" in error.fix and "base_provides" in error.fix
+    assert list((tmp_path / "cache" / "deps").glob("*/layer.json")) == []  # nothing half-built is kept
+
+
+def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "no-such-package-anywhere\n", base_image="python:3.11")
+    with pytest.raises(DependencyError) as caught:
+        deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+    assert "no-such-package-anywhere" in caught.value.problem
+    assert not isinstance(caught.value, NoWheelError)
+
+
+def test_no_requirements_no_layer(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "")
+    (spec.job_dir / "requirements.txt").write_text("# nothing yet\n\n")
+    assert deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress()) is None

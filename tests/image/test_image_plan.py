@@ -1,0 +1,118 @@
+"""The dry run: what the image would hold, worked out from local files alone."""
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import pytest
+
+from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.image import plan_image
+from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.job import load_job_spec
+from image_jobs import write_job
+
+BASE = "registry.example.com/ml/base:1"
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the dry run must not contact anything")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def provenance(job, commit="0" * 40, remote="https://git.example.com/ml/jobs.git", dirty=False):
+    return audit.Provenance(commit, dirty, "f" * 64 if dirty else None, remote, "ada@example.com", "2026-01-01T00:00:00Z")
+
+
+def test_plan_reports_layers_exclusions_warnings_and_reference_without_contacting_anything(tmp_path, no_network):
+    job = write_job(tmp_path / "train-job", BASE)
+    (job / "requirements.txt").write_text("transformers>=5\n# comment\ndatasets\n")
+    with open(job / "weights.bin", "wb") as f:
+        f.truncate(LARGE_FILE_BYTES + 10)
+    spec = load_job_spec(job)
+
+    plan = plan_image(spec, "registry.example.com/ml", provenance(job))
+
+    assert plan.reference.startswith("registry.example.com/ml/train-job:")
+    assert [l.name for l in plan.layers] == ["dependencies", "runtime", "code"]
+    code = plan.layers[-1]
+    assert code.directory == "/opt/vdk-ml/job" and code.files == 9
+    assert plan.requirements == ("transformers>=5", "datasets")
+    excluded = {e.path: e.reason for e in plan.excluded}
+    assert excluded == {
+        ".env": "environment file (may hold secrets)",
+        "__pycache__/": "Python bytecode cache",
+        "data/": ".gitignore: data/",
+        "train.log": ".gitignore: *.log",
+    }
+    assert plan.command == ("python", "-m", "torch.distributed.run", "-m", "vdk.plugin.ml_training.runtime.bootstrap", "train.py", "--epochs", "2")
+    assert plan.env["PYTHONPATH"] == "/opt/vdk-ml/deps:/opt/vdk-ml/lib" and plan.env["PYTHONUNBUFFERED"] == "1"
+    assert plan.labels["org.opencontainers.image.revision"] == "0" * 40
+    assert plan.labels["io.vdk.ml-training.team"] == "ml-platform"
+    assert plan.labels["io.vdk.ml-training.spec-sha256"] == spec.fingerprint()
+
+    text = plan.render()
+    assert plan.reference in text
+    assert "data/  (.gitignore: data/)" in text and ".env  (environment file (may hold secrets))" in text
+    assert "warning: weights.bin is 52.4 MB" in text
+    assert "dependencies /opt/vdk-ml/deps" in text and "3 lines" not in text and "2 lines of requirements.txt" in text
+    assert "command    python -m torch.distributed.run" in text
+
+
+def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_network, monkeypatch):
+    job = write_job(tmp_path / "train-job", BASE)
+    spec = load_job_spec(job)
+    first = plan_image(spec, "registry.example.com/ml", provenance(job)).reference
+    assert plan_image(spec, "registry.example.com/ml", provenance(job)).reference == first
+    # The deployer and the moment of the build are not part of the image.
+    other_user = audit.Provenance("0" * 40, False, None, "https://git.example.com/ml/jobs.git", "bob@example.com", "2027-05-05T00:00:00Z")
+    assert plan_image(spec, "registry.example.com/ml", other_user).reference == first
+    (job / "model.py").write_text("def train():\n    print('changed')\n")
+    assert plan_image(spec, "registry.example.com/ml", provenance(job)).reference != first
+    (job / "model.py").write_text("def train():\n    print('training')\n")
+    assert plan_image(spec, "registry.example.com/ml", provenance(job, commit="1" * 40)).reference != first
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    dated = plan_image(spec, "registry.example.com/ml", provenance(job))
+    assert dated.labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z" and dated.reference != first
+
+
+def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):
+    job = write_job(tmp_path / "train-job", BASE)
+    plan = plan_image(load_job_spec(job), "registry.example.com/ml", provenance(job, remote="https://ada:ghp_secret@github.com/org/repo.git", dirty=True))
+    assert plan.labels["org.opencontainers.image.source"] == "https://github.com/org/repo.git"
+    assert "ghp_secret" not in plan.render()
+    assert plan.labels["io.vdk.ml-training.git-dirty"] == "true"
+
+
+def test_plan_of_a_real_git_checkout(tmp_path, no_network):
+    job = write_job(tmp_path / "repo" / "train-job", BASE)
+    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True, capture_output=True)
+    run("init", "-q")
+    run("-c", "user.email=a@b.c", "-c", "user.name=A", "add", ".")
+    run("-c", "user.email=a@b.c", "-c", "user.name=A", "commit", "-qm", "job")
+    plan = plan_image(load_job_spec(job), "registry.example.com/ml", audit.collect(job))
+    assert len(plan.labels["org.opencontainers.image.revision"]) == 40
+    assert ".git/" not in {e.path for e in plan.excluded}  # the repository root is above the job
+
+
+def test_a_name_that_cannot_be_an_image_name_and_a_broken_install_are_clear_errors(tmp_path, no_network, runtime_package):
+    job = write_job(tmp_path / "Train_Job", BASE)
+    with pytest.raises(JobConfigError, match="cannot be a Kubernetes name"):
+        plan_image(load_job_spec(job), "registry.example.com/ml", provenance(job))
+    good = write_job(tmp_path / "train-job", BASE)
+    bootstrap = runtime_package / "runtime" / "bootstrap.py"
+    if "fake-runtime" in str(bootstrap):  # only ever break the test placeholder
+        saved = bootstrap.read_text()
+        bootstrap.unlink()
+        try:
+            with pytest.raises(ImageBuildError, match="runtime package is incomplete"):
+                plan_image(load_job_spec(good), "registry.example.com/ml", provenance(good))
+        finally:
+            bootstrap.write_text(saved)

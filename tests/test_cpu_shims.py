@@ -1,0 +1,206 @@
+"""The smoke run's CPU stand-ins, each checked with real torch/transformers in a fresh interpreter
+(they patch torch globally, which must not leak into other tests)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def run_python(code: str, timeout: int = 180) -> dict:
+    """Run `code` in a new interpreter without GPUs; it prints one JSON object, returned here."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_way_of_naming_a_cuda_device_lands_on_cpu():
+    out = run_python(
+        """
+        import json, torch
+        from vdk.plugin.ml_training.runtime import cpu_shims
+        a = cpu_shims.install()
+        x = torch.ones(2)
+        devices = [0, 1, "cuda", "cuda:1", " CUDA:0", torch.device("cuda"), torch.device("cuda", 1)]
+        seen = {}
+        for d in devices:
+            key = repr(d)
+            seen[key] = sorted({
+                x.to(d).device.type, x.to(device=d).device.type, x.to(d, torch.float64).device.type,
+                torch.zeros(2, device=d).device.type, torch.tensor([1.0], device=d).device.type,
+                torch.randn(2, device=d).device.type, x.new_zeros(3, device=d).device.type,
+                torch.ones_like(x, device=d).device.type,
+            })
+        m = torch.nn.Linear(2, 2)
+        m.to(0); m.cuda(); m.cuda(1); m.to("cuda:0", torch.float64); m.to(torch.device("cuda", 0))
+        with torch.device("cuda"):
+            inside = torch.ones(1).device.type
+        print(json.dumps({
+            "seen": seen,
+            "cuda_method": [x.cuda().device.type, x.cuda(1).device.type, x.cuda(non_blocking=True).device.type],
+            "module": [m.weight.device.type, str(m.weight.dtype)],
+            "context": inside,
+            "pinned": x.pin_memory().device.type,
+            "cpu_untouched": x.to("cpu").data_ptr() == x.data_ptr(),
+            "dtype_only": str(x.to(torch.float16).dtype),
+            "count": a.counts["cuda->cpu"],
+        }))
+        """
+    )
+    assert all(types == ["cpu"] for types in out["seen"].values()), out["seen"]
+    assert len(out["seen"]) == 7
+    assert out["cuda_method"] == ["cpu", "cpu", "cpu"]
+    assert out["module"] == ["cpu", "torch.float64"]
+    assert out["context"] == "cpu" and out["pinned"] == "cpu"
+    assert out["cpu_untouched"] is True and out["dtype_only"] == "torch.float16"
+    assert out["count"] > 50
+
+
+def test_nccl_becomes_gloo_and_gpu_arguments_are_dropped():
+    out = run_python(
+        """
+        import json, torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from vdk.plugin.ml_training.runtime import cpu_shims
+        a = cpu_shims.install()
+        backends = {}
+        for backend in ("nccl", "cuda:nccl,cpu:gloo", dist.Backend.NCCL):
+            dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1,
+                                    device_id=torch.device("cuda", 0))
+            backends[str(backend)] = dist.get_backend()
+            dist.destroy_process_group()
+        dist.init_process_group("nccl", None, store=dist.HashStore(), rank=0, world_size=1)
+        group = dist.new_group([0], backend="nccl")
+        dist.barrier(device_ids=[0])
+        model = DDP(torch.nn.Linear(2, 1).to(0), device_ids=[0], output_device=0)
+        model(torch.ones(3, 2, device="cuda")).sum().backward()
+        positional = DDP(torch.nn.Linear(2, 1), [0])
+        torch.cuda.set_device(1)
+        torch.cuda.synchronize()
+        with torch.cuda.device(0):
+            pass
+        print(json.dumps({
+            "backends": backends,
+            "group": dist.get_backend(group),
+            "ddp": [model.device_ids, model.output_device, positional.device_ids],
+            "current": torch.cuda.current_device(),
+            "memory": torch.cuda.max_memory_allocated(),
+            "counts": dict(a.counts),
+        }))
+        dist.destroy_process_group()
+        """
+    )
+    assert set(out["backends"].values()) == {"gloo"} and len(out["backends"]) == 2  # Backend.NCCL == "nccl"
+    assert out["group"] == "gloo"
+    assert out["ddp"] == [None, None, None]
+    assert out["current"] == 0 and out["memory"] == 0
+    assert out["counts"]["nccl->gloo"] == 5
+    assert out["counts"]["DDP device_ids dropped"] == 2
+    assert out["counts"]["torch.cuda.set_device ignored"] == 1
+
+
+def test_mixed_precision_and_compile_are_off():
+    out = run_python(
+        """
+        import json, warnings, torch
+        from vdk.plugin.ml_training.runtime import cpu_shims
+        a = cpu_shims.install()
+        warnings.simplefilter("ignore", FutureWarning)
+        layer = torch.nn.Linear(4, 4)
+        dtypes = []
+        for context in (torch.autocast("cuda", dtype=torch.float16), torch.autocast("cpu", dtype=torch.bfloat16),
+                        torch.amp.autocast(device_type="cuda"), torch.cuda.amp.autocast()):
+            with context:
+                dtypes.append(str(layer(torch.ones(1, 4)).dtype))
+        scalers = [torch.amp.GradScaler("cuda"), torch.amp.GradScaler("cuda", 2.0**16, 2.0, 0.5, 2000, True),
+                   torch.cuda.amp.GradScaler(enabled=True)]
+        loss = layer(torch.ones(1, 4)).sum()
+        scaled = scalers[0].scale(loss)
+        compiled = torch.compile(layer, mode="max-autotune")
+        decorated = torch.compile(fullgraph=True)(len)
+        print(json.dumps({
+            "dtypes": dtypes,
+            "scalers": [s.is_enabled() for s in scalers],
+            "scaled_is_loss": scaled is loss,
+            "compiled": compiled is layer,
+            "decorated": decorated is len,
+            "counts": dict(a.counts),
+        }))
+        """
+    )
+    assert out["dtypes"] == ["torch.float32"] * 4
+    assert out["scalers"] == [False, False, False]
+    assert out["scaled_is_loss"] and out["compiled"] and out["decorated"]
+    assert out["counts"]["autocast off"] == 4 and out["counts"]["GradScaler off"] == 3
+
+
+def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_path):
+    out = run_python(
+        f"""
+        import json, sys
+        from vdk.plugin.ml_training.runtime import cpu_shims, hf_shims
+        a = cpu_shims.install()
+        hf_shims.install(a, smoke_steps=3, output_dir={str(tmp_path / "hf")!r})
+        imported_early = [m for m in ("transformers", "accelerate") if m in sys.modules]
+        from transformers import TrainingArguments, Seq2SeqTrainingArguments
+        args = TrainingArguments("user-out", fp16=True, report_to="wandb", max_steps=1000, save_strategy="steps",
+                                 eval_strategy="steps", load_best_model_at_end=True, torch_compile=True)
+        seq = Seq2SeqTrainingArguments(output_dir="x", bf16=True)
+        from accelerate import Accelerator
+        accelerator = Accelerator(mixed_precision="fp16")
+        print(json.dumps({{
+            "imported_early": imported_early,
+            "args": [args.use_cpu, args.fp16, args.report_to, args.max_steps, args.save_strategy.value,
+                     args.load_best_model_at_end, args.torch_compile, args.output_dir],
+            "seq": [seq.use_cpu, seq.bf16, seq.max_steps],
+            "accelerator": [accelerator.mixed_precision, accelerator.device.type],
+            "counts": dict(a.counts),
+        }}))
+        """
+    )
+    assert out["imported_early"] == []
+    assert out["args"] == [True, False, [], 3, "no", False, False, str(tmp_path / "hf")]
+    assert out["seq"] == [True, False, 3]
+    assert out["accelerator"] == ["no", "cpu"]
+    assert out["counts"]["Accelerate mixed precision off"] == 1
+
+
+def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
+    out = run_python(
+        """
+        import json, torch
+        from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached, StepLimit
+        limit = StepLimit(3).install()
+        gen, disc = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+        opt_g = torch.optim.Adam(gen.parameters())
+        opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+        order = []
+        try:
+            for i in range(10):
+                d_loss = disc(gen(torch.ones(4, 2))).mean()
+                d_loss.backward()
+                opt_d.step(); order.append("d")
+                g_loss = (disc(gen(torch.ones(4, 2))) - 1).pow(2).mean()
+                g_loss.backward()
+                opt_g.step(); order.append("g")
+            stopped = None
+        except SmokeStepsReached as e:
+            stopped = e.steps
+        print(json.dumps({"stopped": stopped, "order": order, "steps": limit.steps,
+                          "loss": limit.last_loss, "expected": float(g_loss), "is_system_exit": isinstance(
+                              SmokeStepsReached(1), SystemExit)}))
+        """
+    )
+    assert out["stopped"] == 3 and out["steps"] == 3
+    assert out["order"] == ["d", "g"] * 2 + ["d"]  # the exception left opt_g.step() of step 3 unrecorded
+    assert out["loss"] == pytest.approx(out["expected"])
+    assert out["is_system_exit"] is True

@@ -1,0 +1,277 @@
+"""`vdk deploy` of ml-training jobs end to end: the real vdk CLI, a real registry process, the real
+`kubernetes` client against the HTTP-level fake API server, a real smoke run.
+
+What a user relies on: --dry-run prints only valid manifests and contacts nothing; a deploy creates
+exactly the run's objects with the image pinned by digest; a failure at any stage (smoke check,
+build, apply) leaves nothing in the cluster; data jobs are not taken over."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+from k8s_support import crd_schema
+from k8s_support.fake_apiserver import FakeKube
+from k8s_support.native import native_errors
+from vdk.plugin.ml_training import plugin
+from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+VDK = Path(sys.executable).parent / "vdk"
+DDP_EXAMPLE = ROOT / "examples" / "ddp-nccl"
+
+TRAIN = """\
+import torch
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(4, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(100):
+        loss = model(torch.randn(8, 4, device="cuda")).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    """No credentials, caches or settings of the machine (or of other tests) leak in."""
+    for name in list(__import__("os").environ):
+        if name.startswith("VDK_ML_TRAINING_") or name in ("KUBECONFIG", "REGISTRY_AUTH_FILE", "KUBERNETES_SERVICE_HOST"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+
+
+@pytest.fixture
+def fake_cluster(tmp_path, monkeypatch):
+    started = []
+
+    def start(**options) -> FakeKube:
+        fake = FakeKube(**options).start()
+        started.append(fake)
+        monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / f"kubeconfig-{len(started)}", namespace="ml")))
+        return fake
+
+    yield start
+    for fake in started:
+        fake.stop()
+
+
+def write_job(root: Path, base_image: str, train: str = TRAIN, name: str = "tiny-train", extra: str = "") -> Path:
+    job = root / name
+    job.mkdir(parents=True)
+    (job / "config.ini").write_text(
+        "[owner]\nteam = ml-platform\n\n[job]\ntype = ml-training\n\n[ml-training]\n"
+        f"base_image = {base_image}\nbase_python_version = 3.11\nnodes = 2\ngpus_per_node = 1\n"
+        "smoke_timeout = 2m\n" + extra
+    )
+    (job / "train.py").write_text(train)
+    return job
+
+
+def vdk(*args: str):
+    return CliEntryBasedTestRunner(plugin).invoke(list(args))
+
+
+def repository_tags(registry, repository: str) -> list[str]:
+    answer = requests.get(f"{registry.url}/v2/{repository}/tags/list", timeout=5)
+    return [] if answer.status_code == 404 else (answer.json().get("tags") or [])
+
+
+# --- dry run -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend, kinds", [("pytorchjob", ["PyTorchJob", "ConfigMap"]), ("trainjob", ["TrainJob", "ConfigMap"]), ("job", ["Job", "Service", "ConfigMap"])])
+def test_dry_run_of_the_ddp_example_prints_valid_manifests_only(backend, kinds, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True, trainer_mechanism="runtimePatches")
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
+    done = subprocess.run(
+        [str(VDK), "deploy", "-p", str(DDP_EXAMPLE), "--dry-run", "--backend", backend],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    manifests = list(yaml.safe_load_all(done.stdout))  # stdout is nothing but YAML
+    assert [m["kind"] for m in manifests] == kinds
+    for manifest in manifests:
+        if manifest["kind"] == "PyTorchJob":
+            assert crd_schema.pytorchjob_schema().errors(manifest) == []
+        elif manifest["kind"] == "TrainJob":
+            assert crd_schema.trainjob_schema("runtimePatches").errors(manifest) == []
+        else:
+            assert native_errors(manifest, "V1" + manifest["kind"]) == []
+    image = next(c["image"] for c in _containers(manifests[0]))
+    assert image.startswith("127.0.0.1:9/nothing-listens-here/ddp-nccl:")  # the reference a build would push
+    assert "Image for job ddp-nccl" in done.stderr and "code" in done.stderr  # the plan, on stderr
+    assert fake.requests == []  # contacted nothing
+
+
+def _containers(manifest: dict) -> list[dict]:
+    kind = manifest["kind"]
+    if kind == "PyTorchJob":
+        return [c for r in manifest["spec"]["pytorchReplicaSpecs"].values() for c in r["template"]["spec"]["containers"]]
+    if kind == "TrainJob":
+        return [manifest["spec"]["trainer"]]
+    return manifest["spec"]["template"]["spec"]["containers"]
+
+
+def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
+    job = write_job(tmp_path, "python:3.11", name="Tiny_Train")
+    result = vdk("deploy", "-p", str(job), "--dry-run")
+    assert result.exit_code == 1
+    assert "cannot be a Kubernetes name" in result.stderr and "--name tiny-train" in result.stderr
+    assert result.stdout == ""
+
+
+# --- deploy ------------------------------------------------------------------------------------
+
+
+def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, base_image, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True)
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = write_job(tmp_path, base_image)
+
+    result = vdk("deploy", "-p", str(job), "-r", "first try", "-o", "json")
+
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)  # with -o json, stdout is one JSON document
+    assert out["backend"] == "pytorchjob" and out["namespace"] == "ml"
+    assert "smoke run PASSED" in result.stderr  # the pre-flight smoke check ran first
+    run = out["run"]
+    assert fake.run_objects() == sorted([f"PyTorchJob/{run}", f"ConfigMap/{run}-record"])
+    pytorchjob = fake.stored("pytorchjobs")[0]
+    image = pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"]
+    assert image == out["image"] and "@sha256:" in image
+    repository, digest = image.split("/", 1)[1].split("@")
+    answer = requests.head(
+        f"{registry.url}/v2/{repository}/manifests/{digest}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+        timeout=5,
+    )
+    assert answer.status_code == 200  # the cluster runs exactly what was pushed
+    annotations = pytorchjob["metadata"]["annotations"]
+    assert "first try" in annotations.values()
+    assert digest in annotations.values()
+
+
+def test_build_only_prints_the_digest_reference_last(tmp_path, registry, base_image, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True)
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = write_job(tmp_path, base_image, name="build-only-job")
+    result = vdk("deploy", "-p", str(job), "--build-only", "--skip-smoke")
+    assert result.exit_code == 0, result.output
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"{registry.host}/team/build-only-job@sha256:")
+    assert fake.requests == [] and fake.run_objects() == []  # submits nothing
+
+
+def test_failed_smoke_check_builds_and_deploys_nothing(tmp_path, registry, base_image, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True)
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    broken = TRAIN.replace("loss.backward()", "loss.backward()\n        raise ValueError('typo in the training loop')")
+    job = write_job(tmp_path, base_image, train=broken, name="broken-job")
+    result = vdk("deploy", "-p", str(job))
+    assert result.exit_code == 1
+    assert "typo in the training loop" in result.stderr
+    assert "Nothing was built or deployed" in result.stderr
+    assert repository_tags(registry, "team/broken-job") == []
+    assert fake.run_objects() == [] and fake.requests == []
+
+
+def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True)
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = write_job(tmp_path, f"{registry.host}/base/missing:1", name="no-base-job")
+    result = vdk("deploy", "-p", str(job), "--skip-smoke")
+    assert result.exit_code == 1
+    assert "base/missing" in result.stderr
+    assert fake.run_objects() == []
+    assert all(method == "GET" for method, *_ in fake.requests)  # only discovery was asked
+
+
+def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True)
+    fake.fail("POST", "configmaps", 403, "Forbidden", 'configmaps is forbidden: User "ada" cannot create resource "configmaps"')
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = write_job(tmp_path, base_image, name="forbidden-job")
+    result = vdk("deploy", "-p", str(job), "--skip-smoke")
+    assert result.exit_code == 1
+    assert "configmaps" in result.stderr and "Fix:" in result.stderr
+    assert fake.run_objects() == []  # the PyTorchJob created before the failure was removed
+
+
+def test_unreachable_cluster_fails_before_building(tmp_path, registry, base_image, monkeypatch):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+                "clusters": [{"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = write_job(tmp_path, base_image, name="unreachable-job")
+    result = vdk("deploy", "-p", str(job), "--skip-smoke")
+    assert result.exit_code == 1
+    assert "127.0.0.1:9" in result.stderr
+    assert repository_tags(registry, "team/unreachable-job") == []
+
+
+def test_missing_registry_is_a_clear_error(tmp_path):
+    job = write_job(tmp_path, "python:3.11", name="no-registry-job")
+    result = vdk("deploy", "-p", str(job), "--skip-smoke")
+    assert result.exit_code == 1
+    assert "VDK_ML_TRAINING_REGISTRY" in result.stderr
+
+
+def test_data_jobs_are_not_taken_over(tmp_path):
+    data_job = tmp_path / "data-job"
+    data_job.mkdir()
+    (data_job / "config.ini").write_text("[owner]\nteam = t\n")
+    (data_job / "10_step.py").write_text("def run(job_input):\n    pass\n")
+    result = vdk("deploy", "-p", str(data_job))
+    assert result.exit_code != 0
+    assert "not an ml-training job" in result.output and "control-service" in result.output
+
+
+def test_ml_only_options_are_refused_for_data_jobs_with_the_control_service_cli(tmp_path):
+    control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
+    data_job = tmp_path / "data-job"
+    data_job.mkdir()
+    (data_job / "config.ini").write_text("[owner]\nteam = t\n")
+    result = CliEntryBasedTestRunner(control_cli, plugin).invoke(["deploy", "-p", str(data_job), "-n", "d", "-r", "x", "--dry-run"])
+    assert result.exit_code == 2 and "--dry-run applies to ml-training jobs only" in result.output
+
+
+@pytest.mark.control_cli
+def test_data_job_deploy_reaches_the_control_service_cli(tmp_path):
+    control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
+    data_job = tmp_path / "data-job"
+    data_job.mkdir()
+    (data_job / "config.ini").write_text("[owner]\nteam = t\n")
+    runner = CliEntryBasedTestRunner(control_cli, plugin)
+    for _ in range(2):  # the root group outlives invocations: wrapping twice must change nothing
+        result = runner.invoke(["deploy", "-p", str(data_job), "-n", "data-job", "-r", "x"])
+        assert "Cannot connect to the Control Service" in result.output  # the original command answered
+
+
+@pytest.mark.control_cli
+def test_ml_job_dry_run_through_the_wrapped_deploy(tmp_path):
+    control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
+    result = CliEntryBasedTestRunner(control_cli, plugin).invoke(
+        ["deploy", "-p", str(DDP_EXAMPLE), "--dry-run", "--backend", "pytorchjob"]
+    )
+    assert result.exit_code == 0, result.output
+    assert [m["kind"] for m in yaml.safe_load_all(result.stdout)] == ["PyTorchJob", "ConfigMap"]

@@ -1,0 +1,179 @@
+"""Which rank is to blame, from result files and torchrun's log as real runs write them: the rank
+that failed first, not the peers that failed because of it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local.launcher import LocalRun
+from vdk.plugin.ml_training.local.outcome import analyse
+from vdk.plugin.ml_training.local.plan import smoke_plan
+from vdk.plugin.ml_training.runtime import protocol
+
+CONNECTION_CLOSED = {
+    "type": "RuntimeError",
+    "message": "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:31383.",
+    "traceback": "Traceback (most recent call last):\n  ...\nRuntimeError: Connection closed by peer\n",
+}
+VALUE_ERROR = {
+    "type": "ValueError",
+    "message": "ValueError: bad batch",
+    "traceback": "Traceback ...\nValueError: bad batch\n",
+}
+
+# As torchrun's agent logs a failure of ranks it started as fresh interpreters: every failed rank listed.
+SPAWNED_FAILURES = """E1130 07:40:44.229000 6352 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -11) local_rank: 1 (pid: 6413) of binary: python
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+bootstrap FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-30_07:40:44
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 6412)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 6412
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-30_07:40:44
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -11 (pid: 6413)  (SIGSEGV)
+  error_file: <N/A>
+  traceback : Signal 11 (SIGSEGV) received by PID 6413
+============================================================
+"""
+# Forked ranks: only the first rank seen to end is named.
+FORKED_FIRST_FAILURE = (
+    "E1130 07:50:30.180000 11015 torch/distributed/elastic/multiprocessing/api.py:836] failed (exitcode: 1) "
+    "local_rank: 0 (pid: 100) of fn: run_script_path (start_method: fork)\n"
+)
+
+
+def make_run(tmp_path: Path, ranks: dict[int, dict], agent_log: str = "", exit_code: int = 1, timed_out=False) -> LocalRun:
+    job = tmp_path / "job"
+    job.mkdir(parents=True)
+    (job / "train.py").write_text("print()\n")
+    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml-training]\nnodes = 2\nsmoke_steps = 2\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for rank, record in ranks.items():
+        stack = record.pop("stack", None)
+        if stack is not None:
+            protocol.stack_path(run_dir, rank).write_text(stack)
+        protocol.result_path(run_dir, rank).write_text(json.dumps({"rank": rank, "pid": 100 + rank, **record}))
+    (run_dir / "agent.log").write_text(agent_log)
+    return LocalRun(smoke_plan(load_job_spec(job)), run_dir, exit_code, 3.0, timed_out)
+
+
+def test_the_first_exception_is_the_root_cause_and_later_ones_its_consequences(tmp_path):
+    run = make_run(
+        tmp_path,
+        {
+            0: {"status": "failed", "ended_at": 11.0, "error": CONNECTION_CLOSED, "steps": 1},
+            1: {"status": "failed", "ended_at": 10.0, "error": VALUE_ERROR, "steps": 0},
+        },
+        FORKED_FIRST_FAILURE,  # torchrun happened to see rank 0 end first
+    )
+    outcome = analyse(run)
+    assert not outcome.passed
+    assert outcome.root_cause.rank == 1
+    assert outcome.headline == "rank 1 failed: ValueError: bad batch"
+    assert [r.rank for r in outcome.consequences] == [0]
+
+
+def test_a_rank_that_vanished_without_a_word_outranks_its_peers_errors(tmp_path):
+    run = make_run(
+        tmp_path,
+        {0: {"status": "failed", "ended_at": 11.0, "error": CONNECTION_CLOSED}, 1: {"status": "running"}},
+        FORKED_FIRST_FAILURE,
+    )
+    outcome = analyse(run)
+    assert outcome.root_cause.rank == 1
+    assert outcome.headline.startswith("rank 1 died without a Python error (a signal such as SIGKILL")
+
+
+def test_a_rank_stopped_by_torchrun_after_anothers_failure_is_not_blamed(tmp_path):
+    run = make_run(
+        tmp_path,
+        {
+            0: {"status": "failed", "ended_at": 11.0, "error": VALUE_ERROR},
+            1: {"status": "running", "stack": 'Current thread 0x01 (most recent call first):\n  File "t.py", line 3'},
+        },
+        FORKED_FIRST_FAILURE + "W1130 torch/distributed/elastic/multiprocessing/api.py:857] Closing process 101 via signal SIGTERM\n",
+    )
+    outcome = analyse(run)
+    assert outcome.root_cause.rank == 0 and outcome.consequences == []
+
+
+def test_exit_statuses_listed_by_torchrun_name_the_signal(tmp_path):
+    ranks = {0: {"status": "running", "stack": "Thread 0x1..."}, 1: {"status": "running"}}
+    run = make_run(tmp_path, ranks, SPAWNED_FAILURES)
+    outcome = analyse(run)
+    assert outcome.root_cause.rank == 1
+    assert outcome.headline == "rank 1 was killed by SIGSEGV"
+    assert outcome.ranks[0].exit_code == -15 and not outcome.ranks[0].died_abruptly
+
+
+def test_a_crash_dump_names_the_crash_when_torchrun_names_no_status(tmp_path):
+    crash = (
+        "Fatal Python error: Segmentation fault\n\n"
+        'Current thread 0x1 (most recent call first):\n  File "t.py", line 9 in <module>\n'
+    )
+    ranks = {0: {"status": "failed", "ended_at": 5.0, "error": CONNECTION_CLOSED}, 1: {"status": "running", "stack": crash}}
+    run = make_run(tmp_path, ranks)
+    outcome = analyse(run)
+    assert outcome.headline == "rank 1 crashed (Segmentation fault)"
+
+
+def test_a_timeout_names_the_ranks_still_running(tmp_path):
+    dump = 'Current thread 0x01 (most recent call first):\n  File "t.py", line 3 in <module>\n'
+    run = make_run(
+        tmp_path,
+        {0: {"status": "stopped", "steps": 2}, 1: {"status": "running", "stack": dump}},
+        exit_code=-9,
+        timed_out=True,
+    )
+    outcome = analyse(run)
+    assert outcome.root_cause is None
+    assert outcome.headline == "timed out after 10m (smoke_timeout): rank 1 still running"
+
+
+def test_torchrun_failing_before_any_rank_started(tmp_path):
+    outcome = analyse(make_run(tmp_path, {}, "ValueError: bad torchrun flag\n", exit_code=1))
+    assert outcome.headline == "torchrun failed before any rank started (exit code 1)"
+
+
+def test_a_pass_warns_about_short_loops_missing_steps_and_bad_losses(tmp_path):
+    run = make_run(
+        tmp_path,
+        {0: {"status": "finished", "steps": 1, "last_loss": "nan"}, 1: {"status": "finished", "steps": 1, "last_loss": 0.5}},
+        exit_code=0,
+    )
+    outcome = analyse(run)
+    assert outcome.passed
+    assert outcome.warnings == [
+        "the script ended by itself after 1 of 2 optimizer steps (smoke_steps) on every rank: its training loop is "
+        "shorter than the smoke run",
+        "rank 0: the last loss is nan",
+    ]
+    ranks = {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}
+    none = analyse(make_run(tmp_path / "b", ranks, exit_code=0))
+    assert none.passed and none.warnings[0].startswith("no optimizer step was taken")
+
+
+def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tmp_path):
+    run = make_run(tmp_path, {0: {"status": "finished", "steps": 2}, 1: {"status": "finished", "steps": 2}},
+                   SPAWNED_FAILURES.replace("-11", "-6").replace("SIGSEGV", "SIGABRT"))
+    outcome = analyse(run)
+    assert not outcome.passed
+    assert outcome.headline == "rank 1 was killed by SIGABRT after its script ended, while Python shut down"
+
+
+def test_a_rank_ending_with_os_exit_zero_passes_when_torchrun_did(tmp_path):
+    outcome = analyse(make_run(tmp_path, {0: {"status": "running"}, 1: {"status": "stopped", "steps": 2}}, exit_code=0))
+    assert outcome.passed and outcome.ranks[0].status == "finished"
