@@ -9,7 +9,8 @@
 
 For every backend the cluster serves (always `job`; `pytorchjob` with the Training Operator;
 `trainjob` with Trainer v2 and its torch-distributed runtime) it deploys the job on 2 CPU nodes,
-waits until the run succeeds, reads the run record, deletes the run and checks nothing is left.
+waits until the run succeeds, reads the run record and what `vdk show` / `vdk execute --logs` show
+(every rank finished, with a log), deletes the run and checks nothing is left.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import choose_backend
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.observe import inspect_run
+from vdk.plugin.ml_training.k8s.observe import rank_logs
 from vdk.plugin.ml_training.k8s.run import RunInfo
 from vdk.plugin.ml_training.k8s.status import FAILED
 from vdk.plugin.ml_training.k8s.status import SUCCEEDED
@@ -71,7 +74,8 @@ def test_deploy_run_and_delete(client, spec, backend):
     except Exception as e:  # the cluster does not serve this backend
         pytest.skip(f"{backend}: {e}")
     run = RunInfo.create(spec, audit.collect(spec.job_dir), reason=f"functional test ({backend})")
-    manifests = render_run(spec, IMAGE, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
+    mechanism = {"trainer_mechanism": discovery.trainer_mechanism} if discovery.trainer_mechanism else {}
+    manifests = render_run(spec, IMAGE, run, client.namespace, backend, **mechanism)
     created = client.apply(manifests)
     try:
         assert [o["kind"] for o in created] == [m["kind"] for m in manifests]
@@ -79,6 +83,13 @@ def test_deploy_run_and_delete(client, spec, backend):
         assert phase == SUCCEEDED, f"run {run.name} ended {phase}: kubectl -n {client.namespace} describe {created[0]['kind']} {run.name}"
         record = client.read_run_record(run.name)
         assert record.image == IMAGE and record.backend == backend
+        # what `vdk show` and `vdk execute --logs` read: every rank finished, and each has a log
+        summary = next(r for r in client.list_runs(job_name=spec.name) if r.name == run.name)
+        detail = inspect_run(client, summary)
+        assert [r.rank for r in detail.ranks if r.index is not None] == ["0", "1"], detail.to_dict()
+        assert not [f for f in detail.findings if f.kind == "failed"], detail.to_dict()
+        logs = list(rank_logs(client, summary))
+        assert all(entry.current for entry in logs if entry.rank.index is not None), [e.to_dict() for e in logs]
     finally:
         client.delete_run(run.name)
     deadline = time.monotonic() + 120

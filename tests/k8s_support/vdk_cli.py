@@ -1,33 +1,21 @@
 """The real `vdk` command line (vdk-core's entry through vdk-test-utils' CliEntryBasedTestRunner)
-with this plugin, and optionally the Control Service CLI, loaded."""
+with this plugin (whose `vdk_command_line` installs the verbs), and optionally the Control Service
+CLI, loaded."""
 from __future__ import annotations
 
 import copy
 import importlib.util
 
-from vdk.api.plugin.hook_markers import hookimpl
 from vdk.internal import cli_entry
 from vdk.plugin.ml_training import plugin as ml_plugin
-from vdk.plugin.ml_training.cli import runs
-from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 HAS_CONTROL_CLI = importlib.util.find_spec("vdk.plugin.control_cli_plugin") is not None
 
 
-class RunVerbs:
-    """Installs the run verbs as the plugin's own `vdk_command_line` hook does once it installs
-    them (installing twice changes nothing, so both may run)."""
-
-    @hookimpl
-    def vdk_command_line(self, root_command):
-        for verb in runs.VERBS:
-            verbs.install(root_command, verb)
-
-
 def vdk(*args: str, control_cli: bool = False, input: str | None = None):
     """Run `vdk ARGS` on a fresh root command (the real one is a global that earlier tests changed)."""
-    plugins: list = [ml_plugin, RunVerbs()]
+    plugins: list = [ml_plugin]
     if control_cli:
         from vdk.plugin.control_cli_plugin import vdk_plugin_control_cli
 

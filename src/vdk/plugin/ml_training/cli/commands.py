@@ -9,8 +9,9 @@ def ml_verbs() -> list[verbs.Verb]:
     # The verb modules import kubernetes, the image builder and torch's launcher only when a verb
     # runs: `vdk_command_line` runs for every vdk command, `vdk run` included.
     from vdk.plugin.ml_training.cli.deploy import DEPLOY
+    from vdk.plugin.ml_training.cli.runs import VERBS as RUN_VERBS
 
-    return [DEPLOY]
+    return [DEPLOY, *RUN_VERBS]
 
 
 def install_all(root: click.Group) -> None:
