@@ -236,12 +236,18 @@ def test_show_of_an_unknown_job_says_what_exists(kube):
     assert result.exit_code == 2 and "needs -n/--name" in result.stderr
 
 
-def test_forbidden_events_are_a_note_not_a_failure(kube):
-    run = kube.deploy(backend="job", nodes="1")
-    kube.pod(run, 0, cs.unschedulable(GPU_FULL))
-    kube.fake.forbidden.add(("list", "events"))
+def test_what_a_narrow_role_may_not_read_is_a_note_not_a_failure(kube):
+    run = kube.deploy(backend="job", nodes="2")
+    kube.pod(run, 0, cs.terminated(1), log="boom\n")
+    kube.pod(run, 1, cs.unschedulable(GPU_FULL))
+    kube.fake.forbidden |= {("list", "events"), ("get", "pods/log")}
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
-    assert "cannot be scheduled" in out and "note: events could not be read (403)" in out
+    assert "cannot be scheduled" in out and "exited with code 1" in out
+    assert "note: events could not be read (403)" in out
+    assert 'note: logs could not be read (403): pods "' in out and 'cannot get resource "pods/log"' in out
+    kube.fake.forbidden.add(("list", "pods"))
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "note: pods could not be read (403)" in out
 
 
 # --- vdk execute --logs ------------------------------------------------------------------------------------

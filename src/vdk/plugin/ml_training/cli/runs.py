@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 _CLIENT_KEY = "vdk_ml_training.kube_client"
 _EXPLICIT = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
 OPERATIONS = ("start", "cancel", "list", "show", "logs")
+SHOW_RUNS = 10  # runs in `vdk show`'s table (all with -o json and `vdk execute --list`)
 
 
 # --- options (the Control Service CLI's names) ------------------------------------------------------
@@ -295,7 +296,9 @@ def show_ml(name: str | None, team: str | None, output: str | None) -> None:
         )
         return
     click.echo(f"{name}: {len(runs)} run(s) in {_where(client)}\n")
-    click.echo(run_views.runs_text(runs, phases))
+    click.echo(run_views.runs_text(runs[:SHOW_RUNS], phases))
+    if len(runs) > SHOW_RUNS:
+        click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list -n {name}")
     click.echo("\n" + run_views.detail_text(detail, title="Latest run"))
     click.echo(f"\nLogs of every rank: vdk execute --logs -n {name}")
 

@@ -8,6 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 from dataclasses import field
+from typing import Any
 from typing import Callable
 from typing import Iterator
 
@@ -15,7 +16,6 @@ from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.diagnose import Event
 from vdk.plugin.ml_training.k8s.diagnose import Finding
 from vdk.plugin.ml_training.k8s.diagnose import Progress
 from vdk.plugin.ml_training.k8s.diagnose import RankState
@@ -57,28 +57,32 @@ def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
 
 
 def inspect_run(client: KubeClient, run: RunSummary) -> RunDetail:
+    """Everything `vdk show` says about a run. What the user may not read (403) becomes a note:
+    a narrow Role still shows as much as it allows."""
     notes: list[str] = []
-    ranks = diagnose.rank_states(run_pods(client, run), run.backend)
-    events = _events(client, run, notes)
+    ranks = diagnose.rank_states(_allowed(notes, "pods", lambda: run_pods(client, run), []), run.backend)
+    events = _allowed(notes, "events", lambda: diagnose.run_events(client.list_events(), run.name), [])
     workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
     findings = diagnose.why_waiting(run, ranks, events, workloads)
     if run.phase != run_status.SUCCEEDED:
         failure = diagnose.why_failed(run, ranks)
         if failure is not None:
-            _attach_failure_log(client, failure, ranks, notes)
+            _allowed(notes, "logs", lambda: _attach_failure_log(client, failure, ranks, notes), None)
             findings.append(failure)
-    progress = _progress(client, ranks, notes)
+    progress = _allowed(notes, "logs", lambda: _progress(client, ranks), None)
     return RunDetail(run, diagnose.effective_phase(run.phase, ranks), ranks, findings, events, progress, notes)
 
 
-def _events(client: KubeClient, run: RunSummary, notes: list[str]) -> list[Event]:
+def _allowed(notes: list[str], what: str, read: Callable[[], Any], otherwise: Any) -> Any:
     try:
-        return diagnose.run_events(client.list_events(), run.name)
+        return read()
     except KubeApiError as e:
         if e.status != 403:
             raise
-        notes.append(f"events could not be read (403): {e.detail}")
-        return []
+        note = f"{what} could not be read (403): {e.detail}"
+        if note not in notes:
+            notes.append(note)
+        return otherwise
 
 
 def _attach_failure_log(client: KubeClient, failure: Finding, ranks: list[RankState], notes: list[str]) -> None:
@@ -95,7 +99,7 @@ def _attach_failure_log(client: KubeClient, failure: Finding, ranks: list[RankSt
     failure.hints = diagnose.log_hints(lines)
 
 
-def _progress(client: KubeClient, ranks: list[RankState], notes: list[str]) -> Progress | None:
+def _progress(client: KubeClient, ranks: list[RankState]) -> Progress | None:
     rank0 = next((r for r in ranks if r.index == 0), None)
     if rank0 is None or not rank0.started:
         return None
