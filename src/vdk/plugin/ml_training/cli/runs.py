@@ -30,7 +30,15 @@ log = logging.getLogger(__name__)
 
 _CLIENT_KEY = "vdk_ml_training.kube_client"
 _EXPLICIT = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
-OPERATIONS = ("start", "cancel", "list", "show", "logs")
+# `vdk execute --<operation>` (the Control Service CLI's flags, one option named `operation`)
+OPERATION_HELP = {
+    "start": "Run a past run again exactly: same image digest and manifests (-i RUN, default the latest).",
+    "cancel": "Stop the run -i RUN and delete it.",
+    "list": "List the job's runs.",
+    "show": "A run's ranks, why it waits or failed, its progress (-i RUN, default the latest).",
+    "logs": "The logs of every rank (-i RUN, default the latest); ranks without a log say why.",
+}
+OPERATIONS = tuple(OPERATION_HELP)
 SHOW_RUNS = 10  # runs in `vdk show`'s table (all with -o json and `vdk execute --list`)
 
 
@@ -517,10 +525,7 @@ EXECUTE = verbs.Verb(
         _name_option(),
         _team_option(),
         click.Option(["-i", "--execution-id"], help="The run (its name, or the part after the job name); default the latest."),
-        *[
-            click.Option([f"--{op}", "operation"], flag_value=op, help=f"{op.capitalize()} (see above).")
-            for op in OPERATIONS
-        ],
+        *[click.Option([f"--{op}", "operation"], flag_value=op, help=text) for op, text in OPERATION_HELP.items()],
         _output_option(),
         click.Option(["--follow", "-f"], is_flag=True, help="ml-training, with --logs: keep printing new log lines until the run ends."),
         click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
