@@ -162,6 +162,18 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     assert digest in annotations.values()
 
 
+@pytest.mark.parametrize("mechanism", ["podSpecOverrides", "podTemplateOverrides", "runtimePatches"])
+def test_trainjob_pod_changes_follow_the_installed_trainer(mechanism, tmp_path, registry, base_image, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True, trainer_mechanism=mechanism)  # the fake validates with that version's schema
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = write_job(tmp_path, base_image, name=f"trainer-{mechanism.lower()}")
+    result = vdk("deploy", "-p", str(job), "--skip-smoke", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["backend"] == "trainjob"
+    (trainjob,) = fake.stored("trainjobs")
+    assert mechanism in trainjob["spec"]
+
+
 def test_build_only_prints_the_digest_reference_last(tmp_path, registry, base_image, fake_cluster, monkeypatch):
     fake = fake_cluster(pytorchjob=True)
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")

@@ -141,9 +141,8 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
     from vdk.plugin.ml_training.k8s.run import RunInfo
 
     run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest)
-    mechanism = _mechanism(discovery)
-    manifests = render_run(spec, image.reference, run, client.namespace, backend, **mechanism)
-    for note in limitations(spec, backend, **mechanism):
+    manifests = render_run(spec, image.reference, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
+    for note in limitations(spec, backend, trainer_mechanism=discovery.mechanism):
         _stderr(f"note: {note}")
     created = client.apply(manifests)
     result = {
@@ -172,11 +171,6 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
             ]
         )
     )
-
-
-def _mechanism(discovery) -> dict[str, str]:
-    mechanism = getattr(discovery, "mechanism", None)
-    return {"trainer_mechanism": mechanism} if mechanism else {}
 
 
 def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> None:
