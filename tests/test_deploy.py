@@ -16,6 +16,7 @@ import requests
 import yaml
 from k8s_support import crd_schema
 from k8s_support.fake_apiserver import FakeKube
+from image_wheels import make_wheel
 from k8s_support.native import native_errors
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
@@ -138,6 +139,10 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     fake = fake_cluster(pytorchjob=True)
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     job = write_job(tmp_path, base_image)
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "tinydep", "1.0", requires=("helperdep>=2",))
+    make_wheel(wheels, "helperdep", "2.0")
+    (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheels}\ntinydep\n")
 
     result = vdk("deploy", "-p", str(job), "-r", "first try", "-o", "json")
 
@@ -160,6 +165,11 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     annotations = pytorchjob["metadata"]["annotations"]
     assert "first try" in annotations.values()
     assert digest in annotations.values()
+    resolved = {"helperdep": "2.0", "tinydep": "1.0"}  # what the dependency layer installed
+    assert out["dependencies"] == resolved
+    (record,) = fake.stored("configmaps")
+    assert json.loads(record["data"]["dependencies.json"]) == resolved
+    assert json.loads(record["data"]["provenance.json"])["git_commit"] is None  # not in git: said so, not invented
 
 
 @pytest.mark.parametrize("mechanism", ["podSpecOverrides", "podTemplateOverrides", "runtimePatches"])
@@ -258,6 +268,7 @@ def test_data_jobs_are_not_taken_over(tmp_path):
     assert "not an ml-training job" in result.output and "control-service" in result.output
 
 
+@pytest.mark.control_cli
 def test_ml_only_options_are_refused_for_data_jobs_with_the_control_service_cli(tmp_path):
     control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
     data_job = tmp_path / "data-job"

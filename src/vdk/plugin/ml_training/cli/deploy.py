@@ -140,7 +140,7 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
     from vdk.plugin.ml_training.k8s.manifests import render_run
     from vdk.plugin.ml_training.k8s.run import RunInfo
 
-    run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest)
+    run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest, dependencies=image.dependencies)
     manifests = render_run(spec, image.reference, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
     for note in limitations(spec, backend, trainer_mechanism=discovery.mechanism):
         _stderr(f"note: {note}")

@@ -1,5 +1,6 @@
 """The run record: a ConfigMap `<run>-record`, owned by the run, that holds what is needed to run
-it again exactly — the image by digest, the rendered manifests, the spec and the provenance.
+it again exactly — the image by digest, the rendered manifests, the spec, the provenance and the
+dependency versions installed in the image.
 
 Annotations on the run's object carry the audit trail for humans and `kubectl`; the record
 carries the full rendered manifests, which are too large and too structured for annotations.
@@ -22,6 +23,7 @@ KEY_RUN = "run"
 KEY_SPEC = "spec.json"
 KEY_PROVENANCE = "provenance.json"
 KEY_MANIFESTS = "manifests.json"
+KEY_DEPENDENCIES = "dependencies.json"
 # A ConfigMap holds at most 1 MiB; keep well clear of it.
 MAX_RECORD_BYTES = 900_000
 _RUN_LABEL_PREFIXES = ("vdk.io/", run_meta.LABEL_MANAGED_BY)
@@ -42,6 +44,7 @@ def render(
         KEY_SPEC: json.dumps(spec.to_dict(), sort_keys=True, indent=1),
         KEY_PROVENANCE: json.dumps(run.provenance.to_dict(), sort_keys=True, indent=1),
         KEY_MANIFESTS: json.dumps(manifests, sort_keys=True, indent=1),
+        KEY_DEPENDENCIES: json.dumps(dict(run.dependencies), sort_keys=True, indent=1),
     }
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_RECORD_BYTES:
@@ -70,6 +73,7 @@ class RunRecord:
     spec: dict
     provenance: dict
     manifests: list[dict]
+    dependencies: dict  # name -> version installed in the image ({} for records without them)
 
 
 def parse(configmap: dict) -> RunRecord:
@@ -84,6 +88,7 @@ def parse(configmap: dict) -> RunRecord:
             spec=json.loads(data[KEY_SPEC]),
             provenance=json.loads(data[KEY_PROVENANCE]),
             manifests=json.loads(data[KEY_MANIFESTS]),
+            dependencies=json.loads(data.get(KEY_DEPENDENCIES) or "{}"),
         )
     except (KeyError, ValueError) as e:
         raise MLTrainingError(
@@ -136,5 +141,6 @@ def _record_for(record: RunRecord, new_run_name: str, manifests: list[dict]) -> 
             KEY_SPEC: json.dumps(record.spec, sort_keys=True, indent=1),
             KEY_PROVENANCE: json.dumps(record.provenance, sort_keys=True, indent=1),
             KEY_MANIFESTS: json.dumps(manifests, sort_keys=True, indent=1),
+            KEY_DEPENDENCIES: json.dumps(record.dependencies, sort_keys=True, indent=1),
         },
     }

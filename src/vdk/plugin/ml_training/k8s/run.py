@@ -72,6 +72,8 @@ class RunInfo:
     reason: str | None
     image_digest: str | None  # "sha256:..." of the pushed image; None when not pushed (dry run)
     spec_hash: str
+    # (name, version) installed in the image's dependency layer; empty when unknown (dry run)
+    dependencies: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def create(
@@ -81,6 +83,7 @@ class RunInfo:
         reason: str | None = None,
         image_digest: str | None = None,
         name: str | None = None,
+        dependencies: tuple[tuple[str, str], ...] = (),
     ) -> "RunInfo":
         """A new run of `spec` (a fresh run name unless `name` is given)."""
         job_name = spec.kubernetes_name()
@@ -92,6 +95,7 @@ class RunInfo:
             reason=reason,
             image_digest=image_digest,
             spec_hash=spec.fingerprint(),
+            dependencies=tuple(dependencies),
         )
 
     def labels(self, backend: str) -> dict[str, str]:
