@@ -1,12 +1,8 @@
 """Smoke-run adaptations of Hugging Face `transformers` and `accelerate`, applied when the user's code
-imports them (a post-import hook), so a script that uses neither never pays for importing them."""
+imports them (`post_import`), so a script that uses neither never pays for importing them."""
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
-from typing import Callable
-
+from vdk.plugin.ml_training.runtime import post_import
 from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
 
 
@@ -65,52 +61,9 @@ def _patch_accelerator(module, a: Adaptations) -> None:
     a.replace(cls, "__init__", make)
 
 
-class _PostImportHooks(importlib.abc.MetaPathFinder):
-    """Calls `hooks[name](module)` right after module `name` has been executed by its normal loader."""
-
-    def __init__(self, hooks: dict[str, Callable]):
-        self.hooks = hooks
-
-    def find_spec(self, fullname, path, target=None):
-        hook = self.hooks.get(fullname)
-        if hook is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _HookedLoader(spec.loader, hook)
-                return spec
-        return None
-
-
-class _HookedLoader(importlib.abc.Loader):
-    def __init__(self, loader, hook: Callable):
-        self.loader = loader
-        self.hook = hook
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        self.hook(module)
-
-    def __getattr__(self, name):  # get_source, is_package, ... of the real loader
-        return getattr(self.loader, name)
-
-
 def install(a: Adaptations, smoke_steps: int, output_dir: str | None) -> None:
     """Adapt transformers/accelerate now if already imported, else when the user's code imports them."""
-    hooks: dict[str, Callable] = {
-        "transformers.training_args": lambda m: _patch_training_arguments(m, a, smoke_steps, output_dir),
-        "accelerate.accelerator": lambda m: _patch_accelerator(m, a),
-    }
-    for name, hook in list(hooks.items()):
-        if name in sys.modules:
-            hook(sys.modules[name])
-            del hooks[name]
-    if hooks:
-        sys.meta_path.insert(0, _PostImportHooks(hooks))
+    post_import.when_imported(
+        "transformers.training_args", lambda m: _patch_training_arguments(m, a, smoke_steps, output_dir)
+    )
+    post_import.when_imported("accelerate.accelerator", lambda m: _patch_accelerator(m, a))
