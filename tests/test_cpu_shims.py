@@ -178,8 +178,9 @@ def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
     out = run_python(
         """
         import json, torch
-        from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached, StepLimit
-        limit = StepLimit(3).install()
+        from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached, StepCounter, StepLimit
+        counter = StepCounter().install()
+        StepLimit(3).attach(counter)
         gen, disc = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
         opt_g = torch.optim.Adam(gen.parameters())
         opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
@@ -195,8 +196,8 @@ def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
             stopped = None
         except SmokeStepsReached as e:
             stopped = e.steps
-        print(json.dumps({"stopped": stopped, "order": order, "steps": limit.steps,
-                          "loss": limit.last_loss, "expected": float(g_loss), "is_system_exit": isinstance(
+        print(json.dumps({"stopped": stopped, "order": order, "steps": counter.steps,
+                          "loss": counter.loss(), "expected": float(g_loss), "is_system_exit": isinstance(
                               SmokeStepsReached(1), SystemExit)}))
         """
     )

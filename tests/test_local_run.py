@@ -23,6 +23,8 @@ from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import analyse
 from vdk.plugin.ml_training.local.plan import SPAWN
 from vdk.plugin.ml_training.local.plan import smoke_plan
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.progress import MARK
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 pytestmark = pytest.mark.slow
@@ -110,12 +112,14 @@ def assert_all_gone(pid_dir: Path, expected: int) -> None:
 
 
 @pytest.mark.parametrize("example", ["ddp-nccl", "hf-trainer", "single-gpu-loop"])
-def test_each_example_passes_after_exactly_smoke_steps_per_rank(example):
+def test_each_example_passes_after_exactly_smoke_steps_per_rank(example, monkeypatch):
     spec = load_job_spec(EXAMPLES / example)
+    monkeypatch.setenv(protocol.PROGRESS_SECONDS, "0.001")  # reaches the ranks; smoke runs print no progress
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(EXAMPLES / example)])
 
     assert result.exit_code == 0, result.output
     assert "smoke run PASSED" in result.output
+    assert MARK not in result.output
     ranks = {int(rank): int(steps) for rank, steps in RANK_LINE.findall(result.output)}
     expected_processes = 1 if example == "single-gpu-loop" else 2
     assert spec.smoke_processes == expected_processes

@@ -18,6 +18,8 @@ from typing import Any
 from typing import Mapping
 
 from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.progress import ProgressSettings
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
@@ -564,6 +566,14 @@ def _has_main_guard(path: Path) -> bool:
         return False
 
 
+def _check_runtime_setting(name: str, value: str, path: Path) -> None:
+    """Progress settings are checked here, where a mistake is cheap, by the rule the runtime applies."""
+    problems = ProgressSettings({name: value}).warnings
+    if problems:
+        example = "10 (seconds), or 0 for no progress lines" if name == protocol.PROGRESS_SECONDS else "5000"
+        raise JobConfigError(path, problems[0].replace(": ignored", ""), f"set it to a number such as {example}", ENV_SECTION, name)
+
+
 def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str], ...]:
     if not parser.has_section(ENV_SECTION):
         return ()
@@ -573,7 +583,18 @@ def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str]
             raise JobConfigError(
                 path, f"{name!r} is not an environment variable name", "use letters, digits and _", ENV_SECTION, name
             )
-        if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+        if name in protocol.USER_SETTINGS:
+            _check_runtime_setting(name, value, path)
+        elif name.startswith("VDK_ML_TRAINING_"):
+            raise JobConfigError(
+                path,
+                f"{name} is not a setting the training processes read; VDK_ML_TRAINING_* names are the plugin's own",
+                f"remove {name}; of these names only {' and '.join(protocol.USER_SETTINGS)} may be set here "
+                "(VDK settings such as the registry go in [ml-training] or the environment of `vdk`)",
+                ENV_SECTION,
+                name,
+            )
+        elif name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
             raise JobConfigError(
                 path,
                 f"{name} is set by the launcher for every process (rank layout); setting it breaks start-up",

@@ -13,6 +13,8 @@ from typing import Iterable
 
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.runtime import progress as progress_line
+from vdk.plugin.ml_training.runtime.progress import approximate_duration as duration
 
 # The training container of each backend's pods.
 CONTAINERS = {"pytorchjob": "pytorch", "trainjob": "node", "job": "pytorch"}
@@ -147,7 +149,8 @@ class Event:
 
 @dataclass(frozen=True)
 class Progress:
-    """What the training process last reported (`[vdk-ml-training] progress step=.. loss=..`)."""
+    """What the training process last reported (`[vdk-ml-training] progress step=.. loss=..`, printed
+    by runtime/progress.py)."""
 
     step: int | None
     total_steps: int | None
@@ -164,7 +167,9 @@ class Progress:
             parts.append(f"loss {self.loss:.4g}")
         if self.eta:
             parts.append(f"ETA {self.eta}")
-        known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds"}
+        if self.fields.get("steps_per_s"):
+            parts.append(f"{self.fields['steps_per_s']} steps/s")
+        known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds", "steps_per_s"}
         parts += [f"{k} {v}" for k, v in self.fields.items() if k not in known]
         return ", ".join(parts) or self.line
 
@@ -483,7 +488,7 @@ def log_hints(lines: list[str]) -> list[str]:
 
 # --- progress ------------------------------------------------------------------------------------
 
-PROGRESS_MARK = "[vdk-ml-training] progress"
+PROGRESS_MARK = progress_line.MARK
 
 
 def parse_progress(lines: Iterable[str]) -> Progress | None:
@@ -508,21 +513,6 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
             line=line[at:].strip(),
         )
     return None
-
-
-def duration(seconds: float) -> str:
-    """3725 -> "1h2m", 95 -> "1m35s"."""
-    seconds = int(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    if minutes:
-        return f"{minutes}m{secs}s" if minutes < 10 and secs else f"{minutes}m"
-    return f"{secs}s"
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -148,11 +148,14 @@ def visible_gpus() -> int:
 
 
 def _user_env(spec: MLJobSpec) -> dict[str, str]:
-    """This process's environment minus another launcher's layout, plus the job's [ml-training.env]."""
+    """This process's environment minus another launcher's layout and the plugin's own settings (but
+    those meant for the training processes), plus the job's [ml-training.env]."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in RESERVED_ENV and not k.startswith(_FOREIGN_PREFIXES) and not k.startswith("VDK_ML_TRAINING_")
+        if k not in RESERVED_ENV
+        and not k.startswith(_FOREIGN_PREFIXES)
+        and (not k.startswith("VDK_ML_TRAINING_") or k in protocol.USER_SETTINGS)
     }
     env.update(spec.env_dict)
     return env

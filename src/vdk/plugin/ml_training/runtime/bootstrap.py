@@ -1,10 +1,11 @@
 """The program every training process runs: `python -m vdk.plugin.ml_training.runtime.bootstrap
 ENTRYPOINT [ARGS...]`, where ENTRYPOINT is `script.py` or `-m package.module`, under torchrun.
 
-In a job image it only runs the user's code, exactly as `python script.py` / `python -m module`
-would. Under the local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of ranks other
-than 0 in log files, reports how the rank ended in a result file (the launcher shows the failing
-rank's traceback once), and in smoke mode installs the CPU stand-ins and the optimizer-step limit.
+In a job image it runs the user's code exactly as `python script.py` / `python -m module` would, and
+rank 0 prints progress lines (runtime/progress.py). Under the local launcher (VDK_ML_TRAINING_MODE
+set) it also keeps the output of ranks other than 0 in log files, reports how the rank ended in a
+result file (the launcher shows the failing rank's traceback once), and in smoke mode installs the
+CPU stand-ins and the optimizer-step limit instead of progress lines.
 """
 from __future__ import annotations
 
@@ -40,9 +41,24 @@ def main(argv: list[str] | None = None) -> int:
     mode = os.environ.get(protocol.MODE)
     run_dir = os.environ.get(protocol.RUN_DIR)
     if not mode or not run_dir:
-        run_entrypoint(entry)  # in an image: nothing but the user's code
+        _run_in_image(entry)
         return 0
     return _run_locally(entry, mode, run_dir)
+
+
+def _run_in_image(entry: list[str]) -> None:
+    """The user's code and nothing else, but for the progress lines of rank 0."""
+    reporter = _start_progress() if _global_rank() == 0 else None
+    if reporter is None:
+        run_entrypoint(entry)
+        return
+    _when_torch_is_imported(reporter.attach)
+    try:
+        run_entrypoint(entry)
+    except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
+        reporter.finish(_ending(e))
+        raise
+    reporter.finish(_ending(None))
 
 
 def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
@@ -50,7 +66,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     from vdk.plugin.ml_training.runtime.report import RankReport
     from vdk.plugin.ml_training.runtime.report import describe
 
-    rank = int(os.environ.get("RANK", "0"))
+    rank = _global_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     _route_output(rank, run_dir)
     _reset_signals()
@@ -58,16 +74,23 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     _dump_stacks_on_crash(protocol.stack_path(run_dir, rank))
     report = RankReport(run_dir, rank, local_rank)
 
-    limit = adaptations = None
+    adaptations = reporter = None
+    counters: list = []  # the StepCounter, once there is one
+    stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
     if mode == protocol.SMOKE:
-        limit, adaptations = _install_smoke(run_dir)
+        from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
-    from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
+        counter, adaptations = _install_smoke(run_dir)
+        counters.append(counter)
+        stopped_at_limit = (SmokeStepsReached,)
+    else:  # full: every rank counts its steps for the summary; rank 0 prints progress lines
+        reporter = _start_progress() if rank == 0 else None
+        _when_torch_is_imported(counters.append, *([reporter.attach] if reporter else []))
 
     status, error, code = protocol.FINISHED, None, 0
     try:
         run_entrypoint(entry)
-    except SmokeStepsReached:
+    except stopped_at_limit:
         status = protocol.STOPPED
     except SystemExit as e:
         if e.code not in (None, 0):
@@ -77,11 +100,14 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
         status, code = protocol.FAILED, 1
         error = describe(e)
-    fields = {"error": error}
-    if limit is not None:
+    fields: dict = {"error": error}
+    if counters:
         from vdk.plugin.ml_training.runtime.steps import finite_or_none
 
-        fields.update(steps=limit.steps, last_loss=finite_or_none(limit.last_loss))
+        fields.update(steps=counters[0].steps, last_loss=finite_or_none(counters[0].loss()))
+    if reporter is not None:
+        reporter.finish(status)
+        fields["progress"] = reporter.last_line
     if adaptations is not None:
         fields["adaptations"] = dict(adaptations.counts)
     if status != protocol.FAILED:
@@ -92,6 +118,52 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     if mode == protocol.SMOKE:
         _skip_teardown(code)
     return code
+
+
+def _global_rank() -> int:
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def _ending(error: BaseException | None) -> str:
+    """How the script ended, as a protocol status: `sys.exit(0)` is an ordinary end."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    if error is None or (isinstance(error, SystemExit) and error.code in (None, 0)):
+        return protocol.FINISHED
+    return protocol.FAILED
+
+
+def _start_progress():
+    """Progress lines of this process (rank 0), or None when they are off."""
+    from vdk.plugin.ml_training.runtime import progress
+
+    try:
+        return progress.start()
+    except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
+        sys.stderr.write(f"[vdk-ml-training] warning: no progress lines ({type(e).__name__}: {e})\n")
+        return None
+
+
+def _when_torch_is_imported(*then) -> None:
+    """Count optimizer steps from the moment the user's code imports torch (not before: a script may
+    set torch's environment variables first, and multiprocessing must see the script as __main__),
+    and hand the counter to each of `then`."""
+    from vdk.plugin.ml_training.runtime import post_import
+
+    def install(_torch) -> None:
+        try:
+            from vdk.plugin.ml_training.runtime.steps import StepCounter
+
+            counter = StepCounter().install()
+            for receive in then:
+                receive(counter)
+        except Exception as e:  # noqa: BLE001 - the user's `import torch` must not fail because of us
+            sys.stderr.write(f"[vdk-ml-training] warning: optimizer steps are not counted ({type(e).__name__}: {e})\n")
+
+    post_import.when_imported("torch", install)
 
 
 def _skip_teardown(code: int) -> None:
@@ -115,12 +187,15 @@ def _install_smoke(run_dir: str):
     from vdk.plugin.ml_training.runtime import cpu_shims
     from vdk.plugin.ml_training.runtime import hf_shims
     from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime.steps import StepCounter
     from vdk.plugin.ml_training.runtime.steps import StepLimit
 
     steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
     adaptations = cpu_shims.install()
     hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"))
-    return StepLimit(steps).install(), adaptations
+    counter = StepCounter().install()
+    StepLimit(steps).attach(counter)
+    return counter, adaptations
 
 
 def _route_output(rank: int, run_dir: str) -> None:

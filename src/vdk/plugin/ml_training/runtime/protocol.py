@@ -14,6 +14,12 @@ RUN_DIR = "VDK_ML_TRAINING_RUN_DIR"  # where rank-<N>.json / rank-<N>.log are wr
 SMOKE_STEPS = "VDK_ML_TRAINING_SMOKE_STEPS"
 CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stderr to (a tty or a FIFO)
 
+# Set by the user ([ml-training.env], or the shell for a local run); read by rank 0 of cluster and
+# full local runs.
+PROGRESS_SECONDS = "VDK_ML_TRAINING_PROGRESS_SECONDS"  # between progress lines; 0 = none
+TOTAL_STEPS = "VDK_ML_TRAINING_TOTAL_STEPS"  # optimizer steps of the whole run, when no Trainer tells
+USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS)
+
 SMOKE = "smoke"
 FULL = "full"
 

@@ -1,12 +1,17 @@
-"""Counting optimizer steps and stopping a smoke run after `limit` of them, whatever drives the loop
-(a plain loop, DDP, HF Trainer, Accelerate): torch calls global optimizer-step hooks for every
-`torch.optim.Optimizer` subclass."""
+"""Counting optimizer steps and keeping the loss, whatever drives the loop (a plain loop, DDP, HF
+Trainer, Accelerate): torch calls global optimizer-step hooks for every `torch.optim.Optimizer`
+subclass. The smoke run stops after `limit` steps (`StepLimit`); progress reports read the count."""
 from __future__ import annotations
 
 import math
 import weakref
+from typing import Callable
 
 import torch
+
+# Backward calls kept between two optimizer steps before they are added up on the device: bounds the
+# memory of a script that calls backward() without ever stepping a torch optimizer.
+_MAX_PENDING = 256
 
 
 class SmokeStepsReached(SystemExit):
@@ -18,29 +23,40 @@ class SmokeStepsReached(SystemExit):
         self.steps = steps
 
 
-class StepLimit:
-    """Counts optimizer steps per optimizer and stops once every optimizer took `limit` steps.
+StepListener = Callable[["StepCounter", torch.optim.Optimizer], None]
 
-    Per optimizer, so that a loop stepping two optimizers (a GAN's generator and discriminator)
-    stops after both finished the step; a wrapper whose step calls an inner optimizer's step stops
-    after the outer call, since both are known optimizers.
+
+class StepCounter:
+    """Counts optimizer steps per optimizer and keeps the loss of the last step.
+
+    `steps` is the count of the optimizer that stepped most: a loop stepping two optimizers (a GAN's
+    generator and discriminator) takes one step per iteration, and a wrapper whose step calls an
+    inner optimizer's step counts once.
+
+    The loss of a step is the sum of the scalars `backward()` was called on since the previous step:
+    the objective whose gradient the step applied (the loss itself with one backward per step, the
+    whole batch's loss under gradient accumulation, the unscaled loss under a GradScaler). It is kept
+    as tensors: reading the value waits for the GPU, so only `loss()` does, never a step.
     """
 
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.last_loss: float | None = None
-        self.steps = 0  # optimizer steps done: those of the optimizer that stepped most
-        self._steps: "weakref.WeakKeyDictionary[torch.optim.Optimizer, int]" = weakref.WeakKeyDictionary()
+    def __init__(self) -> None:
+        self.steps = 0
+        self.listeners: list[StepListener] = []  # called after every optimizer step
+        self._counts: "weakref.WeakKeyDictionary[torch.optim.Optimizer, int]" = weakref.WeakKeyDictionary()
         self._optimizers: "weakref.WeakSet[torch.optim.Optimizer]" = weakref.WeakSet()
+        self._pending: list[torch.Tensor] = []  # backward() scalars since the last step
+        self._last_step: list[torch.Tensor] = []  # those of the last step
+        self._scaled: tuple[weakref.ref, torch.Tensor] | None = None  # GradScaler.scale(loss) -> loss
         self._handles: list = []
         self._restore: list = []
 
-    def install(self) -> "StepLimit":
+    def install(self) -> "StepCounter":
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._handles = [register_optimizer_step_post_hook(self._after_step)]
         self._track_new_optimizers()
         self._record_losses()
+        self._see_through_loss_scaling()
         return self
 
     def uninstall(self) -> None:
@@ -49,6 +65,25 @@ class StepLimit:
         for owner, name, original in reversed(self._restore):
             setattr(owner, name, original)
         self._handles, self._restore = [], []
+
+    def count(self, optimizer: torch.optim.Optimizer) -> int:
+        return self._counts.get(optimizer, 0)
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """Every optimizer created or stepped since `install()`, while it lives."""
+        return list(self._optimizers)
+
+    def loss(self) -> float | None:
+        """The loss of the last step (of the backward calls so far if none stepped yet); waits for
+        the device that computed it."""
+        tensors = self._last_step or self._pending
+        if not tensors:
+            return None
+        try:
+            return sum(float(_local(t).float()) for t in tensors)
+        except Exception:  # noqa: BLE001 - a device in an error state, an exotic tensor: no value
+            return None
 
     def _track_new_optimizers(self) -> None:
         original = torch.optim.Optimizer.__init__
@@ -63,28 +98,88 @@ class StepLimit:
         self._restore.append((torch.optim.Optimizer, "__init__", original))
 
     def _record_losses(self) -> None:
-        """The value of the last scalar that `.backward()` was called on: the loss, in practice."""
         original = torch.Tensor.backward
-        limit = self
+        counter = self
 
         def backward(tensor, *args, **kwargs):
-            if tensor.numel() == 1:
-                try:
-                    limit.last_loss = float(tensor.detach().float())
-                except (RuntimeError, TypeError, ValueError):
-                    pass
+            try:
+                counter._keep(tensor)
+            except Exception:  # noqa: BLE001 - keeping the loss must never break training
+                pass
             return original(tensor, *args, **kwargs)
 
         backward.__wrapped__ = original  # type: ignore[attr-defined]
         torch.Tensor.backward = backward  # type: ignore[method-assign]
         self._restore.append((torch.Tensor, "backward", original))
 
+    def _keep(self, tensor: torch.Tensor) -> None:
+        if tensor.numel() != 1:
+            return
+        scaled = self._scaled
+        if scaled is not None and scaled[0]() is tensor:
+            kept = scaled[1]  # the loss before GradScaler multiplied it
+        else:
+            kept = tensor.detach()
+        self._scaled = None
+        pending = self._pending
+        pending.append(kept)
+        if len(pending) >= _MAX_PENDING:
+            self._pending = [sum(t.float() for t in pending)]  # on the device, no wait
+
+    def _see_through_loss_scaling(self) -> None:
+        """`scaler.scale(loss).backward()` (torch.amp, Accelerate and HF Trainer under fp16): remember
+        the loss the scaled tensor came from."""
+        try:
+            from torch.amp.grad_scaler import GradScaler
+        except ImportError:
+            return
+        original = GradScaler.scale
+        counter = self
+
+        def scale(scaler, outputs, *args, **kwargs):
+            scaled = original(scaler, outputs, *args, **kwargs)
+            if isinstance(outputs, torch.Tensor) and isinstance(scaled, torch.Tensor) and outputs.numel() == 1:
+                try:
+                    counter._scaled = (weakref.ref(scaled), outputs.detach())
+                except TypeError:
+                    pass
+            return scaled
+
+        scale.__wrapped__ = original  # type: ignore[attr-defined]
+        GradScaler.scale = scale  # type: ignore[method-assign]
+        self._restore.append((GradScaler, "scale", original))
+
     def _after_step(self, optimizer, args, kwargs) -> None:
-        done = self._steps[optimizer] = self._steps.get(optimizer, 0) + 1
-        self.steps = max(self.steps, done)
+        done = self._counts[optimizer] = self._counts.get(optimizer, 0) + 1
+        if done > self.steps:
+            self.steps = done
         self._optimizers.add(optimizer)
-        if all(self._steps.get(o, 0) >= self.limit for o in list(self._optimizers)):
-            raise SmokeStepsReached(self.steps)
+        if self._pending:  # a second optimizer stepping on the same backward keeps its loss
+            self._last_step, self._pending = self._pending, []
+        for listener in self.listeners:
+            listener(self, optimizer)
+
+
+class StepLimit:
+    """Stops the run (SmokeStepsReached) once every optimizer took `limit` steps: per optimizer, so
+    that a loop stepping two optimizers stops after both finished the step."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def attach(self, counter: StepCounter) -> "StepLimit":
+        counter.listeners.append(self._after_step)
+        return self
+
+    def _after_step(self, counter: StepCounter, optimizer) -> None:
+        if all(counter.count(o) >= self.limit for o in counter.optimizers):
+            raise SmokeStepsReached(counter.steps)
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's own shard: its full value would need a collective that the other ranks never join."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
 
 
 def finite_or_none(value: float | None) -> float | str | None:

@@ -1,0 +1,200 @@
+"""Progress lines printed by rank 0 of a cluster or full local run, for people reading its log and for
+`vdk show` (k8s/diagnose.parse_progress reads them back):
+
+    [vdk-ml-training] progress step=120/1000 loss=0.43121 steps_per_s=2.35 elapsed=51s eta=6m14s
+
+on the first optimizer step, then at the first step at least `period` seconds after the last line,
+and once more when the script ends (with `script=finished` or `script=failed`, no ETA).
+
+Standard library only (the step counter is handed in): the readers import the line format too.
+Between two lines a step costs one clock read; the loss is read from the device only for a line.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from typing import Any
+from typing import Callable
+from typing import TextIO
+
+from vdk.plugin.ml_training.runtime import protocol
+
+MARK = "[vdk-ml-training] progress"
+DEFAULT_PERIOD_SECONDS = 30.0
+
+
+def approximate_duration(seconds: float) -> str:
+    """3725 -> "1h2m", 95 -> "1m35s", 725 -> "12m": two units at most, for people."""
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if minutes < 10 and secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def format_line(
+    step: int,
+    total: int | None = None,
+    loss: float | None = None,
+    steps_per_s: float | None = None,
+    elapsed_s: float | None = None,
+    eta_s: float | None = None,
+    script: str | None = None,
+) -> str:
+    """One progress line; values never contain spaces, so `key=value` tokens split on whitespace."""
+    parts = [MARK, f"step={step}/{total}" if total else f"step={step}"]
+    if loss is not None:
+        parts.append(f"loss={loss:.6g}")
+    if steps_per_s is not None:
+        parts.append(f"steps_per_s={steps_per_s:.0f}" if steps_per_s >= 1000 else f"steps_per_s={steps_per_s:.3g}")
+    if elapsed_s is not None:
+        parts.append(f"elapsed={approximate_duration(elapsed_s)}")
+    if eta_s is not None:
+        parts.append(f"eta={approximate_duration(eta_s)}")
+    if script:
+        parts.append(f"script={script}")
+    return " ".join(parts)
+
+
+class ProgressSettings:
+    """`VDK_ML_TRAINING_PROGRESS_SECONDS` (0 = off) and `VDK_ML_TRAINING_TOTAL_STEPS` of the environment;
+    a value that does not parse is ignored with a warning (the job config refuses it earlier)."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        env = os.environ if env is None else env
+        self.warnings: list[str] = []
+        self.period = self._number(env, protocol.PROGRESS_SECONDS, DEFAULT_PERIOD_SECONDS, float, 0)
+        self.total_steps = self._number(env, protocol.TOTAL_STEPS, None, int, 1)
+
+    def _number(self, env, name: str, default, kind: Callable, minimum):
+        text = env.get(name, "").strip()
+        if not text:
+            return default
+        try:
+            value = kind(text)
+            if not (value >= minimum and math.isfinite(value)):
+                raise ValueError
+        except ValueError:
+            self.warnings.append(f"{name}={text!r} is not a number >= {minimum}: ignored")
+            return default
+        return value
+
+
+class ProgressReporter:
+    """Prints progress lines of a `StepCounter` (a listener of its optimizer steps) to `out`.
+
+    Made before the user's code runs; `attach` gives it the counter once the code imported torch.
+    Any error in here turns reporting off with one warning line on stderr: the training goes on.
+    """
+
+    def __init__(
+        self,
+        period: float = DEFAULT_PERIOD_SECONDS,
+        total_steps: int | None = None,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.counter: Any = None
+        self.period = period
+        self.total_steps = total_steps
+        self.last_line: str | None = None
+        self._out = out or sys.stdout  # the stream of the start: a script's redirect_stdout() does not take it
+        self._clock = clock
+        self._started = clock()
+        self._due = 0.0  # the first step is reported at once
+        self._first: tuple[float, int] | None = None  # (time, counter steps) of the first report
+        self._offset = 0  # shown step = counter steps + offset (a Trainer resumed at global_step N)
+        self._on = True
+
+    def attach(self, counter: Any) -> "ProgressReporter":
+        if not self._on or self.counter is not None:
+            return self
+        self.counter = counter
+        counter.listeners.append(self._after_step)
+        if hasattr(os, "register_at_fork"):  # a forked child (DataLoader worker) reports nothing
+            os.register_at_fork(after_in_child=self._turn_off)
+        return self
+
+    def set_total(self, total_steps: int, done: int = 0) -> None:
+        """A trainer knows the run's length: `total_steps`, of which `done` before its first step here."""
+        if total_steps and total_steps > 0:
+            self.total_steps = int(total_steps)
+            self._offset = int(done) - (self.counter.steps if self.counter is not None else 0)
+
+    def _after_step(self, counter, optimizer) -> None:
+        now = self._clock()
+        if now < self._due:
+            return
+        try:
+            self._report(now)
+            self._due = now + self.period
+        except Exception as e:  # noqa: BLE001 - reporting must never break training
+            self.fail(e)
+
+    def finish(self, script: str) -> None:
+        """The last line, when the script ended (`finished`) or raised (`failed`); none without a step."""
+        if not self._on or self.counter is None or not self.counter.steps:
+            self._turn_off()
+            return
+        try:
+            self._report(self._clock(), script=script)
+        except Exception as e:  # noqa: BLE001
+            self.fail(e)
+        self._turn_off()
+
+    def _report(self, now: float, script: str | None = None) -> None:
+        steps = self.counter.steps
+        if self._first is None:
+            self._first = (now, steps)
+        first_time, first_steps = self._first
+        rate = (steps - first_steps) / (now - first_time) if steps > first_steps and now > first_time else None
+        step = steps + self._offset
+        eta = None
+        if rate and self.total_steps and script is None:
+            eta = max(0, self.total_steps - step) / rate
+        self.last_line = format_line(
+            step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script
+        )
+        self._out.write(self.last_line + "\n")
+        self._out.flush()
+
+    def fail(self, error: Exception) -> None:
+        self._turn_off()
+        try:
+            sys.stderr.write(
+                f"[vdk-ml-training] warning: progress lines are off for the rest of this run after an error "
+                f"in them ({type(error).__name__}: {error}); training goes on\n"
+            )
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - stderr is gone too: nothing left to tell
+            pass
+
+    def _turn_off(self) -> None:
+        self._on = False
+        try:
+            self.counter.listeners.remove(self._after_step)
+        except (AttributeError, ValueError):
+            pass
+
+
+def start(settings: ProgressSettings | None = None) -> ProgressReporter | None:
+    """A reporter for this process, unless the period is 0; it follows HF Trainers for the total.
+    The caller attaches it to the step counter."""
+    settings = settings or ProgressSettings()
+    for warning in settings.warnings:
+        sys.stderr.write(f"[vdk-ml-training] warning: {warning}\n")
+    if not settings.period:
+        return None
+    reporter = ProgressReporter(settings.period, settings.total_steps)
+    from vdk.plugin.ml_training.runtime import hf_progress
+
+    hf_progress.follow_trainers(reporter)
+    return reporter
