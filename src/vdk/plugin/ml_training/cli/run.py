@@ -16,6 +16,7 @@ from typing import Any
 import click
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.k8s.diagnose import parse_progress
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
@@ -180,6 +181,7 @@ def format_summary(outcome: RunOutcome) -> str:
             lines.append(f"  adapted for CPU: {', '.join(adapted)}")
         lines += [f"  warning: {w}" for w in outcome.warnings]
         if mode == protocol.FULL:
+            lines += _progress_lines(outcome)
             lines += _log_lines(outcome)
         return "\n".join(lines)
 
@@ -201,9 +203,16 @@ def format_summary(outcome: RunOutcome) -> str:
         what = one_line(other.error, width=120) if other.error else other.death()
         lines.append(f"  then rank {other.rank}: {what}")
     lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
+    lines += _progress_lines(outcome)
     lines += _log_lines(outcome)
     lines.append(f"  torchrun's log: {run.agent_log}")
     return "\n".join(lines)
+
+
+def _progress_lines(outcome: RunOutcome) -> list[str]:
+    """A full run's last progress line, read back as `vdk show` reads a cluster run's."""
+    reported = [parse_progress([r.progress]) for r in outcome.ranks if r.progress]
+    return [f"  last progress: {p.describe()}" for p in reported if p is not None]
 
 
 def _log_lines(outcome: RunOutcome) -> list[str]:

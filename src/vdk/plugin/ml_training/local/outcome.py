@@ -37,6 +37,7 @@ class RankOutcome:
     log: Path | None = None  # rank >= 1: its stdout and stderr
     stack: str = ""  # faulthandler's dump: set when it crashed or was terminated
     stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
+    progress: str | None = None  # rank 0 of a full run: the last progress line it printed
 
     @property
     def crash(self) -> str | None:
@@ -148,6 +149,7 @@ def _rank(
         log=log if log.exists() else None,
         stack=stack,
         stopped_by_torchrun=record.get("pid") in stopped_pids,
+        progress=record.get("progress"),
     )
 
 
