@@ -70,7 +70,8 @@ def test_what_the_runtime_prints_is_what_vdk_show_reads():
 
 
 @pytest.mark.parametrize(
-    "value, text", [(0, "0s"), (59.9, "59s"), (95, "1m35s"), (725, "12m"), (3600, "1h"), (3725, "1h2m"), (90000, "1d1h")]
+    "value, text",
+    [(0, "0s"), (59.9, "59s"), (95, "1m35s"), (725, "12m"), (3600, "1h"), (3725, "1h2m"), (90000, "1d1h")],
 )
 def test_durations_are_short_and_readable(value, text):
     assert progress.approximate_duration(value) == text
@@ -78,12 +79,13 @@ def test_durations_are_short_and_readable(value, text):
 
 def test_settings_come_from_the_environment_and_bad_values_are_named():
     good = progress.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.5", "VDK_ML_TRAINING_TOTAL_STEPS": "900"})
-    assert (good.period, good.total_steps, good.warnings) == (0.5, 900, [])
+    assert (good.period, good.total_steps, good.problems) == (0.5, 900, [])
     default = progress.ProgressSettings({})
     assert (default.period, default.total_steps) == (progress.DEFAULT_PERIOD_SECONDS, None)
     bad = progress.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "-1", "VDK_ML_TRAINING_TOTAL_STEPS": "1e3"})
     assert (bad.period, bad.total_steps) == (progress.DEFAULT_PERIOD_SECONDS, None)
-    assert [w.split("=")[0] for w in bad.warnings] == ["VDK_ML_TRAINING_PROGRESS_SECONDS", "VDK_ML_TRAINING_TOTAL_STEPS"]
+    named = [problem.split("=")[0] for problem in bad.problems]
+    assert named == ["VDK_ML_TRAINING_PROGRESS_SECONDS", "VDK_ML_TRAINING_TOTAL_STEPS"]
 
 
 class Steps:
@@ -205,7 +207,8 @@ def test_rank_0_reports_at_most_every_period_with_the_optimizer_steps_and_their_
 @pytest.mark.slow
 def test_other_ranks_print_no_lines(tmp_path):
     script = "import torch\nm = torch.nn.Linear(1, 1)\no = torch.optim.SGD(m.parameters())\n"
-    done = bootstrap(tmp_path, script + "m(torch.ones(1)).sum().backward(); o.step()\nprint('stepped')\n", {"RANK": "1"})
+    script += "m(torch.ones(1)).sum().backward(); o.step()\nprint('stepped')\n"
+    done = bootstrap(tmp_path, script, {"RANK": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout == "stepped\n" and MARK not in done.stderr
 
@@ -321,11 +324,10 @@ def test_a_full_ddp_run_reports_from_rank_0_only(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_full_run_of_the_hf_trainer_example_knows_its_total_from_the_trainer(tmp_path):
+def test_a_full_run_of_the_hf_trainer_example_knows_its_total_from_the_trainer(tmp_path, monkeypatch):
     job = tmp_path / "hf-trainer"
     shutil.copytree(EXAMPLES / "hf-trainer", job)
-    with (job / "config.ini").open("a") as config:
-        config.write("\n[ml-training.env]\nVDK_ML_TRAINING_PROGRESS_SECONDS = 0.5\n")
+    monkeypatch.setenv("VDK_ML_TRAINING_PROGRESS_SECONDS", "0.5")  # from the shell, for a local run
     output, run_dir = full_run(job)
 
     lines = progress_lines(output)

@@ -568,10 +568,10 @@ def _has_main_guard(path: Path) -> bool:
 
 def _check_runtime_setting(name: str, value: str, path: Path) -> None:
     """Progress settings are checked here, where a mistake is cheap, by the rule the runtime applies."""
-    problems = ProgressSettings({name: value}).warnings
+    problems = ProgressSettings({name: value}).problems
     if problems:
         example = "10 (seconds), or 0 for no progress lines" if name == protocol.PROGRESS_SECONDS else "5000"
-        raise JobConfigError(path, problems[0].replace(": ignored", ""), f"set it to a number such as {example}", ENV_SECTION, name)
+        raise JobConfigError(path, problems[0], f"set it to a number such as {example}", ENV_SECTION, name)
 
 
 def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str], ...]:

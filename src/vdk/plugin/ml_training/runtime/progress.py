@@ -66,11 +66,11 @@ def format_line(
 
 class ProgressSettings:
     """`VDK_ML_TRAINING_PROGRESS_SECONDS` (0 = off) and `VDK_ML_TRAINING_TOTAL_STEPS` of the environment;
-    a value that does not parse is ignored with a warning (the job config refuses it earlier)."""
+    a value that does not parse is a problem, ignored with a warning (the job config refuses it earlier)."""
 
     def __init__(self, env: dict[str, str] | None = None):
         env = os.environ if env is None else env
-        self.warnings: list[str] = []
+        self.problems: list[str] = []
         self.period = self._number(env, protocol.PROGRESS_SECONDS, DEFAULT_PERIOD_SECONDS, float, 0)
         self.total_steps = self._number(env, protocol.TOTAL_STEPS, None, int, 1)
 
@@ -83,7 +83,7 @@ class ProgressSettings:
             if not (value >= minimum and math.isfinite(value)):
                 raise ValueError
         except ValueError:
-            self.warnings.append(f"{name}={text!r} is not a number >= {minimum}: ignored")
+            self.problems.append(f"{name}={text!r} is not a number >= {minimum}")
             return default
         return value
 
@@ -189,8 +189,8 @@ def start(settings: ProgressSettings | None = None) -> ProgressReporter | None:
     """A reporter for this process, unless the period is 0; it follows HF Trainers for the total.
     The caller attaches it to the step counter."""
     settings = settings or ProgressSettings()
-    for warning in settings.warnings:
-        sys.stderr.write(f"[vdk-ml-training] warning: {warning}\n")
+    for problem in settings.problems:
+        sys.stderr.write(f"[vdk-ml-training] warning: {problem}: ignored\n")
     if not settings.period:
         return None
     reporter = ProgressReporter(settings.period, settings.total_steps)

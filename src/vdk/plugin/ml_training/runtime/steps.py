@@ -153,7 +153,8 @@ class StepCounter:
         done = self._counts[optimizer] = self._counts.get(optimizer, 0) + 1
         if done > self.steps:
             self.steps = done
-        self._optimizers.add(optimizer)
+        if done == 1:  # made before install(), or not by Optimizer.__init__
+            self._optimizers.add(optimizer)
         if self._pending:  # a second optimizer stepping on the same backward keeps its loss
             self._last_step, self._pending = self._pending, []
         for listener in self.listeners:
