@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import analyse
+from vdk.plugin.ml_training.local.plan import FORK
 from vdk.plugin.ml_training.local.plan import SPAWN
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
@@ -248,6 +249,39 @@ def test_a_module_entrypoint_with_its_package_in_the_job(tmp_path):
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
     assert result.exit_code == 0, result.output
     assert RANK_LINE.findall(result.output) == [("0", "3")]
+
+
+SPAWNED_POOL = """
+import multiprocessing as mp
+from dataclasses import dataclass
+import torch
+
+@dataclass
+class Point:
+    x: int
+
+def make(i):
+    return Point(i)
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as pool:
+        print("pool:", pool.map(make, range(3)), flush=True)
+    model = torch.nn.Linear(2, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(1, 2, device="cuda")).sum().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("start_method", [FORK, SPAWN])
+def test_spawned_workers_return_objects_of_classes_the_script_defines(tmp_path, start_method):
+    # Ranks forked from torchrun's agent inherit multiprocessing's `__mp_main__` alias of the agent's
+    # module: results coming back from spawned workers must still find the script's classes.
+    spec = load_job_spec(make_job(tmp_path, "pool", SPAWNED_POOL, "smoke_timeout = 60s\n"))
+    run = launch(smoke_plan(spec, start_method=start_method))
+    outcome = analyse(run)
+    assert outcome.passed, outcome.headline
+    assert [r.steps for r in outcome.ranks] == [1]
 
 
 def test_an_ordinary_data_job_runs_unchanged(tmp_path):

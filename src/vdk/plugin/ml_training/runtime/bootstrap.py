@@ -13,10 +13,24 @@ import os
 import runpy
 import signal
 import sys
+import types
+
+
+class _FollowsMain(types.ModuleType):
+    """`__mp_main__` as seen by unpickling: whatever module is `__main__` right now.
+
+    multiprocessing aliases `__mp_main__` to `__main__` when it is first imported. That happens
+    before the user's script runs when the process was forked from torchrun's agent (or torch was
+    imported first), so results that spawned workers send back ("__mp_main__.Point") would be looked
+    up in the launcher's module instead of the script's."""
+
+    def __getattr__(self, name: str):
+        return getattr(sys.modules["__main__"], name)
 
 
 def run_entrypoint(entry: list[str]) -> None:
     """Run `script.py ARGS` or `-m module ARGS` in this interpreter, as `python` would run it."""
+    sys.modules["__mp_main__"] = _FollowsMain("__mp_main__")
     if not entry:
         raise SystemExit("bootstrap: no entrypoint given (expected `script.py ARGS` or `-m module ARGS`)")
     if entry[0] == "-m":
