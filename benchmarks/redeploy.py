@@ -43,7 +43,6 @@ from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.oci import OCI_MANIFEST
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
-from vdk.plugin.ml_training.image import sources
 from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import load_job_spec
@@ -179,30 +178,8 @@ def ours(job: Path, registry: str) -> tuple[float, object]:
     return time.perf_counter() - start, image
 
 
-PLACEHOLDER = None  # set when the source tree has no runtime/ yet (see ensure_runtime_package)
-
-
-def ensure_runtime_package(work: Path) -> None:
-    """Images carry runtime/; on a tree without it yet, a placeholder of the same shape stands in."""
-    global PLACEHOLDER
-    if (sources.runtime_package_dir() / "runtime" / "bootstrap.py").is_file():
-        return
-    PLACEHOLDER = work / "placeholder" / "ml_training"
-    (PLACEHOLDER / "runtime").mkdir(parents=True)
-    (PLACEHOLDER / "__init__.py").write_text("")
-    (PLACEHOLDER / "runtime" / "__init__.py").write_text("")
-    (PLACEHOLDER / "runtime" / "bootstrap.py").write_text("print('placeholder')\n")
-    sources.runtime_package_dir = lambda: PLACEHOLDER
-    print("note: runtime/ is not in this source tree yet; a placeholder runtime package is used", file=sys.stderr)
-
-
 def ours_fresh_process(job: Path, registry: str) -> float:
-    patch = (
-        f"import pathlib; from vdk.plugin.ml_training.image import sources; "
-        f"sources.runtime_package_dir = lambda: pathlib.Path({str(PLACEHOLDER)!r});"
-        if PLACEHOLDER else ""
-    )
-    code = patch + (
+    code = (
         "import sys; from vdk.plugin.ml_training.image import build_and_push;"
         "from vdk.plugin.ml_training.job import load_job_spec; from vdk.plugin.ml_training import audit;"
         f"j={str(job)!r}; print(build_and_push(load_job_spec(j), {registry!r}, audit.collect(j)).reference)"
@@ -264,7 +241,6 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="vdk-redeploy-bench-"))
     os.environ["VDK_ML_TRAINING_CACHE_DIR"] = str(work / "cache")
-    ensure_runtime_package(work)
     registries = []
     try:
         registry = Registry(work / "registry")

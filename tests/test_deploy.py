@@ -205,7 +205,8 @@ def test_failed_smoke_check_builds_and_deploys_nothing(tmp_path, registry, base_
     assert "typo in the training loop" in result.stderr
     assert "Nothing was built or deployed" in result.stderr
     assert repository_tags(registry, "team/broken-job") == []
-    assert fake.run_objects() == [] and fake.requests == []
+    assert fake.run_objects() == []
+    assert all(method == "GET" for method, *_ in fake.requests)  # the cluster was only asked what it serves
 
 
 def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, fake_cluster, monkeypatch):
@@ -230,7 +231,7 @@ def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, fake
     assert fake.run_objects() == []  # the PyTorchJob created before the failure was removed
 
 
-def test_unreachable_cluster_fails_before_building(tmp_path, registry, base_image, monkeypatch):
+def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, base_image, monkeypatch):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -245,10 +246,17 @@ def test_unreachable_cluster_fails_before_building(tmp_path, registry, base_imag
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     job = write_job(tmp_path, base_image, name="unreachable-job")
-    result = vdk("deploy", "-p", str(job), "--skip-smoke")
+    result = vdk("deploy", "-p", str(job))
     assert result.exit_code == 1
     assert "127.0.0.1:9" in result.stderr
+    assert "smoke run" not in result.stderr  # found before the smoke run, too
     assert repository_tags(registry, "team/unreachable-job") == []
+
+
+def test_dry_run_and_build_only_exclude_each_other(tmp_path):
+    job = write_job(tmp_path, "python:3.11", name="both-job")
+    result = vdk("deploy", "-p", str(job), "--dry-run", "--build-only")
+    assert result.exit_code == 1 and "exclude each other" in result.stderr and result.stdout == ""
 
 
 def test_missing_registry_is_a_clear_error(tmp_path):

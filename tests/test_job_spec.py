@@ -6,6 +6,7 @@ from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job import ml_config_problem
 
 TRAIN = 'import torch\n\nif __name__ == "__main__":\n    print("hi")\n'
 
@@ -234,3 +235,45 @@ def test_fingerprint_is_independent_of_location(tmp_path):
     b = load_job_spec(make_job(tmp_path / "b", "nodes = 2"))
     c = load_job_spec(make_job(tmp_path / "c", "nodes = 3"))
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_fingerprint_ignores_where_and_how_a_job_is_checked_or_started(tmp_path):
+    base = load_job_spec(make_job(tmp_path / "a", "nodes = 2"))
+    elsewhere = load_job_spec(
+        make_job(tmp_path / "b", "nodes = 2\nnamespace = other\nbackend = job\nsmoke_steps = 3\nsmoke_timeout = 1m"),
+        {"registry": "localhost:5000/x", "kube_context": "prod"},
+    )
+    assert base.fingerprint() == elsewhere.fingerprint()  # same training, same image label
+    assert base.fingerprint() != load_job_spec(make_job(tmp_path / "c", "nodes = 2\nargs = --lr 1")).fingerprint()
+
+
+def test_bad_registry_setting_says_how_to_set_the_variable(tmp_path):
+    err = error_of(make_job(tmp_path), {"registry": "https://registry.example.com/ml"})
+    assert "VDK_ML_TRAINING_REGISTRY=registry.example.com/ml" in err.fix
+    assert "without a scheme" in err.fix
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ("[job]\ntype = ml_training\n", "did you mean `type = ml-training`?"),
+        ("[job]\ntype = ML-Trainig\n", "did you mean `type = ml-training`?"),
+        ("[owner]\nteam = t\n[ml-training]\nnodes = 2\n", "add `type = ml-training` under [job]"),
+        ("[job]\ntype = ml-training\n[ml-training]\nnodes = 1\nnodes = 2\n", "cannot be read"),
+    ],
+)
+def test_jobs_meant_as_ml_training_that_are_not_say_why(tmp_path, config, expected):
+    job = make_job(tmp_path)
+    (job / "config.ini").write_text(config)
+    problem = ml_config_problem(job)
+    assert problem is not None and expected in str(problem)
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["[owner]\nteam = t\n", "[job]\ntype = ml-training\n", "[job]\ntype = batch\n", "[owner]\nteam = t\nx = 1\nx = 2\n"],
+)
+def test_data_jobs_and_ml_jobs_have_no_ml_config_problem(tmp_path, config):
+    job = make_job(tmp_path)
+    (job / "config.ini").write_text(config)
+    assert ml_config_problem(job) is None

@@ -1,12 +1,10 @@
 """Fixtures of the image tests: a real registry, a busybox base image in it, job directories."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from vdk.plugin.ml_training.image import sources
 from image_jobs import write_job
 
 
@@ -19,23 +17,6 @@ def isolated_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture(autouse=True)
-def runtime_package(monkeypatch, tmp_path_factory):
-    """The plugin's runtime package as it ships in images. Until runtime/ exists in the source tree,
-    a placeholder package with the same layout stands in for it (tests only)."""
-    real = sources.runtime_package_dir()
-    if (real / "runtime" / "bootstrap.py").is_file():
-        return real
-    fake = tmp_path_factory.getbasetemp() / "fake-runtime" / "ml_training"
-    if not fake.exists():
-        (fake / "runtime").mkdir(parents=True)
-        (fake / "__init__.py").write_text('"""vdk-ml-training (test placeholder)."""\n')
-        (fake / "runtime" / "__init__.py").write_text("")
-        (fake / "runtime" / "bootstrap.py").write_text("print('bootstrap placeholder')\n")
-    monkeypatch.setattr(sources, "runtime_package_dir", lambda: fake)
-    return fake
 
 
 @pytest.fixture

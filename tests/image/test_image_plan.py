@@ -1,6 +1,7 @@
 """The dry run: what the image would hold, worked out from local files alone."""
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 
@@ -9,6 +10,7 @@ import pytest
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.image import plan_image
+from vdk.plugin.ml_training.image import sources
 from vdk.plugin.ml_training.image.errors import ImageBuildError
 from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.job import load_job_spec
@@ -102,17 +104,14 @@ def test_plan_of_a_real_git_checkout(tmp_path, no_network):
     assert ".git/" not in {e.path for e in plan.excluded}  # the repository root is above the job
 
 
-def test_a_name_that_cannot_be_an_image_name_and_a_broken_install_are_clear_errors(tmp_path, no_network, runtime_package):
+def test_a_name_that_cannot_be_an_image_name_and_a_broken_install_are_clear_errors(tmp_path, no_network, monkeypatch):
     job = write_job(tmp_path / "Train_Job", BASE)
     with pytest.raises(JobConfigError, match="cannot be a Kubernetes name"):
         plan_image(load_job_spec(job), "registry.example.com/ml", provenance(job))
     good = write_job(tmp_path / "train-job", BASE)
-    bootstrap = runtime_package / "runtime" / "bootstrap.py"
-    if "fake-runtime" in str(bootstrap):  # only ever break the test placeholder
-        saved = bootstrap.read_text()
-        bootstrap.unlink()
-        try:
-            with pytest.raises(ImageBuildError, match="runtime package is incomplete"):
-                plan_image(load_job_spec(good), "registry.example.com/ml", provenance(good))
-        finally:
-            bootstrap.write_text(saved)
+    broken = tmp_path / "installed" / "ml_training"  # a copy of the installed package, without its bootstrap
+    shutil.copytree(sources.runtime_package_dir(), broken, ignore=shutil.ignore_patterns("__pycache__"))
+    (broken / "runtime" / "bootstrap.py").unlink()
+    monkeypatch.setattr(sources, "runtime_package_dir", lambda: broken)
+    with pytest.raises(ImageBuildError, match="runtime package is incomplete"):
+        plan_image(load_job_spec(good), "registry.example.com/ml", provenance(good))

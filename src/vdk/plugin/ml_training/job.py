@@ -5,6 +5,7 @@ config.ini. The spec knows no screen, no cluster and no registry: it only holds 
 """
 from __future__ import annotations
 
+import ast
 import configparser
 import dataclasses
 import difflib
@@ -124,6 +125,13 @@ class Accelerators:
         return self.mig_profile or str(self.count)
 
 
+# Keys that say where and how a job is checked or started, not what it trains: left out of the
+# fingerprint (image labels, run annotations), so that they do not change an image's digest.
+WHERE_IT_RUNS = frozenset(
+    {"registry", "namespace", "kube_context", "backend", "smoke_steps", "smoke_processes", "smoke_timeout_seconds"}
+)
+
+
 @dataclass(frozen=True)
 class MLJobSpec:
     """One ml-training job, fully validated. Build it with `load_job_spec`."""
@@ -185,8 +193,10 @@ class MLJobSpec:
         return data
 
     def fingerprint(self) -> str:
-        """sha256 of `to_dict()`: equal for equal specs, whichever checkout they come from."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """sha256 of what defines the training (`to_dict()` without WHERE_IT_RUNS): equal for equal
+        specs from any checkout, and the same image whichever namespace or registry it goes to."""
+        training = {k: v for k, v in self.to_dict().items() if k not in WHERE_IT_RUNS}
+        canonical = json.dumps(training, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def kubernetes_name(self, name: str | None = None) -> str:
@@ -222,8 +232,41 @@ def read_config(job_dir: Path) -> configparser.ConfigParser:
         ) from None
     except (configparser.Error, UnicodeDecodeError) as e:
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise JobConfigError(path, f"cannot be read: {detail}", "fix the syntax of config.ini") from None
+        if isinstance(e, configparser.ParsingError) and e.errors:
+            line_number, line = e.errors[0]
+            detail = f"line {line_number}: {_unrepr(line).strip()!r} is not `key = value`"
+        raise JobConfigError(path, f"cannot be read: {detail}", _syntax_fix(e)) from None
     return parser
+
+
+def _unrepr(text: str) -> str:
+    """configparser keeps a bad line as its repr()."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    return value if isinstance(value, str) else text
+
+
+def _syntax_fix(error: Exception) -> str:
+    if isinstance(error, configparser.DuplicateOptionError):
+        return f"keep one `{error.option} = ...` line in [{error.section}]"
+    if isinstance(error, configparser.DuplicateSectionError):
+        return f"merge the two [{error.section}] sections into one"
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        return "start config.ini with a section header such as [job]"
+    if isinstance(error, UnicodeDecodeError):
+        return "save config.ini as UTF-8"
+    return "write every line as `key = value` under a [section] header (see the README's job format)"
+
+
+def _job_type(parser: configparser.ConfigParser) -> str | None:
+    for section in parser.sections():
+        if section.lower() == "job":
+            for key, value in parser.items(section):
+                if key.lower() == "type":
+                    return value.strip()
+    return None
 
 
 def is_ml_job(job_dir: Path | str) -> bool:
@@ -232,12 +275,37 @@ def is_ml_job(job_dir: Path | str) -> bool:
         parser = read_config(Path(job_dir))
     except JobConfigError:
         return False
-    for section in parser.sections():
-        if section.lower() == "job":
-            for key, value in parser.items(section):
-                if key.lower() == "type":
-                    return value.strip().lower() == JOB_TYPE
-    return False
+    return (_job_type(parser) or "").lower() == JOB_TYPE
+
+
+def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
+    """Why a job dir that looks meant as an ml-training job is not one: a config.ini that cannot be
+    read but mentions ml-training, a misspelt `type`, or an [ml-training] section without the type.
+    None for ml-training jobs and for anything that does not look like one (data jobs)."""
+    path = Path(job_dir) / CONFIG_FILE
+    try:
+        parser = read_config(Path(job_dir))
+    except JobConfigError as e:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace").lower()
+        except OSError:
+            return None
+        return e if "ml-training" in text or "ml_training" in text else None
+    job_type = _job_type(parser)
+    if (job_type or "").lower() == JOB_TYPE:
+        return None
+    if job_type and difflib.get_close_matches(job_type.lower().replace("_", "-"), [JOB_TYPE], n=1, cutoff=0.75):
+        return JobConfigError(path, f"type {job_type!r} is not a job type", f"did you mean `type = {JOB_TYPE}`?", "job", "type")
+    if any(s.lower().replace("_", "-") in (SECTION, ENV_SECTION) for s in parser.sections()):
+        found = f"type = {job_type}" if job_type else "no type"
+        return JobConfigError(
+            path,
+            f"it has an [{SECTION}] section but [job] says {found}, so VDK would run it as a data job",
+            f"add `type = {JOB_TYPE}` under [job]",
+            "job",
+            "type",
+        )
+    return None
 
 
 # --- parsing of single keys -----------------------------------------------------------------
@@ -253,7 +321,9 @@ class _Keys:
 
     def error(self, key: str, problem: str, fix: str) -> JobConfigError:
         if not self.values.get(key, "").strip() and key in self.settings:
-            problem = f"the value from VDK configuration (VDK_ML_TRAINING_{key.upper()}): {problem}"
+            variable = f"VDK_ML_TRAINING_{key.upper()}"
+            problem = f"the value from VDK configuration ({variable}): {problem}"
+            fix = fix.replace(f"`{key} = ", f"`{variable}=") + f" (in {variable}, or `{key} = ...` in [{SECTION}])"
         return JobConfigError(self.path, problem, fix, SECTION, key)
 
     def raw(self, key: str) -> str | None:
@@ -317,7 +387,8 @@ class _Keys:
     def matching(self, key: str, pattern: re.Pattern, what: str, example: str) -> str | None:
         text = self.raw(key)
         if text is not None and (not pattern.match(text) or len(text) > 253):
-            raise self.error(key, f"{text!r} is not {what}", f"write it like `{key} = {example}`")
+            scheme = " without a scheme such as https://" if "://" in text else ""
+            raise self.error(key, f"{text!r} is not {what}", f"write it like `{key} = {example}`{scheme}")
         return text
 
 
@@ -377,7 +448,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         raise keys.error(
             "shm_size",
             f"{shm_size} is more than memory ({memory}); /dev/shm counts against the memory limit",
-            f"lower shm_size or raise memory (by default shm_size is half of memory)",
+            "lower shm_size or raise memory (by default shm_size is half of memory)",
         )
     smoke_default = 2 if nodes.max * procs > 1 else 1
     return MLJobSpec(

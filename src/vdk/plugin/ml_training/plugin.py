@@ -1,9 +1,20 @@
 """VDK hook implementations of vdk-ml-training. Only hooks live here; the logic is in plain modules."""
 from __future__ import annotations
 
+import warnings
+
 from vdk.api.plugin.hook_markers import hookimpl
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.settings import CONFIG_KEYS
+
+
+@hookimpl
+def vdk_start(plugin_registry, command_line_args) -> None:
+    """`vdk run JOB` of a job meant as ml-training whose config.ini is broken or misnamed: say so
+    now, before vdk-core reads config.ini (it fails with a traceback) or runs it as a data job."""
+    from vdk.plugin.ml_training.cli.preflight import refuse_broken_ml_config
+
+    refuse_broken_ml_config(command_line_args)
 
 
 @hookimpl
@@ -21,6 +32,8 @@ def vdk_command_line(root_command) -> None:
 
     add_full_option(root_command)
     install_all(root_command)
+    # vdk-control-cli declares `-v` twice on deploy; click warns about it on every wrapped deploy.
+    warnings.filterwarnings("ignore", message="The parameter -v is used more than once", category=UserWarning)
 
 
 @hookimpl(tryfirst=True)

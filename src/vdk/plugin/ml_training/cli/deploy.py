@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import BACKENDS
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job import ml_config_problem
 from vdk.plugin.ml_training.job import MLJobSpec
 
 # What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
@@ -29,7 +30,12 @@ DRY_RUN_AUTO_BACKEND = "job"
 
 def _is_ml(kwargs: dict[str, Any]) -> bool:
     path = kwargs.get("job_path")
-    return bool(path) and is_ml_job(Path(path))
+    if not path:
+        return False
+    problem = ml_config_problem(Path(path))  # meant as ml-training, but broken or misnamed
+    if problem is not None:
+        fail(problem)
+    return is_ml_job(Path(path))
 
 
 def _not_ml_reason(kwargs: dict[str, Any]) -> str:
@@ -61,16 +67,22 @@ def deploy_ml(
 
 
 def _deploy(job_path, name, team, reason, output, dry_run, skip_smoke, build_only, backend) -> None:
+    if dry_run and build_only:
+        raise MLTrainingError(
+            "--dry-run and --build-only exclude each other",
+            "use --dry-run to see what would be built and started (nothing is contacted), "
+            "or --build-only to build and push the image",
+        )
     spec = _spec(job_path, name, team, backend)
     provenance = audit.collect(spec.job_dir)
     if dry_run:
         return _dry_run(spec, provenance, reason)
     registry = _require_registry(spec)
+    client = chosen = discovery = None
+    if not build_only:  # cluster problems are found in a second, not after a smoke run and a build
+        client, discovery, chosen = _cluster(spec)
     if not skip_smoke:
         _smoke_check(spec)
-    client = chosen = discovery = None
-    if not build_only:
-        client, discovery, chosen = _cluster(spec)
     image = _build(spec, registry, provenance)
     if build_only:
         if output == "json":
@@ -116,7 +128,7 @@ def _smoke_check(spec: MLJobSpec) -> None:
 
 
 def _cluster(spec: MLJobSpec):
-    """Connect and pick the backend before building: a cluster problem should cost no build."""
+    """Connect and pick the backend first: a cluster problem should cost no smoke run and no build."""
     from vdk.plugin.ml_training.k8s.backends import choose_backend
     from vdk.plugin.ml_training.k8s.backends import describe_choice
     from vdk.plugin.ml_training.k8s.client import KubeClient

@@ -15,7 +15,6 @@ from vdk.plugin.ml_training.image.reference import DOCKER_HUB
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.job import MLJobSpec
 
-PLATFORM = "linux/amd64"
 DEFAULT_WHEEL_PLATFORM = "x86_64-manylinux_2_28"  # glibc 2.28: what nearly every Linux image has
 # pip installs torch's own dependencies (CUDA libraries, triton) with it; the base has them all.
 _PYTORCH_PROVIDES = ("torch", "torchvision", "torchaudio", "numpy", "pyyaml", "triton", "torchelastic")

@@ -28,8 +28,6 @@ from vdk.plugin.ml_training.image import credentials
 from vdk.plugin.ml_training.image.errors import RegistryAuthError
 from vdk.plugin.ml_training.image.errors import RegistryError
 from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
-from vdk.plugin.ml_training.image.oci import INDEX_TYPES
-from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.progress import Transfer
 from vdk.plugin.ml_training.image.reference import DOCKER_HUB
@@ -38,7 +36,6 @@ from vdk.plugin.ml_training.image.reference import is_loopback
 
 T = TypeVar("T")
 
-_ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
 _CHUNK = 1 << 20
 INSECURE_REGISTRIES_ENV = "VDK_ML_TRAINING_INSECURE_REGISTRIES"
 _TIMEOUT = (10, 300)  # connect, read (seconds)

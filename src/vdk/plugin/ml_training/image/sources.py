@@ -10,7 +10,7 @@ from pathlib import Path
 from vdk.plugin.ml_training.image import ignore
 from vdk.plugin.ml_training.image.errors import ImageBuildError
 
-LARGE_FILE_BYTES = 50 * 1024 * 1024  # data belongs in storage, not in the image
+LARGE_FILE_BYTES = 50 * 1000 * 1000  # 50 MB: data belongs in storage, not in the image
 
 
 @dataclass(frozen=True)

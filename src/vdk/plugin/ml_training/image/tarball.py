@@ -24,7 +24,6 @@ FIXED_MTIME = 1  # a constant; 1 rather than 0, which some tools read as "no tim
 # The dependency layer is built once, cached, and pulled by every node: compress harder.
 FAST_GZIP_LEVEL = 1
 SMALL_GZIP_LEVEL = 6
-_COPY_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)

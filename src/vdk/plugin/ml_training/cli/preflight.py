@@ -1,0 +1,37 @@
+"""Checks that run before vdk-core touches a job: a job meant as ml-training whose config.ini is
+broken (vdk-core then fails with a traceback while loading it) or misnamed (vdk-core would run it
+as a data job, "successfully" running nothing)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from vdk.plugin.ml_training.job import ml_config_problem
+
+# Options of `vdk run` that take a value: the job directory is the first other argument.
+_RUN_OPTIONS_WITH_VALUE = ("--arguments",)
+
+
+def run_job_dir(command_line_args: list[str]) -> Path | None:
+    """The job directory of a `vdk [OPTIONS] run [OPTIONS] JOB_DIR` command line, else None."""
+    args = list(command_line_args or [])
+    if "run" not in args:
+        return None
+    rest = iter(args[args.index("run") + 1 :])
+    for arg in rest:
+        if arg in _RUN_OPTIONS_WITH_VALUE:
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return Path(arg)
+    return None
+
+
+def refuse_broken_ml_config(command_line_args: list[str]) -> None:
+    """Exit with the problem and its fix if `vdk run` got a job meant as ml-training that is not one."""
+    job_dir = run_job_dir(command_line_args)
+    if job_dir is None or not job_dir.is_dir():
+        return
+    problem = ml_config_problem(job_dir)
+    if problem is not None:
+        click.echo(f"Error: {problem.message}", err=True)
+        raise SystemExit(2)
