@@ -306,3 +306,15 @@ def test_ml_job_dry_run_through_the_wrapped_deploy(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert [m["kind"] for m in yaml.safe_load_all(result.stdout)] == ["PyTorchJob", "ConfigMap"]
+
+
+@pytest.mark.control_cli
+def test_wrapped_deploy_of_the_real_cli_prints_manifests_without_upstream_warnings():
+    pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
+    done = subprocess.run(
+        [str(VDK), "deploy", "-p", str(DDP_EXAMPLE), "--dry-run", "--backend", "job"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [m["kind"] for m in yaml.safe_load_all(done.stdout)] == ["Job", "Service", "ConfigMap"]
+    assert "used more than once" not in done.stderr  # vdk-control-cli's duplicate -v, silenced
