@@ -100,7 +100,8 @@ def test_dry_run_of_the_ddp_example_prints_valid_manifests_only(backend, kinds, 
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    manifests = list(yaml.safe_load_all(done.stdout))  # stdout is nothing but YAML
+    assert done.stdout.startswith("apiVersion: ")  # stdout is nothing but YAML, not even a blank line
+    manifests = list(yaml.safe_load_all(done.stdout))
     assert [m["kind"] for m in manifests] == kinds
     for manifest in manifests:
         if manifest["kind"] == "PyTorchJob":

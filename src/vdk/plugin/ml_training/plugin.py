@@ -11,10 +11,20 @@ from vdk.plugin.ml_training.settings import CONFIG_KEYS
 @hookimpl
 def vdk_start(plugin_registry, command_line_args) -> None:
     """`vdk run JOB` of a job meant as ml-training whose config.ini is broken or misnamed: say so
-    now, before vdk-core reads config.ini (it fails with a traceback) or runs it as a data job."""
+    now, before vdk-core reads config.ini (it fails with a traceback) or runs it as a data job.
+    Then keep stdout clean while vdk-core configures itself (it prints a blank line)."""
+    from vdk.plugin.ml_training.cli import stdout_guard
     from vdk.plugin.ml_training.cli.preflight import refuse_broken_ml_config
 
     refuse_broken_ml_config(command_line_args)
+    stdout_guard.begin()
+
+
+@hookimpl
+def vdk_initialize(context) -> None:
+    from vdk.plugin.ml_training.cli import stdout_guard
+
+    stdout_guard.end()
 
 
 @hookimpl
