@@ -205,3 +205,52 @@ def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
     assert out["order"] == ["d", "g"] * 2 + ["d"]  # the exception left opt_g.step() of step 3 unrecorded
     assert out["loss"] == pytest.approx(out["expected"])
     assert out["is_system_exit"] is True
+
+
+def test_steps_reach_the_result_file_while_the_rank_trains(tmp_path):
+    # a rank stopped by a timeout or a crash never writes its final word: its steps must be there already
+    (tmp_path / "every").mkdir()
+    (tmp_path / "throttled").mkdir()
+    out = run_python(
+        f"""
+        import json, torch
+        from vdk.plugin.ml_training.runtime import protocol
+        from vdk.plugin.ml_training.runtime.report import RankReport, StepRecorder
+        from vdk.plugin.ml_training.runtime.steps import StepCounter
+        counter = StepCounter().install()
+        every = RankReport({str(tmp_path / "every")!r}, 0, 0, steps=0)
+        throttled = RankReport({str(tmp_path / "throttled")!r}, 1, 0)
+        counter.listeners += [StepRecorder(every), StepRecorder(throttled, period=3600)]
+        model = torch.nn.Linear(2, 1)
+        opt_a = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt_b = torch.optim.SGD(model.parameters(), lr=0.1)
+        seen = []
+        for step in range(3):
+            loss = model(torch.ones(1, 2)).sum()
+            loss.backward()
+            opt_a.step(); opt_b.step()
+            seen.append(json.loads(protocol.result_path({str(tmp_path / "every")!r}, 0).read_text()))
+        print(json.dumps({{"seen": seen, "loss": float(loss),
+                          "throttled": protocol.read_results({str(tmp_path / "throttled")!r})[1]}}))
+        """
+    )
+    assert [(r["steps"], r["status"]) for r in out["seen"]] == [(1, "running"), (2, "running"), (3, "running")]
+    assert out["seen"][-1]["last_loss"] == pytest.approx(out["loss"])
+    assert out["throttled"]["steps"] == 1  # full runs: the first step, then at most one write a period
+
+
+def test_mp_spawn_starting_no_process_is_noticed():
+    out = run_python(
+        """
+        import json, torch, torch.multiprocessing as mp
+        from vdk.plugin.ml_training.runtime import cpu_shims
+
+        def train(rank):
+            raise AssertionError("never runs")
+
+        a = cpu_shims.install()
+        mp.spawn(train, nprocs=torch.cuda.device_count())
+        print(json.dumps({"observed": sorted(a.observed), "count": torch.cuda.device_count()}))
+        """
+    )
+    assert out == {"observed": ["torch.multiprocessing.spawn(nprocs=0)"], "count": 0}

@@ -15,6 +15,9 @@ import signal
 import sys
 import types
 
+# Full runs: seconds between two updates of a rank's step count in its result file.
+FULL_RUN_RECORD_SECONDS = 5.0
+
 
 class _FollowsMain(types.ModuleType):
     """`__mp_main__` as seen by unpickling: whatever module is `__main__` right now.
@@ -78,7 +81,9 @@ def _run_in_image(entry: list[str]) -> None:
 def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     from vdk.plugin.ml_training.runtime import protocol
     from vdk.plugin.ml_training.runtime.report import RankReport
+    from vdk.plugin.ml_training.runtime.report import StepRecorder
     from vdk.plugin.ml_training.runtime.report import describe
+    from vdk.plugin.ml_training.runtime.report import json_number
 
     rank = _global_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -86,7 +91,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     _reset_signals()
     _die_with_parent()
     _dump_stacks_on_crash(protocol.stack_path(run_dir, rank))
-    report = RankReport(run_dir, rank, local_rank)
+    # smoke runs count steps from the start: a rank that never steps has taken 0, not an unknown number
+    report = RankReport(run_dir, rank, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
     adaptations = reporter = None
     counters: list = []  # the StepCounter, once there is one
@@ -95,11 +101,16 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
         counter, adaptations = _install_smoke(run_dir)
+        counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
         counters.append(counter)
         stopped_at_limit = (SmokeStepsReached,)
     else:  # full: every rank counts its steps for the summary; rank 0 prints progress lines
         reporter = _start_progress() if rank == 0 else None
-        _when_torch_is_imported(counters.append, *([reporter.attach] if reporter else []))
+
+        def record_steps(counter) -> None:
+            counter.listeners.append(StepRecorder(report, period=FULL_RUN_RECORD_SECONDS))
+
+        _when_torch_is_imported(counters.append, record_steps, *([reporter.attach] if reporter else []))
 
     status, error, code = protocol.FINISHED, None, 0
     try:
@@ -116,14 +127,13 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         error = describe(e)
     fields: dict = {"error": error}
     if counters:
-        from vdk.plugin.ml_training.runtime.steps import finite_or_none
-
-        fields.update(steps=counters[0].steps, last_loss=finite_or_none(counters[0].loss()))
+        fields.update(steps=counters[0].steps, last_loss=json_number(counters[0].loss()))
     if reporter is not None:
         reporter.finish(status)
         fields["progress"] = reporter.last_line
     if adaptations is not None:
         fields["adaptations"] = dict(adaptations.counts)
+        fields["observed"] = sorted(adaptations.observed)
     if status != protocol.FAILED:
         _end_process_group()
     report.finish(status, **fields)

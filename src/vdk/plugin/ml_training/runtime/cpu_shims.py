@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
+from vdk.plugin.ml_training.runtime import protocol
 
 CPU = torch.device("cpu")
 
@@ -24,11 +25,15 @@ class Adaptations:
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.observed: set[str] = set()  # what the code did that explains a failure, e.g. spawning no process
         self._originals: list[tuple[Any, str, Any]] = []
         self._mode: TorchFunctionMode | None = None
 
     def note(self, what: str) -> None:
         self.counts[what] += 1
+
+    def observe(self, what: str) -> None:
+        self.observed.add(what)
 
     def replace(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         """Set `owner.name` to `make(original)`; a missing attribute is left alone."""
@@ -60,10 +65,6 @@ def is_cuda_device(device: Any) -> bool:
     if isinstance(device, str):
         return device.split(":", 1)[0].strip().lower() == "cuda"
     return isinstance(device, int) and not isinstance(device, bool) and device >= 0
-
-
-def _cpu_if_cuda(device: Any) -> Any:
-    return CPU if is_cuda_device(device) else device
 
 
 class CudaToCpu(TorchFunctionMode):
@@ -269,6 +270,24 @@ def _data_loading(a: Adaptations) -> None:
     a.replace(DataLoader, "__init__", lambda f: _with_arguments(f, unpinned))
 
 
+def _multiprocessing(a: Adaptations) -> None:
+    """Notice `mp.spawn(fn, nprocs=torch.cuda.device_count())` starting no process at all: without
+    a GPU the count is 0, the script trains nothing and ends, and the summary should say why."""
+    import sys
+
+    spawn_module = sys.modules.get("torch.multiprocessing.spawn")  # the name `spawn` is the function
+    if spawn_module is None:
+        return
+
+    def watch(arguments: dict) -> None:
+        if arguments.get("nprocs") == 0:
+            a.observe(protocol.SPAWNED_NOTHING)
+
+    # mp.spawn calls its module's start_processes; torch.multiprocessing re-exports it
+    a.replace(spawn_module, "start_processes", lambda f: _with_arguments(f, watch))
+    a.replace(torch.multiprocessing, "start_processes", lambda _: spawn_module.start_processes)
+
+
 def install() -> Adaptations:
     """Install every CPU stand-in in this process; returns what they will record."""
     a = Adaptations()
@@ -278,6 +297,7 @@ def install() -> Adaptations:
     _compile(a)
     _device_defaults(a)
     _data_loading(a)
+    _multiprocessing(a)
     mode = CudaToCpu(a)
     mode.__enter__()
     a._mode = mode

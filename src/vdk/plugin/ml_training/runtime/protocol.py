@@ -29,6 +29,9 @@ STOPPED = "stopped"  # smoke run: stopped by the launcher's step limit, as inten
 FINISHED = "finished"  # the script ended by itself
 FAILED = "failed"  # the script raised (or exited non-zero)
 
+# Observed in a smoke run (a rank's "observed" list): the script started no training process.
+SPAWNED_NOTHING = "torch.multiprocessing.spawn(nprocs=0)"
+
 
 def result_path(run_dir: Path | str, rank: int | str) -> Path:
     return Path(run_dir) / f"rank-{rank}.json"

@@ -2,8 +2,10 @@
 without the frames of the machinery that ran their code."""
 from __future__ import annotations
 
+import math
 import os
 import runpy
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -48,7 +50,7 @@ def describe(exc: BaseException) -> dict[str, str]:
 class RankReport:
     """This rank's result file in the launcher's run directory."""
 
-    def __init__(self, run_dir: str, rank: int, local_rank: int):
+    def __init__(self, run_dir: str, rank: int, local_rank: int, **fields: Any):
         self.path = protocol.result_path(run_dir, rank)
         self.data: dict[str, Any] = {
             "rank": rank,
@@ -56,7 +58,13 @@ class RankReport:
             "pid": os.getpid(),
             "status": protocol.RUNNING,
             "started_at": time.time(),
+            **fields,
         }
+        self._write()
+
+    def update(self, **fields: Any) -> None:
+        """Record facts while the rank runs (the steps so far): a rank that never finishes still tells."""
+        self.data.update(fields)
         self._write()
 
     def finish(self, status: str, **fields: Any) -> None:
@@ -65,3 +73,41 @@ class RankReport:
 
     def _write(self) -> None:
         protocol.write_json_atomically(Path(self.path), self.data)
+
+
+class StepRecorder:
+    """A step listener (runtime/steps.py) that keeps the step count and the last loss in the result
+    file while the rank trains, so that a rank stopped at the timeout, killed or crashed still says
+    how far it got.
+
+    `period`: at least that many seconds between two writes (the first step is always written).
+    0 writes every step: smoke runs take a handful. Reading the loss waits for the device that
+    computed it, so a full run (period > 0) does that once a period, never every step."""
+
+    def __init__(self, report: RankReport, period: float = 0.0):
+        self.report = report
+        self.period = period
+        self._written = 0
+        self._at = 0.0
+        self._on = True
+
+    def __call__(self, counter: Any, optimizer: Any = None) -> None:
+        steps = counter.steps
+        if steps == self._written or not self._on:
+            return  # a second optimizer finishing the same step
+        now = time.monotonic()
+        if self._written and now - self._at < self.period:
+            return
+        try:
+            self.report.update(steps=steps, last_loss=json_number(counter.loss()))
+        except Exception as e:  # noqa: BLE001 - a full disk must not stop training: stop recording instead
+            self._on = False
+            sys.stderr.write(f"[vdk-ml-training] warning: steps are no longer recorded ({type(e).__name__}: {e})\n")
+        self._written, self._at = steps, now
+
+
+def json_number(value: float | None) -> float | str | None:
+    """JSON has no NaN: non-finite losses travel as text."""
+    if value is None or math.isfinite(value):
+        return value
+    return str(value)

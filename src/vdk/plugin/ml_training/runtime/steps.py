@@ -3,7 +3,6 @@ Trainer, Accelerate): torch calls global optimizer-step hooks for every `torch.o
 subclass. The smoke run stops after `limit` steps (`StepLimit`); progress reports read the count."""
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Callable
 
@@ -181,10 +180,3 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     """A DTensor's own shard: its full value would need a collective that the other ranks never join."""
     to_local = getattr(tensor, "to_local", None)
     return to_local() if callable(to_local) else tensor
-
-
-def finite_or_none(value: float | None) -> float | str | None:
-    """JSON has no NaN: non-finite losses travel as text."""
-    if value is None or math.isfinite(value):
-        return value
-    return str(value)
