@@ -1,4 +1,5 @@
-"""Fixtures shared by the image and deploy tests: a real registry process and a busybox base in it."""
+"""Fixtures shared by the tests: local runs keep their files in a temporary directory; a real
+registry process and a busybox base in it for the image and deploy tests."""
 from __future__ import annotations
 
 import shutil
@@ -8,6 +9,18 @@ from image_jobs import build_rootfs
 from image_jobs import push_base
 from image_servers import have_registry
 from image_servers import Registry
+from vdk.plugin.ml_training.local import launcher
+
+
+@pytest.fixture(autouse=True)
+def local_runs_in_a_temporary_directory(tmp_path_factory, monkeypatch):
+    """Run directories of local runs (failed ones stay a day, with a FIFO while running) go to a
+    temporary directory, not the user's $TMPDIR/vdk-ml-training-<uid>: through the environment for
+    `vdk` processes, and directly for in-process runs of tests that clean the environment."""
+    runs = tmp_path_factory.mktemp("local-runs")
+    monkeypatch.setenv(launcher.RUNS_DIR_ENV, str(runs))
+    monkeypatch.setattr(launcher, "runs_dir", lambda: runs)
+    return runs
 
 
 @pytest.fixture(scope="session")

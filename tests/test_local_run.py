@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -17,12 +18,15 @@ from pathlib import Path
 
 import pytest
 from vdk.plugin.ml_training import plugin
+from vdk.plugin.ml_training.cli.run import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import analyse
 from vdk.plugin.ml_training.local.plan import FORK
 from vdk.plugin.ml_training.local.plan import SPAWN
+from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import MARK
@@ -35,12 +39,16 @@ VDK = Path(sys.executable).parent / "vdk"
 RANK_LINE = re.compile(r"rank (\d+): (\d+) steps?, .*stopped as planned")
 
 
+def clean_env() -> dict[str, str]:
+    """This environment without the plugin's settings, but for where run directories go (conftest)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
+
+
 def vdk_run(*args: str, env: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
     """The real `vdk` executable of this environment; stdout and stderr together, as a user sees them."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
     return subprocess.run(
         [str(VDK), "run", *args],
-        env={**clean, **(env or {})},
+        env={**clean_env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -58,20 +66,26 @@ def make_job(root: Path, name: str, script: str, ml: str = "", env: str = "") ->
     return job
 
 
-# A DDP loop of 5 steps on 2 ranks; `{inject}` runs on rank 1 before its first optimizer step.
+# A DDP loop of 5 steps on 2 ranks fed by DataLoader workers (whose feeder threads are in every
+# rank's stack dump); `{inject}` runs on rank 1 before its first optimizer step.
 DDP_LOOP = """
 import os, signal, sys, time
 from pathlib import Path
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+def note_worker(worker):
+    Path(os.environ["PID_DIR"], f"{{rank}}-{{worker}}.worker").write_text(str(os.getpid()))
+
 dist.init_process_group("nccl")
 rank = dist.get_rank()
 Path(os.environ["PID_DIR"], f"{{rank}}.pid").write_text(str(os.getpid()))
 model = DDP(torch.nn.Linear(4, 1).to(rank), device_ids=[rank])
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(5):
-    loss = model(torch.ones(2, 4, device="cuda")).pow(2).mean()
+data = torch.utils.data.TensorDataset(torch.ones(20, 4))
+loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=2, worker_init_fn=note_worker)
+for step, (x,) in zip(range(5), loader):
+    loss = model(x.to(rank)).pow(2).mean()
     loss.backward()
     if {condition}:
         {inject}
@@ -85,6 +99,16 @@ def ddp_job(root: Path, name: str, inject: str, condition: str = "rank == 1", ml
     script = DDP_LOOP.format(inject=inject, condition=condition)
     job = make_job(root, name, script, "nodes = 2\ngpus_per_node = 0\nsmoke_steps = 2\n" + ml, f"PID_DIR = {pids}\n")
     return job, pids
+
+
+def stack_shows(out: str, header: str, job: Path, line: int) -> bool:
+    """`header`, then the stack lines below it, among them the job's train.py at `line`."""
+    frame = rf'  File "{re.escape(str(job))}/train.py", line {line} in'
+    return re.search(rf"{re.escape(header)}\n(  (File .*|\.\.\.)\n)*{frame}", out) is not None
+
+
+def no_fifo_left(runs: Path) -> bool:
+    return not [p for p in runs.rglob("*") if stat.S_ISFIFO(p.lstat().st_mode)]
 
 
 def line_of(job: Path, text: str) -> int:
@@ -104,8 +128,10 @@ def alive(pid: int) -> bool:
 
 
 def assert_all_gone(pid_dir: Path, expected: int) -> None:
+    """The ranks, and the DataLoader workers they started, are gone."""
     pids = [int(p.read_text()) for p in pid_dir.glob("*.pid")]
     assert len(pids) == expected
+    pids += [int(p.read_text()) for p in pid_dir.glob("*.worker")]
     deadline = time.monotonic() + 5
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -135,7 +161,7 @@ def test_the_vdk_executable_runs_the_demo_example():
     assert "ChildFailedError" not in done.stdout and "Traceback" not in done.stdout
 
 
-def test_an_error_in_one_rank_fails_the_run_and_shows_its_traceback_once(tmp_path):
+def test_an_error_in_one_rank_fails_the_run_and_shows_its_traceback_once(tmp_path, local_runs_in_a_temporary_directory):
     job = tmp_path / "ddp-broken"
     shutil.copytree(EXAMPLES / "ddp-nccl", job)
     script = (job / "train.py").read_text()
@@ -151,36 +177,27 @@ def test_an_error_in_one_rank_fails_the_run_and_shows_its_traceback_once(tmp_pat
     assert out.count('raise ValueError("injected failure")') == 1, out
     assert out.count(f'File "{job / "train.py"}"') == 2  # <module> -> main(): the user's frames only
     assert "ChildFailedError" not in out and "[rank1]" not in out and "runpy" not in out
+    # the failed run's files stay for a look, without the FIFO that relayed rank 0's stderr
+    (kept,) = local_runs_in_a_temporary_directory.iterdir()
+    assert protocol.log_path(kept, 1).exists() and no_fifo_left(kept)
 
 
-HANGS = """
-import os, time
-from pathlib import Path
-import torch
-
-rank = int(os.environ["RANK"])
-Path(os.environ["PID_DIR"], f"{rank}.pid").write_text(str(os.getpid()))
-model = torch.nn.Linear(2, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(3):
-    model(torch.ones(1, 2)).sum().backward()
-    if rank == 1:
-        time.sleep(600)
-    optimizer.step()
-"""
-
-
-def test_a_hanging_rank_is_stopped_at_the_timeout_with_where_it_hung(tmp_path):
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    job = make_job(tmp_path, "hangs", HANGS, "nodes = 2\n", f"PID_DIR = {pids}\n")
-    done = vdk_run(str(job), env={"VDK_ML_TRAINING_SMOKE_TIMEOUT": "8s"})  # the VDK setting
+def test_a_hanging_rank_is_stopped_at_the_timeout_with_where_it_hung(tmp_path, local_runs_in_a_temporary_directory):
+    # rank 1 sleeps before its first optimizer step; rank 0 takes one and waits for it in the next backward
+    job, pids = ddp_job(tmp_path, "hangs", "time.sleep(600)")
+    done = vdk_run(str(job), env={"VDK_ML_TRAINING_SMOKE_TIMEOUT": "12s"})  # the VDK setting
+    out = done.stdout
     assert done.returncode != 0
-    assert "timed out after 8s (smoke_timeout): rank 1 still running" in done.stdout, done.stdout
-    line = line_of(job, "time.sleep(600)")
-    assert re.search(rf'rank 1 was at:\n  File "{re.escape(str(job))}/train.py", line {line} in', done.stdout), done.stdout
-    assert "rank 0: 1 step, " in done.stdout
+    assert "timed out after 12s (smoke_timeout): rank 0, 1 still running" in out, out
+    # the rank's own thread, not one of the DataLoader's feeder threads listed before it
+    assert stack_shows(out, "rank 1 was at:", job, line_of(job, "time.sleep(600)")), out
+    assert stack_shows(out, "rank 0 was at:", job, line_of(job, "loss = model(")), out  # DDP waits in forward
+    assert "threading.py" not in out
+    # how far each rank got, although neither finished
+    assert re.search(r"rank 0: 1 step, last loss [0-9.e-]+, stopped unfinished", out), out
+    assert "rank 1: 0 steps, stopped unfinished" in out
     assert_all_gone(pids, 2)
+    assert no_fifo_left(local_runs_in_a_temporary_directory)
 
 
 def test_a_rank_killed_by_a_signal_fails_fast_with_the_signal(tmp_path):
@@ -203,15 +220,15 @@ def test_a_segfault_shows_the_python_stack_of_the_crashed_rank(tmp_path):
     assert done.returncode != 0
     assert re.search(r"rank 1 (was killed by SIGSEGV|crashed \(Segmentation fault\))", done.stdout), done.stdout
     line = line_of(job, "string_at")
-    where = rf'Python stack of rank 1 when it died:\n(.*\n)*  File "{re.escape(str(job))}/train.py", line {line} in'
-    assert re.search(where, done.stdout), done.stdout
+    assert stack_shows(done.stdout, "Python stack of rank 1 when it died:", job, line), done.stdout
+    assert "threading.py" not in done.stdout
+    assert_all_gone(pids, 2)
 
 
-def test_ctrl_c_stops_every_process(tmp_path):
+def test_ctrl_c_stops_every_process(tmp_path, local_runs_in_a_temporary_directory):
     job, pids = ddp_job(tmp_path, "interrupted", "time.sleep(600)", condition="True")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
     proc = subprocess.Popen(
-        [str(VDK), "run", str(job)], env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [str(VDK), "run", str(job)], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     deadline = time.monotonic() + 90
     while len(list(pids.glob("*.pid"))) < 2 and time.monotonic() < deadline:
@@ -222,6 +239,7 @@ def test_ctrl_c_stops_every_process(tmp_path):
     assert proc.returncode != 0
     assert "smoke run interrupted: every process of it was stopped" in out
     assert_all_gone(pids, 2)
+    assert no_fifo_left(local_runs_in_a_temporary_directory)
 
 
 def test_a_module_entrypoint_with_its_package_in_the_job(tmp_path):
@@ -394,3 +412,74 @@ def test_a_full_run_of_cuda_code_without_a_gpu_says_what_to_do_instead():
     assert result.exit_code != 0
     assert "full run FAILED" in result.output and "Torch not compiled with CUDA enabled" in result.output
     assert "needs a GPU and this machine has none" in str(result.exception)
+
+
+# PyTorch's "Getting Started with Distributed Data Parallel" tutorial: the script starts its own
+# processes, one per GPU.
+MP_SPAWN_TUTORIAL = """
+import os
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def setup(rank, world_size):
+    os.environ["MASTER_ADDR"] = "localhost"
+    os.environ["MASTER_PORT"] = "12355"
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+
+
+def demo_basic(rank, world_size):
+    setup(rank, world_size)
+    model = torch.nn.Linear(10, 5).to(rank)
+    ddp_model = DDP(model, device_ids=[rank])
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.001)
+    optimizer.zero_grad()
+    ddp_model(torch.randn(20, 10)).sum().backward()
+    optimizer.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    world_size = torch.cuda.device_count()
+    mp.spawn(demo_basic, args=(world_size,), nprocs=world_size, join=True)
+"""
+
+
+def test_a_smoke_run_that_takes_no_optimizer_step_fails_and_says_why(tmp_path):
+    job = make_job(tmp_path, "spawns", MP_SPAWN_TUTORIAL, "gpus_per_node = 4\nprocs_per_node = 1\n")
+    result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
+    assert result.exit_code != 0, result.output
+    assert "smoke run FAILED" in result.output and "rank 0: 0 steps, the script ended" in result.output
+    message = str(result.exception)
+    assert "no optimizer step was taken: the script called torch.multiprocessing.spawn(nprocs=0)" in message
+    assert "torch.cuda.device_count(), which is 0" in message and "RANK, LOCAL_RANK and WORLD_SIZE" in message
+
+
+def test_a_full_cpu_run_of_the_hugging_face_example_is_distributed(tmp_path):
+    job = tmp_path / "hf-trainer"
+    shutil.copytree(EXAMPLES / "hf-trainer", job)  # it writes outputs/ next to its script
+    plan = full_plan(load_job_spec(job), gpus=0)
+    assert plan.processes == 2 and "ACCELERATE_USE_CPU=true" in format_start(plan)
+    outcome = analyse(launch(plan))
+    assert outcome.passed, outcome.headline
+    # 2048 examples, 16 a step and a process: each rank trains on its half
+    assert [(r.rank, r.steps) for r in outcome.ranks] == [(0, 64), (1, 64)]
+    assert "parallel_mode != ParallelMode.DISTRIBUTED" not in outcome.ranks[1].log.read_text()
+    assert (job / "outputs" / "config.json").exists()
+
+
+def test_without_torch_nothing_starts_and_the_fix_is_to_install_it(tmp_path, monkeypatch, local_runs_in_a_temporary_directory):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real_find_spec(name, *a))
+    job = make_job(tmp_path, "no-torch", "import torch\n")
+    result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
+    assert result.exit_code != 0
+    message = str(result.exception)
+    assert f"torch is not installed in {sys.executable}'s environment" in message
+    assert "pip install torch (or the CUDA build you need)" in message
+    assert "smoke run of" not in result.output  # nothing started
+    assert list(local_runs_in_a_temporary_directory.iterdir()) == []

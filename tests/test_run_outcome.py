@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from vdk.plugin.ml_training.cli.run import _user_stack
+from vdk.plugin.ml_training.cli.run import failure_fix
+from vdk.plugin.ml_training.cli.run import format_summary
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import LocalRun
+from vdk.plugin.ml_training.local.launcher import runs_dir
 from vdk.plugin.ml_training.local.outcome import analyse
+from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 
@@ -161,9 +167,85 @@ def test_a_pass_warns_about_short_loops_missing_steps_and_bad_losses(tmp_path):
         "shorter than the smoke run",
         "rank 0: the last loss is nan",
     ]
+    some = analyse(make_run(tmp_path / "b", {0: {"status": "stopped", "steps": 2}, 1: {"status": "finished", "steps": 0}}, exit_code=0))
+    assert some.passed and some.warnings == [
+        "the script ended by itself after 0 of 2 optimizer steps (smoke_steps) on rank 1: its training loop is "
+        "shorter than the smoke run"
+    ]
+
+
+def test_a_smoke_run_without_any_optimizer_step_fails_and_says_what_to_check(tmp_path):
     ranks = {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}
-    none = analyse(make_run(tmp_path / "b", ranks, exit_code=0))
-    assert none.passed and none.warnings[0].startswith("no optimizer step was taken")
+    outcome = analyse(make_run(tmp_path, ranks, exit_code=0))
+    assert not outcome.passed and outcome.untrained and outcome.root_cause is None
+    assert outcome.headline == (
+        "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer"
+    )
+    fix = failure_fix(outcome)
+    assert "torch.cuda.device_count(), which is 0 without a GPU" in fix and "returns early" in fix
+    assert "RANK, LOCAL_RANK and WORLD_SIZE" in fix
+    summary = format_summary(outcome)
+    assert "smoke run FAILED" in summary and "rank 0: 0 steps, the script ended" in summary
+
+
+def test_no_step_because_mp_spawn_started_no_process_names_it(tmp_path):
+    ranks = {
+        0: {"status": "finished", "steps": 0, "observed": [protocol.SPAWNED_NOTHING]},
+        1: {"status": "finished", "steps": 0, "observed": [protocol.SPAWNED_NOTHING]},
+    }
+    outcome = analyse(make_run(tmp_path, ranks, exit_code=0))
+    assert not outcome.passed
+    assert "torch.multiprocessing.spawn(nprocs=0)" in outcome.headline
+    assert "mp.spawn was asked for 0 processes" in failure_fix(outcome)
+
+
+def test_a_full_run_without_steps_is_not_judged_by_them(tmp_path):
+    run = make_run(tmp_path, {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}, exit_code=0)
+    full = LocalRun(full_plan(run.plan.spec, gpus=0), run.run_dir, 0, 3.0, False)
+    assert analyse(full).passed  # evaluation or export scripts train nothing, by design
+
+
+def test_where_a_rank_was_is_its_main_thread_not_a_dataloader_feeder_thread():
+    dump = ("Thread 0x00007fc1f966a6c0 (most recent call first):\n"
+            '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+            '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 231 in _feed\n\n'
+            "Current thread 0x00007fc221dddb80 (most recent call first):\n"
+            '  File "/jobs/hang/train.py", line 60 in main\n'
+            '  File "/jobs/hang/train.py", line 71 in <module>\n')
+    stack = _user_stack(dump, Path("/jobs/hang"))
+    assert stack and 'train.py", line 60' in stack[0], stack
+
+
+def test_where_a_rank_was_without_a_current_thread_is_the_thread_in_the_jobs_code():
+    dump = ("Fatal Python error: Segmentation fault\n\n"
+            "Thread 0x2 (most recent call first):\n"
+            '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n\n'
+            "Thread 0x1 (most recent call first):\n"
+            '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
+            '  File "/jobs/crash/train.py", line 9 in step\n'
+            '  File "/jobs/crash/train.py", line 12 in <module>\n')
+    assert _user_stack(dump, Path("/jobs/crash")) == [
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
+        '  File "/jobs/crash/train.py", line 9 in step',
+        '  File "/jobs/crash/train.py", line 12 in <module>',
+    ]
+    # a sibling directory whose name starts like the job's is not the job's code
+    assert _user_stack(dump, Path("/jobs/cra"))[0].endswith("line 327 in wait")
+
+
+def test_a_missing_module_says_to_install_it_and_list_it_in_requirements(tmp_path):
+    error = {
+        "type": "ModuleNotFoundError",
+        "message": "ModuleNotFoundError: No module named 'sentencepiece.tokenizer'",
+        "traceback": "Traceback ...\nModuleNotFoundError: No module named 'sentencepiece.tokenizer'\n",
+    }
+    run = make_run(tmp_path, {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped", "steps": 2}})
+    fix = failure_fix(analyse(run))
+    assert "install the package that provides `sentencepiece`" in fix
+    assert f"list it in {run.plan.spec.job_dir / 'requirements.txt'}" in fix and "dependency layer" in fix
+    error = dict(error, type="ImportError", message="ImportError: cannot import name 'Llama4' from 'transformers'")
+    run = make_run(tmp_path / "b", {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped"}})
+    assert "installed version of a package lacks what the code imports" in failure_fix(analyse(run))
 
 
 def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tmp_path):
@@ -177,3 +259,10 @@ def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tm
 def test_a_rank_ending_with_os_exit_zero_passes_when_torchrun_did(tmp_path):
     outcome = analyse(make_run(tmp_path, {0: {"status": "running"}, 1: {"status": "stopped", "steps": 2}}, exit_code=0))
     assert outcome.passed and outcome.ranks[0].status == "finished"
+
+
+def test_the_runs_directory_can_be_set_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
+    assert runs_dir() == tmp_path / "runs"
+    monkeypatch.delenv(RUNS_DIR_ENV)
+    assert runs_dir().name.startswith("vdk-ml-training-")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import os
 import re
 import shutil
 import sys
@@ -17,6 +18,7 @@ import click
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.diagnose import parse_progress
+from vdk.plugin.ml_training.local.launcher import check_torch
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
@@ -104,6 +106,7 @@ def run_locally(plan: LaunchPlan, err: bool = False) -> LocalRunFailed | None:
     `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result)."""
     # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
     debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
+    check_torch()  # before the start line: nothing starts without torch
     click.echo(format_start(plan), err=err)
     try:
         run = launch(plan, stdout=sys.stderr if err else None)
@@ -231,7 +234,11 @@ def failure_fix(outcome: RunOutcome) -> str:
                 "this code needs a GPU and this machine has none: a full run uses no CPU stand-ins. Train it "
                 "where there are GPUs (`vdk deploy`), or check it here with the smoke run (`vdk run` without --full)"
             )
+        if root.error.get("type") in _IMPORT_ERRORS:
+            return _missing_package_fix(root.error, run.plan.spec.job_dir, again)
         return f"fix the error in the traceback above (rank {root.rank}), then {again}"
+    if outcome.untrained:
+        return _untrained_fix(outcome, again)
     if root is not None:
         where = f"its output in {root.log}" if root.log else "its output above"
         return (
@@ -244,6 +251,48 @@ def failure_fix(outcome: RunOutcome) -> str:
             f"[ml-training]" + (" or VDK_ML_TRAINING_SMOKE_TIMEOUT" if run.plan.mode == protocol.SMOKE else "")
         )
     return f"see torchrun's log {run.agent_log}, then {again}"
+
+
+_IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def _missing_package_fix(error: dict[str, str], job_dir: Path, again: str) -> str:
+    """The job's dependencies: installed here for `vdk run`, listed in requirements.txt for the image."""
+    requirements = job_dir / "requirements.txt"
+    image = f"list it in {requirements}: `vdk deploy` installs that file into the image's dependency layer"
+    missing = _NO_MODULE.search(error.get("message", ""))
+    if missing:
+        top = missing.group(1).split(".")[0]
+        return (
+            f"install the package that provides `{top}` where vdk runs (`{sys.executable} -m pip install "
+            f"<package>`; the package name may differ from the module's) and {image}. Then {again}"
+        )
+    return (
+        "the installed version of a package lacks what the code imports: install the version the code needs "
+        f"where vdk runs (`{sys.executable} -m pip install '<package>==<version>'`) and {image}, pinned. Then {again}"
+    )
+
+
+def _untrained_fix(outcome: RunOutcome, again: str) -> str:
+    torchrun_style = (
+        "let torchrun start the processes, as `vdk run` and `vdk deploy` do: take the rank, local rank and world "
+        "size from the RANK, LOCAL_RANK and WORLD_SIZE environment variables (examples/ddp-nccl shows how)"
+    )
+    if any(protocol.SPAWNED_NOTHING in r.observed for r in outcome.ranks):
+        # Not papered over with a fake device count: processes that mp.spawn starts are fresh
+        # interpreters without the smoke run's CPU stand-ins, so they would fail on NCCL anyway.
+        return (
+            f"mp.spawn was asked for 0 processes, most likely nprocs=torch.cuda.device_count(), which is 0 on a "
+            f"machine without GPUs. Instead of mp.spawn, {torchrun_style}, and set procs_per_node in "
+            f"[ml-training] to the processes per machine. Then {again}"
+        )
+    return (
+        "a smoke run passes once every rank reaches optimizer.step() of a torch.optim optimizer. Check whether the "
+        "script takes its world size or device count from torch.cuda.device_count(), which is 0 without a GPU ("
+        f"{torchrun_style}), returns early (an argument, an `if torch.cuda.is_available()`, an empty dataset), or "
+        f"steps an optimizer that is not a torch.optim.Optimizer. Then {again}"
+    )
 
 
 def format_agent_log(path: Path) -> str:
@@ -304,20 +353,42 @@ _MACHINERY = re.compile(
 
 
 def _user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
-    """From a faulthandler dump (innermost frame first): where the main thread was, and the job's
-    own frames that led there."""
+    """From a faulthandler dump (innermost frame first): where the rank's own thread was, and the
+    job's own frames that led there."""
     if not dump:
         return []
-    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
-    main = next((b for b in blocks if "most recent call first" in b), blocks[0])
-    frames = [x.strip() for x in main.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
+    frames = _frames(_rank_thread(dump, job_dir))
     if not frames:
         return []
-    own = [f for f in frames if f'File "{job_dir}' in f]
+    own = [f for f in frames if _is_own(f, job_dir)]
     shown = frames[:1] + [f for f in own if f != frames[0]][: limit - 1]
     if len(shown) > 1 and shown[1] != frames[1]:
         shown.insert(1, "...")  # library frames between where it was and the job's own code
     return [f"  {f}" for f in shown]
+
+
+def _rank_thread(dump: str, job_dir: Path) -> str:
+    """The dump's block of the thread that was running the job's code.
+
+    faulthandler lists the newest threads first (DataLoader feeder and pin-memory threads) and
+    marks the one that received the signal "Current thread": the main thread on a timeout's
+    SIGTERM, the crashing one on a SIGSEGV. Prefer it when it ran the job's code, then any thread
+    that did, then it anyway."""
+    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if "most recent call first" in b]
+    if not blocks:
+        return dump
+    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
+    own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
+    ranked = [b for b in current if b in own] + own + current + blocks
+    return ranked[0]
+
+
+def _frames(block: str) -> list[str]:
+    return [x.strip() for x in block.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
+
+
+def _is_own(frame: str, job_dir: Path) -> bool:
+    return f'File "{job_dir}{os.sep}' in frame
 
 
 def _tail(path: Path, lines: int) -> list[str]:

@@ -3,6 +3,7 @@ happens (a timeout, Ctrl-C, an error here), leaves no process behind."""
 from __future__ import annotations
 
 import codecs
+import importlib.util
 import os
 import random
 import shutil
@@ -18,12 +19,13 @@ from pathlib import Path
 from typing import IO
 from typing import Callable
 
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"
-# Run directories live here; a failed run's stays for its logs until it is a day old.
-RUNS_DIR = Path(tempfile.gettempdir()) / f"vdk-ml-training-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+# Where run directories go instead of the default (tests point it at a temporary directory).
+RUNS_DIR_ENV = "VDK_ML_TRAINING_RUNS_DIR"
 KEEP_FAILED_RUNS_SECONDS = 86400
 PORT_ATTEMPTS = 3
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
@@ -45,34 +47,60 @@ class LocalRun:
         return self.run_dir / AGENT_LOG
 
 
+def runs_dir() -> Path:
+    """Where run directories live; a failed run's stays for its logs until it is a day old."""
+    configured = os.environ.get(RUNS_DIR_ENV)
+    if configured:
+        return Path(configured)
+    user = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"vdk-ml-training-{user}"
+
+
+def check_torch() -> None:
+    """torchrun and the ranks run in this interpreter's environment: without torch there, nothing
+    would start and torchrun's log would only say so in a traceback."""
+    if importlib.util.find_spec("torch") is None:
+        raise MLTrainingError(
+            f"torch is not installed in {sys.executable}'s environment, which runs the training processes",
+            f"pip install torch (or the CUDA build you need) into that environment, e.g. "
+            f"`{sys.executable} -m pip install torch`, then run again",
+        )
+
+
 def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> LocalRun:
     """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first."""
+    check_torch()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    RUNS_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _prune_old_runs()
+    runs = runs_dir()
+    runs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _prune_old_runs(runs)
     for attempt in range(PORT_ATTEMPTS):
-        run = _launch_once(plan, stdout, stderr)
+        run = _launch_once(plan, runs, stdout, stderr)
         if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
             return run
         shutil.rmtree(run.run_dir, ignore_errors=True)  # nothing ran: try another port
     raise AssertionError("unreachable")
 
 
-def _launch_once(plan: LaunchPlan, stdout: IO[str], stderr: IO[str]) -> LocalRun:
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=RUNS_DIR))
+def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str]) -> LocalRun:
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=runs))
     started = time.monotonic()
     with open(run_dir / AGENT_LOG, "wb") as agent_log, _Console(stdout, stderr, run_dir) as console:
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
-        proc = subprocess.Popen(
-            plan.command(run_dir, free_port()),
-            cwd=plan.spec.job_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=console.stdout_target,
-            stderr=agent_log,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
-        )
+        try:
+            proc = subprocess.Popen(
+                plan.command(run_dir, free_port()),
+                cwd=plan.spec.job_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=console.stdout_target,
+                stderr=agent_log,
+                start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
+            )
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: nothing to look at
+            raise
         console.started(proc)
         timed_out = False
         try:
@@ -122,9 +150,9 @@ def _lost_port_race(run: LocalRun) -> bool:
         return False
 
 
-def _prune_old_runs() -> None:
+def _prune_old_runs(runs: Path) -> None:
     cutoff = time.time() - KEEP_FAILED_RUNS_SECONDS
-    for old in RUNS_DIR.iterdir():
+    for old in runs.iterdir():
         try:
             if old.is_dir() and old.stat().st_mtime < cutoff:
                 shutil.rmtree(old, ignore_errors=True)
@@ -178,6 +206,7 @@ class _Console:
         self.stdout_target: int | None = None
         self._threads: list[threading.Thread] = []
         self._fifo_fds: tuple[int, int] | None = None
+        self._fifo: Path | None = None
 
     def __enter__(self) -> "_Console":
         out_fd = _real_fd(self.stdout)
@@ -186,7 +215,11 @@ class _Console:
         if err_fd is not None and os.isatty(err_fd):
             self.env[protocol.CONSOLE_STDERR] = os.ttyname(err_fd)
         else:
-            self._relay_stderr_through_fifo(err_fd)
+            try:
+                self._relay_stderr_through_fifo(err_fd)
+            except BaseException:
+                self._remove_fifo()
+                raise
         return self
 
     def _relay_stderr_through_fifo(self, err_fd: int | None) -> None:
@@ -195,9 +228,14 @@ class _Console:
             os.mkfifo(fifo, 0o600)
         except (AttributeError, OSError):
             return  # no FIFOs here: rank 0's stderr joins its stdout
+        self._fifo = fifo  # removed on exit, whatever happens next
         read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        # Our own writer end keeps the reader from seeing end-of-file before rank 0 opens it.
-        self._fifo_fds = (read_fd, os.open(fifo, os.O_WRONLY))
+        try:
+            # Our own writer end keeps the reader from seeing end-of-file before rank 0 opens it.
+            self._fifo_fds = (read_fd, os.open(fifo, os.O_WRONLY))
+        except BaseException:
+            os.close(read_fd)
+            raise
         os.set_blocking(read_fd, True)
         self._copy(lambda: os.read(read_fd, 65536), _sink(self.stderr, err_fd))
         self.env[protocol.CONSOLE_STDERR] = str(fifo)
@@ -207,15 +245,27 @@ class _Console:
             self._copy(lambda: proc.stdout.read1(65536), _sink(self.stdout, None))  # type: ignore[union-attr]
 
     def __exit__(self, *exc) -> None:
-        if self._fifo_fds:
-            os.close(self._fifo_fds[1])
-        for thread in self._threads:
-            # A process that outlived the run (a stray DataLoader worker) may hold a pipe open.
-            thread.join(timeout=2)
-        if self._fifo_fds:
-            os.close(self._fifo_fds[0])
-        self.stdout.flush()
-        self.stderr.flush()
+        try:
+            if self._fifo_fds:
+                os.close(self._fifo_fds[1])
+            for thread in self._threads:
+                # A process that outlived the run (a stray DataLoader worker) may hold a pipe open.
+                thread.join(timeout=2)
+            if self._fifo_fds:
+                os.close(self._fifo_fds[0])
+            self.stdout.flush()
+            self.stderr.flush()
+        finally:
+            self._remove_fifo()
+
+    def _remove_fifo(self) -> None:
+        """A FIFO left in a run directory blocks whoever later opens it to read the logs."""
+        if self._fifo is not None:
+            try:
+                self._fifo.unlink()
+            except FileNotFoundError:
+                pass
+            self._fifo = None
 
     def _copy(self, read: Callable[[], bytes], write: Callable[[bytes], None]) -> None:
         def pump() -> None:

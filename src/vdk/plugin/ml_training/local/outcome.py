@@ -11,6 +11,7 @@ from typing import Any
 
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.protocol import SPAWNED_NOTHING
 from vdk.plugin.ml_training.units import format_duration
 
 # A rank's end as torchrun's ChildFailedError lists it.
@@ -38,6 +39,7 @@ class RankOutcome:
     stack: str = ""  # faulthandler's dump: set when it crashed or was terminated
     stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
     progress: str | None = None  # rank 0 of a full run: the last progress line it printed
+    observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
 
     @property
     def crash(self) -> str | None:
@@ -94,6 +96,7 @@ class RunOutcome:
     headline: str  # one line: what went wrong (empty when passed)
     consequences: list[RankOutcome] = field(default_factory=list)  # ranks that failed after it
     warnings: list[str] = field(default_factory=list)
+    untrained: bool = False  # a smoke run whose ranks all ended without an optimizer step
 
     @property
     def steps(self) -> int | None:
@@ -122,6 +125,9 @@ def analyse(run: LocalRun) -> RunOutcome:
     ]
     passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded and not r.crashed_at_exit for r in ranks)
     warnings = _warnings(run, ranks) if passed else []
+    if passed and run.plan.mode == protocol.SMOKE and not any(r.steps for r in ranks):
+        # A smoke run is there to show that the code trains: ending without one step shows nothing.
+        return RunOutcome(run, ranks, False, None, _untrained_headline(ranks), warnings=warnings, untrained=True)
     if passed:
         return RunOutcome(run, ranks, True, None, "", warnings=warnings)
     root, headline = _root_cause(run, ranks, first_failed)
@@ -150,6 +156,7 @@ def _rank(
         stack=stack,
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
+        observed=tuple(record.get("observed") or ()),
     )
 
 
@@ -205,18 +212,22 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
     return None, f"torchrun exited with code {run.exit_code}"
 
 
+def _untrained_headline(ranks: list[RankOutcome]) -> str:
+    if any(SPAWNED_NOTHING in r.observed for r in ranks):
+        return (
+            f"no optimizer step was taken: the script called {SPAWNED_NOTHING}, so no training process "
+            "started (torch.cuda.device_count() is 0 without a GPU)"
+        )
+    return "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer"
+
+
 def _warnings(run: LocalRun, ranks: list[RankOutcome]) -> list[str]:
     if run.plan.mode != protocol.SMOKE:
         return []
     wanted = run.plan.spec.smoke_steps
     out = []
     steps = {r.rank: r.steps or 0 for r in ranks}
-    if all(s == 0 for s in steps.values()):
-        out.append(
-            "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer, "
-            "so this run did not check training"
-        )
-    else:
+    if any(s for s in steps.values()):
         short: dict[int, list[int]] = {}
         for rank, done in steps.items():
             if done < wanted:

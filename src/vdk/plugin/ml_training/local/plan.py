@@ -19,6 +19,7 @@ from vdk.plugin.ml_training.job import RESERVED_ENV
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.runtime import protocol
 
+ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
 # Inherited settings that would make torchrun or the ranks use another run's layout.
 _FOREIGN_PREFIXES = ("PET_", "TORCHELASTIC_")
 AGENT_MODULE = "vdk.plugin.ml_training.local.agent"
@@ -115,10 +116,17 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
         processes = min(wanted, cores)
         capped = f" (procs_per_node = {wanted}, capped to the {cores} CPU cores)" if processes < wanted else ""
         notes.append(
-            f"no GPU on this machine: running on CPU with {processes} process(es){capped}; code that "
+            f"no GPU on this machine: running on CPU with {processes} process(es){capped}, "
+            f"{ACCELERATE_USE_CPU}=true (HF Trainer and Accelerate then train distributed on CPU); code that "
             "hard-codes CUDA or NCCL needs a GPU (the smoke run, the default, adapts it to CPU)"
         )
     env = _user_env(spec)
+    if not gpus:
+        # Without it, transformers' TrainingArguments and Accelerate see no GPU, initialise a process
+        # group but run in non-distributed mode: every rank trains on all the data. It is what
+        # `accelerate launch --cpu` sets; both libraries read it, other code does not. The job's or
+        # the shell's own value wins.
+        env.setdefault(ACCELERATE_USE_CPU, "true")
     env[protocol.MODE] = protocol.FULL
     return LaunchPlan(
         spec=spec,
