@@ -8,6 +8,7 @@ CPU) runs in alternating rounds:
   counted   the StepCounter alone (optimizer-step hook, backward/GradScaler capture)
   reported  the StepCounter and a ProgressReporter with the default 30 s period (no line is due)
   printing  a reporter with a 0 s period: a line, and so a loss read, at every step (the worst case)
+  recorded  the StepCounter and the StepRecorder of a full local run (result file at most every 5 s)
 
 Prints the median time per step of each, and the cost per step over `plain` in microseconds and
 percent; then, without the noise of a training step, what each hook costs by itself: the
@@ -21,11 +22,15 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import tempfile
 import time
 
 import torch
 
+from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS
 from vdk.plugin.ml_training.runtime.progress import ProgressReporter
+from vdk.plugin.ml_training.runtime.report import RankReport
+from vdk.plugin.ml_training.runtime.report import StepRecorder
 from vdk.plugin.ml_training.runtime.steps import StepCounter
 
 
@@ -56,10 +61,14 @@ def measure(variant: str, steps: int) -> float:
         ProgressReporter(period=30, out=sink).attach(counter)
     elif variant == "printing":
         ProgressReporter(period=0, out=sink).attach(counter)
+    run_dir = tempfile.TemporaryDirectory()
+    if variant == "recorded":
+        counter.listeners.append(StepRecorder(RankReport(run_dir.name, 0, 0), period=FULL_RUN_RECORD_SECONDS))
     try:
         return loop(steps)
     finally:
         counter.uninstall()
+        run_dir.cleanup()
 
 
 def hook_costs(calls: int = 100_000) -> dict[str, float]:
@@ -78,6 +87,9 @@ def hook_costs(calls: int = 100_000) -> dict[str, float]:
     out = {"optimizer-step hook": per_call(counter._after_step, optimizer, (), {})}
     ProgressReporter(period=30, out=io.StringIO()).attach(counter)
     out["optimizer-step hook + reporter"] = per_call(counter._after_step, optimizer, (), {})
+    with tempfile.TemporaryDirectory() as run_dir:
+        counter.listeners.append(StepRecorder(RankReport(run_dir, 0, 0), period=3600))
+        out["hook + reporter + step recorder"] = per_call(counter._after_step, optimizer, (), {})
     out["keeping a backward() loss"] = per_call(counter._keep, loss)
     return out
 
@@ -88,7 +100,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    variants = ["plain", "counted", "reported", "printing"]
+    variants = ["plain", "counted", "reported", "printing", "recorded"]
     times: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant in variants:
@@ -102,7 +114,7 @@ def main() -> None:
         print(f"{variant:<10} {median * 1e6:9.1f} {cost:13.2f} {100 * cost / (base * 1e6):7.1f}%")
     print()
     for name, micros in hook_costs().items():
-        print(f"{name:<32} {micros:6.2f} us/call")
+        print(f"{name:<34} {micros:6.2f} us/call")
 
 
 if __name__ == "__main__":
