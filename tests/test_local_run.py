@@ -483,3 +483,25 @@ def test_without_torch_nothing_starts_and_the_fix_is_to_install_it(tmp_path, mon
     assert "pip install torch (or the CUDA build you need)" in message
     assert "smoke run of" not in result.output  # nothing started
     assert list(local_runs_in_a_temporary_directory.iterdir()) == []
+
+
+STEPS_THEN_HANGS = """
+import time
+import torch
+
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+time.sleep(600)
+"""
+
+
+def test_a_full_run_stopped_at_max_runtime_says_how_far_each_rank_got(tmp_path):
+    job = make_job(tmp_path, "full-hangs", STEPS_THEN_HANGS, "gpus_per_node = 0\nprocs_per_node = 1\nmax_runtime = 6s\n")
+    outcome = analyse(launch(full_plan(load_job_spec(job), gpus=0)))
+    assert outcome.run.timed_out and not outcome.passed
+    # the first step is written at once, later ones at most every 5 s: 1 to 3 steps, never "unknown"
+    (rank,) = outcome.ranks
+    assert rank.steps in (1, 2, 3) and isinstance(rank.last_loss, float)
