@@ -107,6 +107,7 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
             f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs "
             f"{spec.nodes} × {wanted}"
         )
+    env = _user_env(spec)
     if gpus:
         processes = min(wanted, gpus)
         if processes < wanted:
@@ -115,18 +116,17 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
         cores = os.cpu_count() or 1
         processes = min(wanted, cores)
         capped = f" (procs_per_node = {wanted}, capped to the {cores} CPU cores)" if processes < wanted else ""
-        notes.append(
-            f"no GPU on this machine: running on CPU with {processes} process(es){capped}, "
-            f"{ACCELERATE_USE_CPU}=true (HF Trainer and Accelerate then train distributed on CPU); code that "
-            "hard-codes CUDA or NCCL needs a GPU (the smoke run, the default, adapts it to CPU)"
-        )
-    env = _user_env(spec)
-    if not gpus:
         # Without it, transformers' TrainingArguments and Accelerate see no GPU, initialise a process
         # group but run in non-distributed mode: every rank trains on all the data. It is what
         # `accelerate launch --cpu` sets; both libraries read it, other code does not. The job's or
         # the shell's own value wins.
         env.setdefault(ACCELERATE_USE_CPU, "true")
+        notes.append(
+            f"no GPU on this machine: running on CPU with {processes} process(es){capped}, "
+            f"{ACCELERATE_USE_CPU}={env[ACCELERATE_USE_CPU]} (with true, HF Trainer and Accelerate train "
+            "distributed on CPU); code that hard-codes CUDA or NCCL needs a GPU (the smoke run, the default, "
+            "adapts it to CPU)"
+        )
     env[protocol.MODE] = protocol.FULL
     return LaunchPlan(
         spec=spec,
