@@ -183,7 +183,7 @@ def test_an_error_in_one_rank_fails_the_run_and_shows_its_traceback_once(tmp_pat
 
 
 def test_a_hanging_rank_is_stopped_at_the_timeout_with_where_it_hung(tmp_path, local_runs_in_a_temporary_directory):
-    # rank 1 sleeps before its first optimizer step; rank 0 takes one and waits for it in the next backward
+    # rank 1 sleeps before its first optimizer step; rank 0 takes one and waits for it in the next forward
     job, pids = ddp_job(tmp_path, "hangs", "time.sleep(600)")
     # long enough for both ranks to get where they hang on a loaded machine
     done = vdk_run(str(job), env={"VDK_ML_TRAINING_SMOKE_TIMEOUT": "20s"})  # the VDK setting
