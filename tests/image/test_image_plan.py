@@ -63,7 +63,7 @@ def test_plan_reports_layers_exclusions_warnings_and_reference_without_contactin
     text = plan.render()
     assert plan.reference in text
     assert "data/  (.gitignore: data/)" in text and ".env  (environment file (may hold secrets))" in text
-    assert "warning: weights.bin is 52.4 MB" in text
+    assert "warning: weights.bin is 50.0 MB: files over 50.0 MB" in text  # sizes as the README states them
     assert "dependencies /opt/vdk-ml/deps" in text and "3 lines" not in text and "2 lines of requirements.txt" in text
     assert "command    python -m torch.distributed.run" in text
 
