@@ -210,7 +210,9 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     if as_json:
         merged = list(entries or [])
         if data_jobs:
-            merged += [{"kind": "data-job", **job} for job in _data_jobs_json(ctx, original)]
+            from vdk.plugin.ml_training.cli.run_views import KIND_DATA
+
+            merged += [{"kind": KIND_DATA, **job} for job in _data_jobs_json(ctx, original)]
         _json(merged)
         return
     if entries is not None:

@@ -30,7 +30,6 @@ ANNOTATION_IMAGE = "vdk.io/image"
 ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
 ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
-ANNOTATION_RECORD = "vdk.io/run-record"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
 
 RUN_ID_LENGTH = 8
