@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.k8s import trainjob
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
+from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run import LABEL_BACKEND
@@ -79,6 +80,7 @@ class ResourceType:
 JOB = ResourceType("Job", "batch", "v1", "jobs")
 SERVICE = ResourceType("Service", "", "v1", "services")
 CONFIG_MAP = ResourceType("ConfigMap", "", "v1", "configmaps")
+NAMESPACE = ResourceType("Namespace", "", "v1", "namespaces", namespaced=False)
 PYTORCHJOB = ResourceType("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
 TRAINJOB = ResourceType("TrainJob", trainjob.GROUP, trainjob.VERSION, trainjob.PLURAL)
 CLUSTER_TRAINING_RUNTIME = ResourceType(
@@ -116,6 +118,22 @@ class KubeClient:
     def __init__(self, context: str | None = None, namespace: str | None = None, config_file: str | None = None):
         self.api_client, self.context, default_namespace, self.server = _connect(context, config_file)
         self.namespace: str = namespace or default_namespace
+
+    def check_namespace(self) -> None:
+        """Raise an error that says what to do when the client's namespace does not exist.
+
+        Users may lack the right to read namespaces (a namespaced Role cannot grant it): a 403
+        proves nothing, so it passes, and a missing namespace shows up at the first create."""
+        try:
+            self._request(
+                "GET", NAMESPACE.path(name=self.namespace), action=NAMESPACE.action("get", name=self.namespace)
+            )
+        except KubeApiError as e:
+            if e.status == 403:
+                return
+            if e.status == 404 and not e.not_served:
+                raise missing_namespace(self.namespace, self.context) from None
+            raise
 
     # --- discovery ----------------------------------------------------------------------------
 
