@@ -2,6 +2,7 @@
 `kubernetes` client and the HTTP-level fake API server, on runs that were really applied and pods,
 logs and events shaped as the operators, the scheduler and the kubelet write them."""
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from k8s_support.specs import IMAGE
 from k8s_support.specs import make_run
 from k8s_support.specs import make_spec
 from k8s_support.vdk_cli import vdk
+from k8s_support.vdk_cli import vdk_process
 from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
@@ -132,6 +134,30 @@ def test_list_of_an_unreachable_cluster_says_what_to_do(kube, tmp_path, monkeypa
     assert "cannot reach the Kubernetes API server" in result.stderr and "connection refused" in result.stderr
     assert "kubectl --context fake cluster-info" in result.stderr
     assert result.stdout == ""
+
+
+def test_an_unreachable_cluster_is_one_error_without_retry_noise(kube, tmp_path):
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    kubeconfig = kube.fake.kubeconfig(tmp_path / "down", server=url)
+    result = vdk_process("list", env={"KUBECONFIG": str(kubeconfig)})
+    assert result.returncode == 1 and result.stdout.strip() == ""  # vdk-core prints an empty line first
+    assert result.stderr.splitlines() == [
+        f"Error: cannot reach the Kubernetes API server at {url} (kube context fake): connection refused",
+        "Fix: check that the cluster is running and that this is the right context (`kubectl --context fake "
+        "cluster-info`); choose another with VDK_ML_TRAINING_KUBE_CONTEXT or `kube_context` in [ml-training]",
+    ]
+
+
+def test_a_dropped_connection_is_retried_silently(kube):
+    run = kube.deploy()
+    kube.fake.drop("GET", "pytorchjobs")
+    result = vdk_process("list")
+    assert result.returncode == 0, result.stderr
+    assert run["metadata"]["name"] in result.stdout
+    assert "Retrying" not in result.stderr
+    assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith("/pytorchjobs")]) == 2
 
 
 # --- vdk show --------------------------------------------------------------------------------------------

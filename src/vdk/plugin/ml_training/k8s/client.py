@@ -7,9 +7,12 @@ Every API failure becomes an `MLTrainingError` that says what to do (see `api_er
 """
 from __future__ import annotations
 
+import contextvars
 import json
+import logging
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,10 +51,38 @@ REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
 PROBE_TIMEOUT = (3, 5)
 # A followed log may stay silent for as long as an evaluation or a checkpoint takes.
 FOLLOW_TIMEOUT = (10, 3600)
+# One attempt per request. Only a GET/DELETE whose pooled connection the server had closed meanwhile
+# is sent again; a server that cannot be reached is reported at once (retrying it three times, as
+# urllib3 does by default, only makes the user wait longer for the same error).
+RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
 FIELD_MANAGER = "vdk-ml-training"
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+_OWN_REQUEST = contextvars.ContextVar("vdk_ml_training_kube_request", default=False)
+
+
+class _QuietRetries(logging.Filter):
+    """Drops urllib3's "Retrying ..." warnings about this client's requests: it reports a failure
+    itself, once, with what to do; a retry that succeeds is nothing to report."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_OWN_REQUEST.get() and str(record.msg).startswith("Retrying"))
+
+
+_QUIET_RETRIES = _QuietRetries()
+logging.getLogger("urllib3.connectionpool").addFilter(_QUIET_RETRIES)
+
+
+@contextmanager
+def _own_request():
+    token = _OWN_REQUEST.set(True)
+    try:
+        yield
+    finally:
+        _OWN_REQUEST.reset(token)
 
 
 @dataclass(frozen=True)
@@ -460,9 +491,10 @@ class KubeClient:
         options = {k: v for k, v in options.items() if v is not None}
         action = Action("get", "pods/log", "", "Pod", self.namespace, pod, "v1")
         try:
-            return api.read_namespaced_pod_log(
-                pod, self.namespace, _preload_content=False, _request_timeout=timeout, **options
-            )
+            with _own_request():
+                return api.read_namespaced_pod_log(
+                    pod, self.namespace, _preload_content=False, _request_timeout=timeout, **options
+                )
         except ApiException as e:
             if not e.status:
                 raise unreachable(self.server, self.context, e) from None
@@ -513,7 +545,8 @@ class KubeClient:
         self, method: str, path: str, *, action: Action, query: dict | None = None, body: Any = None, timeout=REQUEST_TIMEOUT
     ) -> Any:
         try:
-            return _call(self.api_client, method, path, query or {}, body, timeout)
+            with _own_request():
+                return _call(self.api_client, method, path, query or {}, body, timeout)
         except ApiException as e:
             if not e.status:  # the client's own wrapping of TLS failures
                 raise unreachable(self.server, self.context, e) from None
@@ -590,6 +623,7 @@ def _resolve(schemas: dict, node: dict) -> dict:
 def _connect(context: str | None, config_file: str | None):
     """(ApiClient, context name, default namespace, server URL) from kubeconfig, else in-cluster."""
     configuration = k8s_client.Configuration()
+    configuration.retries = RETRIES
     files = config_file or os.environ.get("KUBECONFIG") or "~/.kube/config"
     paths = [os.path.expanduser(p) for p in str(files).split(os.pathsep) if p]
     if any(os.path.isfile(p) for p in paths):
