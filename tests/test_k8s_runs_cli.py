@@ -13,6 +13,8 @@ from k8s_support import cluster_state as cs
 from k8s_support.fake_apiserver import go_bool
 from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
 from k8s_support.specs import IMAGE
+from k8s_support.specs import OUTSIDE_GIT
+from k8s_support.specs import PROVENANCE
 from k8s_support.specs import make_run
 from k8s_support.specs import make_spec
 from k8s_support.vdk_cli import vdk
@@ -28,9 +30,9 @@ class Cluster:
     def __init__(self, fake, client, root):
         self.fake, self.client, self.root = fake, client, root
 
-    def deploy(self, job="mnist-ddp", backend="pytorchjob", name=None, created=None, reason="nightly retrain", **keys) -> dict:
+    def deploy(self, job="mnist-ddp", backend="pytorchjob", name=None, created=None, reason="nightly retrain", provenance=PROVENANCE, **keys) -> dict:
         spec = make_spec(self.root, name=job, **{"nodes": "2", "gpus_per_node": "8", **keys})
-        run = make_run(spec, name=name, reason=reason)
+        run = make_run(spec, name=name, reason=reason, provenance=provenance)
         main = self.client.apply(render_run(spec, IMAGE, run, "ml", backend))[0]
         if created:
             key = (main["apiVersion"], PLURAL[backend], "ml", run.name)
@@ -197,6 +199,19 @@ def test_show_explains_why_a_run_waits(kube):
     assert [f["kind"] for f in latest["findings"]] == ["waiting", "waiting"]
     assert latest["run"]["image_digest"] == IMAGE.split("@")[1]
     assert latest["run"]["git_dirty"] is True and latest["run"]["deployer"] == "ada@example.com"
+
+
+def test_show_of_a_run_deployed_from_outside_git(kube):
+    run = kube.deploy(provenance=OUTSIDE_GIT)
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "commit     not in git" in out
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["run"]
+    assert (shown["git_commit"], shown["git_dirty"]) == (None, None)
+    # runs annotated by earlier versions carry git-dirty "false" without a commit: still not "clean"
+    with kube.fake._lock:
+        kube.fake.objects[("kubeflow.org/v1", "pytorchjobs", "ml", run["metadata"]["name"])]["metadata"]["annotations"]["vdk.io/git-dirty"] = "false"
+    assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["run"]["git_dirty"] is None
+    assert "commit     not in git" in ok(vdk("show", "-n", "mnist-ddp")).stdout
 
 
 def test_show_explains_why_a_run_failed_with_the_failing_rank_s_previous_log(kube):

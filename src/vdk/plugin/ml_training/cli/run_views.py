@@ -134,6 +134,8 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
         out.append(("image", run.image))
     if run.git_commit:
         out.append(("commit", run.git_commit + (" (with uncommitted changes)" if run.git_dirty else "")))
+    else:
+        out.append(("commit", "not in git"))
     deployed = " ".join(x for x in (run.deployed_at or run.created, f"by {run.deployer}" if run.deployer else None) if x)
     if deployed:
         out.append(("deployed", deployed))
