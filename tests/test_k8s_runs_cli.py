@@ -125,6 +125,10 @@ def test_list_filters_by_team_and_says_when_there_is_nothing(kube, tmp_path):
     assert json.loads(ok(vdk("list", "-o", "json")).stdout) == []
     kube.deploy()
     assert json.loads(ok(vdk("list", "-t", "Other Team", "-o", "json")).stdout) == []
+    assert ok(vdk("list", "-t", "Other Team")).stdout.strip() == (
+        "No ml-training runs of team Other Team in namespace ml (context fake); `vdk list -a` lists the runs of every team."
+    )
+    assert ok(vdk("list", "-t", "Vision Research")).stdout.startswith("ml-training jobs of team Vision Research in namespace ml")
     assert len(json.loads(ok(vdk("list", "-t", "Vision Research", "-o", "json")).stdout)) == 1
     assert len(json.loads(ok(vdk("list", "-t", "Other Team", "-a", "-o", "json")).stdout)) == 1
 

@@ -201,7 +201,8 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     as_json = (output or "text").lower() == "json"
     try:
         # click makes an unset `flag_value="all"` flag the string "False": compare with the value.
-        entries, where = _ml_jobs(_team_filter(team, operation_all in ("all", True)))
+        team = _team_filter(team, operation_all in ("all", True))
+        entries, where = _ml_jobs(team)
     except MLTrainingError as e:
         if not data_jobs:
             raise
@@ -218,7 +219,7 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     if entries is not None:
         from vdk.plugin.ml_training.cli import run_views
 
-        click.echo(run_views.jobs_text(entries, where))
+        click.echo(run_views.jobs_text(entries, where, team))
     if data_jobs:
         click.echo("\nData jobs (Control Service):")
         ctx.invoke(original.callback, **_original_kwargs(ctx, original))
