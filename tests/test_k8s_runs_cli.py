@@ -347,6 +347,39 @@ def test_logs_of_a_queued_run_say_why_there_are_none(kube):
     assert f"{run['metadata']['name']} has no pods, so no logs: queued in team-a-queue" in result.stderr
 
 
+def test_follow_of_a_run_without_pods_says_why_while_it_waits(kube, monkeypatch):
+    monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
+    run = kube.deploy(backend="job", nodes="1", queue="team-a-queue")
+    kube.status(run, conditions=[{"type": "Suspended", "status": "True"}])
+    quota = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor default-flavor"
+    kube.fake.add("workloads", cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]))
+    results = {}
+    # daemon: a failing assertion must not leave the test run waiting for this thread
+    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True)
+    follower.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not [p for m, p, _ in kube.fake.requests if p.endswith("/workloads")]:  # it asked Kueue why
+            assert time.monotonic() < deadline, "follow did not look for why the run has no pods"
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert follower.is_alive(), "follow gave up on a run that has no pods yet"
+        # admitted: the pod starts, logs, and the run ends
+        kube.status(run, active=1)
+        pod = kube.pod(run, 0, cs.running(), log="r0 step 1\n")
+        time.sleep(0.3)
+        kube.set_pod(pod, cs.terminated(0, "Completed"))
+    finally:
+        kube.status(run, conditions=[{"type": "Complete", "status": "True"}])
+    follower.join(timeout=15)
+    assert not follower.is_alive(), "follow did not end with the run"
+    result = ok(results["r"])
+    assert f"[run] no pods yet: queued in team-a-queue (Kueue Workload " in result.stderr
+    assert f"{quota} (waiting for them)" in result.stderr
+    assert result.stdout == "[rank 0] r0 step 1\n"
+    assert f"{run['metadata']['name']} Succeeded" in result.stderr
+
+
 def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
     run = kube.deploy(backend="job", nodes="2")
@@ -354,7 +387,7 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     p0 = kube.pod(run, 0, cs.running(), log="r0 start\n")
     p1 = kube.pod(run, 1, cs.unschedulable(GPU_FULL))
     results = {}
-    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")))
+    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True)
     follower.start()
 
     def until(condition, what):

@@ -443,11 +443,9 @@ def _echo_prefixed(prefix: str, text: str) -> None:
 
 
 def _explain_no_pods(client, run) -> None:
-    from vdk.plugin.ml_training.k8s.observe import inspect_run
+    from vdk.plugin.ml_training.k8s.observe import why_no_pods
 
-    detail = inspect_run(client, run)
-    reasons = [f.what for f in detail.findings] or [f"the run is {detail.phase} and has no pods"]
-    click.echo(f"{run.name} has no pods, so no logs: " + "; ".join(reasons), err=True)
+    click.echo(f"{run.name} has no pods, so no logs: {why_no_pods(client, run)}", err=True)
 
 
 def _follow(client, run) -> None:
