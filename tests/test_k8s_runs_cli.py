@@ -261,6 +261,21 @@ def test_show_reports_progress_from_rank_0(kube):
     assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["progress"]["step"] == 120
 
 
+def test_a_diverged_loss_is_null_in_json_and_nan_in_text(kube):
+    run = kube.deploy(backend="job", nodes="1")
+    kube.status(run, active=1)
+    kube.pod(run, 0, cs.running(), log="[vdk-ml-training] progress step=7 loss=nan\n")
+    assert "progress   step 7, loss nan" in ok(vdk("show", "-n", "mnist-ddp")).stdout
+
+    def reject(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout, parse_constant=reject)
+    assert shown["latest"]["progress"]["loss"] is None and shown["latest"]["progress"]["step"] == 7
+    detail = json.loads(ok(vdk("execute", "--show", "-n", "mnist-ddp", "-o", "json")).stdout, parse_constant=reject)
+    assert detail["progress"]["loss"] is None
+
+
 def test_show_of_a_queued_run_quotes_kueue(kube):
     run = kube.deploy(queue="team-a-queue")
     kube.status(run, conditions=[{"type": "Suspended", "status": "True", "message": "PyTorchJob is suspended"}])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -143,7 +144,18 @@ def _team_filter(team: str | None, all_teams: bool = False) -> str | None:
 
 
 def _json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False))
+    click.echo(json.dumps(_strict(data), indent=2, sort_keys=False, allow_nan=False))
+
+
+def _strict(data: Any) -> Any:
+    """`data` with NaN and infinities (a diverged loss) as null: strict JSON parsers reject them."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _strict(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_strict(value) for value in data]
+    return data
 
 
 def _where(client) -> str:
