@@ -72,6 +72,11 @@ def _wrapped() -> bool:
     return ctx is not None and getattr(ctx.command, "wrapped_command", None) is not None
 
 
+def _kubeconfig_paths() -> list[str]:
+    files = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return [os.path.expanduser(p) for p in files.split(os.pathsep) if p]
+
+
 def _kube_configured() -> bool:
     """A kube context may be reachable: a kubeconfig file, a configured context, or a pod's service
     account. Local checks only: data-job commands must not pay for a cluster they do not use."""
@@ -79,12 +84,24 @@ def _kube_configured() -> bool:
 
     if settings_from_click().get("kube_context") or os.environ.get("KUBERNETES_SERVICE_HOST"):
         return True
-    files = os.environ.get("KUBECONFIG") or "~/.kube/config"
-    return any(os.path.isfile(os.path.expanduser(p)) for p in files.split(os.pathsep) if p)
+    return any(os.path.isfile(p) for p in _kubeconfig_paths())
+
+
+def _not_listed(error) -> None:
+    """Why `vdk list` shows no ML jobs while it goes on with the Control Service's data jobs."""
+    click.echo(f"ml-training jobs are not listed: {error.message}", err=True)
 
 
 def _list_is_ml(kwargs: dict[str, Any]) -> bool:
-    return not _wrapped() or _kube_configured()
+    if not _wrapped() or _kube_configured():
+        return True
+    if not kwargs.get("rest_api_url"):
+        # The Control Service's list fails next for want of its URL; the user may have been looking
+        # for ML runs, so say why there are none. (With a URL, data-job users are not bothered.)
+        from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
+
+        _not_listed(no_cluster_configured(_kubeconfig_paths()))
+    return False
 
 
 def _names_ml_job(kwargs: dict[str, Any]) -> bool:
@@ -218,7 +235,7 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     except MLTrainingError as e:
         if not data_jobs:
             raise
-        click.echo(f"ml-training jobs are not listed: {e.problem}\n({e.fix})", err=True)
+        _not_listed(e)
         entries, where = None, None
     if as_json:
         merged = list(entries or [])

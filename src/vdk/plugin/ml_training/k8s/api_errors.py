@@ -224,3 +224,13 @@ def _root_cause(error: Exception) -> str:
     if "timed out" in text.lower():
         return "timed out"
     return text.splitlines()[0] if text else type(seen).__name__
+
+
+def no_cluster_configured(kubeconfigs: list[str]) -> MLTrainingError:
+    """Neither a kubeconfig nor a pod's service account: no cluster to talk to."""
+    return MLTrainingError(
+        f"no Kubernetes cluster is configured for ml-training runs: no kubeconfig at {', '.join(kubeconfigs)} "
+        "and not running in a pod",
+        "point KUBECONFIG at your cluster's kubeconfig (your cloud CLI's get-credentials command writes one), and "
+        "choose its context with VDK_ML_TRAINING_KUBE_CONTEXT if it is not the current one",
+    )

@@ -34,6 +34,7 @@ from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
 from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
+from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run import LABEL_BACKEND
@@ -670,8 +671,4 @@ def _connect(context: str | None, config_file: str | None):
         except OSError:
             namespace = "default"
         return k8s_client.ApiClient(configuration), None, namespace, configuration.host
-    raise MLTrainingError(
-        f"no Kubernetes cluster is configured: no kubeconfig at {', '.join(paths)} and not running in a pod",
-        "get your cluster's kubeconfig (for example with your cloud CLI's get-credentials command), "
-        "or point KUBECONFIG at it",
-    )
+    raise no_cluster_configured(paths)
