@@ -389,7 +389,7 @@ def test_follow_of_a_run_without_pods_says_why_while_it_waits(kube, monkeypatch)
     follower.join(timeout=15)
     assert not follower.is_alive(), "follow did not end with the run"
     result = ok(results["r"])
-    assert f"[run] no pods yet: queued in team-a-queue (Kueue Workload " in result.stderr
+    assert "[run] no pods yet: queued in team-a-queue (Kueue Workload " in result.stderr
     assert f"{quota} (waiting for them)" in result.stderr
     assert result.stdout == "[rank 0] r0 step 1\n"
     assert f"{run['metadata']['name']} Succeeded" in result.stderr

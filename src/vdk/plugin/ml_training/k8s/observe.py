@@ -16,6 +16,7 @@ from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.diagnose import Event
 from vdk.plugin.ml_training.k8s.diagnose import Finding
 from vdk.plugin.ml_training.k8s.diagnose import Progress
 from vdk.plugin.ml_training.k8s.diagnose import RankState
