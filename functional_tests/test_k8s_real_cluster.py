@@ -37,13 +37,19 @@ JOB_DIR = Path(os.environ.get("VDK_ML_TRAINING_E2E_JOB") or PROJECT / "examples"
 NAMESPACE = os.environ.get("VDK_ML_TRAINING_E2E_NAMESPACE", "default")
 TIMEOUT = int(os.environ.get("VDK_ML_TRAINING_E2E_TIMEOUT", "900"))
 
+HOW_TO = "README: Development > Against a real cluster"
 pytestmark = [
     pytest.mark.skipif(
         not KUBECONFIG,
-        reason="no real cluster: set VDK_ML_TRAINING_E2E_KUBECONFIG (a kind cluster with the Kubeflow "
-        "Training Operator; see README 'deploy to Kubernetes')",
+        reason="no real cluster: set VDK_ML_TRAINING_E2E_KUBECONFIG to the kubeconfig of a cluster (kind, optionally "
+        "with the Kubeflow Training Operator) and VDK_ML_TRAINING_E2E_IMAGE to a job image it can pull "
+        f"(`vdk deploy -p examples/ddp-nccl --build-only` prints one); {HOW_TO}",
     ),
-    pytest.mark.skipif(not IMAGE, reason="set VDK_ML_TRAINING_E2E_IMAGE to a job image the cluster can pull"),
+    pytest.mark.skipif(
+        not IMAGE,
+        reason="set VDK_ML_TRAINING_E2E_IMAGE to a job image the cluster can pull "
+        f"(`vdk deploy -p examples/ddp-nccl --build-only` prints one); {HOW_TO}",
+    ),
 ]
 
 

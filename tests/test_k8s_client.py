@@ -179,8 +179,35 @@ def test_404_on_a_missing_namespace(cluster, spec):
     manifests = render_run(spec, IMAGE, run, "research", "job")
     with pytest.raises(MLTrainingError) as e:
         client.apply(manifests)
-    assert e.value.problem == "the namespace research does not exist (404 NotFound)"
+    assert e.value.problem == "the namespace research does not exist in kube context fake (404 NotFound)"
     assert "kubectl --context fake create namespace research" in e.value.fix
+
+
+def test_check_namespace_says_how_to_fix_a_missing_one(cluster):
+    fake, client = cluster(namespace="research")
+    with pytest.raises(MLTrainingError) as e:
+        client.check_namespace()
+    assert e.value.problem == "the namespace research does not exist in kube context fake (404 NotFound)"
+    assert "kubectl --context fake create namespace research" in e.value.fix
+    assert "VDK_ML_TRAINING_NAMESPACE" in e.value.fix and "`namespace` in [ml-training]" in e.value.fix
+    assert ("GET", "/api/v1/namespaces/research") in [(m, p) for m, p, _ in fake.requests]
+    assert KubeClient(namespace="ml").check_namespace() is None
+
+
+def test_check_namespace_passes_when_namespaces_may_not_be_read(cluster):
+    # A namespaced Role cannot grant reading Namespace objects: a 403 proves nothing.
+    fake, client = cluster(namespace="research", forbidden={("get", "namespaces")})
+    assert client.check_namespace() is None
+    assert ("GET", "/api/v1/namespaces/research") in [(m, p) for m, p, _ in fake.requests]
+
+
+def test_check_namespace_of_an_unreachable_cluster(cluster):
+    fake, client = cluster()
+    fake.stop()
+    with pytest.raises(MLTrainingError) as e:
+        client.check_namespace()
+    assert e.value.problem.startswith(f"cannot reach the Kubernetes API server at {fake.url} (kube context fake)")
+    assert "cluster-info" in e.value.fix
 
 
 def test_connection_refused(tmp_path, monkeypatch, cluster):

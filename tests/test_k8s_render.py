@@ -1,4 +1,5 @@
 """What the renderers put into manifests: the semantics each backend and operator relies on."""
+import dataclasses
 import re
 
 import pytest
@@ -6,6 +7,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from k8s_support.specs import IMAGE
+from k8s_support.specs import OUTSIDE_GIT
 from k8s_support.specs import PROVENANCE
 from k8s_support.specs import make_run
 from k8s_support.specs import make_spec
@@ -128,6 +130,16 @@ def test_labels_annotations_and_environment(tmp_path):
     assert {"name": "HF_HOME", "value": "/cache"} in env
     assert {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:/extra/lib"} in env
     assert [e["name"] for e in env].count("PYTHONPATH") == 1
+
+
+def test_git_annotations_say_only_what_is_known(tmp_path):
+    spec = make_spec(tmp_path)
+    outside = render_run(spec, IMAGE, make_run(spec, provenance=OUTSIDE_GIT), "ml", "job")[0]["metadata"]["annotations"]
+    assert not [key for key in outside if key.startswith("vdk.io/git-")]  # no commit, so no dirty flag either
+    clean = dataclasses.replace(PROVENANCE, git_dirty=False, git_diff_sha256=None)
+    committed = render_run(spec, IMAGE, make_run(spec, provenance=clean), "ml", "job")[0]["metadata"]["annotations"]
+    assert (committed["vdk.io/git-commit"], committed["vdk.io/git-dirty"]) == (PROVENANCE.git_commit, "false")
+    assert "vdk.io/git-diff-sha256" not in committed
 
 
 def test_generous_rendezvous_timeouts():

@@ -2,6 +2,7 @@
 `kubernetes` client and the HTTP-level fake API server, on runs that were really applied and pods,
 logs and events shaped as the operators, the scheduler and the kubelet write them."""
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -12,9 +13,12 @@ from k8s_support import cluster_state as cs
 from k8s_support.fake_apiserver import go_bool
 from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
 from k8s_support.specs import IMAGE
+from k8s_support.specs import OUTSIDE_GIT
+from k8s_support.specs import PROVENANCE
 from k8s_support.specs import make_run
 from k8s_support.specs import make_spec
 from k8s_support.vdk_cli import vdk
+from k8s_support.vdk_cli import vdk_process
 from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
@@ -26,9 +30,9 @@ class Cluster:
     def __init__(self, fake, client, root):
         self.fake, self.client, self.root = fake, client, root
 
-    def deploy(self, job="mnist-ddp", backend="pytorchjob", name=None, created=None, reason="nightly retrain", **keys) -> dict:
+    def deploy(self, job="mnist-ddp", backend="pytorchjob", name=None, created=None, reason="nightly retrain", provenance=PROVENANCE, **keys) -> dict:
         spec = make_spec(self.root, name=job, **{"nodes": "2", "gpus_per_node": "8", **keys})
-        run = make_run(spec, name=name, reason=reason)
+        run = make_run(spec, name=name, reason=reason, provenance=provenance)
         main = self.client.apply(render_run(spec, IMAGE, run, "ml", backend))[0]
         if created:
             key = (main["apiVersion"], PLURAL[backend], "ml", run.name)
@@ -121,6 +125,10 @@ def test_list_filters_by_team_and_says_when_there_is_nothing(kube, tmp_path):
     assert json.loads(ok(vdk("list", "-o", "json")).stdout) == []
     kube.deploy()
     assert json.loads(ok(vdk("list", "-t", "Other Team", "-o", "json")).stdout) == []
+    assert ok(vdk("list", "-t", "Other Team")).stdout.strip() == (
+        "No ml-training runs of team Other Team in namespace ml (context fake); `vdk list -a` lists the runs of every team."
+    )
+    assert ok(vdk("list", "-t", "Vision Research")).stdout.startswith("ml-training jobs of team Vision Research in namespace ml")
     assert len(json.loads(ok(vdk("list", "-t", "Vision Research", "-o", "json")).stdout)) == 1
     assert len(json.loads(ok(vdk("list", "-t", "Other Team", "-a", "-o", "json")).stdout)) == 1
 
@@ -132,6 +140,30 @@ def test_list_of_an_unreachable_cluster_says_what_to_do(kube, tmp_path, monkeypa
     assert "cannot reach the Kubernetes API server" in result.stderr and "connection refused" in result.stderr
     assert "kubectl --context fake cluster-info" in result.stderr
     assert result.stdout == ""
+
+
+def test_an_unreachable_cluster_is_one_error_without_retry_noise(kube, tmp_path):
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    kubeconfig = kube.fake.kubeconfig(tmp_path / "down", server=url)
+    result = vdk_process("list", env={"KUBECONFIG": str(kubeconfig)})
+    assert result.returncode == 1 and result.stdout.strip() == ""  # vdk-core prints an empty line first
+    assert result.stderr.splitlines() == [
+        f"Error: cannot reach the Kubernetes API server at {url} (kube context fake): connection refused",
+        "Fix: check that the cluster is running and that this is the right context (`kubectl --context fake "
+        "cluster-info`); choose another with VDK_ML_TRAINING_KUBE_CONTEXT or `kube_context` in [ml-training]",
+    ]
+
+
+def test_a_dropped_connection_is_retried_silently(kube):
+    run = kube.deploy()
+    kube.fake.drop("GET", "pytorchjobs")
+    result = vdk_process("list")
+    assert result.returncode == 0, result.stderr
+    assert run["metadata"]["name"] in result.stdout
+    assert "Retrying" not in result.stderr
+    assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith("/pytorchjobs")]) == 2
 
 
 # --- vdk show --------------------------------------------------------------------------------------------
@@ -171,6 +203,19 @@ def test_show_explains_why_a_run_waits(kube):
     assert [f["kind"] for f in latest["findings"]] == ["waiting", "waiting"]
     assert latest["run"]["image_digest"] == IMAGE.split("@")[1]
     assert latest["run"]["git_dirty"] is True and latest["run"]["deployer"] == "ada@example.com"
+
+
+def test_show_of_a_run_deployed_from_outside_git(kube):
+    run = kube.deploy(provenance=OUTSIDE_GIT)
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "commit     not in git" in out
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["run"]
+    assert (shown["git_commit"], shown["git_dirty"]) == (None, None)
+    # runs annotated by earlier versions carry git-dirty "false" without a commit: still not "clean"
+    with kube.fake._lock:
+        kube.fake.objects[("kubeflow.org/v1", "pytorchjobs", "ml", run["metadata"]["name"])]["metadata"]["annotations"]["vdk.io/git-dirty"] = "false"
+    assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["run"]["git_dirty"] is None
+    assert "commit     not in git" in ok(vdk("show", "-n", "mnist-ddp")).stdout
 
 
 def test_show_explains_why_a_run_failed_with_the_failing_rank_s_previous_log(kube):
@@ -214,6 +259,21 @@ def test_show_reports_progress_from_rank_0(kube):
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert "progress   step 120/1000, loss 0.5, ETA 35m" in out
     assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["progress"]["step"] == 120
+
+
+def test_a_diverged_loss_is_null_in_json_and_nan_in_text(kube):
+    run = kube.deploy(backend="job", nodes="1")
+    kube.status(run, active=1)
+    kube.pod(run, 0, cs.running(), log="[vdk-ml-training] progress step=7 loss=nan\n")
+    assert "progress   step 7, loss nan" in ok(vdk("show", "-n", "mnist-ddp")).stdout
+
+    def reject(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout, parse_constant=reject)
+    assert shown["latest"]["progress"]["loss"] is None and shown["latest"]["progress"]["step"] == 7
+    detail = json.loads(ok(vdk("execute", "--show", "-n", "mnist-ddp", "-o", "json")).stdout, parse_constant=reject)
+    assert detail["progress"]["loss"] is None
 
 
 def test_show_of_a_queued_run_quotes_kueue(kube):
@@ -302,6 +362,39 @@ def test_logs_of_a_queued_run_say_why_there_are_none(kube):
     assert f"{run['metadata']['name']} has no pods, so no logs: queued in team-a-queue" in result.stderr
 
 
+def test_follow_of_a_run_without_pods_says_why_while_it_waits(kube, monkeypatch):
+    monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
+    run = kube.deploy(backend="job", nodes="1", queue="team-a-queue")
+    kube.status(run, conditions=[{"type": "Suspended", "status": "True"}])
+    quota = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor default-flavor"
+    kube.fake.add("workloads", cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]))
+    results = {}
+    # daemon: a failing assertion must not leave the test run waiting for this thread
+    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True)
+    follower.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not [p for m, p, _ in kube.fake.requests if p.endswith("/workloads")]:  # it asked Kueue why
+            assert time.monotonic() < deadline, "follow did not look for why the run has no pods"
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert follower.is_alive(), "follow gave up on a run that has no pods yet"
+        # admitted: the pod starts, logs, and the run ends
+        kube.status(run, active=1)
+        pod = kube.pod(run, 0, cs.running(), log="r0 step 1\n")
+        time.sleep(0.3)
+        kube.set_pod(pod, cs.terminated(0, "Completed"))
+    finally:
+        kube.status(run, conditions=[{"type": "Complete", "status": "True"}])
+    follower.join(timeout=15)
+    assert not follower.is_alive(), "follow did not end with the run"
+    result = ok(results["r"])
+    assert "[run] no pods yet: queued in team-a-queue (Kueue Workload " in result.stderr
+    assert f"{quota} (waiting for them)" in result.stderr
+    assert result.stdout == "[rank 0] r0 step 1\n"
+    assert f"{run['metadata']['name']} Succeeded" in result.stderr
+
+
 def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
     run = kube.deploy(backend="job", nodes="2")
@@ -309,7 +402,7 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     p0 = kube.pod(run, 0, cs.running(), log="r0 start\n")
     p1 = kube.pod(run, 1, cs.unschedulable(GPU_FULL))
     results = {}
-    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")))
+    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True)
     follower.start()
 
     def until(condition, what):

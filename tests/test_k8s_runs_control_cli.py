@@ -88,13 +88,32 @@ def test_an_unreachable_cluster_does_not_break_data_job_commands(ml_run):
     assert "Kubernetes" not in everything(result)
 
 
-def test_no_kubeconfig_means_data_jobs_only(tmp_path, monkeypatch):
+@pytest.fixture
+def no_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("VDK_ML_TRAINING_KUBE_CONTEXT", raising=False)
     monkeypatch.delenv("VDK_CONTROL_SERVICE_REST_API_URL", raising=False)
+    return tmp_path / "absent"
+
+
+def test_no_kubeconfig_and_no_control_service_says_what_each_needs(no_cluster):
     result = cs_vdk("list", "-t", "data-team")
     assert NO_CONTROL_SERVICE in everything(result)
     assert "ml-training" not in result.stdout
+    assert (
+        f"ml-training jobs are not listed: no Kubernetes cluster is configured for ml-training runs: "
+        f"no kubeconfig at {no_cluster} and not running in a pod"
+    ) in result.stderr
+    assert "Fix: point KUBECONFIG at your cluster's kubeconfig" in result.stderr
+    assert "VDK_ML_TRAINING_KUBE_CONTEXT" in result.stderr
+
+
+def test_no_kubeconfig_with_a_control_service_lists_data_jobs_quietly(no_cluster, control_service):
+    result = cs_vdk("list", "-t", "data-team", "-u", control_service.url)
+    assert result.exit_code == 0, everything(result)
+    assert "daily-import" in result.stdout and "ml-training" not in result.stdout
+    assert "Kubernetes" not in result.stderr
 
 
 # --- vdk list: ML jobs and data jobs together ------------------------------------------------------------

@@ -56,6 +56,9 @@ class Kind:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
+DROP = 0  # a Fault status: no answer, the connection is closed
+
+
 @dataclass
 class Fault:
     method: str
@@ -177,6 +180,10 @@ class FakeKube:
     def fail(self, method: str, plural: str, status: int, reason: str, message: str, times: int = 1) -> None:
         self.faults.append(Fault(method, plural, status, reason, message, times))
 
+    def drop(self, method: str, plural: str, times: int = 1) -> None:
+        """Close the connection instead of answering (as a server does with an idle kept-alive one)."""
+        self.faults.append(Fault(method, plural, DROP, "", "", times))
+
     def set_status(self, plural: str, name: str, status: dict, namespace: str = "ml") -> None:
         kind = self.kind(plural)
         with self._lock:
@@ -284,6 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._send(400, status(400, "BadRequest", "the request body is not JSON"))
         code, payload = _route(fake, method, url.path, query, body)
+        if code == DROP:
+            self.close_connection = True
+            return
         self._send(code, payload)
 
     def _send(self, code: int, payload: Any) -> None:

@@ -1,6 +1,7 @@
 """Job specs for the Kubernetes tests: real job directories parsed by `load_job_spec`."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from vdk.plugin.ml_training.audit import Provenance
@@ -51,5 +52,11 @@ def make_spec(root: Path, name: str = "mnist-ddp", env: dict | None = None, args
     return load_job_spec(job)
 
 
-def make_run(spec: MLJobSpec, name: str | None = None, reason: str | None = "nightly retrain") -> RunInfo:
-    return RunInfo.create(spec, PROVENANCE, reason=reason, image_digest=IMAGE.split("@")[1], name=name)
+# A job deployed from a directory that is not in a git repository.
+OUTSIDE_GIT = dataclasses.replace(PROVENANCE, git_commit=None, git_dirty=False, git_diff_sha256=None, git_remote=None)
+
+
+def make_run(
+    spec: MLJobSpec, name: str | None = None, reason: str | None = "nightly retrain", provenance: Provenance = PROVENANCE
+) -> RunInfo:
+    return RunInfo.create(spec, provenance, reason=reason, image_digest=IMAGE.split("@")[1], name=name)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from vdk.internal import cli_entry
 from vdk.plugin.ml_training import plugin as ml_plugin
@@ -24,3 +28,10 @@ def vdk(*args: str, control_cli: bool = False, input: str | None = None):
     root.commands = {}
     extra = {"input": input} if input is not None else {}
     return CliEntryBasedTestRunner(*plugins).invoke(list(args), cli=root, **extra)
+
+
+def vdk_process(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`vdk ARGS` as a user runs it: the installed entry point in a new process, with vdk's own
+    logging set-up and the real stdout / stderr (what a test runner's capture would hide)."""
+    command = [str(Path(sys.executable).with_name("vdk")), *args]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)

@@ -53,9 +53,12 @@ def job_entry(runs: list[RunSummary], phase: str) -> dict:
     }
 
 
-def jobs_text(entries: list[dict], where: str, now: datetime | None = None) -> str:
+def jobs_text(entries: list[dict], where: str, team: str | None = None, now: datetime | None = None) -> str:
+    """`vdk list`'s table; `team` is the team filter (-t), if any."""
+    scope = f"of team {team} in {where}" if team else f"in {where}"
     if not entries:
-        return f"No ml-training runs in {where}."
+        all_teams = "; `vdk list -a` lists the runs of every team" if team else ""
+        return f"No ml-training runs {scope}{all_teams}."
     rows = [
         [
             e["job_name"] or "?",
@@ -70,7 +73,7 @@ def jobs_text(entries: list[dict], where: str, now: datetime | None = None) -> s
         for e in entries
     ]
     headers = ["JOB", "TEAM", "LATEST RUN", "BACKEND", "PHASE", "AGE", "NODES x GPUS", "RUNS"]
-    return f"ml-training jobs in {where}:\n" + table(headers, rows)
+    return f"ml-training jobs {scope}:\n" + table(headers, rows)
 
 
 def _shape(entry: dict) -> str:
@@ -134,6 +137,8 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
         out.append(("image", run.image))
     if run.git_commit:
         out.append(("commit", run.git_commit + (" (with uncommitted changes)" if run.git_dirty else "")))
+    else:
+        out.append(("commit", "not in git"))
     deployed = " ".join(x for x in (run.deployed_at or run.created, f"by {run.deployer}" if run.deployer else None) if x)
     if deployed:
         out.append(("deployed", deployed))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -71,6 +72,11 @@ def _wrapped() -> bool:
     return ctx is not None and getattr(ctx.command, "wrapped_command", None) is not None
 
 
+def _kubeconfig_paths() -> list[str]:
+    files = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return [os.path.expanduser(p) for p in files.split(os.pathsep) if p]
+
+
 def _kube_configured() -> bool:
     """A kube context may be reachable: a kubeconfig file, a configured context, or a pod's service
     account. Local checks only: data-job commands must not pay for a cluster they do not use."""
@@ -78,12 +84,24 @@ def _kube_configured() -> bool:
 
     if settings_from_click().get("kube_context") or os.environ.get("KUBERNETES_SERVICE_HOST"):
         return True
-    files = os.environ.get("KUBECONFIG") or "~/.kube/config"
-    return any(os.path.isfile(os.path.expanduser(p)) for p in files.split(os.pathsep) if p)
+    return any(os.path.isfile(p) for p in _kubeconfig_paths())
+
+
+def _not_listed(error) -> None:
+    """Why `vdk list` shows no ML jobs while it goes on with the Control Service's data jobs."""
+    click.echo(f"ml-training jobs are not listed: {error.message}", err=True)
 
 
 def _list_is_ml(kwargs: dict[str, Any]) -> bool:
-    return not _wrapped() or _kube_configured()
+    if not _wrapped() or _kube_configured():
+        return True
+    if not kwargs.get("rest_api_url"):
+        # The Control Service's list fails next for want of its URL; the user may have been looking
+        # for ML runs, so say why there are none. (With a URL, data-job users are not bothered.)
+        from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
+
+        _not_listed(no_cluster_configured(_kubeconfig_paths()))
+    return False
 
 
 def _names_ml_job(kwargs: dict[str, Any]) -> bool:
@@ -143,7 +161,18 @@ def _team_filter(team: str | None, all_teams: bool = False) -> str | None:
 
 
 def _json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False))
+    click.echo(json.dumps(_strict(data), indent=2, sort_keys=False, allow_nan=False))
+
+
+def _strict(data: Any) -> Any:
+    """`data` with NaN and infinities (a diverged loss) as null: strict JSON parsers reject them."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _strict(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_strict(value) for value in data]
+    return data
 
 
 def _where(client) -> str:
@@ -201,22 +230,25 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     as_json = (output or "text").lower() == "json"
     try:
         # click makes an unset `flag_value="all"` flag the string "False": compare with the value.
-        entries, where = _ml_jobs(_team_filter(team, operation_all in ("all", True)))
+        team = _team_filter(team, operation_all in ("all", True))
+        entries, where = _ml_jobs(team)
     except MLTrainingError as e:
         if not data_jobs:
             raise
-        click.echo(f"ml-training jobs are not listed: {e.problem}\n({e.fix})", err=True)
+        _not_listed(e)
         entries, where = None, None
     if as_json:
         merged = list(entries or [])
         if data_jobs:
-            merged += [{"kind": "data-job", **job} for job in _data_jobs_json(ctx, original)]
+            from vdk.plugin.ml_training.cli.run_views import KIND_DATA
+
+            merged += [{"kind": KIND_DATA, **job} for job in _data_jobs_json(ctx, original)]
         _json(merged)
         return
     if entries is not None:
         from vdk.plugin.ml_training.cli import run_views
 
-        click.echo(run_views.jobs_text(entries, where))
+        click.echo(run_views.jobs_text(entries, where, team))
     if data_jobs:
         click.echo("\nData jobs (Control Service):")
         ctx.invoke(original.callback, **_original_kwargs(ctx, original))
@@ -440,11 +472,9 @@ def _echo_prefixed(prefix: str, text: str) -> None:
 
 
 def _explain_no_pods(client, run) -> None:
-    from vdk.plugin.ml_training.k8s.observe import inspect_run
+    from vdk.plugin.ml_training.k8s.observe import why_no_pods
 
-    detail = inspect_run(client, run)
-    reasons = [f.what for f in detail.findings] or [f"the run is {detail.phase} and has no pods"]
-    click.echo(f"{run.name} has no pods, so no logs: " + "; ".join(reasons), err=True)
+    click.echo(f"{run.name} has no pods, so no logs: {why_no_pods(client, run)}", err=True)
 
 
 def _follow(client, run) -> None:

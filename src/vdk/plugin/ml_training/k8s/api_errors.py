@@ -104,7 +104,7 @@ def _translate(status: int, reason: str, st: dict, message: str, action: Action,
             st_reason,
         )
     if status == 404:
-        return _not_found(action, st, message, details, ctx)
+        return _not_found(action, st, message, details, context)
     if status == 409:
         name = details.get("name") or action.name
         return KubeApiError(
@@ -146,16 +146,22 @@ def _translate(status: int, reason: str, st: dict, message: str, action: Action,
     )
 
 
-def _not_found(action: Action, st: dict, message: str, details: dict, ctx: str) -> KubeApiError:
+def missing_namespace(namespace: str, context: str | None) -> KubeApiError:
+    ctx = f" --context {context}" if context else ""
+    where = f" in kube context {context}" if context else ""
+    return KubeApiError(
+        f"the namespace {namespace} does not exist{where} (404 NotFound)",
+        f"create it (`kubectl{ctx} create namespace {namespace}`) or set another namespace "
+        "(VDK_ML_TRAINING_NAMESPACE, or `namespace` in [ml-training])",
+        404,
+        "NotFound",
+    )
+
+
+def _not_found(action: Action, st: dict, message: str, details: dict, context: str | None) -> KubeApiError:
     if details.get("kind") == "namespaces":
-        ns = details.get("name") or action.namespace
-        return KubeApiError(
-            f"the namespace {ns} does not exist (404 NotFound)",
-            f"create it (`kubectl{ctx} create namespace {ns}`) or set another namespace "
-            "(VDK_ML_TRAINING_NAMESPACE, or `namespace` in [ml-training])",
-            404,
-            "NotFound",
-        )
+        return missing_namespace(details.get("name") or action.namespace, context)
+    ctx = f" --context {context}" if context else ""
     if not st or not details:
         # A path the server does not route: the resource type itself is not served.
         install = INSTALL_HINTS.get(action.group, "install the operator that serves it")
@@ -218,3 +224,13 @@ def _root_cause(error: Exception) -> str:
     if "timed out" in text.lower():
         return "timed out"
     return text.splitlines()[0] if text else type(seen).__name__
+
+
+def no_cluster_configured(kubeconfigs: list[str]) -> MLTrainingError:
+    """Neither a kubeconfig nor a pod's service account: no cluster to talk to."""
+    return MLTrainingError(
+        f"no Kubernetes cluster is configured for ml-training runs: no kubeconfig at {', '.join(kubeconfigs)} "
+        "and not running in a pod",
+        "point KUBECONFIG at your cluster's kubeconfig (your cloud CLI's get-credentials command writes one), and "
+        "choose its context with VDK_ML_TRAINING_KUBE_CONTEXT if it is not the current one",
+    )

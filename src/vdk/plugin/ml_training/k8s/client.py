@@ -7,9 +7,12 @@ Every API failure becomes an `MLTrainingError` that says what to do (see `api_er
 """
 from __future__ import annotations
 
+import contextvars
 import json
+import logging
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,8 @@ from vdk.plugin.ml_training.k8s import trainjob
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
+from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
+from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run import LABEL_BACKEND
@@ -47,10 +52,38 @@ REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
 PROBE_TIMEOUT = (3, 5)
 # A followed log may stay silent for as long as an evaluation or a checkpoint takes.
 FOLLOW_TIMEOUT = (10, 3600)
+# One attempt per request. Only a GET/DELETE whose pooled connection the server had closed meanwhile
+# is sent again; a server that cannot be reached is reported at once (retrying it three times, as
+# urllib3 does by default, only makes the user wait longer for the same error).
+RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
 FIELD_MANAGER = "vdk-ml-training"
 TRAINER_NAMESPACE = "kubeflow-system"
 TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+_OWN_REQUEST = contextvars.ContextVar("vdk_ml_training_kube_request", default=False)
+
+
+class _QuietRetries(logging.Filter):
+    """Drops urllib3's "Retrying ..." warnings about this client's requests: it reports a failure
+    itself, once, with what to do; a retry that succeeds is nothing to report."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_OWN_REQUEST.get() and str(record.msg).startswith("Retrying"))
+
+
+_QUIET_RETRIES = _QuietRetries()
+logging.getLogger("urllib3.connectionpool").addFilter(_QUIET_RETRIES)
+
+
+@contextmanager
+def _own_request():
+    token = _OWN_REQUEST.set(True)
+    try:
+        yield
+    finally:
+        _OWN_REQUEST.reset(token)
 
 
 @dataclass(frozen=True)
@@ -79,6 +112,7 @@ class ResourceType:
 JOB = ResourceType("Job", "batch", "v1", "jobs")
 SERVICE = ResourceType("Service", "", "v1", "services")
 CONFIG_MAP = ResourceType("ConfigMap", "", "v1", "configmaps")
+NAMESPACE = ResourceType("Namespace", "", "v1", "namespaces", namespaced=False)
 PYTORCHJOB = ResourceType("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
 TRAINJOB = ResourceType("TrainJob", trainjob.GROUP, trainjob.VERSION, trainjob.PLURAL)
 CLUSTER_TRAINING_RUNTIME = ResourceType(
@@ -116,6 +150,22 @@ class KubeClient:
     def __init__(self, context: str | None = None, namespace: str | None = None, config_file: str | None = None):
         self.api_client, self.context, default_namespace, self.server = _connect(context, config_file)
         self.namespace: str = namespace or default_namespace
+
+    def check_namespace(self) -> None:
+        """Raise an error that says what to do when the client's namespace does not exist.
+
+        Users may lack the right to read namespaces (a namespaced Role cannot grant it): a 403
+        proves nothing, so it passes, and a missing namespace shows up at the first create."""
+        try:
+            self._request(
+                "GET", NAMESPACE.path(name=self.namespace), action=NAMESPACE.action("get", name=self.namespace)
+            )
+        except KubeApiError as e:
+            if e.status == 403:
+                return
+            if e.status == 404 and not e.not_served:
+                raise missing_namespace(self.namespace, self.context) from None
+            raise
 
     # --- discovery ----------------------------------------------------------------------------
 
@@ -442,9 +492,10 @@ class KubeClient:
         options = {k: v for k, v in options.items() if v is not None}
         action = Action("get", "pods/log", "", "Pod", self.namespace, pod, "v1")
         try:
-            return api.read_namespaced_pod_log(
-                pod, self.namespace, _preload_content=False, _request_timeout=timeout, **options
-            )
+            with _own_request():
+                return api.read_namespaced_pod_log(
+                    pod, self.namespace, _preload_content=False, _request_timeout=timeout, **options
+                )
         except ApiException as e:
             if not e.status:
                 raise unreachable(self.server, self.context, e) from None
@@ -495,7 +546,8 @@ class KubeClient:
         self, method: str, path: str, *, action: Action, query: dict | None = None, body: Any = None, timeout=REQUEST_TIMEOUT
     ) -> Any:
         try:
-            return _call(self.api_client, method, path, query or {}, body, timeout)
+            with _own_request():
+                return _call(self.api_client, method, path, query or {}, body, timeout)
         except ApiException as e:
             if not e.status:  # the client's own wrapping of TLS failures
                 raise unreachable(self.server, self.context, e) from None
@@ -572,6 +624,7 @@ def _resolve(schemas: dict, node: dict) -> dict:
 def _connect(context: str | None, config_file: str | None):
     """(ApiClient, context name, default namespace, server URL) from kubeconfig, else in-cluster."""
     configuration = k8s_client.Configuration()
+    configuration.retries = RETRIES
     files = config_file or os.environ.get("KUBECONFIG") or "~/.kube/config"
     paths = [os.path.expanduser(p) for p in str(files).split(os.pathsep) if p]
     if any(os.path.isfile(p) for p in paths):
@@ -618,8 +671,4 @@ def _connect(context: str | None, config_file: str | None):
         except OSError:
             namespace = "default"
         return k8s_client.ApiClient(configuration), None, namespace, configuration.host
-    raise MLTrainingError(
-        f"no Kubernetes cluster is configured: no kubeconfig at {', '.join(paths)} and not running in a pod",
-        "get your cluster's kubeconfig (for example with your cloud CLI's get-credentials command), "
-        "or point KUBECONFIG at it",
-    )
+    raise no_cluster_configured(paths)

@@ -11,19 +11,24 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Iterable
 
+from vdk.plugin.ml_training.k8s import indexed_job
+from vdk.plugin.ml_training.k8s import pytorchjob
 from vdk.plugin.ml_training.k8s import status as run_status
+from vdk.plugin.ml_training.k8s import trainjob
+from vdk.plugin.ml_training.k8s.backends import JOB
+from vdk.plugin.ml_training.k8s.backends import PYTORCHJOB
+from vdk.plugin.ml_training.k8s.backends import TRAINJOB
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.runtime import progress as progress_line
 from vdk.plugin.ml_training.runtime.progress import approximate_duration as duration
 
 # The training container of each backend's pods.
-CONTAINERS = {"pytorchjob": "pytorch", "trainjob": "node", "job": "pytorch"}
-TRAINJOB_NODE_JOB = "node"
+CONTAINERS = {PYTORCHJOB: pytorchjob.CONTAINER, TRAINJOB: trainjob.NODE_CONTAINER, JOB: indexed_job.CONTAINER}
 
 _PT_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 _PT_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 _JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+_COMPLETION_INDEX = indexed_job.COMPLETION_INDEX_ANNOTATION  # also a label, and on a TrainJob's pods
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -185,7 +190,7 @@ def rank_of(pod: dict, backend: str | None) -> tuple[int | None, str]:
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
     annotations = metadata.get("annotations") or {}
-    if backend == "pytorchjob":
+    if backend == PYTORCHJOB:
         index = _int(labels.get(_PT_REPLICA_INDEX))
         replica_type = (labels.get(_PT_REPLICA_TYPE) or "").lower()
         if replica_type == "master":
@@ -193,9 +198,9 @@ def rank_of(pod: dict, backend: str | None) -> tuple[int | None, str]:
         if replica_type == "worker" and index is not None:
             return index + 1, str(index + 1)  # Master is rank 0, Worker i is rank i + 1
         return None, replica_type or metadata.get("name", "?")
-    if backend == "trainjob":
-        job = labels.get(_JOBSET_REPLICATED_JOB, TRAINJOB_NODE_JOB)
-        if job != TRAINJOB_NODE_JOB:
+    if backend == TRAINJOB:
+        job = labels.get(_JOBSET_REPLICATED_JOB, trainjob.NODE_JOB)
+        if job != trainjob.NODE_JOB:
             return None, job
     index = _int(labels.get(_COMPLETION_INDEX) or annotations.get(_COMPLETION_INDEX))
     return (index, str(index)) if index is not None else (None, metadata.get("name", "?"))

@@ -62,12 +62,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": run.name,
-            "namespace": namespace,
-            "labels": pod.object_labels(spec, labels),
-            "annotations": run.annotations(image),
-        },
+        "metadata": pod.object_metadata(spec, run, image, namespace, labels),
         "spec": job_spec,
     }
     service = {

@@ -16,6 +16,7 @@ from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.diagnose import Event
 from vdk.plugin.ml_training.k8s.diagnose import Finding
 from vdk.plugin.ml_training.k8s.diagnose import Progress
 from vdk.plugin.ml_training.k8s.diagnose import RankState
@@ -28,6 +29,7 @@ HINT_SCAN_LINES = 200  # searched for well-known errors (torch's launcher prints
 PROGRESS_SCAN_LINES = 200  # of rank 0, for the last progress line
 FOLLOW_POLL_SECONDS = 2.0
 FOLLOW_ATTEMPTS = 3  # log requests refused for one container before giving up on it
+NO_PODS_RECHECK_SECONDS = 10.0  # while a followed run has no pods: how often to ask again why
 
 
 @dataclass
@@ -71,6 +73,14 @@ def inspect_run(client: KubeClient, run: RunSummary) -> RunDetail:
             findings.append(failure)
     progress = _allowed(notes, "logs", lambda: _progress(client, ranks), None)
     return RunDetail(run, diagnose.effective_phase(run.phase, ranks), ranks, findings, events, progress, notes)
+
+
+def why_no_pods(client: KubeClient, run: RunSummary) -> str:
+    """Why a run has no pods (queued, not created yet, cleaned up after it ended), in one line."""
+    detail = inspect_run(client, run)
+    # The callers say "no pods" themselves; the findings about a pod-less run start with it too.
+    reasons = [f.what.removeprefix("no pods yet: ") for f in detail.findings]
+    return "; ".join(reasons) or f"the run is {detail.phase}"
 
 
 def _allowed(notes: list[str], what: str, read: Callable[[], Any], otherwise: Any) -> Any:
@@ -156,6 +166,7 @@ def follow_logs(
     refused: dict[tuple[str, int], int] = {}
     explained: dict[str, str] = {}
     lock = threading.Lock()
+    no_pods_checked = float("-inf")
 
     def stream(rank: RankState, key: tuple[str, int]) -> None:
         try:
@@ -182,7 +193,18 @@ def follow_logs(
             with lock:
                 explain("run", f"{run.name} was deleted")
             break
-        for rank in diagnose.rank_states(run_pods(client, run), run.backend):
+        ranks = diagnose.rank_states(run_pods(client, run), run.backend)
+        # Before any pod exists (queued, not created yet): say why, again when that changes.
+        due = run.finished or time.monotonic() - no_pods_checked >= NO_PODS_RECHECK_SECONDS
+        if not ranks and not streams and due:
+            no_pods_checked = time.monotonic()
+            reason = why_no_pods(client, run)
+            why = f"no pods, so no logs: {reason}" if run.finished else f"no pods yet: {reason} (waiting for them)"
+            if explained.get("run") != why:
+                explained["run"] = why
+                with lock:
+                    explain("run", why)
+        for rank in ranks:
             key = (rank.pod, rank.restarts)
             if rank.streamable:
                 with lock:

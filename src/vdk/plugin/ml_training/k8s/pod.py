@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.k8s.run import KUEUE_QUEUE_LABEL
+from vdk.plugin.ml_training.k8s.run import RunInfo
 
 # Nodes pull multi-GB images at different speeds; torch's defaults (600 s to rendezvous, 60 s per
 # store read) fail jobs whose last node is still pulling. Half an hour covers a cold pull.
@@ -96,9 +98,15 @@ def pod_spec(spec: MLJobSpec, containers: list[dict], restart_policy: str | None
     return out
 
 
-def object_labels(spec: MLJobSpec, labels: dict[str, str]) -> dict[str, str]:
-    """Labels of a run's top-level object: the run's labels plus Kueue's queue label."""
-    out = dict(labels)
+def object_metadata(spec: MLJobSpec, run: RunInfo, image: str, namespace: str, labels: dict[str, str]) -> dict:
+    """Metadata of a run's main object: its name, the run's labels plus Kueue's queue label, and
+    the audit trail as annotations."""
+    object_labels = dict(labels)
     if spec.queue:
-        out["kueue.x-k8s.io/queue-name"] = spec.queue
-    return out
+        object_labels[KUEUE_QUEUE_LABEL] = spec.queue
+    return {
+        "name": run.name,
+        "namespace": namespace,
+        "labels": object_labels,
+        "annotations": run.annotations(image),
+    }

@@ -45,12 +45,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": {
-                "name": run.name,
-                "namespace": namespace,
-                "labels": pod.object_labels(spec, labels),
-                "annotations": run.annotations(image),
-            },
+            "metadata": pod.object_metadata(spec, run, image, namespace, labels),
             "spec": job_spec,
         }
     ]

@@ -30,7 +30,6 @@ ANNOTATION_IMAGE = "vdk.io/image"
 ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
 ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
-ANNOTATION_RECORD = "vdk.io/run-record"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
 
 RUN_ID_LENGTH = 8
@@ -112,11 +111,12 @@ class RunInfo:
         return labels
 
     def annotations(self, image: str) -> dict[str, str]:
-        """The audit trail: what code (commit, dirty-diff hash), which image, which spec, who, when, why."""
+        """The audit trail: what code (commit, dirty-diff hash), which image, which spec, who, when, why.
+        What is not known is left out: outside git there is no commit, and so no dirty flag."""
         p = self.provenance
         values = {
             ANNOTATION_GIT_COMMIT: p.git_commit,
-            ANNOTATION_GIT_DIRTY: "true" if p.git_dirty else "false",
+            ANNOTATION_GIT_DIRTY: ("true" if p.git_dirty else "false") if p.git_commit else None,
             ANNOTATION_GIT_DIFF: p.git_diff_sha256,
             ANNOTATION_GIT_REMOTE: p.git_remote,
             ANNOTATION_DEPLOYER: p.deployer,

@@ -72,7 +72,9 @@ def summarize(obj: dict) -> RunSummary:
     if phase == SUSPENDED and queue:
         phase = QUEUED
     nodes, gpus, gpu_resource = shape(obj)
-    dirty = annotations.get(run_meta.ANNOTATION_GIT_DIRTY)
+    commit = annotations.get(run_meta.ANNOTATION_GIT_COMMIT)
+    # Earlier versions annotated git-dirty "false" outside git too: without a commit it means nothing.
+    dirty = annotations.get(run_meta.ANNOTATION_GIT_DIRTY) if commit else None
     return RunSummary(
         name=metadata.get("name", ""),
         job_name=labels.get(run_meta.LABEL_JOB),
@@ -83,7 +85,7 @@ def summarize(obj: dict) -> RunSummary:
         created=metadata.get("creationTimestamp"),
         image=annotations.get(run_meta.ANNOTATION_IMAGE),
         deployer=annotations.get(run_meta.ANNOTATION_DEPLOYER),
-        git_commit=annotations.get(run_meta.ANNOTATION_GIT_COMMIT),
+        git_commit=commit,
         reason=annotations.get(run_meta.ANNOTATION_REASON),
         message=message,
         image_digest=annotations.get(run_meta.ANNOTATION_IMAGE_DIGEST),

@@ -85,12 +85,7 @@ def render(
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": {
-                "name": run.name,
-                "namespace": namespace,
-                "labels": pod.object_labels(spec, labels),
-                "annotations": run.annotations(image),
-            },
+            "metadata": pod.object_metadata(spec, run, image, namespace, labels),
             "spec": trainjob_spec,
         }
     ]
