@@ -171,6 +171,7 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     (record,) = fake.stored("configmaps")
     assert json.loads(record["data"]["dependencies.json"]) == resolved
     assert json.loads(record["data"]["provenance.json"])["git_commit"] is None  # not in git: said so, not invented
+    assert out["git_commit"] is None and out["git_dirty"] is None
 
 
 @pytest.mark.parametrize("mechanism", ["podSpecOverrides", "podTemplateOverrides", "runtimePatches"])
@@ -252,6 +253,18 @@ def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, ba
     assert "127.0.0.1:9" in result.stderr
     assert "smoke run" not in result.stderr  # found before the smoke run, too
     assert repository_tags(registry, "team/unreachable-job") == []
+
+
+def test_missing_namespace_fails_before_smoke_and_build(tmp_path, registry, base_image, fake_cluster, monkeypatch):
+    fake = fake_cluster(pytorchjob=True)
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    monkeypatch.setenv("VDK_ML_TRAINING_NAMESPACE", "nope")
+    job = write_job(tmp_path, base_image, name="no-namespace-job")
+    result = vdk("deploy", "-p", str(job))
+    assert result.exit_code == 1
+    assert "the namespace nope does not exist" in result.stderr and "create namespace nope" in result.stderr
+    assert "smoke run" not in result.stderr
+    assert repository_tags(registry, "team/no-namespace-job") == [] and fake.run_objects("nope") == []
 
 
 def test_dry_run_and_build_only_exclude_each_other(tmp_path):

@@ -135,6 +135,7 @@ def _cluster(spec: MLJobSpec):
 
     client = KubeClient(spec.kube_context, spec.namespace)
     discovery = client.discover()
+    client.check_namespace()
     chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
     _stderr(f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; {describe_choice(discovery, spec.backend, chosen)}")
     return client, discovery, chosen
@@ -166,7 +167,7 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
         "image": image.reference,
         "created": [f"{m['kind']}/{m['metadata']['name']}" for m in created],
         "git_commit": provenance.git_commit,
-        "git_dirty": provenance.git_dirty,
+        "git_dirty": provenance.git_dirty if provenance.git_commit else None,  # None: not in git
         "dependencies": dict(image.dependencies),
     }
     if output == "json":
