@@ -1,5 +1,6 @@
 """Keep stdout for results (`--dry-run` YAML, `-o json`): vdk-core prints a blank line on stdout
-while it builds its configuration; anything printed in that phase goes to stderr instead."""
+while it builds its configuration. In that phase blank output is dropped and anything else goes to
+stderr."""
 from __future__ import annotations
 
 import sys
@@ -8,12 +9,25 @@ from typing import TextIO
 _saved: TextIO | None = None
 
 
+class _ToStderr:
+    def write(self, text: str) -> int:
+        if text.strip():
+            sys.stderr.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(sys.stderr, name)
+
+
 def begin() -> None:
-    """From `vdk_start`: until `end()`, stdout writes go to stderr."""
+    """From `vdk_start`: until `end()`, stdout writes go to stderr (blank ones nowhere)."""
     global _saved
     if _saved is None:
         _saved = sys.stdout
-        sys.stdout = sys.stderr
+        sys.stdout = _ToStderr()  # type: ignore[assignment]
 
 
 def end() -> None:
