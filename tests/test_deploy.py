@@ -7,6 +7,7 @@ build, apply) leaves nothing in the cluster; data jobs are not taken over."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ if __name__ == "__main__":
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
     """No credentials, caches or settings of the machine (or of other tests) leak in."""
-    for name in list(__import__("os").environ):
+    for name in list(os.environ):
         if name.startswith("VDK_ML_TRAINING_") or name in ("KUBECONFIG", "REGISTRY_AUTH_FILE", "KUBERNETES_SERVICE_HOST"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))

@@ -85,7 +85,7 @@ kube_context = kind-kind
     assert spec.args == ("--epochs", "3", "--name", "a b")
     assert spec.command_args() == ["src/run.py", "--epochs", "3", "--name", "a b"]
     assert (spec.nodes.min, spec.nodes.max, spec.nodes.elastic, str(spec.nodes)) == (2, 8, True, "2:8")
-    assert spec.gpus_per_node.count == 8 and spec.procs_per_node == 4 and spec.max_world_size == 32
+    assert spec.gpus_per_node.count == 8 and spec.procs_per_node == 4
     assert (spec.cpu, spec.memory, spec.shm_size) == ("32", "500Gi", "64Gi")
     assert spec.backend == "pytorchjob"
     assert (spec.queue, spec.priority_class) == ("team-a", "high")

@@ -169,10 +169,6 @@ class MLJobSpec:
         return dict(self.env)
 
     @property
-    def max_world_size(self) -> int:
-        return self.nodes.max * self.procs_per_node
-
-    @property
     def config_path(self) -> Path:
         return self.job_dir / CONFIG_FILE
 
@@ -420,16 +416,14 @@ KEYS: dict[str, str] = {
     "namespace": "Kubernetes namespace",
     "kube_context": "kubeconfig context",
 }
-# VDK configuration keys (VDK_ML_TRAINING_<KEY>) that a job's [ml-training] may override.
-SETTING_KEYS = ("registry", "namespace", "kube_context", "smoke_timeout", "base_image")
 DEFAULT_SMOKE_TIMEOUT = 600
 
 
 def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None) -> MLJobSpec:
     """Parse and validate a job directory into an `MLJobSpec`.
 
-    `settings` are cluster-wide defaults from VDK configuration (keys of SETTING_KEYS), which the
-    job's [ml-training] section overrides. Raises JobConfigError, and nothing else, on bad input.
+    `settings` are cluster-wide defaults from VDK configuration (`settings.job_settings`), which
+    the job's [ml-training] section overrides. Raises JobConfigError, and nothing else, on bad input.
     """
     job_dir = Path(job_dir).resolve()
     parser = read_config(job_dir)

@@ -1,4 +1,4 @@
-"""`vdk deploy -p JOB` for ml-training jobs: validate -> smoke check -> cluster check -> build and
+"""`vdk deploy -p JOB` for ml-training jobs: validate -> cluster check -> smoke check -> build and
 push the image -> render -> apply -> say what started and how to follow it.
 
 stdout carries only the result (the manifests of `--dry-run`, the image reference of `--build-only`,
@@ -30,12 +30,12 @@ DRY_RUN_AUTO_BACKEND = "job"
 
 def _is_ml(kwargs: dict[str, Any]) -> bool:
     path = kwargs.get("job_path")
-    if not path:
-        return False
+    if not path or is_ml_job(Path(path)):
+        return bool(path)
     problem = ml_config_problem(Path(path))  # meant as ml-training, but broken or misnamed
     if problem is not None:
         fail(problem)
-    return is_ml_job(Path(path))
+    return False
 
 
 def _not_ml_reason(kwargs: dict[str, Any]) -> str:
