@@ -136,7 +136,7 @@ def build_and_push(
         with (_Same(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
             progress.stage(f"Base image {inputs.base_ref}")
             base = resolve_base(puller, inputs.base_ref)
-            dep_layer = deps.dependency_layer(spec, inputs.base, base.reference.digest or "", progress, refresh_dependencies)
+            dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
                 return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
 

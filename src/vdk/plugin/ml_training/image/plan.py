@@ -238,10 +238,10 @@ def plan_image(
     requirement_names: tuple[str, ...] = ()
     if inputs.requirements:
         requirement_names = tuple(deps.requirement_lines(inputs.requirements))
-        previous = deps.last_built(inputs.requirements, inputs.base)
-        detail = f"{len(requirement_names)} lines of requirements.txt, resolved at build time"
-        if previous:
-            detail += f" (last build: {len(previous.get('packages', []))} packages, {_size(previous.get('size', 0))})"
+        cached = deps.cached_layer(inputs.requirements, inputs.base)
+        detail = f"{len(requirement_names)} lines of requirements.txt, " + (
+            f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}" if cached else "resolved at build time"
+        )
         if inputs.base.provides:
             detail += "; skips what the base provides"
         layers.append(LayerPlan("dependencies", layout.DEPS_DIR, None, None, detail))
