@@ -130,9 +130,8 @@ def build_and_push(
     inputs = gather(spec, registry, provenance, created)
     for f in inputs.code.large_files:
         progress.stage(f"warning: {f.path} is {f.size / 1e6:.0f} MB; data belongs in object storage, not the image")
-    target = inputs.target
-    same_registry = inputs.base_ref.registry == target.registry
-    with RegistryClient(target.registry, progress, retry) as pusher:
+    same_registry = inputs.base_ref.registry == inputs.host
+    with RegistryClient(inputs.host, progress, retry) as pusher:
         with (_Same(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
             progress.stage(f"Base image {inputs.base_ref}")
             base = resolve_base(puller, inputs.base_ref)
@@ -184,7 +183,7 @@ def _assemble_and_push(
     config = oci.image_config(base.config, new_layers, env, layout.JOB_DIR, list(inputs.command), labels, inputs.created)
     manifest = oci.manifest(base.media_type, config, base.layers, new_layers)
 
-    target = inputs.target
+    target = inputs.target(code_blob.diff_id, runtime_blob.diff_id)  # what the dry run names, from the layers written
     repo = target.repository
     progress.stage(f"Pushing to {target.registry}/{repo}")
     # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.

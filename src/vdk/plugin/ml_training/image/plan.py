@@ -169,7 +169,8 @@ class Inputs:
     """Everything an image is made of, gathered without contacting anything."""
 
     spec: MLJobSpec
-    target: ImageReference  # registry/repo:tag
+    host: str  # the registry the image is pushed to
+    repository: str
     base_ref: ImageReference
     base: BaseInfo
     code: FileSet
@@ -178,8 +179,23 @@ class Inputs:
     labels: dict[str, str]
     created: str
     command: tuple[str, ...]
-    code_diff_id: str
-    runtime_diff_id: str
+
+    def target(self, code_diff_id: str, runtime_diff_id: str) -> ImageReference:
+        """registry/repo:<tag>, the tag a hash of every input, the code and runtime layers by their
+        diff_ids: the dry run computes them, the build takes them from the layers it writes."""
+        data = {
+            "format": _FORMAT,
+            "code": code_diff_id,
+            "runtime": runtime_diff_id,
+            "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
+            "base_image": self.spec.base_image,
+            "base": [self.base.python_version, self.base.wheel_platform, sorted(self.base.provides), sorted(self.base.pins)],
+            "labels": self.labels,
+            "command": list(self.command),
+            "created": self.created,
+        }
+        tag = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
+        return ImageReference(self.host, self.repository, tag)
 
 
 def target_repository(registry: str, spec: MLJobSpec) -> tuple[str, str]:
@@ -205,28 +221,7 @@ def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
     command = tuple(layout.launch_command(spec))
-    code_diff_id = tarball.diff_id(layout.JOB_DIR, code.files)
-    runtime_diff_id = tarball.diff_id(layout.LIB_DIR, runtime.files)
-    tag = _content_tag(
-        code_diff_id, runtime_diff_id, requirements, spec.base_image, base, labels, command, created
-    )
-    target = ImageReference(host, repository, tag)
-    return Inputs(spec, target, base_ref, base, code, runtime, requirements, labels, created, command, code_diff_id, runtime_diff_id)
-
-
-def _content_tag(code_diff_id, runtime_diff_id, requirements, base_image, base, labels, command, created) -> str:
-    data = {
-        "format": _FORMAT,
-        "code": code_diff_id,
-        "runtime": runtime_diff_id,
-        "requirements": hashlib.sha256(requirements.read_bytes()).hexdigest() if requirements else None,
-        "base_image": base_image,
-        "base": [base.python_version, base.wheel_platform, sorted(base.provides), sorted(base.pins)],
-        "labels": labels,
-        "command": list(command),
-        "created": created,
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
+    return Inputs(spec, host, repository, base_ref, base, code, runtime, requirements, labels, created, command)
 
 
 def plan_image(
@@ -234,6 +229,9 @@ def plan_image(
 ) -> ImagePlan:
     """What building the job's image would produce. Reads local files only: no registry, no index."""
     inputs = gather(spec, registry, provenance, created)
+    target = inputs.target(
+        tarball.diff_id(layout.JOB_DIR, inputs.code.files), tarball.diff_id(layout.LIB_DIR, inputs.runtime.files)
+    )
     layers = []
     requirement_names: tuple[str, ...] = ()
     if inputs.requirements:
@@ -249,8 +247,8 @@ def plan_image(
     layers.append(LayerPlan("code", layout.JOB_DIR, len(inputs.code.files), inputs.code.total_bytes, f"{len(inputs.code.excluded)} excluded"))
     return ImagePlan(
         job=spec.name,
-        reference=str(inputs.target),
-        repository=inputs.target,
+        reference=str(target),
+        repository=target,
         base_image=spec.base_image,
         base=inputs.base,
         layers=tuple(layers),
