@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,25 +133,13 @@ def build_and_push(
         progress.stage(f"warning: {f.path} is {f.size / 1e6:.0f} MB; data belongs in object storage, not the image")
     same_registry = inputs.base_ref.registry == inputs.host
     with RegistryClient(inputs.host, progress, retry) as pusher:
-        with (_Same(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
+        # With the base in the target registry, the pushing client reads it too.
+        with (nullcontext(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
             progress.stage(f"Base image {inputs.base_ref}")
             base = resolve_base(puller, inputs.base_ref)
             dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
                 return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
-
-
-class _Same:
-    """The pushing client doubling as the pulling one (base in the target registry)."""
-
-    def __init__(self, client: RegistryClient):
-        self.client = client
-
-    def __enter__(self) -> RegistryClient:
-        return self.client
-
-    def __exit__(self, *exc) -> None:
-        pass
 
 
 def _assemble_and_push(
