@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.image.errors import BaseImageError
 from vdk.plugin.ml_training.image.plan import Inputs
 from vdk.plugin.ml_training.image.plan import gather
 from vdk.plugin.ml_training.image.plan import image_env
+from vdk.plugin.ml_training.image.plan import large_file_warning
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.oci import INDEX_TYPES
@@ -130,7 +131,7 @@ def build_and_push(
     progress = progress or Progress()
     inputs = gather(spec, registry, provenance, created)
     for f in inputs.code.large_files:
-        progress.stage(f"warning: {f.path} is {f.size / 1e6:.0f} MB; data belongs in object storage, not the image")
+        progress.stage(f"warning: {large_file_warning(f)}")
     same_registry = inputs.base_ref.registry == inputs.host
     with RegistryClient(inputs.host, progress, retry) as pusher:
         # With the base in the target registry, the pushing client reads it too.

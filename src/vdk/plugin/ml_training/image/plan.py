@@ -31,6 +31,7 @@ from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
 from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.image.sources import FileSet
+from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.image.sources import scan_job_dir
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -121,11 +122,7 @@ class ImagePlan:
     labels: dict[str, str] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
-        return [
-            f"{f.path} is {_size(f.size)}: files over {_size(LARGE_FILE_BYTES)} make every deploy slower; "
-            "put data in object storage (or list it in .vdkignore)"
-            for f in self.large_files
-        ]
+        return [large_file_warning(f) for f in self.large_files]
 
     def render(self, max_excluded: int = 25) -> str:
         """The plan as text for a person (stderr)."""
@@ -155,6 +152,14 @@ class ImagePlan:
         ]
         lines += [f"  label      {k}={v}" for k, v in sorted(self.labels.items())]
         return "\n".join(lines)
+
+
+def large_file_warning(f: SourceFile) -> str:
+    """What the dry run and the build say about a file over LARGE_FILE_BYTES."""
+    return (
+        f"{f.path} is {_size(f.size)}: files over {_size(LARGE_FILE_BYTES)} make every deploy slower; "
+        "put data in object storage (or list it in .vdkignore)"
+    )
 
 
 def _size(n: int) -> str:
