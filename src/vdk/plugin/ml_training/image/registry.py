@@ -30,8 +30,7 @@ from vdk.plugin.ml_training.image.errors import RegistryError
 from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.progress import Transfer
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB_API
+from vdk.plugin.ml_training.image.reference import api_host
 from vdk.plugin.ml_training.image.reference import is_loopback
 
 T = TypeVar("T")
@@ -122,7 +121,7 @@ class RegistryClient:
         insecure: bool | None = None,
     ):
         self.registry = registry  # as users write it (docker.io for Docker Hub)
-        self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
+        self.host = api_host(registry)
         self.progress = progress or Progress()
         self.retry = retry or RetryPolicy()
         self._insecure = insecure
