@@ -16,8 +16,6 @@ from dataclasses import field
 from datetime import datetime
 from datetime import timezone
 from pathlib import Path
-from urllib.parse import urlsplit
-from urllib.parse import urlunsplit
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
@@ -53,16 +51,6 @@ def created_timestamp(created: str | None = None) -> str:
     return FIXED_CREATED
 
 
-def _public_url(url: str | None) -> str | None:
-    """A remote URL without any user:token@ part (that must never end up in an image label)."""
-    if not url:
-        return None
-    parts = urlsplit(url)
-    if parts.scheme and parts.netloc and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    return url
-
-
 def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, python_version: str) -> dict[str, str]:
     """OCI labels: where the code came from and which job/spec it is. Nothing user- or time-specific
     (unless `created` is), so that two people building the same commit get the same digest."""
@@ -76,9 +64,8 @@ def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, py
     }
     if provenance.git_commit:
         labels["org.opencontainers.image.revision"] = provenance.git_commit
-    source = _public_url(provenance.git_remote)
-    if source:
-        labels["org.opencontainers.image.source"] = source
+    if provenance.git_remote:  # without credentials (audit.collect strips them)
+        labels["org.opencontainers.image.source"] = provenance.git_remote
     if spec.team:
         labels[f"{LABEL_PREFIX}.team"] = spec.team
     if provenance.git_dirty:
