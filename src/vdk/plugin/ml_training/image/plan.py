@@ -37,7 +37,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
 _FORMAT = "image-v1"  # part of every tag: bump when the image layout changes
 LABEL_PREFIX = "io.vdk.ml-training"
-BOOTSTRAP_FILE = "vdk/plugin/ml_training/runtime/bootstrap.py"
+BOOTSTRAP_FILE = layout.BOOTSTRAP_MODULE.replace(".", "/") + ".py"  # what every image's command runs
 
 
 def created_timestamp(created: str | None = None) -> str:
