@@ -96,7 +96,6 @@ class LayerPlan:
 class ImagePlan:
     job: str
     reference: str  # registry/repo:tag that a build would push (the digest comes with the build)
-    repository: ImageReference
     base_image: str
     base: BaseInfo
     layers: tuple[LayerPlan, ...]
@@ -240,7 +239,6 @@ def plan_image(
     return ImagePlan(
         job=spec.name,
         reference=str(target),
-        repository=target,
         base_image=spec.base_image,
         base=inputs.base,
         layers=tuple(layers),
