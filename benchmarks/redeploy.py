@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,58 +33,30 @@ import time
 import zipfile
 from pathlib import Path
 
-import requests
-
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.oci import OCI_MANIFEST
+from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import load_job_spec
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "image"))
+from image_servers import Registry  # noqa: E402  the loopback docker-registry the image tests use
+
 CHUNK = 4 << 20
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Registry:
-    def __init__(self, root: Path):
-        root.mkdir(parents=True)
-        self.host = f"127.0.0.1:{free_port()}"
-        config = root / "config.yml"
-        config.write_text(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-            f"http:\n  addr: {self.host}\n  secret: bench\n"
-        )
-        self.process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            try:
-                requests.get(f"http://{self.host}/v2/", timeout=1)
-                return
-            except requests.RequestException:
-                time.sleep(0.05)
-        raise SystemExit("docker-registry did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-
-
-def data_layer(directory: Path, index: int, size: int) -> tuple[tarball.LayerBlob, Path]:
+def data_layer(directory: Path, index: int, size: int) -> tarball.LayerBlob:
     """A layer holding `size` bytes of incompressible data (stored with gzip level 0: fast to make)."""
     src = directory / f"src{index}"
     src.mkdir(parents=True)
-    block = hashlib.sha256(str(index).encode()).digest() * 1 + os.urandom(CHUNK)
+    block = hashlib.sha256(str(index).encode()).digest() + os.urandom(CHUNK)
     path = src / f"blob{index}.bin"
     with open(path, "wb") as f:
         written = 0
@@ -95,7 +67,7 @@ def data_layer(directory: Path, index: int, size: int) -> tuple[tarball.LayerBlo
     files = [SourceFile(f"blob{index}.bin", path, size)]
     blob = tarball.write_layer("/opt/base-data", files, directory / "blobs", level=0)
     path.unlink()
-    return blob, src
+    return blob
 
 
 def busybox_layer(directory: Path) -> tarball.LayerBlob:
@@ -113,12 +85,12 @@ def busybox_layer(directory: Path) -> tarball.LayerBlob:
     return tarball.write_layer("/", files, directory / "blobs")
 
 
-def push_base(registry: Registry, directory: Path, total_mb: int) -> str:
+def push_base(registry: Registry, directory: Path, total_mb: int) -> tuple[str, int]:
     """Push a ~total_mb base (busybox + 4 data layers) as an OCI image; returns its reference."""
     layers = [busybox_layer(directory)]
     per_layer = total_mb * (1 << 20) // 4
     for i in range(4):
-        layers.append(data_layer(directory, i, per_layer)[0])
+        layers.append(data_layer(directory, i, per_layer))
     config = oci.canonical_json({
         "architecture": "amd64", "os": "linux",
         "config": {"Env": ["PATH=/usr/local/bin:/bin"], "Cmd": ["sh"]},
@@ -167,10 +139,6 @@ def one_line_change(job: Path, n: int) -> None:
     path.write_text(path.read_text().replace(f"STEP = {n - 1}", f"STEP = {n}", 1))
 
 
-def du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 def ours(job: Path, registry: str) -> tuple[float, object]:
     spec = load_job_spec(job)
     start = time.perf_counter()
@@ -204,11 +172,12 @@ def buildah_context(ctx: Path, job: Path, base: str) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(f.source, dest)
     shutil.copytree(job, ctx / "job")
+    env = image_env("$PATH", None, with_deps=True)  # the environment this builder gives the image
     (ctx / "Dockerfile").write_text(
         f"FROM {base}\n"
         f"COPY deps {layout.DEPS_DIR}\nCOPY lib {layout.LIB_DIR}\nCOPY job {layout.JOB_DIR}\n"
-        f"ENV PYTHONPATH={layout.PYTHONPATH} PYTHONUNBUFFERED=1\nWORKDIR {layout.JOB_DIR}\n"
-        'CMD ["python", "-m", "torch.distributed.run", "-m", "vdk.plugin.ml_training.runtime.bootstrap", "train.py"]\n'
+        f"ENV {' '.join(f'{k}={v}' for k, v in env.items())}\nWORKDIR {layout.JOB_DIR}\n"
+        f"CMD {json.dumps(layout.launch_command(load_job_spec(job)))}\n"
     )
 
 
@@ -243,9 +212,9 @@ def main() -> None:
     os.environ["VDK_ML_TRAINING_CACHE_DIR"] = str(work / "cache")
     registries = []
     try:
-        registry = Registry(work / "registry")
-        other = Registry(work / "other-registry")
-        registries += [registry, other]
+        for name in ("registry", "other-registry"):
+            registries.append(Registry(work / name))  # appended at once: stopped even if the next fails
+        registry, other = registries
         print(f"setting up: base image of ~{args.base_mb} MB in {registry.host} ...", file=sys.stderr)
         base, base_bytes = push_base(registry, work / "base", args.base_mb)
         make_wheel(work / "wheels")
@@ -293,12 +262,13 @@ def main() -> None:
             print(f"  ({case}) {what:<84} {seconds:8.3f} s")
         print(f"  rebuild pushed {pushed / 1e3:.0f} KB (code layer) + config + manifest")
         print("ratios:")
-        print(f"  this builder first build vs buildah cold          {b_cold / cold:8.1f}x faster  (base mounted)" if b_cold else "  (buildah skipped)")
         if b_cold:
+            print(f"  this builder first build vs buildah cold          {b_cold / cold:8.1f}x faster  (base mounted)")
             print(f"  this builder first build vs buildah cold          {b_cold / streamed:8.1f}x faster  (base streamed from another registry)")
-        if b_cold:
             print(f"  this builder rebuild vs buildah cold              {b_cold / rebuild:8.1f}x faster  (target >= 10x)")
             print(f"  this builder rebuild vs buildah warm              {b_warm / rebuild:8.1f}x faster  (target >= 1x)")
+        else:
+            print("  (buildah skipped)")
         print("targets:")
         print(f"  rebuild+push <= 0.5 s for a 1 MB job: {'met' if rebuild <= 0.5 else 'NOT met'} ({rebuild:.3f} s in-process, {fresh:.3f} s fresh process)")
         if b_cold:

@@ -42,3 +42,12 @@ def test_clean_dirty_and_untracked(tmp_path):
 def test_outside_git(tmp_path):
     p = audit.collect(tmp_path)
     assert p.git_commit is None and not p.git_dirty and p.deployer
+
+
+def test_a_token_in_the_remote_url_is_not_recorded(tmp_path):
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "-c", "user.email=a@b.c", "-c", "user.name=A", "commit", "-q", "--allow-empty", "-m", "first")
+    git(tmp_path, "remote", "add", "origin", "https://oauth2:glpat-secret@gitlab.example.com/ml/jobs.git")
+    assert audit.collect(tmp_path).git_remote == "https://gitlab.example.com/ml/jobs.git"
+    git(tmp_path, "remote", "set-url", "origin", "git@github.com:org/jobs.git")
+    assert audit.collect(tmp_path).git_remote == "git@github.com:org/jobs.git"  # scp-style: no secret to drop

@@ -1,11 +1,7 @@
-"""Fixtures of the image tests: a real registry, a busybox base image in it, job directories."""
+"""Fixtures of the image tests (the registry and the busybox base are in tests/conftest.py)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-from image_jobs import write_job
 
 
 @pytest.fixture(autouse=True)
@@ -17,8 +13,3 @@ def isolated_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def job_dir(tmp_path, base_image) -> Path:
-    return write_job(tmp_path / "train-job", base_image)

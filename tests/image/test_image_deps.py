@@ -1,6 +1,7 @@
 """The dependency layer: real uv resolving hand-made wheels from a local directory (no index)."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import os
@@ -9,7 +10,9 @@ import tarfile
 
 import pytest
 
+from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image.bases import base_info
 from vdk.plugin.ml_training.image.errors import DependencyError
 from vdk.plugin.ml_training.image.errors import NoWheelError
@@ -54,7 +57,7 @@ def layer_members(blob):
 
 def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "torchvision\ntorch-addon\ntinydep\n")
-    layer = deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+    layer = deps.dependency_layer(spec, base_info(spec), Progress())
 
     # torch-addon 1.0 is the build for the base's torch 2.13.0 (2.0 would need torch 2.14);
     # torch, torchvision (the base has both) and the CUDA package only torch needs are not installed.
@@ -73,26 +76,33 @@ def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path
 def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkeypatch):
     spec = job_with(tmp_path, wheelhouse, "tinydep\n")
     info = base_info(spec)
-    first = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    first = deps.dependency_layer(spec, info, Progress())
 
     def no_uv(*args, **kwargs):
         raise AssertionError("uv must not run for unchanged requirements")
 
     monkeypatch.setattr(deps, "_install", no_uv)
-    again = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    again = deps.dependency_layer(spec, info, Progress())
     assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
-    assert deps.last_built(spec.job_dir / "requirements.txt", info)["packages"] == [["helperdep", "2.0"], ["tinydep", "1.0"]]
+    assert deps.cached_layer(spec.job_dir / "requirements.txt", info).packages == (("helperdep", "2.0"), ("tinydep", "1.0"))
+    planned = plan_image(spec, "registry.example.com/ml", audit.collect(spec.job_dir)).layers[0]
+    assert planned.name == "dependencies" and "requirements.txt, cached: 2 packages, " in planned.detail  # the dry run says so
+    # Another base with the same Python, platform and torch (or the same tag re-pushed): reused.
+    devel = job_with(tmp_path, wheelhouse, "tinydep\n", base_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-devel", name="devel")
+    assert deps.dependency_layer(devel, base_info(devel), Progress()).blob.digest == first.blob.digest
+    newer_python = dataclasses.replace(spec, base_python_version="3.12")
     with pytest.raises(AssertionError, match="must not run"):
-        deps.dependency_layer(spec, info, "sha256:" + "2" * 64, Progress())  # another base: rebuilt
+        deps.dependency_layer(newer_python, base_info(newer_python), Progress())  # another Python: rebuilt
 
 
 def test_layers_unused_for_a_month_are_pruned(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "tinydep\n")
-    old = deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+    old = deps.dependency_layer(spec, base_info(spec), Progress())
     entry = old.blob.path.parent
     month_ago = time.time() - 31 * 86400
     os.utime(entry / "layer.json", (month_ago, month_ago))
-    deps.dependency_layer(spec, base_info(spec), "sha256:" + "2" * 64, Progress())  # a new build prunes
+    other = job_with(tmp_path, wheelhouse, "helperdep\n", name="other")
+    deps.dependency_layer(other, base_info(other), Progress())  # a new build prunes
     assert not entry.exists()
 
 
@@ -100,16 +110,16 @@ def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, whee
     spec = job_with(tmp_path, wheelhouse, "tinydep\ntorch-addon\n")
     info = base_info(spec)
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-a"))
-    a = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    a = deps.dependency_layer(spec, info, Progress())
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-b"))
-    b = deps.dependency_layer(spec, info, "sha256:" + "1" * 64, Progress())
+    b = deps.dependency_layer(spec, info, Progress())
     assert not b.from_cache and a.blob.digest == b.blob.digest
 
 
 def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "tinydep\ntinysrc\n", base_image="python:3.11-slim")
     with pytest.raises(NoWheelError) as caught:
-        deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+        deps.dependency_layer(spec, base_info(spec), Progress())
     error = caught.value
     assert error.packages == ["tinysrc"]
     assert "tinysrc has no pre-built wheel for Python 3.11 on x86_64-manylinux_2_28" in error.problem
@@ -120,7 +130,7 @@ def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhous
 def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "no-such-package-anywhere\n", base_image="python:3.11")
     with pytest.raises(DependencyError) as caught:
-        deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress())
+        deps.dependency_layer(spec, base_info(spec), Progress())
     assert "no-such-package-anywhere" in caught.value.problem
     assert not isinstance(caught.value, NoWheelError)
 
@@ -128,4 +138,4 @@ def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
 def test_no_requirements_no_layer(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "")
     (spec.job_dir / "requirements.txt").write_text("# nothing yet\n\n")
-    assert deps.dependency_layer(spec, base_info(spec), "sha256:" + "1" * 64, Progress()) is None
+    assert deps.dependency_layer(spec, base_info(spec), Progress()) is None

@@ -86,8 +86,14 @@ def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_networ
 
 
 def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):
-    job = write_job(tmp_path / "train-job", BASE)
-    plan = plan_image(load_job_spec(job), "registry.example.com/ml", provenance(job, remote="https://ada:ghp_secret@github.com/org/repo.git", dirty=True))
+    job = write_job(tmp_path / "repo" / "train-job", BASE)
+    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True, capture_output=True)
+    run("init", "-q")
+    run("remote", "add", "origin", "https://ada:ghp_secret@github.com/org/repo.git")  # as CI clones write it
+    run("add", ".")
+    run("-c", "user.email=a@b.c", "-c", "user.name=A", "commit", "-qm", "job")
+    (job / "model.py").write_text("def train():\n    print('uncommitted')\n")
+    plan = plan_image(load_job_spec(job), "registry.example.com/ml", audit.collect(job))
     assert plan.labels["org.opencontainers.image.source"] == "https://github.com/org/repo.git"
     assert "ghp_secret" not in plan.render()
     assert plan.labels["io.vdk.ml-training.git-dirty"] == "true"

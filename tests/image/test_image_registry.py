@@ -300,7 +300,7 @@ def token_registry(tmp_path_factory):
     """docker-registry with bearer-token auth (a token service as Docker Hub, GHCR or Harbor run), TLS."""
     root = tmp_path_factory.mktemp("token-registry")
     cert, key = self_signed_cert(root)
-    tokens = TokenServer(cert, key, users={"ada": "correct-horse"})
+    tokens = TokenServer(cert, key, users={"ada": "correct-horse", "robot": "robot-secret"})
     server = Registry(root / "server", tls=(cert, key), token=tokens)
     server.tokens = tokens
     yield server
@@ -323,8 +323,14 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
     assert any(user == "ada" and "repository:ml/token-job:pull,push" in scopes for user, scopes in token_registry.tokens.requests)
 
     # A second job whose base is the first job's image, in the same (token-protected) registry:
-    # its layers are mounted across repositories with a token that covers both.
+    # its layers are mounted across repositories with a token that covers both. The second job's
+    # repository has its own login (a `host/repository` key, as podman writes for robot accounts):
+    # it is used there, and the registry's login for the base.
     second = write_job(tmp_path / "derived-job", first.reference)
+    (tmp_path / "docker-config" / "config.json").write_text(json.dumps({"auths": {
+        token_registry.host: {"auth": base64.b64encode(b"ada:correct-horse").decode()},
+        f"{token_registry.host}/ml/derived-job": {"auth": base64.b64encode(b"robot:robot-secret").decode()},
+    }}))
     token_registry.tokens.requests.clear()
     derived = build(second, token_registry.host, retry=FAST_RETRY)
     assert [l.action for l in derived.layers if l.name == "base"] == ["mounted"] * 3
@@ -332,6 +338,9 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
         "repository:ml/derived-job:pull,push" in scopes and "repository:ml/token-job:pull" in scopes
         for _, scopes in token_registry.tokens.requests
     )
+    users = {user for user, scopes in token_registry.tokens.requests if any("ml/derived-job" in s for s in scopes)}
+    assert users == {"robot"}
+    assert ("ada", ["repository:ml/token-job:pull"]) in token_registry.tokens.requests
 
 
 def test_an_untrusted_certificate_says_where_the_ca_goes(tmp_path, base_image, auth_registry):

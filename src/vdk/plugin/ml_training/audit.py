@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
 
 
 @dataclass(frozen=True)
@@ -16,7 +18,7 @@ class Provenance:
     git_commit: str | None  # HEAD of the repository holding the job dir, None outside git
     git_dirty: bool  # the job dir differs from HEAD (changed or untracked files)
     git_diff_sha256: str | None  # hash of those differences, so a dirty run can still be matched
-    git_remote: str | None  # origin's URL, for org.opencontainers.image.source
+    git_remote: str | None  # origin's URL without credentials, for org.opencontainers.image.source
     deployer: str
     created: str  # ISO 8601, UTC, seconds
 
@@ -49,6 +51,17 @@ def _diff_hash(job_dir: Path) -> str | None:
     return digest.hexdigest()
 
 
+def public_url(url: str | None) -> str | None:
+    """A remote URL without any user:token@ part: CI clones often carry a token there, and the
+    remote goes into image labels, run annotations and the run record."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme and parts.netloc and "@" in parts.netloc:
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return url
+
+
 def _deployer(job_dir: Path) -> str:
     email = (_git(job_dir, "config", "user.email") or "").strip()
     if email:
@@ -69,7 +82,7 @@ def collect(job_dir: Path | str, now: datetime | None = None) -> Provenance:
     job_dir = Path(job_dir)
     commit = (_git(job_dir, "rev-parse", "HEAD") or "").strip() or None
     diff_hash = _diff_hash(job_dir) if commit else None
-    remote = (_git(job_dir, "config", "--get", "remote.origin.url") or "").strip() or None
+    remote = public_url((_git(job_dir, "config", "--get", "remote.origin.url") or "").strip())
     created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
     return Provenance(
         git_commit=commit,

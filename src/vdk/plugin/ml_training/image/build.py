@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from vdk.plugin.ml_training.image.errors import BaseImageError
 from vdk.plugin.ml_training.image.plan import Inputs
 from vdk.plugin.ml_training.image.plan import gather
 from vdk.plugin.ml_training.image.plan import image_env
+from vdk.plugin.ml_training.image.plan import large_file_warning
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.oci import INDEX_TYPES
@@ -129,29 +131,16 @@ def build_and_push(
     progress = progress or Progress()
     inputs = gather(spec, registry, provenance, created)
     for f in inputs.code.large_files:
-        progress.stage(f"warning: {f.path} is {f.size / 1e6:.0f} MB; data belongs in object storage, not the image")
-    target = inputs.target
-    same_registry = inputs.base_ref.registry == target.registry
-    with RegistryClient(target.registry, progress, retry) as pusher:
-        with (_Same(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
+        progress.stage(f"warning: {large_file_warning(f)}")
+    same_registry = inputs.base_ref.registry == inputs.host
+    with RegistryClient(inputs.host, progress, retry) as pusher:
+        # With the base in the target registry, the pushing client reads it too.
+        with (nullcontext(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
             progress.stage(f"Base image {inputs.base_ref}")
             base = resolve_base(puller, inputs.base_ref)
-            dep_layer = deps.dependency_layer(spec, inputs.base, base.reference.digest or "", progress, refresh_dependencies)
+            dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
                 return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
-
-
-class _Same:
-    """The pushing client doubling as the pulling one (base in the target registry)."""
-
-    def __init__(self, client: RegistryClient):
-        self.client = client
-
-    def __enter__(self) -> RegistryClient:
-        return self.client
-
-    def __exit__(self, *exc) -> None:
-        pass
 
 
 def _assemble_and_push(
@@ -184,7 +173,7 @@ def _assemble_and_push(
     config = oci.image_config(base.config, new_layers, env, layout.JOB_DIR, list(inputs.command), labels, inputs.created)
     manifest = oci.manifest(base.media_type, config, base.layers, new_layers)
 
-    target = inputs.target
+    target = inputs.target(code_blob.diff_id, runtime_blob.diff_id)  # what the dry run names, from the layers written
     repo = target.repository
     progress.stage(f"Pushing to {target.registry}/{repo}")
     # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.

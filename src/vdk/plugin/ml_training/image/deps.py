@@ -5,8 +5,9 @@ directory that becomes the layer below DEPS_DIR. What the base already provides 
 CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base pins a version
 (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version,
 so torchvision & co. match the base's torch. The finished layer is cached under a key of
-(requirements, base digest, Python version, platform, provided packages): unchanged
-requirements cost one directory lookup.
+(requirements, Python version, platform, provided and pinned packages), all that uv's answer
+depends on: unchanged requirements cost one directory lookup, also when the base's tag is
+re-pushed (the same inputs give the same layer bytes, whatever the base's digest).
 """
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def cache_root() -> Path:
     return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
 
 
-def _inputs(requirements: bytes, base: BaseInfo) -> dict:
-    return {
+def cache_key(requirements: bytes, base: BaseInfo) -> str:
+    inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
         "python": base.python_version,
@@ -81,34 +82,21 @@ def _inputs(requirements: bytes, base: BaseInfo) -> dict:
         "provides": sorted(base.provides),
         "pins": sorted(base.pins),
     }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _hash(data: dict) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+def cached_layer(requirements: Path, base: BaseInfo) -> DependencyLayer | None:
+    """The layer a build of these requirements for this kind of base would take from the cache."""
+    key = cache_key(requirements.read_bytes(), base)
+    return _load(cache_root() / "deps" / key, key)
 
 
-def cache_key(requirements: bytes, base: BaseInfo, base_digest: str) -> str:
-    return _hash({**_inputs(requirements, base), "base_digest": base_digest})
-
-
-def last_built(requirements: Path, base: BaseInfo) -> dict | None:
-    """What the last build of these requirements for this kind of base produced (any base digest)."""
-    pointer = cache_root() / "deps" / "latest" / f"{_hash(_inputs(requirements.read_bytes(), base))}.json"
-    try:
-        return json.loads(pointer.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def dependency_layer(
-    spec: MLJobSpec, base: BaseInfo, base_digest: str, progress: Progress, refresh: bool = False
-) -> DependencyLayer | None:
+def dependency_layer(spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False) -> DependencyLayer | None:
     """The cached or freshly built dependency layer; None when the job has no requirements."""
     requirements = requirements_file(spec)
     if requirements is None:
         return None
-    content = requirements.read_bytes()
-    key = cache_key(content, base, base_digest)
+    key = cache_key(requirements.read_bytes(), base)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -118,12 +106,6 @@ def dependency_layer(
             return cached
     progress.stage(f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})")
     layer = _build(spec, requirements, base, entry, key)
-    latest = cache_root() / "deps" / "latest"
-    latest.mkdir(parents=True, exist_ok=True)
-    _write_json(
-        latest / f"{_hash(_inputs(content, base))}.json",
-        {"key": key, "packages": [list(p) for p in layer.packages], "size": layer.blob.size},
-    )
     progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
     prune_cache()
     return layer
@@ -156,12 +138,6 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
     return DependencyLayer(blob, packages, meta["has_scripts"], key, True)
 
 
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
     root = cache_root() / "deps"
     root.mkdir(parents=True, exist_ok=True)
@@ -185,7 +161,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             "platform": base.wheel_platform,
             "excluded": list(base.provides),
         }
-        _write_json(staged / "layer.json", meta)
+        (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         shutil.rmtree(entry, ignore_errors=True)
         try:
             os.replace(staged, entry)  # the entry appears complete or not at all

@@ -16,8 +16,6 @@ from dataclasses import field
 from datetime import datetime
 from datetime import timezone
 from pathlib import Path
-from urllib.parse import urlsplit
-from urllib.parse import urlunsplit
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
@@ -31,6 +29,7 @@ from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
 from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.image.sources import FileSet
+from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.image.sources import scan_job_dir
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -38,7 +37,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
 _FORMAT = "image-v1"  # part of every tag: bump when the image layout changes
 LABEL_PREFIX = "io.vdk.ml-training"
-BOOTSTRAP_FILE = "vdk/plugin/ml_training/runtime/bootstrap.py"
+BOOTSTRAP_FILE = layout.BOOTSTRAP_MODULE.replace(".", "/") + ".py"  # what every image's command runs
 
 
 def created_timestamp(created: str | None = None) -> str:
@@ -50,16 +49,6 @@ def created_timestamp(created: str | None = None) -> str:
     if epoch.isdigit():
         return datetime.fromtimestamp(int(epoch), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return FIXED_CREATED
-
-
-def _public_url(url: str | None) -> str | None:
-    """A remote URL without any user:token@ part (that must never end up in an image label)."""
-    if not url:
-        return None
-    parts = urlsplit(url)
-    if parts.scheme and parts.netloc and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    return url
 
 
 def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, python_version: str) -> dict[str, str]:
@@ -75,9 +64,8 @@ def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, py
     }
     if provenance.git_commit:
         labels["org.opencontainers.image.revision"] = provenance.git_commit
-    source = _public_url(provenance.git_remote)
-    if source:
-        labels["org.opencontainers.image.source"] = source
+    if provenance.git_remote:  # without credentials (audit.collect strips them)
+        labels["org.opencontainers.image.source"] = provenance.git_remote
     if spec.team:
         labels[f"{LABEL_PREFIX}.team"] = spec.team
     if provenance.git_dirty:
@@ -108,7 +96,6 @@ class LayerPlan:
 class ImagePlan:
     job: str
     reference: str  # registry/repo:tag that a build would push (the digest comes with the build)
-    repository: ImageReference
     base_image: str
     base: BaseInfo
     layers: tuple[LayerPlan, ...]
@@ -121,11 +108,7 @@ class ImagePlan:
     labels: dict[str, str] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
-        return [
-            f"{f.path} is {_size(f.size)}: files over {_size(LARGE_FILE_BYTES)} make every deploy slower; "
-            "put data in object storage (or list it in .vdkignore)"
-            for f in self.large_files
-        ]
+        return [large_file_warning(f) for f in self.large_files]
 
     def render(self, max_excluded: int = 25) -> str:
         """The plan as text for a person (stderr)."""
@@ -157,6 +140,14 @@ class ImagePlan:
         return "\n".join(lines)
 
 
+def large_file_warning(f: SourceFile) -> str:
+    """What the dry run and the build say about a file over LARGE_FILE_BYTES."""
+    return (
+        f"{f.path} is {_size(f.size)}: files over {_size(LARGE_FILE_BYTES)} make every deploy slower; "
+        "put data in object storage (or list it in .vdkignore)"
+    )
+
+
 def _size(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
@@ -169,7 +160,8 @@ class Inputs:
     """Everything an image is made of, gathered without contacting anything."""
 
     spec: MLJobSpec
-    target: ImageReference  # registry/repo:tag
+    host: str  # the registry the image is pushed to
+    repository: str
     base_ref: ImageReference
     base: BaseInfo
     code: FileSet
@@ -178,8 +170,23 @@ class Inputs:
     labels: dict[str, str]
     created: str
     command: tuple[str, ...]
-    code_diff_id: str
-    runtime_diff_id: str
+
+    def target(self, code_diff_id: str, runtime_diff_id: str) -> ImageReference:
+        """registry/repo:<tag>, the tag a hash of every input, the code and runtime layers by their
+        diff_ids: the dry run computes them, the build takes them from the layers it writes."""
+        data = {
+            "format": _FORMAT,
+            "code": code_diff_id,
+            "runtime": runtime_diff_id,
+            "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
+            "base_image": self.spec.base_image,
+            "base": [self.base.python_version, self.base.wheel_platform, sorted(self.base.provides), sorted(self.base.pins)],
+            "labels": self.labels,
+            "command": list(self.command),
+            "created": self.created,
+        }
+        tag = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
+        return ImageReference(self.host, self.repository, tag)
 
 
 def target_repository(registry: str, spec: MLJobSpec) -> tuple[str, str]:
@@ -205,28 +212,7 @@ def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
     command = tuple(layout.launch_command(spec))
-    code_diff_id = tarball.diff_id(layout.JOB_DIR, code.files)
-    runtime_diff_id = tarball.diff_id(layout.LIB_DIR, runtime.files)
-    tag = _content_tag(
-        code_diff_id, runtime_diff_id, requirements, spec.base_image, base, labels, command, created
-    )
-    target = ImageReference(host, repository, tag)
-    return Inputs(spec, target, base_ref, base, code, runtime, requirements, labels, created, command, code_diff_id, runtime_diff_id)
-
-
-def _content_tag(code_diff_id, runtime_diff_id, requirements, base_image, base, labels, command, created) -> str:
-    data = {
-        "format": _FORMAT,
-        "code": code_diff_id,
-        "runtime": runtime_diff_id,
-        "requirements": hashlib.sha256(requirements.read_bytes()).hexdigest() if requirements else None,
-        "base_image": base_image,
-        "base": [base.python_version, base.wheel_platform, sorted(base.provides), sorted(base.pins)],
-        "labels": labels,
-        "command": list(command),
-        "created": created,
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
+    return Inputs(spec, host, repository, base_ref, base, code, runtime, requirements, labels, created, command)
 
 
 def plan_image(
@@ -234,14 +220,17 @@ def plan_image(
 ) -> ImagePlan:
     """What building the job's image would produce. Reads local files only: no registry, no index."""
     inputs = gather(spec, registry, provenance, created)
+    target = inputs.target(
+        tarball.diff_id(layout.JOB_DIR, inputs.code.files), tarball.diff_id(layout.LIB_DIR, inputs.runtime.files)
+    )
     layers = []
     requirement_names: tuple[str, ...] = ()
     if inputs.requirements:
         requirement_names = tuple(deps.requirement_lines(inputs.requirements))
-        previous = deps.last_built(inputs.requirements, inputs.base)
-        detail = f"{len(requirement_names)} lines of requirements.txt, resolved at build time"
-        if previous:
-            detail += f" (last build: {len(previous.get('packages', []))} packages, {_size(previous.get('size', 0))})"
+        cached = deps.cached_layer(inputs.requirements, inputs.base)
+        detail = f"{len(requirement_names)} lines of requirements.txt, " + (
+            f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}" if cached else "resolved at build time"
+        )
         if inputs.base.provides:
             detail += "; skips what the base provides"
         layers.append(LayerPlan("dependencies", layout.DEPS_DIR, None, None, detail))
@@ -249,8 +238,7 @@ def plan_image(
     layers.append(LayerPlan("code", layout.JOB_DIR, len(inputs.code.files), inputs.code.total_bytes, f"{len(inputs.code.excluded)} excluded"))
     return ImagePlan(
         job=spec.name,
-        reference=str(inputs.target),
-        repository=inputs.target,
+        reference=str(target),
         base_image=spec.base_image,
         base=inputs.base,
         layers=tuple(layers),

@@ -24,8 +24,7 @@ class ImageReference:
 
     @property
     def api_host(self) -> str:
-        """Where the registry API lives (Docker Hub's differs from its name)."""
-        return DOCKER_HUB_API if self.registry == DOCKER_HUB else self.registry
+        return api_host(self.registry)
 
     @property
     def ref(self) -> str:
@@ -42,6 +41,11 @@ class ImageReference:
         if self.digest:
             text += f"@{self.digest}"
         return text
+
+
+def api_host(registry: str) -> str:
+    """Where a registry's API lives (Docker Hub's differs from its name)."""
+    return DOCKER_HUB_API if registry == DOCKER_HUB else registry
 
 
 def _is_host(component: str) -> bool:

@@ -30,8 +30,7 @@ from vdk.plugin.ml_training.image.errors import RegistryError
 from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.progress import Transfer
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB_API
+from vdk.plugin.ml_training.image.reference import api_host
 from vdk.plugin.ml_training.image.reference import is_loopback
 
 T = TypeVar("T")
@@ -122,14 +121,14 @@ class RegistryClient:
         insecure: bool | None = None,
     ):
         self.registry = registry  # as users write it (docker.io for Docker Hub)
-        self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
+        self.host = api_host(registry)
         self.progress = progress or Progress()
         self.retry = retry or RetryPolicy()
         self._insecure = insecure
         self._repos: dict[tuple[str, int], DXF] = {}  # per repository and thread: sessions are not shared
         self._stack = contextlib.ExitStack()
         self._lock = threading.Lock()
-        self._lookup: credentials.Lookup | None = None
+        self._lookups: dict[str, credentials.Lookup] = {}  # per repository: a login may be for one only
 
     def __enter__(self) -> "RegistryClient":
         return self
@@ -173,13 +172,13 @@ class RegistryClient:
 
     def _credentials(self, repository: str) -> credentials.Lookup:
         with self._lock:
-            if self._lookup is None:
-                self._lookup = credentials.find_credentials(self.registry, repository)
-            return self._lookup
+            if repository not in self._lookups:
+                self._lookups[repository] = credentials.find_credentials(self.registry, repository)
+            return self._lookups[repository]
 
     def _authenticate(self, dxf: DXF, response: requests.Response) -> None:
-        lookup = self._credentials(getattr(dxf, "_repo", "") or "")
-        creds = lookup.credentials
+        repository = getattr(dxf, "_repo", "") or ""
+        creds = self._credentials(repository).credentials
         try:
             if creds is not None:
                 dxf.authenticate(creds.username, creds.password, response=response)
@@ -191,10 +190,10 @@ class RegistryClient:
                 f"serve the registry over HTTPS (its CA can go in /etc/containers/certs.d/{self.host}/ca.crt)",
             ) from None
         except dxf_errors.DXFUnauthorizedError:
-            raise self._auth_error(rejected=True) from None
+            raise self._auth_error(repository) from None
 
-    def _auth_error(self, rejected: bool, denied: bool = False, detail: str = "") -> RegistryAuthError:
-        lookup = self._lookup or credentials.find_credentials(self.registry)
+    def _auth_error(self, repository: str, denied: bool = False, detail: str = "") -> RegistryAuthError:
+        lookup = self._credentials(repository)
         login = f"podman login {self.registry}` (or `docker login {self.registry}`"
         notes = "".join(f"\n  note: {n}" for n in lookup.notes)
         if lookup.credentials is None:
@@ -212,7 +211,9 @@ class RegistryClient:
 
     # --- retries -------------------------------------------------------------------------
 
-    def _call(self, what: str, operation: Callable[[], T], on_retry: Callable[[], None] | None = None) -> T:
+    def _call(
+        self, repository: str, what: str, operation: Callable[[], T], on_retry: Callable[[], None] | None = None
+    ) -> T:
         last: Exception | None = None
         for attempt in range(self.retry.attempts):
             if attempt:
@@ -224,11 +225,11 @@ class RegistryClient:
             except (RegistryError,):
                 raise
             except dxf_errors.DXFUnauthorizedError:
-                raise self._auth_error(rejected=True) from None
+                raise self._auth_error(repository) from None
             except requests.HTTPError as e:
                 status = e.response.status_code if e.response is not None else 0
                 if status in (401, 403):
-                    raise self._auth_error(rejected=True, denied=status == 403, detail=_error_detail(e.response)) from None
+                    raise self._auth_error(repository, denied=status == 403, detail=_error_detail(e.response)) from None
                 if status >= 500 or status == 429:
                     last = e
                     continue
@@ -270,7 +271,7 @@ class RegistryClient:
             return response.content, response.headers.get("Content-Type", "").split(";")[0].strip()
 
         try:
-            data, media_type = self._call(f"read manifest {repository}:{ref}", fetch)
+            data, media_type = self._call(repository, f"read manifest {repository}:{ref}", fetch)
         except RegistryError as e:
             if getattr(e, "status", None) == 404:
                 raise RegistryError(
@@ -286,7 +287,7 @@ class RegistryClient:
         def fetch() -> bytes:
             return b"".join(self._repo(repository).pull_blob(digest, chunk_size=_CHUNK))
 
-        return self._call(f"read blob {digest[:19]}", fetch)
+        return self._call(repository, f"read blob {digest[:19]}", fetch)
 
     def blob_exists(self, repository: str, digest: str) -> bool:
         def head() -> bool:
@@ -298,7 +299,7 @@ class RegistryClient:
                     return False
                 raise
 
-        return self._call(f"check blob {digest[:19]}", head)
+        return self._call(repository, f"check blob {digest[:19]}", head)
 
     def mount(self, repository: str, digest: str, from_repository: str) -> bool:
         """Cross-repository mount (no bytes move). False if the registry would rather have an upload."""
@@ -310,13 +311,14 @@ class RegistryClient:
             except dxf_errors.DXFMountFailed:
                 return False
 
-        return self._call(f"mount blob {digest[:19]} from {from_repository}", mount)
+        return self._call(repository, f"mount blob {digest[:19]} from {from_repository}", mount)
 
     def upload(self, repository: str, digest: str, size: int, chunks: Callable[[], Iterable[bytes]], label: str) -> None:
         """Upload a blob, whose bytes `chunks()` yields afresh on every attempt."""
         transfer = self.progress.transfer(label, size)
         try:
             self._call(
+                repository,
                 f"upload {label}",
                 lambda: self._repo(repository).push_blob(data=_Body(chunks(), size, transfer), digest=digest, check_exists=False),
                 on_retry=transfer.restart,
@@ -333,8 +335,9 @@ class RegistryClient:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         text = data.decode("ascii")  # canonical JSON is ASCII (json.dumps escapes the rest)
         assert json.loads(text)["mediaType"] == media_type
-        self._call(f"store manifest {repository}:{tag}", lambda: self._repo(repository).set_manifest(tag, text))
+        self._call(repository, f"store manifest {repository}:{tag}", lambda: self._repo(repository).set_manifest(tag, text))
         stored, _ = self._call(
+            repository,
             f"check manifest {repository}@{digest[:19]}",
             lambda: self._repo(repository).head_manifest_and_response(digest),
         )
