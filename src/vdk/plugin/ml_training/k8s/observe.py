@@ -58,11 +58,13 @@ def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
     return client.list_pods(pod_selector(run.backend, run.name)) if run.backend in diagnose.CONTAINERS else []
 
 
-def inspect_run(client: KubeClient, run: RunSummary) -> RunDetail:
-    """Everything `vdk show` says about a run. What the user may not read (403) becomes a note:
-    a narrow Role still shows as much as it allows."""
+def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = None) -> RunDetail:
+    """Everything `vdk show` says about a run (its `pods`, when the caller has just read them). What
+    the user may not read (403) becomes a note: a narrow Role still shows as much as it allows."""
     notes: list[str] = []
-    ranks = diagnose.rank_states(_allowed(notes, "pods", lambda: run_pods(client, run), []), run.backend)
+    if pods is None:
+        pods = _allowed(notes, "pods", lambda: run_pods(client, run), [])
+    ranks = diagnose.rank_states(pods, run.backend)
     events = _allowed(notes, "events", lambda: diagnose.run_events(client.list_events(), run.name), [])
     workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
     findings = diagnose.why_waiting(run, ranks, events, workloads)
@@ -76,8 +78,9 @@ def inspect_run(client: KubeClient, run: RunSummary) -> RunDetail:
 
 
 def why_no_pods(client: KubeClient, run: RunSummary) -> str:
-    """Why a run has no pods (queued, not created yet, cleaned up after it ended), in one line."""
-    detail = inspect_run(client, run)
+    """Why a run that the caller found without pods has none (queued, not created yet, cleaned up
+    after it ended), in one line."""
+    detail = inspect_run(client, run, pods=[])
     # The callers say "no pods" themselves; the findings about a pod-less run start with it too.
     reasons = [f.what.removeprefix("no pods yet: ") for f in detail.findings]
     return "; ".join(reasons) or f"the run is {detail.phase}"
