@@ -436,6 +436,10 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     assert [line for line in result.stdout.splitlines() if line.startswith("[rank 1]")] == ["[rank 1] r1 start", "[rank 1] r1 step 1"]
     assert f"[rank 1] cannot be scheduled: {GPU_FULL}" in result.stderr
     assert f"{run['metadata']['name']} Succeeded" in result.stderr
+    # the runs were listed once, to pick the latest; every poll since read that run by its name
+    run_lists = [p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]
+    assert len(run_lists) == 3
+    assert [m for m, p, _ in kube.fake.requests if p == f"/apis/batch/v1/namespaces/ml/jobs/{run['metadata']['name']}"].count("GET") > 1
 
 
 # --- vdk execute --start / --cancel / --list / --show, vdk delete -----------------------------------------
@@ -492,7 +496,10 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
     declined = vdk("delete", "-n", "mnist-ddp", input="n\n")
     assert declined.exit_code == 1 and "Delete these 2 run(s) of mnist-ddp" in declined.stderr
     assert len(kube.run_names()) == 3
+    kube.fake.requests.clear()
     ok(vdk("delete", "-n", "mnist-ddp", input="y\n"))
+    # the runs were listed once (one request per backend); each was then deleted by its name
+    assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]) == 3
     assert kube.run_names() == [other["metadata"]["name"]]
     ok(vdk("delete", "-n", "bert-ft", "--yes"))
     assert kube.run_names() == [] and kube.fake.run_objects() == []

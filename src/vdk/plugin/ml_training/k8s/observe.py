@@ -189,7 +189,7 @@ def follow_logs(
 
     while True:
         try:
-            run = summarize(client.get_run(run.name))
+            run = summarize(client.get_run(run.name, run.backend))
         except KubeApiError as e:
             if e.status != 404:
                 raise
