@@ -501,9 +501,9 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
     # the runs were listed once (one request per backend); each was then deleted by its name
     assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]) == 3
     assert kube.run_names() == [other["metadata"]["name"]]
+    assert not [o for o in kube.fake.run_objects() if any(r["metadata"]["name"] in o for r in runs)]
     ok(vdk("delete", "-n", "bert-ft", "--yes"))
     assert kube.run_names() == [] and kube.fake.run_objects() == []
-    assert all(r["metadata"]["name"] not in kube.fake.run_objects() for r in runs)
 
 
 # --- cost for every other vdk command ---------------------------------------------------------------------
