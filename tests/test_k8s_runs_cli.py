@@ -251,6 +251,16 @@ def test_show_of_a_failed_run_names_the_first_rank_to_fail_and_reads_its_log(kub
     assert any("requirements.txt" in h for h in failure["hints"])
 
 
+def test_show_of_a_run_whose_rank_0_failed_reads_its_log_once(kube):
+    run = kube.deploy(backend="job", nodes="1")
+    kube.status(run, conditions=[{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}])
+    pod = kube.pod(run, 0, cs.terminated(1), log="[vdk-ml-training] progress step=3 loss=1.5\nValueError: bad shape\n")
+    kube.fake.requests.clear()
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "progress   step 3, loss 1.5" in out and "    | ValueError: bad shape" in out
+    assert len([p for m, p, _ in kube.fake.requests if p.endswith(f"/pods/{pod['metadata']['name']}/log")]) == 1
+
+
 def test_show_reports_progress_from_rank_0(kube):
     run = kube.deploy(backend="trainjob")
     kube.status(run, jobsStatus=[{"name": "node", "active": 2}])
