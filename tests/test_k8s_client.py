@@ -262,6 +262,7 @@ def test_list_show_and_delete_runs(cluster, tmp_path):
     assert {r.name for r in client.list_runs(job_name="mnist-ddp")} == {runs["pytorchjob"], runs["job"]}
 
     assert client.get_run(runs["trainjob"])["kind"] == "TrainJob"
+    assert client.get_run(runs["trainjob"], "trainjob")["metadata"]["name"] == runs["trainjob"]
     rec = client.read_run_record(runs["job"])
     assert (rec.backend, rec.image) == ("job", IMAGE)
 
@@ -269,9 +270,13 @@ def test_list_show_and_delete_runs(cluster, tmp_path):
     assert sorted(deleted) == sorted([f"Job/{runs['job']}", f"Service/{runs['job']}", f"ConfigMap/{runs['job']}-record"])
     assert not [o for o in fake.run_objects() if runs["job"] in o]
     assert len(fake.run_objects()) == 4
-    with pytest.raises(MLTrainingError) as e:
-        client.delete_run(runs["job"])
-    assert f"there is no run named {runs['job']} in namespace ml" == e.value.problem and "vdk list" in e.value.fix
+    for backend in (None, "job"):
+        with pytest.raises(MLTrainingError) as e:
+            client.delete_run(runs["job"], backend)
+        assert f"there is no run named {runs['job']} in namespace ml" == e.value.problem and "vdk list" in e.value.fix
+    deleted = client.delete_run(runs["pytorchjob"], "pytorchjob")
+    assert sorted(deleted) == sorted([f"PyTorchJob/{runs['pytorchjob']}", f"ConfigMap/{runs['pytorchjob']}-record"])
+    assert not [o for o in fake.run_objects() if runs["pytorchjob"] in o]
 
 
 def test_list_runs_on_a_cluster_without_operators(cluster, spec):

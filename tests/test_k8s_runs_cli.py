@@ -251,6 +251,16 @@ def test_show_of_a_failed_run_names_the_first_rank_to_fail_and_reads_its_log(kub
     assert any("requirements.txt" in h for h in failure["hints"])
 
 
+def test_show_of_a_run_whose_rank_0_failed_reads_its_log_once(kube):
+    run = kube.deploy(backend="job", nodes="1")
+    kube.status(run, conditions=[{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}])
+    pod = kube.pod(run, 0, cs.terminated(1), log="[vdk-ml-training] progress step=3 loss=1.5\nValueError: bad shape\n")
+    kube.fake.requests.clear()
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "progress   step 3, loss 1.5" in out and "    | ValueError: bad shape" in out
+    assert len([p for m, p, _ in kube.fake.requests if p.endswith(f"/pods/{pod['metadata']['name']}/log")]) == 1
+
+
 def test_show_reports_progress_from_rank_0(kube):
     run = kube.deploy(backend="trainjob")
     kube.status(run, jobsStatus=[{"name": "node", "active": 2}])
@@ -357,9 +367,12 @@ def test_logs_of_an_earlier_run_by_its_id(kube):
 def test_logs_of_a_queued_run_say_why_there_are_none(kube):
     run = kube.deploy(queue="team-a-queue")
     kube.status(run, conditions=[{"type": "Suspended", "status": "True"}])
+    kube.fake.requests.clear()
     result = ok(vdk("execute", "--logs", "-n", "mnist-ddp"))
     assert result.stdout == ""
     assert f"{run['metadata']['name']} has no pods, so no logs: queued in team-a-queue" in result.stderr
+    # the pods were listed once: saying why there are none does not list them again
+    assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p == "/api/v1/namespaces/ml/pods"]) == 1
 
 
 def test_follow_of_a_run_without_pods_says_why_while_it_waits(kube, monkeypatch):
@@ -433,6 +446,10 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     assert [line for line in result.stdout.splitlines() if line.startswith("[rank 1]")] == ["[rank 1] r1 start", "[rank 1] r1 step 1"]
     assert f"[rank 1] cannot be scheduled: {GPU_FULL}" in result.stderr
     assert f"{run['metadata']['name']} Succeeded" in result.stderr
+    # the runs were listed once, to pick the latest; every poll since read that run by its name
+    run_lists = [p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]
+    assert len(run_lists) == 3
+    assert [m for m, p, _ in kube.fake.requests if p == f"/apis/batch/v1/namespaces/ml/jobs/{run['metadata']['name']}"].count("GET") > 1
 
 
 # --- vdk execute --start / --cancel / --list / --show, vdk delete -----------------------------------------
@@ -489,11 +506,14 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
     declined = vdk("delete", "-n", "mnist-ddp", input="n\n")
     assert declined.exit_code == 1 and "Delete these 2 run(s) of mnist-ddp" in declined.stderr
     assert len(kube.run_names()) == 3
+    kube.fake.requests.clear()
     ok(vdk("delete", "-n", "mnist-ddp", input="y\n"))
+    # the runs were listed once (one request per backend); each was then deleted by its name
+    assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]) == 3
     assert kube.run_names() == [other["metadata"]["name"]]
+    assert not [o for o in kube.fake.run_objects() if any(r["metadata"]["name"] in o for r in runs)]
     ok(vdk("delete", "-n", "bert-ft", "--yes"))
     assert kube.run_names() == [] and kube.fake.run_objects() == []
-    assert all(r["metadata"]["name"] not in kube.fake.run_objects() for r in runs)
 
 
 # --- cost for every other vdk command ---------------------------------------------------------------------

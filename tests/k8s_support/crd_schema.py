@@ -81,17 +81,12 @@ class CRDSchema:
         self.group: str = spec["group"]
         self.version: str = chosen["name"]
         self.kind: str = spec["names"]["kind"]
-        self.plural: str = spec["names"]["plural"]
-        self.namespaced: bool = spec["scope"] == "Namespaced"
         self.openapi: dict = chosen["schema"]["openAPIV3Schema"]
         self._validator = _VALIDATOR(to_json_schema(self.openapi), format_checker=_FORMATS)
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
-
-    def spec_fields(self) -> set[str]:
-        return set(self.openapi.get("properties", {}).get("spec", {}).get("properties", {}))
 
     def errors(self, obj: Any) -> list[FieldError]:
         out = []

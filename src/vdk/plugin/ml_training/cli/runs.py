@@ -375,7 +375,7 @@ def delete_ml(name: str | None, team: str | None, yes: bool) -> None:
             err=True,
         )
     for run in runs:
-        client.delete_run(run.name)
+        client.delete_run(run.name, run.backend)
         click.echo(f"Deleted {run.name}")
 
 
@@ -535,7 +535,7 @@ def _execute_cancel(client, name, team, execution_id, as_json) -> None:
     if not execution_id:
         raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
     run = _pick_run(client, name, team, execution_id)
-    deleted = client.delete_run(run.name)
+    deleted = client.delete_run(run.name, run.backend)
     if as_json:
         _json({"job_name": name, "run": run.name, "phase": run.phase, "deleted": deleted})
         return

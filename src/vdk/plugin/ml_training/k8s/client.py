@@ -355,7 +355,9 @@ class KubeClient:
         matches = [t for (v, k), t in RESOURCE_TYPES.items() if k == kind and (api_version in (None, v))]
         if not matches:
             raise ValueError(f"unknown kind {kind!r}")
-        rtype = matches[0]
+        return self._get(matches[0], name)
+
+    def _get(self, rtype: ResourceType, name: str) -> dict | None:
         try:
             return self._request("GET", rtype.path(self.namespace, name), action=rtype.action("get", self.namespace, name))
         except KubeApiError as e:
@@ -383,16 +385,16 @@ class KubeClient:
         )
         return bool((listing or {}).get("items"))
 
-    def get_run(self, run_name: str) -> dict:
-        """The main object (PyTorchJob, TrainJob or Job) of a run."""
-        objects = self._run_objects(run_name=run_name)
+    def get_run(self, run_name: str, backend: str | None = None) -> dict:
+        """The main object (PyTorchJob, TrainJob or Job) of a run (of `backend`, when known)."""
+        objects = self._main_objects(run_name, backend)
         if not objects:
             raise self._no_such_run(run_name)
         return objects[0]
 
-    def delete_run(self, run_name: str) -> list[str]:
+    def delete_run(self, run_name: str, backend: str | None = None) -> list[str]:
         """Delete every object of a run (main object, Service, record); returns `Kind/name`s."""
-        found = self._run_objects(run_name=run_name)
+        found = self._main_objects(run_name, backend)
         if not found:
             raise self._no_such_run(run_name)
         selector = f"{LABEL_RUN}={run_name}"
@@ -502,6 +504,14 @@ class KubeClient:
             raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise unreachable(self.server, self.context, e) from None
+
+    def _main_objects(self, run_name: str, backend: str | None) -> list[dict]:
+        """A run's main object: one GET when its backend is known, else a labelled list per backend."""
+        rtype = RUN_TYPES.get(backend or "")
+        if rtype is None:
+            return self._run_objects(run_name=run_name)
+        found = self._get(rtype, run_name)
+        return [found] if found is not None else []
 
     def _run_objects(self, run_name: str | None = None, job_name: str | None = None, team: str | None = None) -> list[dict]:
         selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN

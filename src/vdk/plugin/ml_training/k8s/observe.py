@@ -4,6 +4,7 @@ followed. The interpretation lives in `diagnose`; this module only gathers.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -25,8 +26,10 @@ from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
 
 FAILURE_LOG_LINES = 40  # shown of the failing rank
-HINT_SCAN_LINES = 200  # searched for well-known errors (torch's launcher prints a long summary last)
-PROGRESS_SCAN_LINES = 200  # of rank 0, for the last progress line
+# Read of a log's end: the failing rank's is searched for well-known errors (torch's launcher prints a
+# long summary last), rank 0's for the last progress line (the same read when rank 0 failed).
+LOG_SCAN_LINES = 200
+LogTail = Callable[[str, str, bool], "tuple[str | None, str | None]"]  # (pod, container, previous)
 FOLLOW_POLL_SECONDS = 2.0
 FOLLOW_ATTEMPTS = 3  # log requests refused for one container before giving up on it
 NO_PODS_RECHECK_SECONDS = 10.0  # while a followed run has no pods: how often to ask again why
@@ -58,26 +61,33 @@ def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
     return client.list_pods(pod_selector(run.backend, run.name)) if run.backend in diagnose.CONTAINERS else []
 
 
-def inspect_run(client: KubeClient, run: RunSummary) -> RunDetail:
-    """Everything `vdk show` says about a run. What the user may not read (403) becomes a note:
-    a narrow Role still shows as much as it allows."""
+def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = None) -> RunDetail:
+    """Everything `vdk show` says about a run (its `pods`, when the caller has just read them). What
+    the user may not read (403) becomes a note: a narrow Role still shows as much as it allows."""
     notes: list[str] = []
-    ranks = diagnose.rank_states(_allowed(notes, "pods", lambda: run_pods(client, run), []), run.backend)
+    if pods is None:
+        pods = _allowed(notes, "pods", lambda: run_pods(client, run), [])
+    ranks = diagnose.rank_states(pods, run.backend)
+    # (pod, container, previous) -> the end of that log, read once: rank 0's failure log is its progress too
+    tail: LogTail = functools.cache(
+        lambda pod, container, previous: client.pod_log(pod, container, previous=previous, tail_lines=LOG_SCAN_LINES)
+    )
     events = _allowed(notes, "events", lambda: diagnose.run_events(client.list_events(), run.name), [])
     workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
     findings = diagnose.why_waiting(run, ranks, events, workloads)
     if run.phase != run_status.SUCCEEDED:
         failure = diagnose.why_failed(run, ranks)
         if failure is not None:
-            _allowed(notes, "logs", lambda: _attach_failure_log(client, failure, ranks, notes), None)
+            _allowed(notes, "logs", lambda: _attach_failure_log(tail, failure, ranks, notes), None)
             findings.append(failure)
-    progress = _allowed(notes, "logs", lambda: _progress(client, ranks), None)
+    progress = _allowed(notes, "logs", lambda: _progress(tail, ranks), None)
     return RunDetail(run, diagnose.effective_phase(run.phase, ranks), ranks, findings, events, progress, notes)
 
 
 def why_no_pods(client: KubeClient, run: RunSummary) -> str:
-    """Why a run has no pods (queued, not created yet, cleaned up after it ended), in one line."""
-    detail = inspect_run(client, run)
+    """Why a run that the caller found without pods has none (queued, not created yet, cleaned up
+    after it ended), in one line."""
+    detail = inspect_run(client, run, pods=[])
     # The callers say "no pods" themselves; the findings about a pod-less run start with it too.
     reasons = [f.what.removeprefix("no pods yet: ") for f in detail.findings]
     return "; ".join(reasons) or f"the run is {detail.phase}"
@@ -95,12 +105,12 @@ def _allowed(notes: list[str], what: str, read: Callable[[], Any], otherwise: An
         return otherwise
 
 
-def _attach_failure_log(client: KubeClient, failure: Finding, ranks: list[RankState], notes: list[str]) -> None:
+def _attach_failure_log(tail: LogTail, failure: Finding, ranks: list[RankState], notes: list[str]) -> None:
     culprit = diagnose.failing_rank(ranks)
     if culprit is None or failure.ranks != [culprit[0].rank]:
         return
     rank, _, previous = culprit
-    text, why = client.pod_log(rank.pod, rank.container, previous=previous, tail_lines=HINT_SCAN_LINES)
+    text, why = tail(rank.pod, rank.container, previous)
     if text is None:
         notes.append(f"no log of rank {rank.rank}: {why}")
         return
@@ -109,11 +119,11 @@ def _attach_failure_log(client: KubeClient, failure: Finding, ranks: list[RankSt
     failure.hints = diagnose.log_hints(lines)
 
 
-def _progress(client: KubeClient, ranks: list[RankState]) -> Progress | None:
+def _progress(tail: LogTail, ranks: list[RankState]) -> Progress | None:
     rank0 = next((r for r in ranks if r.index == 0), None)
     if rank0 is None or not rank0.started:
         return None
-    text, _ = client.pod_log(rank0.pod, rank0.container, tail_lines=PROGRESS_SCAN_LINES)
+    text, _ = tail(rank0.pod, rank0.container, False)
     return diagnose.parse_progress((text or "").splitlines())
 
 
@@ -186,7 +196,7 @@ def follow_logs(
 
     while True:
         try:
-            run = summarize(client.get_run(run.name))
+            run = summarize(client.get_run(run.name, run.backend))
         except KubeApiError as e:
             if e.status != 404:
                 raise
