@@ -17,6 +17,7 @@ The goal: counting and reporting cost a few microseconds per step, far below a G
 
     .venv/bin/python benchmarks/progress_overhead.py [--steps 2000] [--rounds 5]
 """
+
 from __future__ import annotations
 
 import argparse

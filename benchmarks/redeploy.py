@@ -18,6 +18,7 @@ never slower than buildah's warm build.
 
     .venv/bin/python benchmarks/redeploy.py [--base-mb 1024] [--rebuilds 5] [--buildah-warm 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,7 +80,7 @@ def busybox_layer(directory: Path) -> tarball.LayerBlob:
         files.append(SourceFile(f"bin/{tool}", root / "bin" / tool, 0, link="busybox"))
     python = root / "usr" / "local" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.write_text("#!/bin/sh\necho \"$@\"\n")
+    python.write_text('#!/bin/sh\necho "$@"\n')
     files.append(SourceFile("usr/local/bin/python", python, python.stat().st_size, True))
     files.sort(key=lambda f: f.path)
     return tarball.write_layer("/", files, directory / "blobs")
@@ -91,17 +92,27 @@ def push_base(registry: Registry, directory: Path, total_mb: int) -> tuple[str, 
     per_layer = total_mb * (1 << 20) // 4
     for i in range(4):
         layers.append(data_layer(directory, i, per_layer))
-    config = oci.canonical_json({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Env": ["PATH=/usr/local/bin:/bin"], "Cmd": ["sh"]},
-        "rootfs": {"type": "layers", "diff_ids": [l.diff_id for l in layers]},
-        "history": [{"created_by": f"layer {i}"} for i in range(len(layers))],
-    })
-    manifest = oci.canonical_json({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": oci.CONFIG_TYPE[OCI_MANIFEST], "digest": oci.digest_of(config), "size": len(config)},
-        "layers": [{"mediaType": oci.LAYER_TYPE[OCI_MANIFEST], "digest": l.digest, "size": l.size} for l in layers],
-    })
+    config = oci.canonical_json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Env": ["PATH=/usr/local/bin:/bin"], "Cmd": ["sh"]},
+            "rootfs": {"type": "layers", "diff_ids": [l.diff_id for l in layers]},
+            "history": [{"created_by": f"layer {i}"} for i in range(len(layers))],
+        }
+    )
+    manifest = oci.canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": oci.CONFIG_TYPE[OCI_MANIFEST],
+                "digest": oci.digest_of(config),
+                "size": len(config),
+            },
+            "layers": [{"mediaType": oci.LAYER_TYPE[OCI_MANIFEST], "digest": l.digest, "size": l.size} for l in layers],
+        }
+    )
     with RegistryClient(registry.host) as client:
         for layer in layers:
             client.upload("bench/base", layer.digest, layer.size, lambda p=layer.path: file_chunks(p), "base layer")
@@ -130,7 +141,10 @@ def make_job(job: Path, base: str, wheelhouse: Path) -> None:
     (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntinydep==1.0\n")
     (job / "train.py").write_text("from model import m00\n\nSTEP = 0\n\nif __name__ == '__main__':\n    m00.run()\n")
     for i in range(40):
-        lines = [f"def f{j}(x):\n    return x * {i} + {j}  # {hashlib.md5(f'{i}-{j}'.encode()).hexdigest()}\n" for j in range(400)]
+        lines = [
+            f"def f{j}(x):\n    return x * {i} + {j}  # {hashlib.md5(f'{i}-{j}'.encode()).hexdigest()}\n"
+            for j in range(400)
+        ]
         (job / "model" / f"m{i:02d}.py").write_text("".join(lines) + "\ndef run():\n    print('ok')\n")
 
 
@@ -163,9 +177,27 @@ def buildah_context(ctx: Path, job: Path, base: str) -> None:
         shutil.rmtree(ctx)
     ctx.mkdir(parents=True)
     subprocess.run(
-        [sys.executable, "-m", "uv", "pip", "install", "-q", "--target", str(ctx / "deps"), "-r", str(job / "requirements.txt"),
-         "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28", "--only-binary", ":all:"],
-        check=True, capture_output=True, cwd=job,
+        [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--target",
+            str(ctx / "deps"),
+            "-r",
+            str(job / "requirements.txt"),
+            "--python-version",
+            "3.11",
+            "--python-platform",
+            "x86_64-manylinux_2_28",
+            "--only-binary",
+            ":all:",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=job,
     )
     for f in scan_runtime_package().files:
         dest = ctx / "lib" / f.path
@@ -182,7 +214,16 @@ def buildah_context(ctx: Path, job: Path, base: str) -> None:
 
 
 def buildah(storage: Path, *args: str) -> None:
-    argv = ["buildah", "--root", str(storage / "root"), "--runroot", str(storage / "run"), "--storage-driver", "vfs", *args]
+    argv = [
+        "buildah",
+        "--root",
+        str(storage / "root"),
+        "--runroot",
+        str(storage / "run"),
+        "--storage-driver",
+        "vfs",
+        *args,
+    ]
     env = {**os.environ, "XDG_RUNTIME_DIR": str(storage / "xdg"), "HOME": str(storage)}
     (storage / "xdg").mkdir(parents=True, exist_ok=True)
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
@@ -192,8 +233,26 @@ def buildah(storage: Path, *args: str) -> None:
 
 def buildah_build_push(storage: Path, ctx: Path, registry: str, tag: str) -> float:
     start = time.perf_counter()
-    buildah(storage, "bud", "--layers", "--isolation", "chroot", "--tls-verify=false", "-q", "-t", "localhost/bench-job:latest", str(ctx))
-    buildah(storage, "push", "--tls-verify=false", "-q", "localhost/bench-job:latest", f"docker://{registry}/bench/buildah-job:{tag}")
+    buildah(
+        storage,
+        "bud",
+        "--layers",
+        "--isolation",
+        "chroot",
+        "--tls-verify=false",
+        "-q",
+        "-t",
+        "localhost/bench-job:latest",
+        str(ctx),
+    )
+    buildah(
+        storage,
+        "push",
+        "--tls-verify=false",
+        "-q",
+        "localhost/bench-job:latest",
+        f"docker://{registry}/bench/buildah-job:{tag}",
+    )
     return time.perf_counter() - start
 
 
@@ -225,7 +284,9 @@ def main() -> None:
         cold, image = ours(job, f"{registry.host}/ml")
         rows.append(("a", "first build, this builder (base mounted, deps installed by uv)", cold))
         streamed, _ = ours(job, f"{other.host}/ml")
-        rows.append(("a", f"first build, this builder, base in another registry ({base_bytes / 1e9:.2f} GB streamed)", streamed))
+        rows.append(
+            ("a", f"first build, this builder, base in another registry ({base_bytes / 1e9:.2f} GB streamed)", streamed)
+        )
 
         times = []
         for n in range(1, args.rebuilds + 1):
@@ -254,28 +315,42 @@ def main() -> None:
                 print(f"buildah warm rebuild {n + 1} ...", file=sys.stderr)
                 warm.append(buildah_build_push(work / "buildah-cold", ctx, registry.host, f"warm{n}"))
             b_warm = statistics.median(warm)
-            rows.append(("b", f"one-line change, buildah bud + push (warm storage, --layers; median of {len(warm)})", b_warm))
+            rows.append(
+                ("b", f"one-line change, buildah bud + push (warm storage, --layers; median of {len(warm)})", b_warm)
+            )
 
-        print(f"\nRedeploy benchmark: base {base_bytes / 1e9:.2f} GB in 5 layers, job {code_mb:.2f} MB + 1 requirement,"
-              f" loopback registry, {os.cpu_count()} cores")
+        print(
+            f"\nRedeploy benchmark: base {base_bytes / 1e9:.2f} GB in 5 layers, job {code_mb:.2f} MB + 1 requirement,"
+            f" loopback registry, {os.cpu_count()} cores"
+        )
         for case, what, seconds in rows:
             print(f"  ({case}) {what:<84} {seconds:8.3f} s")
         print(f"  rebuild pushed {pushed / 1e3:.0f} KB (code layer) + config + manifest")
         print("ratios:")
         if b_cold:
             print(f"  this builder first build vs buildah cold          {b_cold / cold:8.1f}x faster  (base mounted)")
-            print(f"  this builder first build vs buildah cold          {b_cold / streamed:8.1f}x faster  (base streamed from another registry)")
-            print(f"  this builder rebuild vs buildah cold              {b_cold / rebuild:8.1f}x faster  (target >= 10x)")
-            print(f"  this builder rebuild vs buildah warm              {b_warm / rebuild:8.1f}x faster  (target >= 1x)")
+            print(
+                f"  this builder first build vs buildah cold          {b_cold / streamed:8.1f}x faster  (base streamed from another registry)"
+            )
+            print(
+                f"  this builder rebuild vs buildah cold              {b_cold / rebuild:8.1f}x faster  (target >= 10x)"
+            )
+            print(
+                f"  this builder rebuild vs buildah warm              {b_warm / rebuild:8.1f}x faster  (target >= 1x)"
+            )
         else:
             print("  (buildah skipped)")
         print("targets:")
-        print(f"  rebuild+push <= 0.5 s for a 1 MB job: {'met' if rebuild <= 0.5 else 'NOT met'} ({rebuild:.3f} s in-process, {fresh:.3f} s fresh process)")
+        print(
+            f"  rebuild+push <= 0.5 s for a 1 MB job: {'met' if rebuild <= 0.5 else 'NOT met'} ({rebuild:.3f} s in-process, {fresh:.3f} s fresh process)"
+        )
         if b_cold:
             print(f"  >= 10x faster than buildah cold:     {'met' if b_cold / rebuild >= 10 else 'NOT met'}")
             print(f"  never slower than buildah warm:      {'met' if b_warm >= rebuild else 'NOT met'}")
-        print("notes: buildah uses vfs storage (no overlay here), which copies the root filesystem per layer;"
-              " both push to the same loopback registry.")
+        print(
+            "notes: buildah uses vfs storage (no overlay here), which copies the root filesystem per layer;"
+            " both push to the same loopback registry."
+        )
     finally:
         for r in registries:
             r.stop()

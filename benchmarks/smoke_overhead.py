@@ -13,6 +13,7 @@ the overhead goes. Variants alternate within each round; medians are compared.
 
 Target: vdk run <= 1.3 x floor.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -12,6 +12,7 @@ For every backend the cluster serves (always `job`; `pytorchjob` with the Traini
 waits until the run succeeds, reads the run record and what `vdk show` / `vdk execute --logs` show
 (every rank finished, with a log), deletes the run and checks nothing is left.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import choose_backend
@@ -67,8 +69,15 @@ def spec(tmp_path_factory):
     import dataclasses
 
     return dataclasses.replace(
-        spec, nodes=type(spec.nodes)(2, 2), gpus_per_node=type(spec.gpus_per_node)(0), procs_per_node=1,
-        cpu="500m", memory="2Gi", shm_size="256Mi", ttl_after_finished_seconds=600, max_restarts=0,
+        spec,
+        nodes=type(spec.nodes)(2, 2),
+        gpus_per_node=type(spec.gpus_per_node)(0),
+        procs_per_node=1,
+        cpu="500m",
+        memory="2Gi",
+        shm_size="256Mi",
+        ttl_after_finished_seconds=600,
+        max_restarts=0,
     )
 
 
@@ -86,7 +95,9 @@ def test_deploy_run_and_delete(client, spec, backend):
     try:
         assert [o["kind"] for o in created] == [m["kind"] for m in manifests]
         phase = _wait(client, run.name)
-        assert phase == SUCCEEDED, f"run {run.name} ended {phase}: kubectl -n {client.namespace} describe {created[0]['kind']} {run.name}"
+        assert phase == SUCCEEDED, (
+            f"run {run.name} ended {phase}: kubectl -n {client.namespace} describe {created[0]['kind']} {run.name}"
+        )
         record = client.read_run_record(run.name)
         assert record.image == IMAGE and record.backend == backend
         # what `vdk show` and `vdk execute --logs` read: every rank finished, and each has a log

@@ -1,5 +1,6 @@
 """Fixtures shared by the tests: local runs keep their files in a temporary directory; a real
 registry process and a busybox base in it for the image and deploy tests."""
+
 from __future__ import annotations
 
 import shutil
@@ -7,8 +8,9 @@ import shutil
 import pytest
 from image_jobs import build_rootfs
 from image_jobs import push_base
-from image_servers import have_registry
 from image_servers import Registry
+from image_servers import have_registry
+
 from vdk.plugin.ml_training.local import launcher
 
 

@@ -1,4 +1,5 @@
 """Provenance from a real git repository."""
+
 import subprocess
 from datetime import datetime
 from datetime import timezone

@@ -1,5 +1,6 @@
 """The runtime bootstrap runs the user's entrypoint as `python script.py` / `python -m module` would,
 in images (no launcher) and under the local launcher (result file, output routing, no traceback noise)."""
+
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.report import describe
 

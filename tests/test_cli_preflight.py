@@ -1,11 +1,13 @@
 """A job meant as ml-training whose config.ini is broken or misnamed gets one clear message from the
 real `vdk` CLI — not vdk-core's traceback, and not a "successful" data-job run that ran nothing."""
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
 from vdk.plugin.ml_training.cli.preflight import run_job_dir
 
 VDK = Path(sys.executable).parent / "vdk"
@@ -28,8 +30,16 @@ def job(tmp_path: Path, config: str) -> Path:
 @pytest.mark.parametrize(
     "config, message, fix",
     [
-        ("[job]\ntype = ml-training\n[ml-training]\nnodes = 1\nnodes = 2\n", "already exists", "keep one `nodes = ...` line"),
-        ("[job]\ntype = ml-training\n[ml-training]\nthis is not ini\n", "line 4: 'this is not ini'", "write every line as `key = value`"),
+        (
+            "[job]\ntype = ml-training\n[ml-training]\nnodes = 1\nnodes = 2\n",
+            "already exists",
+            "keep one `nodes = ...` line",
+        ),
+        (
+            "[job]\ntype = ml-training\n[ml-training]\nthis is not ini\n",
+            "line 4: 'this is not ini'",
+            "write every line as `key = value`",
+        ),
         ("[job]\ntype = ml_training\n", "'ml_training' is not a job type", "did you mean `type = ml-training`?"),
         ("[owner]\nteam = t\n[ml-training]\nnodes = 2\n", "would run it as a data job", "add `type = ml-training`"),
     ],

@@ -1,8 +1,10 @@
 """A wrapped command's prompts (the Control Service's `-t` "Job Team", delete's confirmation) are
 asked of data jobs only: ML invocations are never prompted, data jobs exactly as before."""
+
 import click
 import pytest
 from click.testing import CliRunner
+
 from vdk.plugin.ml_training.cli import verbs
 
 
@@ -50,10 +52,25 @@ def test_ml_invocations_are_not_prompted(root):
 @pytest.mark.parametrize(
     "args, answers, exit_code, output",
     [
-        (["-n", "data"], "team-x\ny\n", 0, "Job Team: team-x\nAre you sure you want to delete the data job? [y/N]: y\ndata job data of team-x deleted\n"),
-        (["-n", "data"], "team-x\nn\n", 1, "Job Team: team-x\nAre you sure you want to delete the data job? [y/N]: n\nAborted!\n"),
+        (
+            ["-n", "data"],
+            "team-x\ny\n",
+            0,
+            "Job Team: team-x\nAre you sure you want to delete the data job? [y/N]: y\ndata job data of team-x deleted\n",
+        ),
+        (
+            ["-n", "data"],
+            "team-x\nn\n",
+            1,
+            "Job Team: team-x\nAre you sure you want to delete the data job? [y/N]: n\nAborted!\n",
+        ),
         (["-n", "data", "-t", "a", "--yes"], "", 0, "data job data of a deleted\n"),
-        ([], "data\nteam-y\ny\n", 0, "Job Name: data\nJob Team: team-y\nAre you sure you want to delete the data job? [y/N]: y\ndata job data of team-y deleted\n"),
+        (
+            [],
+            "data\nteam-y\ny\n",
+            0,
+            "Job Name: data\nJob Team: team-y\nAre you sure you want to delete the data job? [y/N]: y\ndata job data of team-y deleted\n",
+        ),
     ],
 )
 def test_data_jobs_are_prompted_as_by_the_original(root, args, answers, exit_code, output):

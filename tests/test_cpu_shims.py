@@ -1,5 +1,6 @@
 """The smoke run's CPU stand-ins, each checked with real torch/transformers in a fresh interpreter
 (they patch torch globally, which must not leak into other tests)."""
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@
 What a user relies on: --dry-run prints only valid manifests and contacts nothing; a deploy creates
 exactly the run's objects with the image pinned by digest; a failure at any stage (smoke check,
 build, apply) leaves nothing in the cluster; data jobs are not taken over."""
+
 from __future__ import annotations
 
 import json
@@ -15,12 +16,13 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from image_wheels import make_wheel
+from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
+
 from k8s_support import crd_schema
 from k8s_support.fake_apiserver import FakeKube
-from image_wheels import make_wheel
 from k8s_support.native import native_errors
 from vdk.plugin.ml_training import plugin
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 VDK = Path(sys.executable).parent / "vdk"
@@ -44,7 +46,11 @@ if __name__ == "__main__":
 def isolated(monkeypatch, tmp_path):
     """No credentials, caches or settings of the machine (or of other tests) leak in."""
     for name in list(os.environ):
-        if name.startswith("VDK_ML_TRAINING_") or name in ("KUBECONFIG", "REGISTRY_AUTH_FILE", "KUBERNETES_SERVICE_HOST"):
+        if name.startswith("VDK_ML_TRAINING_") or name in (
+            "KUBECONFIG",
+            "REGISTRY_AUTH_FILE",
+            "KUBERNETES_SERVICE_HOST",
+        ):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
@@ -92,13 +98,22 @@ def repository_tags(registry, repository: str) -> list[str]:
 # --- dry run -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend, kinds", [("pytorchjob", ["PyTorchJob", "ConfigMap"]), ("trainjob", ["TrainJob", "ConfigMap"]), ("job", ["Job", "Service", "ConfigMap"])])
+@pytest.mark.parametrize(
+    "backend, kinds",
+    [
+        ("pytorchjob", ["PyTorchJob", "ConfigMap"]),
+        ("trainjob", ["TrainJob", "ConfigMap"]),
+        ("job", ["Job", "Service", "ConfigMap"]),
+    ],
+)
 def test_dry_run_of_the_ddp_example_prints_valid_manifests_only(backend, kinds, fake_cluster, monkeypatch):
     fake = fake_cluster(pytorchjob=True, trainer_mechanism="runtimePatches")
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
     done = subprocess.run(
         [str(VDK), "deploy", "-p", str(DDP_EXAMPLE), "--dry-run", "--backend", backend],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("apiVersion: ")  # stdout is nothing but YAML, not even a blank line
@@ -120,7 +135,9 @@ def test_dry_run_of_the_ddp_example_prints_valid_manifests_only(backend, kinds, 
 def _containers(manifest: dict) -> list[dict]:
     kind = manifest["kind"]
     if kind == "PyTorchJob":
-        return [c for r in manifest["spec"]["pytorchReplicaSpecs"].values() for c in r["template"]["spec"]["containers"]]
+        return [
+            c for r in manifest["spec"]["pytorchReplicaSpecs"].values() for c in r["template"]["spec"]["containers"]
+        ]
     if kind == "TrainJob":
         return [manifest["spec"]["trainer"]]
     return manifest["spec"]["template"]["spec"]["containers"]
@@ -176,7 +193,9 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
 
 
 @pytest.mark.parametrize("mechanism", ["podSpecOverrides", "podTemplateOverrides", "runtimePatches"])
-def test_trainjob_pod_changes_follow_the_installed_trainer(mechanism, tmp_path, registry, base_image, fake_cluster, monkeypatch):
+def test_trainjob_pod_changes_follow_the_installed_trainer(
+    mechanism, tmp_path, registry, base_image, fake_cluster, monkeypatch
+):
     fake = fake_cluster(pytorchjob=True, trainer_mechanism=mechanism)  # the fake validates with that version's schema
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     job = write_job(tmp_path, base_image, name=f"trainer-{mechanism.lower()}")
@@ -225,7 +244,13 @@ def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, fake_cl
 
 def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, fake_cluster, monkeypatch):
     fake = fake_cluster(pytorchjob=True)
-    fake.fail("POST", "configmaps", 403, "Forbidden", 'configmaps is forbidden: User "ada" cannot create resource "configmaps"')
+    fake.fail(
+        "POST",
+        "configmaps",
+        403,
+        "Forbidden",
+        'configmaps is forbidden: User "ada" cannot create resource "configmaps"',
+    )
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     job = write_job(tmp_path, base_image, name="forbidden-job")
     result = vdk("deploy", "-p", str(job), "--skip-smoke")
@@ -239,7 +264,9 @@ def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, ba
     kubeconfig.write_text(
         yaml.safe_dump(
             {
-                "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "dead",
                 "clusters": [{"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
                 "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
@@ -297,7 +324,9 @@ def test_ml_only_options_are_refused_for_data_jobs_with_the_control_service_cli(
     data_job = tmp_path / "data-job"
     data_job.mkdir()
     (data_job / "config.ini").write_text("[owner]\nteam = t\n")
-    result = CliEntryBasedTestRunner(control_cli, plugin).invoke(["deploy", "-p", str(data_job), "-n", "d", "-r", "x", "--dry-run"])
+    result = CliEntryBasedTestRunner(control_cli, plugin).invoke(
+        ["deploy", "-p", str(data_job), "-n", "d", "-r", "x", "--dry-run"]
+    )
     assert result.exit_code == 2 and "--dry-run applies to ml-training jobs only" in result.output
 
 
@@ -328,7 +357,9 @@ def test_wrapped_deploy_of_the_real_cli_prints_manifests_without_upstream_warnin
     pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
     done = subprocess.run(
         [str(VDK), "deploy", "-p", str(DDP_EXAMPLE), "--dry-run", "--backend", "job"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert [m["kind"] for m in yaml.safe_load_all(done.stdout)] == ["Job", "Service", "ConfigMap"]

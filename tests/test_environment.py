@@ -3,6 +3,7 @@
 Guards the measured trap: transformers 5 needs pydantic 2, the newest Control Service CLI needs
 pydantic<2, and pip then silently picks an old vdk-control-cli with which every `vdk` command fails.
 """
+
 import importlib.metadata as md
 import subprocess
 import sys

@@ -1,4 +1,5 @@
 """The real-cluster test, skipped without a cluster, points to README instructions that exist."""
+
 import importlib.util
 import re
 from pathlib import Path

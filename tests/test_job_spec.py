@@ -1,7 +1,9 @@
 """config.ini [ml-training] -> MLJobSpec: defaults, every key, and the errors users see."""
+
 from pathlib import Path
 
 import pytest
+
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
@@ -271,7 +273,12 @@ def test_jobs_meant_as_ml_training_that_are_not_say_why(tmp_path, config, expect
 
 @pytest.mark.parametrize(
     "config",
-    ["[owner]\nteam = t\n", "[job]\ntype = ml-training\n", "[job]\ntype = batch\n", "[owner]\nteam = t\nx = 1\nx = 2\n"],
+    [
+        "[owner]\nteam = t\n",
+        "[job]\ntype = ml-training\n",
+        "[job]\ntype = batch\n",
+        "[owner]\nteam = t\nx = 1\nx = 2\n",
+    ],
 )
 def test_data_jobs_and_ml_jobs_have_no_ml_config_problem(tmp_path, config):
     job = make_job(tmp_path)

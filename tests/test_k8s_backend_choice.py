@@ -1,6 +1,8 @@
 """`auto` backend choice and Trainer version detection, from discovery done by the real
 `kubernetes` client against the fake API server."""
+
 import pytest
+
 from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import trainjob
@@ -78,7 +80,9 @@ def test_auto_from_real_discovery(cluster, options, expected):
 
 
 def test_forbidden_runtime_listing_means_unknown_not_failure(cluster):
-    fake, client = cluster(pytorchjob=True, trainer_mechanism="runtimePatches", forbidden={("list", "clustertrainingruntimes")})
+    fake, client = cluster(
+        pytorchjob=True, trainer_mechanism="runtimePatches", forbidden={("list", "clustertrainingruntimes")}
+    )
     found = client.discover()
     assert found.runtimes is None and found.torch_runtime is None
     assert choose_backend(found, "auto") == "pytorchjob"

@@ -1,10 +1,12 @@
 """The client through the real `kubernetes` package against the HTTP-level fake API server:
 apply creates exactly the run's objects or none, runs are listed / read / deleted by their
 labels, and every API failure reads as something a user can act on."""
+
 import socket
 
 import pytest
 import yaml
+
 from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
 from k8s_support.specs import IMAGE
 from k8s_support.specs import make_run
@@ -218,7 +220,10 @@ def test_connection_refused(tmp_path, monkeypatch, cluster):
     monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / "down", server=f"http://127.0.0.1:{port}")))
     with pytest.raises(MLTrainingError) as e:
         KubeClient().discover()
-    assert f"cannot reach the Kubernetes API server at http://127.0.0.1:{port} (kube context fake): connection refused" == e.value.problem
+    assert (
+        f"cannot reach the Kubernetes API server at http://127.0.0.1:{port} (kube context fake): connection refused"
+        == e.value.problem
+    )
     assert "cluster-info" in e.value.fix
 
 
@@ -249,14 +254,29 @@ def test_list_show_and_delete_runs(cluster, tmp_path):
         run, manifests = render(spec, backend)
         client.apply(manifests)
         runs[backend] = run.name
-    fake.set_status("pytorchjobs", runs["pytorchjob"], {"conditions": [
-        {"type": "Created", "status": "True"}, {"type": "Running", "status": "True"},
-    ]})
-    fake.set_status("jobs", runs["job"], {"conditions": [{"type": "Failed", "status": "True", "message": "Pod failed: exit code 1"}]})
+    fake.set_status(
+        "pytorchjobs",
+        runs["pytorchjob"],
+        {
+            "conditions": [
+                {"type": "Created", "status": "True"},
+                {"type": "Running", "status": "True"},
+            ]
+        },
+    )
+    fake.set_status(
+        "jobs",
+        runs["job"],
+        {"conditions": [{"type": "Failed", "status": "True", "message": "Pod failed: exit code 1"}]},
+    )
 
     listed = {r.name: r for r in client.list_runs()}
     assert set(listed) == set(runs.values())
-    assert (listed[runs["pytorchjob"]].phase, listed[runs["job"]].phase, listed[runs["trainjob"]].phase) == ("Running", "Failed", "Pending")
+    assert (listed[runs["pytorchjob"]].phase, listed[runs["job"]].phase, listed[runs["trainjob"]].phase) == (
+        "Running",
+        "Failed",
+        "Pending",
+    )
     assert listed[runs["job"]].message == "Pod failed: exit code 1"
     assert listed[runs["job"]].team == "Vision Research" and listed[runs["job"]].image == IMAGE
     assert {r.name for r in client.list_runs(job_name="mnist-ddp")} == {runs["pytorchjob"], runs["job"]}
@@ -267,7 +287,9 @@ def test_list_show_and_delete_runs(cluster, tmp_path):
     assert (rec.backend, rec.image) == ("job", IMAGE)
 
     deleted = client.delete_run(runs["job"])
-    assert sorted(deleted) == sorted([f"Job/{runs['job']}", f"Service/{runs['job']}", f"ConfigMap/{runs['job']}-record"])
+    assert sorted(deleted) == sorted(
+        [f"Job/{runs['job']}", f"Service/{runs['job']}", f"ConfigMap/{runs['job']}-record"]
+    )
     assert not [o for o in fake.run_objects() if runs["job"] in o]
     assert len(fake.run_objects()) == 4
     for backend in (None, "job"):
@@ -292,7 +314,9 @@ def test_a_recorded_run_runs_again_exactly(cluster, spec):
     run, manifests = render(spec, "pytorchjob")
     client.apply(manifests)
     rec = client.read_run_record(run.name)
-    again = record.rerun_manifests(rec, "mnist-ddp-again001", deployer="bob@example.com", deployed_at="2026-03-01T00:00:00Z")
+    again = record.rerun_manifests(
+        rec, "mnist-ddp-again001", deployer="bob@example.com", deployed_at="2026-03-01T00:00:00Z"
+    )
     created = client.apply(again)
     assert [o["kind"] for o in created] == ["PyTorchJob", "ConfigMap"]
     first, second = client.get("PyTorchJob", run.name), client.get("PyTorchJob", "mnist-ddp-again001")

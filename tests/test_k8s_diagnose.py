@@ -1,6 +1,8 @@
 """Reading a run's state: ranks from each backend's pod labels, why it waits, why it failed,
 progress lines. Pods are shaped as the operators and the kubelet write them (cluster_state)."""
+
 import pytest
+
 from k8s_support import cluster_state as cs
 from k8s_support.specs import IMAGE
 from k8s_support.specs import make_run
@@ -27,7 +29,9 @@ def pods(obj, backend, *statuses):
 @pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])
 def test_every_backend_s_pods_map_to_node_ranks(tmp_path, backend):
     obj = run_object(tmp_path, backend)
-    ranks = diagnose.rank_states(reversed(pods(obj, backend, cs.running(), cs.running(), cs.running(), cs.running())), backend)
+    ranks = diagnose.rank_states(
+        reversed(pods(obj, backend, cs.running(), cs.running(), cs.running(), cs.running())), backend
+    )
     assert [(r.rank, r.index) for r in ranks] == [("0", 0), ("1", 1), ("2", 2), ("3", 3)]
     assert {r.container for r in ranks} == {cs.CONTAINER[backend]}
     assert all(r.state == "running" and r.memory_limit == "16Gi" for r in ranks)
@@ -53,7 +57,14 @@ def test_unschedulable_ranks_are_grouped_with_the_scheduler_message_and_a_fix(tm
     obj = run_object(tmp_path, "pytorchjob")
     run = summarize({**obj, "status": {"conditions": [{"type": "Running", "status": "True"}]}})
     ranks = diagnose.rank_states(
-        pods(obj, "pytorchjob", cs.running(), cs.unschedulable(GPU_FULL), cs.unschedulable(GPU_FULL), cs.unschedulable(GPU_FULL)),
+        pods(
+            obj,
+            "pytorchjob",
+            cs.running(),
+            cs.unschedulable(GPU_FULL),
+            cs.unschedulable(GPU_FULL),
+            cs.unschedulable(GPU_FULL),
+        ),
         "pytorchjob",
     )
     (finding,) = diagnose.why_waiting(run, ranks, [], [])
@@ -68,15 +79,23 @@ def test_unschedulable_ranks_are_grouped_with_the_scheduler_message_and_a_fix(tm
 @pytest.mark.parametrize(
     "message, expected",
     [
-        ('failed to pull and unpack image "r.example.com/ml/x@sha256:ab": failed to authorize: 401 Unauthorized', "imagePullSecrets"),
-        ('rpc error: code = NotFound desc = failed to pull image "r.example.com/ml/x@sha256:ab": not found', "deploy again"),
-        ('dial tcp: lookup registry.internal on 10.0.0.10:53: no such host', "reachable from inside the cluster"),
+        (
+            'failed to pull and unpack image "r.example.com/ml/x@sha256:ab": failed to authorize: 401 Unauthorized',
+            "imagePullSecrets",
+        ),
+        (
+            'rpc error: code = NotFound desc = failed to pull image "r.example.com/ml/x@sha256:ab": not found',
+            "deploy again",
+        ),
+        ("dial tcp: lookup registry.internal on 10.0.0.10:53: no such host", "reachable from inside the cluster"),
     ],
 )
 def test_image_pull_failures_say_what_to_fix(tmp_path, message, expected):
     obj = run_object(tmp_path, "job", nodes="1")
     run = summarize(obj)
-    ranks = diagnose.rank_states(pods(obj, "job", cs.waiting("ImagePullBackOff", f"Back-off pulling image: {message}")), "job")
+    ranks = diagnose.rank_states(
+        pods(obj, "job", cs.waiting("ImagePullBackOff", f"Back-off pulling image: {message}")), "job"
+    )
     (finding,) = diagnose.why_waiting(run, ranks, [], [])
     assert finding.what.startswith("rank 0 (pod ") and "cannot pull the image (ImagePullBackOff)" in finding.what
     assert message in finding.what and expected in finding.fix
@@ -93,7 +112,17 @@ def test_kueue_admission_is_explained_from_the_workload(tmp_path):
     assert finding.what == f"queued in team-a-queue (Kueue Workload {workload['metadata']['name']}): {quota}"
     assert "quota" in finding.fix
 
-    missing = cs.workload(obj, [{"type": "QuotaReserved", "status": "False", "reason": "Inadmissible", "message": "LocalQueue team-a-queue doesn't exist"}])
+    missing = cs.workload(
+        obj,
+        [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Inadmissible",
+                "message": "LocalQueue team-a-queue doesn't exist",
+            }
+        ],
+    )
     (finding,) = diagnose.why_waiting(run, [], [], [missing])
     assert "LocalQueue team-a-queue doesn't exist" in finding.what and "kubectl get localqueues" in finding.fix
 
@@ -107,7 +136,9 @@ def test_no_pods_yet_shows_the_controller_s_warning(tmp_path):
     obj = run_object(tmp_path, "job")
     run = summarize(obj)
     quota = 'pods "x-0-abcde" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8'
-    events = diagnose.run_events([cs.event("Job", run.name, "FailedCreate", quota, component="job-controller")], run.name)
+    events = diagnose.run_events(
+        [cs.event("Job", run.name, "FailedCreate", quota, component="job-controller")], run.name
+    )
     (finding,) = diagnose.why_waiting(run, [], events, [])
     assert finding.what == f"no pods yet: Job/{run.name}: FailedCreate: {quota}"
     assert "ResourceQuota" in finding.fix
@@ -115,7 +146,9 @@ def test_no_pods_yet_shows_the_controller_s_warning(tmp_path):
 
 def test_the_first_rank_to_fail_is_the_culprit_not_the_ones_stopped_after_it(tmp_path):
     obj = run_object(tmp_path, "job")
-    obj["status"] = {"conditions": [{"type": "Failed", "status": "True", "message": "Pod ml/x-1 has condition DisruptionTarget"}]}
+    obj["status"] = {
+        "conditions": [{"type": "Failed", "status": "True", "message": "Pod ml/x-1 has condition DisruptionTarget"}]
+    }
     run = summarize(obj)
     ranks = diagnose.rank_states(
         pods(
@@ -130,7 +163,9 @@ def test_the_first_rank_to_fail_is_the_culprit_not_the_ones_stopped_after_it(tmp
     )
     finding = diagnose.why_failed(run, ranks)
     assert finding.ranks == ["1"]
-    assert finding.what == f"rank 1 (pod {ranks[1].pod}) was OOMKilled: it used more memory than its limit (memory = 16Gi)"
+    assert (
+        finding.what == f"rank 1 (pod {ranks[1].pod}) was OOMKilled: it used more memory than its limit (memory = 16Gi)"
+    )
     assert "raise `memory`" in finding.fix
 
 
@@ -138,7 +173,12 @@ def test_a_restarted_rank_s_previous_container_is_the_culprit(tmp_path):
     obj = run_object(tmp_path, "pytorchjob", nodes="2")
     run = summarize({**obj, "status": {"conditions": [{"type": "Restarting", "status": "True"}]}})
     ranks = diagnose.rank_states(
-        pods(obj, "pytorchjob", cs.running(), cs.waiting("CrashLoopBackOff", "back-off 40s", restarts=3, last=cs.termination(139, "Error"))),
+        pods(
+            obj,
+            "pytorchjob",
+            cs.running(),
+            cs.waiting("CrashLoopBackOff", "back-off 40s", restarts=3, last=cs.termination(139, "Error")),
+        ),
         "pytorchjob",
     )
     rank, termination, previous = diagnose.failing_rank(ranks)
@@ -146,7 +186,10 @@ def test_a_restarted_rank_s_previous_container_is_the_culprit(tmp_path):
     finding = diagnose.why_failed(run, ranks)
     assert finding.what.endswith("crashed (SIGSEGV, exit code 139) (restarted 3 times)")
     assert finding.log_source.endswith("previous container")
-    assert diagnose.rank_explanation(ranks[1]) == "restarting after a crash: it exited with code 139 (SIGSEGV) (restarted 3 times)"
+    assert (
+        diagnose.rank_explanation(ranks[1])
+        == "restarting after a crash: it exited with code 139 (SIGSEGV) (restarted 3 times)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -166,7 +209,16 @@ def test_exit_codes_and_signals_read_as_words(code, reason, words):
 
 def test_failed_run_without_pods_says_they_are_gone(tmp_path):
     obj = run_object(tmp_path, "job")
-    obj["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}]}
+    obj["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "DeadlineExceeded",
+                "message": "Job was active longer than specified deadline",
+            }
+        ]
+    }
     finding = diagnose.why_failed(summarize(obj), [])
     assert finding.what == "Job was active longer than specified deadline"
     assert "max_runtime" in finding.fix

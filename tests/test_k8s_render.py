@@ -1,4 +1,5 @@
 """What the renderers put into manifests: the semantics each backend and operator relies on."""
+
 import dataclasses
 import re
 
@@ -6,6 +7,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+
 from k8s_support.specs import IMAGE
 from k8s_support.specs import OUTSIDE_GIT
 from k8s_support.specs import PROVENANCE
@@ -68,13 +70,23 @@ def test_pytorchjob_multi_node_gpus(tmp_path):
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec["tolerations"]
         assert replicas[rtype]["template"]["metadata"]["labels"]["vdk.io/run"] == run.name
     assert job["spec"]["nprocPerNode"] == "8"
-    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 7 * 86400, "backoffLimit": 2}
+    assert job["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "Running",
+        "ttlSecondsAfterFinished": 7 * 86400,
+        "backoffLimit": 2,
+    }
 
 
 def test_pytorchjob_elastic_queue_priority_deadline(tmp_path):
     spec = make_spec(
-        tmp_path, nodes="2:8", gpus_per_node="8", queue="team-a-queue", priority_class="high-priority",
-        max_runtime="12h", max_restarts="5", ttl_after_finished="1d",
+        tmp_path,
+        nodes="2:8",
+        gpus_per_node="8",
+        queue="team-a-queue",
+        priority_class="high-priority",
+        max_runtime="12h",
+        max_restarts="5",
+        ttl_after_finished="1d",
     )
     job = pytorchjob.render(spec, IMAGE, make_run(spec), "ml")[0]
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 7
@@ -151,10 +163,16 @@ def test_generous_rendezvous_timeouts():
 
 @pytest.mark.parametrize("mechanism", trainjob.MECHANISMS)
 def test_trainjob(tmp_path, mechanism):
-    spec = make_spec(tmp_path, nodes="4", gpus_per_node="8", max_runtime="2h", queue="q1", env={"WANDB_MODE": "offline"})
+    spec = make_spec(
+        tmp_path, nodes="4", gpus_per_node="8", max_runtime="2h", queue="q1", env={"WANDB_MODE": "offline"}
+    )
     run = make_run(spec)
     job = trainjob.render(spec, IMAGE, run, "ml", mechanism=mechanism)[0]
-    assert job["spec"]["runtimeRef"] == {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"}
+    assert job["spec"]["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
     trainer = job["spec"]["trainer"]
     assert trainer["image"] == IMAGE
     assert trainer["command"] == layout.launch_command(spec, pod.torchrun_flags())
@@ -174,7 +192,9 @@ def test_trainjob(tmp_path, mechanism):
         replicated = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
         pod_template = replicated["template"]["spec"]["template"]
         assert pod_template["metadata"]["labels"]["vdk.io/run"] == run.name
-        assert pod_template["spec"]["containers"] == [{"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}]
+        assert pod_template["spec"]["containers"] == [
+            {"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+        ]
 
 
 def test_trainer_version_to_mechanism():
@@ -203,7 +223,10 @@ def test_indexed_job_and_headless_service(tmp_path):
     assert pod_spec["subdomain"] == service["metadata"]["name"] == run.name
     env = {e["name"]: e for e in pod_spec["containers"][0]["env"]}
     assert env["PET_NNODES"]["value"] == "3" and env["PET_NPROC_PER_NODE"]["value"] == "4"
-    assert env["PET_NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert (
+        env["PET_NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
     # Rank 0 is pod <run>-0 under the Service: the hostname an Indexed Job gives its index 0.
     assert env["PET_MASTER_ADDR"]["value"] == f"{run.name}-0.{run.name}"
     assert env["PET_MASTER_PORT"]["value"] == str(pod.RENDEZVOUS_PORT)
@@ -233,7 +256,9 @@ def test_run_record_holds_what_reruns_the_run(tmp_path):
     assert rec.manifests == manifests[:-1]
     assert rec.spec == spec.to_dict() and rec.provenance["git_commit"] == PROVENANCE.git_commit
 
-    again = record.rerun_manifests(rec, "mnist-ddp-zz000001", deployer="bob@example.com", deployed_at="2026-02-01T00:00:00Z")
+    again = record.rerun_manifests(
+        rec, "mnist-ddp-zz000001", deployer="bob@example.com", deployed_at="2026-02-01T00:00:00Z"
+    )
     job, service, new_record = again
     renamed = yaml.safe_dump([job, service]).replace(f"vdk.io/rerun-of: {run.name}", "")
     assert "mnist-ddp-zz000001" in renamed and run.name not in renamed

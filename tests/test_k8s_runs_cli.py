@@ -1,6 +1,7 @@
 """`vdk list / show / delete / execute` for ml-training jobs through the real vdk CLI, the real
 `kubernetes` client and the HTTP-level fake API server, on runs that were really applied and pods,
 logs and events shaped as the operators, the scheduler and the kubelet write them."""
+
 import json
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import threading
 import time
 
 import pytest
+
 from k8s_support import cluster_state as cs
 from k8s_support.fake_apiserver import go_bool
 from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
@@ -30,7 +32,16 @@ class Cluster:
     def __init__(self, fake, client, root):
         self.fake, self.client, self.root = fake, client, root
 
-    def deploy(self, job="mnist-ddp", backend="pytorchjob", name=None, created=None, reason="nightly retrain", provenance=PROVENANCE, **keys) -> dict:
+    def deploy(
+        self,
+        job="mnist-ddp",
+        backend="pytorchjob",
+        name=None,
+        created=None,
+        reason="nightly retrain",
+        provenance=PROVENANCE,
+        **keys,
+    ) -> dict:
         spec = make_spec(self.root, name=job, **{"nodes": "2", "gpus_per_node": "8", **keys})
         run = make_run(spec, name=name, reason=reason, provenance=provenance)
         main = self.client.apply(render_run(spec, IMAGE, run, "ml", backend))[0]
@@ -43,7 +54,9 @@ class Cluster:
     def status(self, run: dict, **status):
         self.fake.set_status(PLURAL[run["metadata"]["labels"]["vdk.io/backend"]], run["metadata"]["name"], status)
 
-    def pod(self, run: dict, rank: int, status: dict, log: str | None = None, previous_log: str | None = None, **kw) -> dict:
+    def pod(
+        self, run: dict, rank: int, status: dict, log: str | None = None, previous_log: str | None = None, **kw
+    ) -> dict:
         backend = run["metadata"]["labels"]["vdk.io/backend"]
         pod = self.fake.add("pods", cs.rank_pod(run, backend, rank, status, **kw))
         name, container = pod["metadata"]["name"], cs.CONTAINER[backend]
@@ -75,7 +88,9 @@ def kube(cluster, tmp_path):  # noqa: F811
 
 
 def ok(result):
-    assert result.exit_code == 0, f"exit {result.exit_code}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}\n{result.exception!r}"
+    assert result.exit_code == 0, (
+        f"exit {result.exit_code}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}\n{result.exception!r}"
+    )
     return result
 
 
@@ -98,8 +113,31 @@ def test_list_shows_each_job_with_its_latest_run(kube):
     assert lines[1].split() == ["JOB", "TEAM", "LATEST", "RUN", "BACKEND", "PHASE", "AGE", "NODES", "x", "GPUS", "RUNS"]
     # the operator says Running, but rank 1 cannot be scheduled: the honest phase is Pending
     bert_row, mnist_row = lines[2].split(), lines[3].split()
-    assert bert_row[:6] + bert_row[7:] == ["bert-ft", "Vision", "Research", bert["metadata"]["name"], "job", "Succeeded", "1", "x", "CPU", "1"]
-    assert mnist_row[:6] + mnist_row[7:] == ["mnist-ddp", "Vision", "Research", latest["metadata"]["name"], "pytorchjob", "Pending", "2", "x", "8", "GPU", "2"]
+    assert bert_row[:6] + bert_row[7:] == [
+        "bert-ft",
+        "Vision",
+        "Research",
+        bert["metadata"]["name"],
+        "job",
+        "Succeeded",
+        "1",
+        "x",
+        "CPU",
+        "1",
+    ]
+    assert mnist_row[:6] + mnist_row[7:] == [
+        "mnist-ddp",
+        "Vision",
+        "Research",
+        latest["metadata"]["name"],
+        "pytorchjob",
+        "Pending",
+        "2",
+        "x",
+        "8",
+        "GPU",
+        "2",
+    ]
     assert bert_row[6] == "1d1h" and mnist_row[6].startswith("5m")  # ages
 
     entries = json.loads(ok(vdk("list", "-o", "json")).stdout)
@@ -128,7 +166,9 @@ def test_list_filters_by_team_and_says_when_there_is_nothing(kube, tmp_path):
     assert ok(vdk("list", "-t", "Other Team")).stdout.strip() == (
         "No ml-training runs of team Other Team in namespace ml (context fake); `vdk list -a` lists the runs of every team."
     )
-    assert ok(vdk("list", "-t", "Vision Research")).stdout.startswith("ml-training jobs of team Vision Research in namespace ml")
+    assert ok(vdk("list", "-t", "Vision Research")).stdout.startswith(
+        "ml-training jobs of team Vision Research in namespace ml"
+    )
     assert len(json.loads(ok(vdk("list", "-t", "Vision Research", "-o", "json")).stdout)) == 1
     assert len(json.loads(ok(vdk("list", "-t", "Other Team", "-a", "-o", "json")).stdout)) == 1
 
@@ -175,9 +215,20 @@ def test_show_explains_why_a_run_waits(kube):
     kube.status(run, active=3)
     kube.pod(run, 0, cs.running(), log="loading data\n")
     p1 = kube.pod(run, 1, cs.unschedulable(GPU_FULL))
-    p2 = kube.pod(run, 2, cs.waiting("ImagePullBackOff", 'Back-off pulling image "registry.example.com/ml/mnist-ddp@sha256:ab": 401 Unauthorized'))
+    p2 = kube.pod(
+        run,
+        2,
+        cs.waiting(
+            "ImagePullBackOff", 'Back-off pulling image "registry.example.com/ml/mnist-ddp@sha256:ab": 401 Unauthorized'
+        ),
+    )
     kube.fake.add("events", cs.event("Pod", p1["metadata"]["name"], "FailedScheduling", GPU_FULL, count=4))
-    kube.fake.add("events", cs.event("Pod", p2["metadata"]["name"], "Failed", "Failed to pull image: 401 Unauthorized", component="kubelet"))
+    kube.fake.add(
+        "events",
+        cs.event(
+            "Pod", p2["metadata"]["name"], "Failed", "Failed to pull image: 401 Unauthorized", component="kubelet"
+        ),
+    )
 
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert f"Latest run {name}: Pending" in out
@@ -199,7 +250,11 @@ def test_show_explains_why_a_run_waits(kube):
     assert [r["name"] for r in shown["runs"]] == [name]
     latest = shown["latest"]
     assert latest["phase"] == "Pending"
-    assert [(r["rank"], r["state"]) for r in latest["ranks"]] == [("0", "running"), ("1", "unschedulable"), ("2", "waiting: ImagePullBackOff")]
+    assert [(r["rank"], r["state"]) for r in latest["ranks"]] == [
+        ("0", "running"),
+        ("1", "unschedulable"),
+        ("2", "waiting: ImagePullBackOff"),
+    ]
     assert [f["kind"] for f in latest["findings"]] == ["waiting", "waiting"]
     assert latest["run"]["image_digest"] == IMAGE.split("@")[1]
     assert latest["run"]["git_dirty"] is True and latest["run"]["deployer"] == "ada@example.com"
@@ -213,23 +268,42 @@ def test_show_of_a_run_deployed_from_outside_git(kube):
     assert (shown["git_commit"], shown["git_dirty"]) == (None, None)
     # runs annotated by earlier versions carry git-dirty "false" without a commit: still not "clean"
     with kube.fake._lock:
-        kube.fake.objects[("kubeflow.org/v1", "pytorchjobs", "ml", run["metadata"]["name"])]["metadata"]["annotations"]["vdk.io/git-dirty"] = "false"
+        kube.fake.objects[("kubeflow.org/v1", "pytorchjobs", "ml", run["metadata"]["name"])]["metadata"]["annotations"][
+            "vdk.io/git-dirty"
+        ] = "false"
     assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["run"]["git_dirty"] is None
     assert "commit     not in git" in ok(vdk("show", "-n", "mnist-ddp")).stdout
 
 
 def test_show_explains_why_a_run_failed_with_the_failing_rank_s_previous_log(kube):
     run = kube.deploy(nodes="2")
-    kube.status(run, conditions=[{"type": "Restarting", "status": "True", "message": "PyTorchJob is restarting because 1 Worker replica(s) failed."}])
+    kube.status(
+        run,
+        conditions=[
+            {
+                "type": "Restarting",
+                "status": "True",
+                "message": "PyTorchJob is restarting because 1 Worker replica(s) failed.",
+            }
+        ],
+    )
     kube.pod(run, 0, cs.running(), log="step 1\n")
     crashed = kube.pod(
         run,
         1,
-        cs.waiting("CrashLoopBackOff", "back-off 20s restarting failed container", restarts=2, last=cs.termination(137, "OOMKilled")),
+        cs.waiting(
+            "CrashLoopBackOff",
+            "back-off 20s restarting failed container",
+            restarts=2,
+            last=cs.termination(137, "OOMKilled"),
+        ),
         previous_log="".join(f"line {i}\n" for i in range(100)) + "Killed\n",
     )
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
-    assert f"rank 1 (pod {crashed['metadata']['name']}) was OOMKilled: it used more memory than its limit (memory = 16Gi) (restarted 2 times)" in out
+    assert (
+        f"rank 1 (pod {crashed['metadata']['name']}) was OOMKilled: it used more memory than its limit (memory = 16Gi) (restarted 2 times)"
+        in out
+    )
     assert "-> raise `memory` in [ml-training]" in out
     assert f"Last lines of the log (rank 1, pod {crashed['metadata']['name']}, previous container):" in out
     assert "    | Killed" in out and "    | line 99" in out and "    | line 59" not in out
@@ -239,9 +313,24 @@ def test_show_explains_why_a_run_failed_with_the_failing_rank_s_previous_log(kub
 
 def test_show_of_a_failed_run_names_the_first_rank_to_fail_and_reads_its_log(kube):
     run = kube.deploy(backend="job", nodes="2")
-    kube.status(run, conditions=[{"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "Container pytorch for pod ml/x-1 failed with exit code 1 matching FailJob rule at index 0"}])
+    kube.status(
+        run,
+        conditions=[
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "PodFailurePolicy",
+                "message": "Container pytorch for pod ml/x-1 failed with exit code 1 matching FailJob rule at index 0",
+            }
+        ],
+    )
     kube.pod(run, 0, cs.terminated(143, finished=310), log="rank 0 stopped\n")
-    bad = kube.pod(run, 1, cs.terminated(1, finished=300), log="Traceback (most recent call last):\nModuleNotFoundError: No module named 'peft'\n")
+    bad = kube.pod(
+        run,
+        1,
+        cs.terminated(1, finished=300),
+        log="Traceback (most recent call last):\nModuleNotFoundError: No module named 'peft'\n",
+    )
     detail = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]
     assert detail["phase"] == "Failed"
     (failure,) = detail["findings"]
@@ -264,7 +353,12 @@ def test_show_of_a_run_whose_rank_0_failed_reads_its_log_once(kube):
 def test_show_reports_progress_from_rank_0(kube):
     run = kube.deploy(backend="trainjob")
     kube.status(run, jobsStatus=[{"name": "node", "active": 2}])
-    kube.pod(run, 0, cs.running(), log="[vdk-ml-training] progress step=100 total_steps=1000 loss=0.9 eta_s=4000\nnoise\n[vdk-ml-training] progress step=120 total_steps=1000 loss=0.5 eta_s=2100\nmore noise\n")
+    kube.pod(
+        run,
+        0,
+        cs.running(),
+        log="[vdk-ml-training] progress step=100 total_steps=1000 loss=0.9 eta_s=4000\nnoise\n[vdk-ml-training] progress step=120 total_steps=1000 loss=0.5 eta_s=2100\nmore noise\n",
+    )
     kube.pod(run, 1, cs.running(), log="[vdk-ml-training] progress step=999 loss=9\n")  # only rank 0 counts
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert "progress   step 120/1000, loss 0.5, ETA 35m" in out
@@ -290,7 +384,10 @@ def test_show_of_a_queued_run_quotes_kueue(kube):
     run = kube.deploy(queue="team-a-queue")
     kube.status(run, conditions=[{"type": "Suspended", "status": "True", "message": "PyTorchJob is suspended"}])
     quota = "couldn't assign flavors to pod set master: insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 16 more needed"
-    wl = kube.fake.add("workloads", cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]))
+    wl = kube.fake.add(
+        "workloads",
+        cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]),
+    )
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert f"Latest run {run['metadata']['name']}: Queued" in out
     assert f"queued in team-a-queue (Kueue Workload {wl['metadata']['name']}): {quota}" in out
@@ -326,7 +423,13 @@ def test_what_a_narrow_role_may_not_read_is_a_note_not_a_failure(kube):
 def test_logs_of_every_rank_with_pending_ranks_explained(kube):
     run = kube.deploy(nodes="4")
     kube.pod(run, 0, cs.running(), log="r0 a\nr0 b\n")
-    kube.pod(run, 1, cs.running(restarts=1, last=cs.termination(1)), log="r1 again\n", previous_log="r1 first try\nr1 crashed\n")
+    kube.pod(
+        run,
+        1,
+        cs.running(restarts=1, last=cs.termination(1)),
+        log="r1 again\n",
+        previous_log="r1 first try\nr1 crashed\n",
+    )
     kube.pod(run, 2, cs.unschedulable(GPU_FULL))
     kube.pod(run, 3, cs.waiting("ContainerCreating", node="gpu-node-3"))
     result = ok(vdk("execute", "--logs", "-n", "mnist-ddp"))
@@ -379,11 +482,18 @@ def test_follow_of_a_run_without_pods_says_why_while_it_waits(kube, monkeypatch)
     monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
     run = kube.deploy(backend="job", nodes="1", queue="team-a-queue")
     kube.status(run, conditions=[{"type": "Suspended", "status": "True"}])
-    quota = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor default-flavor"
-    kube.fake.add("workloads", cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]))
+    quota = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor default-flavor"
+    )
+    kube.fake.add(
+        "workloads",
+        cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]),
+    )
     results = {}
     # daemon: a failing assertion must not leave the test run waiting for this thread
-    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True)
+    follower = threading.Thread(
+        target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True
+    )
     follower.start()
     try:
         deadline = time.monotonic() + 10
@@ -415,7 +525,9 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     p0 = kube.pod(run, 0, cs.running(), log="r0 start\n")
     p1 = kube.pod(run, 1, cs.unschedulable(GPU_FULL))
     results = {}
-    follower = threading.Thread(target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True)
+    follower = threading.Thread(
+        target=lambda: results.setdefault("r", vdk("execute", "--logs", "--follow", "-n", "mnist-ddp")), daemon=True
+    )
     follower.start()
 
     def until(condition, what):
@@ -425,7 +537,11 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
             time.sleep(0.02)
 
     def reads_of(pod):
-        return [q for m, p, q in kube.fake.requests if p.endswith(f"/pods/{pod['metadata']['name']}/log") and go_bool(q.get("follow"))]
+        return [
+            q
+            for m, p, q in kube.fake.requests
+            if p.endswith(f"/pods/{pod['metadata']['name']}/log") and go_bool(q.get("follow"))
+        ]
 
     until(lambda: reads_of(p0), "rank 0 to be followed")
     kube.fake.append_log(p0["metadata"]["name"], "pytorch", "r0 step 1\n")
@@ -442,14 +558,24 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
     follower.join(timeout=15)
     assert not follower.is_alive(), "follow did not end with the run"
     result = ok(results["r"])
-    assert [line for line in result.stdout.splitlines() if line.startswith("[rank 0]")] == ["[rank 0] r0 start", "[rank 0] r0 step 1"]
-    assert [line for line in result.stdout.splitlines() if line.startswith("[rank 1]")] == ["[rank 1] r1 start", "[rank 1] r1 step 1"]
+    assert [line for line in result.stdout.splitlines() if line.startswith("[rank 0]")] == [
+        "[rank 0] r0 start",
+        "[rank 0] r0 step 1",
+    ]
+    assert [line for line in result.stdout.splitlines() if line.startswith("[rank 1]")] == [
+        "[rank 1] r1 start",
+        "[rank 1] r1 step 1",
+    ]
     assert f"[rank 1] cannot be scheduled: {GPU_FULL}" in result.stderr
     assert f"{run['metadata']['name']} Succeeded" in result.stderr
     # the runs were listed once, to pick the latest; every poll since read that run by its name
-    run_lists = [p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]
+    run_lists = [
+        p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))
+    ]
     assert len(run_lists) == 3
-    assert [m for m, p, _ in kube.fake.requests if p == f"/apis/batch/v1/namespaces/ml/jobs/{run['metadata']['name']}"].count("GET") > 1
+    assert [
+        m for m, p, _ in kube.fake.requests if p == f"/apis/batch/v1/namespaces/ml/jobs/{run['metadata']['name']}"
+    ].count("GET") > 1
 
 
 # --- vdk execute --start / --cancel / --list / --show, vdk delete -----------------------------------------
@@ -457,9 +583,13 @@ def test_follow_streams_every_rank_until_the_run_ends(kube, monkeypatch):
 
 def test_start_runs_a_past_run_again_exactly(kube):
     first = kube.deploy(backend="job", nodes="2", created=cs.ago(600))
-    started = json.loads(ok(vdk("execute", "--start", "-n", "mnist-ddp", "-r", "same code, new data", "-o", "json")).stdout)
+    started = json.loads(
+        ok(vdk("execute", "--start", "-n", "mnist-ddp", "-r", "same code, new data", "-o", "json")).stdout
+    )
     new = started["run"]
-    assert started["rerun_of"] == first["metadata"]["name"] and started["image"] == IMAGE and started["backend"] == "job"
+    assert (
+        started["rerun_of"] == first["metadata"]["name"] and started["image"] == IMAGE and started["backend"] == "job"
+    )
     assert new != first["metadata"]["name"] and new.startswith("mnist-ddp-")
     assert sorted(started["created"]) == sorted([f"Job/{new}", f"Service/{new}", f"ConfigMap/{new}-record"])
     again = kube.client.get("Job", new)
@@ -467,7 +597,10 @@ def test_start_runs_a_past_run_again_exactly(kube):
     old_spec = json.dumps(first["spec"]["template"]["spec"]).replace(first["metadata"]["name"], new)
     assert json.loads(old_spec) == again["spec"]["template"]["spec"]
     annotations = again["metadata"]["annotations"]
-    assert annotations["vdk.io/rerun-of"] == first["metadata"]["name"] and annotations["vdk.io/reason"] == "same code, new data"
+    assert (
+        annotations["vdk.io/rerun-of"] == first["metadata"]["name"]
+        and annotations["vdk.io/reason"] == "same code, new data"
+    )
     assert annotations["vdk.io/git-commit"] == first["metadata"]["annotations"]["vdk.io/git-commit"]
     # by default the latest run is re-run; -i picks another
     text = ok(vdk("execute", "--start", "-n", "mnist-ddp")).stdout
@@ -483,7 +616,9 @@ def test_cancel_stops_and_removes_one_run(kube):
     out = ok(vdk("execute", "--cancel", "-n", "mnist-ddp", "-i", cancel["metadata"]["name"])).stdout
     assert f"Cancelled {cancel['metadata']['name']}" in out
     assert kube.run_names() == [keep["metadata"]["name"]]
-    assert kube.fake.run_objects() == sorted([f"PyTorchJob/{keep['metadata']['name']}", f"ConfigMap/{keep['metadata']['name']}-record"])
+    assert kube.fake.run_objects() == sorted(
+        [f"PyTorchJob/{keep['metadata']['name']}", f"ConfigMap/{keep['metadata']['name']}-record"]
+    )
 
 
 def test_execute_list_and_show(kube):
@@ -492,7 +627,9 @@ def test_execute_list_and_show(kube):
     listed = json.loads(ok(vdk("execute", "--list", "-n", "mnist-ddp", "-o", "json")).stdout)
     assert [r["name"] for r in listed] == [b["metadata"]["name"], a["metadata"]["name"]]
     assert a["metadata"]["name"] in ok(vdk("execute", "--list", "-n", "mnist-ddp")).stdout
-    shown = json.loads(ok(vdk("execute", "--show", "-n", "mnist-ddp", "-i", a["metadata"]["name"], "-o", "json")).stdout)
+    shown = json.loads(
+        ok(vdk("execute", "--show", "-n", "mnist-ddp", "-i", a["metadata"]["name"], "-o", "json")).stdout
+    )
     assert shown["run"]["name"] == a["metadata"]["name"]
     result = vdk("execute", "-n", "mnist-ddp")
     assert result.exit_code == 2 and "--start, --cancel, --list, --show or --logs" in result.stderr
@@ -509,7 +646,10 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
     kube.fake.requests.clear()
     ok(vdk("delete", "-n", "mnist-ddp", input="y\n"))
     # the runs were listed once (one request per backend); each was then deleted by its name
-    assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))]) == 3
+    assert (
+        len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))])
+        == 3
+    )
     assert kube.run_names() == [other["metadata"]["name"]]
     assert not [o for o in kube.fake.run_objects() if any(r["metadata"]["name"] in o for r in runs)]
     ok(vdk("delete", "-n", "bert-ft", "--yes"))

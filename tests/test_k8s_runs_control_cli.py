@@ -3,12 +3,14 @@
 unchanged — and an unconfigured or unreachable cluster never gets in a data job's way.
 
 Runs in the Control Service environment (.venv-cs: `pip install -e '.[dev,control-service]'`)."""
+
 import json
 import threading
 from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 
 import pytest
+
 from k8s_support import cluster_state as cs
 from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
 from k8s_support.specs import IMAGE
@@ -170,7 +172,12 @@ def test_list_json_is_one_array_with_a_kind(ml_run, control_service):
     entries = json.loads(result.stdout)
     assert [(e["kind"], e["job_name"]) for e in entries] == [("ml-training", "mnist-ddp"), ("data-job", "daily-import")]
     assert entries[0]["latest_run"] == run["metadata"]["name"]
-    assert entries[1] == {"kind": "data-job", "job_name": "daily-import", "job_team": "data-team", "status": "NOT_DEPLOYED"}
+    assert entries[1] == {
+        "kind": "data-job",
+        "job_name": "daily-import",
+        "job_team": "data-team",
+        "status": "NOT_DEPLOYED",
+    }
 
 
 def test_list_of_an_unreachable_cluster_still_lists_data_jobs(ml_run, control_service):

@@ -1,7 +1,9 @@
 """Every rendered manifest validates against what a cluster enforces: the real CRD OpenAPI
 schemas in ../shared/crds/ for PyTorchJob and TrainJob (each Trainer pod-change mechanism), the
 `kubernetes` models plus API-server rules for Job, Service and ConfigMap."""
+
 import pytest
+
 from k8s_support import crd_schema
 from k8s_support.crd_schema import CRDMissing
 from k8s_support.native import native_errors
@@ -98,9 +100,16 @@ def test_trainjob_cel_rules_and_mechanism_fields_are_enforced(specs):
     assert any("RFC 1035" in m for m in messages)
     # A v2.1 server does not know runtimePatches, a v2.3 server no longer knows podTemplateOverrides.
     newest = render_run(spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.RUNTIME_PATCHES)[0]
-    older = render_run(spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.POD_TEMPLATE_OVERRIDES)[0]
-    assert [e.field for e in schema_errors(newest, trainjob.POD_TEMPLATE_OVERRIDES) if e.unknown] == ["spec.runtimePatches"]
-    assert {e.field for e in schema_errors(older, trainjob.RUNTIME_PATCHES) if e.unknown} == {"spec.labels", "spec.podTemplateOverrides"}
+    older = render_run(
+        spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.POD_TEMPLATE_OVERRIDES
+    )[0]
+    assert [e.field for e in schema_errors(newest, trainjob.POD_TEMPLATE_OVERRIDES) if e.unknown] == [
+        "spec.runtimePatches"
+    ]
+    assert {e.field for e in schema_errors(older, trainjob.RUNTIME_PATCHES) if e.unknown} == {
+        "spec.labels",
+        "spec.podTemplateOverrides",
+    }
 
 
 def test_native_checks_reject_what_a_server_would(specs):

@@ -1,6 +1,7 @@
 """`vdk run` of ml-training jobs with real torch, transformers, torchrun and processes: the examples
 pass after exactly smoke_steps steps per rank; failures, crashes, hangs and Ctrl-C end every process
 and show the root cause once; data jobs run as before; `--full` trains to completion."""
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
+
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.cli.run import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
@@ -30,7 +33,6 @@ from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import MARK
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 pytestmark = pytest.mark.slow
 
@@ -166,7 +168,9 @@ def test_an_error_in_one_rank_fails_the_run_and_shows_its_traceback_once(tmp_pat
     shutil.copytree(EXAMPLES / "ddp-nccl", job)
     script = (job / "train.py").read_text()
     injected = '            if rank == 1:\n                raise ValueError("injected failure")\n'
-    (job / "train.py").write_text(script.replace("            loss.backward()\n", "            loss.backward()\n" + injected))
+    (job / "train.py").write_text(
+        script.replace("            loss.backward()\n", "            loss.backward()\n" + injected)
+    )
 
     done = vdk_run(str(job))
 
@@ -471,11 +475,15 @@ def test_a_full_cpu_run_of_the_hugging_face_example_is_distributed(tmp_path):
     assert (job / "outputs" / "config.json").exists()
 
 
-def test_without_torch_nothing_starts_and_the_fix_is_to_install_it(tmp_path, monkeypatch, local_runs_in_a_temporary_directory):
+def test_without_torch_nothing_starts_and_the_fix_is_to_install_it(
+    tmp_path, monkeypatch, local_runs_in_a_temporary_directory
+):
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real_find_spec(name, *a)
+    )
     job = make_job(tmp_path, "no-torch", "import torch\n")
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
     assert result.exit_code != 0
@@ -500,7 +508,9 @@ time.sleep(600)
 
 
 def test_a_full_run_stopped_at_max_runtime_says_how_far_each_rank_got(tmp_path):
-    job = make_job(tmp_path, "full-hangs", STEPS_THEN_HANGS, "gpus_per_node = 0\nprocs_per_node = 1\nmax_runtime = 12s\n")
+    job = make_job(
+        tmp_path, "full-hangs", STEPS_THEN_HANGS, "gpus_per_node = 0\nprocs_per_node = 1\nmax_runtime = 12s\n"
+    )
     outcome = analyse(launch(full_plan(load_job_spec(job), gpus=0)))
     assert outcome.run.timed_out and not outcome.passed
     # the first step is written at once, later ones at most every 5 s: 1 to 3 steps, never "unknown"

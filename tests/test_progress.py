@@ -3,6 +3,7 @@
 most every VDK_ML_TRAINING_PROGRESS_SECONDS, and when the script ends; step counts are the optimizer
 steps, the total comes from a HF Trainer or VDK_ML_TRAINING_TOTAL_STEPS; `vdk show`'s parser reads
 them back; smoke runs print none; a failing reporter never fails the script."""
+
 from __future__ import annotations
 
 import io
@@ -17,13 +18,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
+
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.diagnose import parse_progress
 from vdk.plugin.ml_training.runtime import progress
 from vdk.plugin.ml_training.runtime.progress import MARK
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"

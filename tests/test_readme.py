@@ -1,5 +1,6 @@
 """README stays true: the job-format table lists exactly the keys the parser accepts, and the
 set-up commands are the ones CI runs."""
+
 import re
 from pathlib import Path
 

@@ -1,5 +1,6 @@
 """Which rank is to blame, from result files and torchrun's log as real runs write them: the rank
 that failed first, not the peers that failed because of it."""
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,9 @@ FORKED_FIRST_FAILURE = (
 )
 
 
-def make_run(tmp_path: Path, ranks: dict[int, dict], agent_log: str = "", exit_code: int = 1, timed_out=False) -> LocalRun:
+def make_run(
+    tmp_path: Path, ranks: dict[int, dict], agent_log: str = "", exit_code: int = 1, timed_out=False
+) -> LocalRun:
     job = tmp_path / "job"
     job.mkdir(parents=True)
     (job / "train.py").write_text("print()\n")
@@ -110,7 +113,8 @@ def test_a_rank_stopped_by_torchrun_after_anothers_failure_is_not_blamed(tmp_pat
             0: {"status": "failed", "ended_at": 11.0, "error": VALUE_ERROR},
             1: {"status": "running", "stack": 'Current thread 0x01 (most recent call first):\n  File "t.py", line 3'},
         },
-        FORKED_FIRST_FAILURE + "W1130 torch/distributed/elastic/multiprocessing/api.py:857] Closing process 101 via signal SIGTERM\n",
+        FORKED_FIRST_FAILURE
+        + "W1130 torch/distributed/elastic/multiprocessing/api.py:857] Closing process 101 via signal SIGTERM\n",
     )
     outcome = analyse(run)
     assert outcome.root_cause.rank == 0 and outcome.consequences == []
@@ -130,7 +134,10 @@ def test_a_crash_dump_names_the_crash_when_torchrun_names_no_status(tmp_path):
         "Fatal Python error: Segmentation fault\n\n"
         'Current thread 0x1 (most recent call first):\n  File "t.py", line 9 in <module>\n'
     )
-    ranks = {0: {"status": "failed", "ended_at": 5.0, "error": CONNECTION_CLOSED}, 1: {"status": "running", "stack": crash}}
+    ranks = {
+        0: {"status": "failed", "ended_at": 5.0, "error": CONNECTION_CLOSED},
+        1: {"status": "running", "stack": crash},
+    }
     run = make_run(tmp_path, ranks)
     outcome = analyse(run)
     assert outcome.headline == "rank 1 crashed (Segmentation fault)"
@@ -157,7 +164,10 @@ def test_torchrun_failing_before_any_rank_started(tmp_path):
 def test_a_pass_warns_about_short_loops_missing_steps_and_bad_losses(tmp_path):
     run = make_run(
         tmp_path,
-        {0: {"status": "finished", "steps": 1, "last_loss": "nan"}, 1: {"status": "finished", "steps": 1, "last_loss": 0.5}},
+        {
+            0: {"status": "finished", "steps": 1, "last_loss": "nan"},
+            1: {"status": "finished", "steps": 1, "last_loss": 0.5},
+        },
         exit_code=0,
     )
     outcome = analyse(run)
@@ -167,7 +177,11 @@ def test_a_pass_warns_about_short_loops_missing_steps_and_bad_losses(tmp_path):
         "shorter than the smoke run",
         "rank 0: the last loss is nan",
     ]
-    some = analyse(make_run(tmp_path / "b", {0: {"status": "stopped", "steps": 2}, 1: {"status": "finished", "steps": 0}}, exit_code=0))
+    some = analyse(
+        make_run(
+            tmp_path / "b", {0: {"status": "stopped", "steps": 2}, 1: {"status": "finished", "steps": 0}}, exit_code=0
+        )
+    )
     assert some.passed and some.warnings == [
         "the script ended by itself after 0 of 2 optimizer steps (smoke_steps) on rank 1: its training loop is "
         "shorter than the smoke run"
@@ -200,30 +214,36 @@ def test_no_step_because_mp_spawn_started_no_process_names_it(tmp_path):
 
 
 def test_a_full_run_without_steps_is_not_judged_by_them(tmp_path):
-    run = make_run(tmp_path, {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}, exit_code=0)
+    run = make_run(
+        tmp_path, {0: {"status": "finished", "steps": 0}, 1: {"status": "finished", "steps": 0}}, exit_code=0
+    )
     full = LocalRun(full_plan(run.plan.spec, gpus=0), run.run_dir, 0, 3.0, False)
     assert analyse(full).passed  # evaluation or export scripts train nothing, by design
 
 
 def test_where_a_rank_was_is_its_main_thread_not_a_dataloader_feeder_thread():
-    dump = ("Thread 0x00007fc1f966a6c0 (most recent call first):\n"
-            '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
-            '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 231 in _feed\n\n'
-            "Current thread 0x00007fc221dddb80 (most recent call first):\n"
-            '  File "/jobs/hang/train.py", line 60 in main\n'
-            '  File "/jobs/hang/train.py", line 71 in <module>\n')
+    dump = (
+        "Thread 0x00007fc1f966a6c0 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+        '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 231 in _feed\n\n'
+        "Current thread 0x00007fc221dddb80 (most recent call first):\n"
+        '  File "/jobs/hang/train.py", line 60 in main\n'
+        '  File "/jobs/hang/train.py", line 71 in <module>\n'
+    )
     stack = _user_stack(dump, Path("/jobs/hang"))
     assert stack and 'train.py", line 60' in stack[0], stack
 
 
 def test_where_a_rank_was_without_a_current_thread_is_the_thread_in_the_jobs_code():
-    dump = ("Fatal Python error: Segmentation fault\n\n"
-            "Thread 0x2 (most recent call first):\n"
-            '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n\n'
-            "Thread 0x1 (most recent call first):\n"
-            '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
-            '  File "/jobs/crash/train.py", line 9 in step\n'
-            '  File "/jobs/crash/train.py", line 12 in <module>\n')
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Thread 0x2 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n\n'
+        "Thread 0x1 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
+        '  File "/jobs/crash/train.py", line 9 in step\n'
+        '  File "/jobs/crash/train.py", line 12 in <module>\n'
+    )
     assert _user_stack(dump, Path("/jobs/crash")) == [
         '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
         '  File "/jobs/crash/train.py", line 9 in step',
@@ -239,7 +259,9 @@ def test_a_missing_module_says_to_install_it_and_list_it_in_requirements(tmp_pat
         "message": "ModuleNotFoundError: No module named 'sentencepiece.tokenizer'",
         "traceback": "Traceback ...\nModuleNotFoundError: No module named 'sentencepiece.tokenizer'\n",
     }
-    run = make_run(tmp_path, {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped", "steps": 2}})
+    run = make_run(
+        tmp_path, {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped", "steps": 2}}
+    )
     fix = failure_fix(analyse(run))
     assert "install the package that provides `sentencepiece`" in fix
     assert f"list it in {run.plan.spec.job_dir / 'requirements.txt'}" in fix and "dependency layer" in fix
@@ -249,8 +271,11 @@ def test_a_missing_module_says_to_install_it_and_list_it_in_requirements(tmp_pat
 
 
 def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tmp_path):
-    run = make_run(tmp_path, {0: {"status": "finished", "steps": 2}, 1: {"status": "finished", "steps": 2}},
-                   SPAWNED_FAILURES.replace("-11", "-6").replace("SIGSEGV", "SIGABRT"))
+    run = make_run(
+        tmp_path,
+        {0: {"status": "finished", "steps": 2}, 1: {"status": "finished", "steps": 2}},
+        SPAWNED_FAILURES.replace("-11", "-6").replace("SIGSEGV", "SIGABRT"),
+    )
     outcome = analyse(run)
     assert not outcome.passed
     assert outcome.headline == "rank 1 was killed by SIGABRT after its script ended, while Python shut down"

@@ -1,5 +1,6 @@
 """Multi-GPU training with DistributedDataParallel, launched by torchrun (as in the PyTorch
 "Multi GPU training with DDP" tutorial): one process per GPU, NCCL, a DistributedSampler."""
+
 import argparse
 import os
 

@@ -3,6 +3,7 @@
 The model is built from a config (no download) and the data is synthetic, so the example runs
 offline; swap in `AutoModelForSequenceClassification.from_pretrained(...)` and a `datasets`
 dataset for real work."""
+
 import argparse
 
 import torch

@@ -1,5 +1,6 @@
 """A small convolutional network on 28x28 images, trained with a plain loop on one GPU
 (the PyTorch quickstart's structure; synthetic images instead of FashionMNIST keep it offline)."""
+
 import argparse
 
 import torch

@@ -1,4 +1,5 @@
 """Test images and jobs for the image tests (imported by conftest and the tests)."""
+
 from __future__ import annotations
 
 import shutil
@@ -6,7 +7,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from image_servers import podman
 
 # Stands in for Python in the busybox test base: reports what the job image set up for the
@@ -64,11 +64,16 @@ def push_base(podman_root: Path, tarball: Path, destination: str, format: str = 
     makes the test base, so the builder is tested against images it did not write itself."""
     local = "localhost/vdk-test-base:1"
     podman(
-        podman_root, "import",
-        "--change", "ENV PATH=/usr/local/bin:/bin",
-        "--change", "ENV PYTHONPATH=/base/lib",
-        "--change", "ENV BASE_MARKER=from-base",
-        str(tarball), local,
+        podman_root,
+        "import",
+        "--change",
+        "ENV PATH=/usr/local/bin:/bin",
+        "--change",
+        "ENV PYTHONPATH=/base/lib",
+        "--change",
+        "ENV BASE_MARKER=from-base",
+        str(tarball),
+        local,
     )
     podman(podman_root, "push", "--tls-verify=false", "--format", format, local, destination)
     return destination

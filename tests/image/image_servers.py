@@ -1,4 +1,5 @@
 """Real servers for the image tests: Debian's docker-registry, and a fault-injecting loopback proxy."""
+
 from __future__ import annotations
 
 import http.client
@@ -32,7 +33,11 @@ class Registry:
     """`docker-registry serve CONFIG` on a free 127.0.0.1 port with storage in `root`."""
 
     def __init__(
-        self, root: Path, htpasswd: Path | None = None, tls: tuple[Path, Path] | None = None, token: "TokenServer | None" = None
+        self,
+        root: Path,
+        htpasswd: Path | None = None,
+        tls: tuple[Path, Path] | None = None,
+        token: TokenServer | None = None,
     ):
         self.root = root
         self.port = free_port()
@@ -60,8 +65,12 @@ class Registry:
             config += ["auth:", "  htpasswd:", "    realm: test-registry", f"    path: {htpasswd}"]
         if token:
             config += [
-                "auth:", "  token:", f"    realm: {token.realm}", f"    service: {token.service}",
-                f"    issuer: {token.issuer}", f"    rootcertbundle: {tls[0] if tls else ''}",
+                "auth:",
+                "  token:",
+                f"    realm: {token.realm}",
+                f"    service: {token.service}",
+                f"    issuer: {token.issuer}",
+                f"    rootcertbundle: {tls[0] if tls else ''}",
             ]
         self.config = root / "config.yml"
         self.config.write_text("\n".join(config) + "\n")
@@ -157,7 +166,9 @@ class FaultProxy:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")}
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")
+                }
                 if body or self.command in ("PUT", "POST", "PATCH"):
                     headers["Content-Length"] = str(len(body))
                 upstream.request(self.command, self.path, body=body, headers=headers)
@@ -209,9 +220,26 @@ class FaultProxy:
 def self_signed_cert(directory: Path, ip: str = "127.0.0.1") -> tuple[Path, Path]:
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={ip}",
-         "-addext", f"subjectAltName=IP:{ip}", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={ip}",
+            "-addext",
+            f"subjectAltName=IP:{ip}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 
@@ -219,8 +247,18 @@ def self_signed_cert(directory: Path, ip: str = "127.0.0.1") -> tuple[Path, Path
 def podman(root: Path, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
     """podman with its own storage under `root` (vfs, runc): no daemon, nothing shared with the host."""
     argv = [
-        "podman", "--root", str(root / "storage"), "--runroot", str(root / "run"),
-        "--storage-driver", "vfs", "--runtime", "runc", "--events-backend", "file", *args,
+        "podman",
+        "--root",
+        str(root / "storage"),
+        "--runroot",
+        str(root / "run"),
+        "--storage-driver",
+        "vfs",
+        "--runtime",
+        "runc",
+        "--events-backend",
+        "file",
+        *args,
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_CONFIG", "REGISTRY_AUTH_FILE", "XDG_CONFIG_HOME")}
     env.update(XDG_RUNTIME_DIR=str(root / "xdg"), HOME=str(root))
@@ -242,7 +280,9 @@ class TokenServer:
     HTTPS: checks Basic credentials, grants what each scope asks for, and signs an RS256 JWT with
     the test key (openssl does the signing), the certificate in its `x5c` header."""
 
-    def __init__(self, cert: Path, key: Path, users: dict[str, str], issuer: str = "test-issuer", service: str = "test-registry"):
+    def __init__(
+        self, cert: Path, key: Path, users: dict[str, str], issuer: str = "test-issuer", service: str = "test-registry"
+    ):
         import base64
         import json
         import ssl
@@ -281,12 +321,22 @@ class TokenServer:
                     granted = actions.split(",") if user else []  # anonymous users get nothing
                     access.append({"type": kind, "name": name, "actions": granted})
                 now = int(time.time())
-                claims = {"iss": issuer, "sub": user or "", "aud": service, "exp": now + 300, "nbf": now - 10,
-                          "iat": now, "jti": uuid.uuid4().hex, "access": access}
+                claims = {
+                    "iss": issuer,
+                    "sub": user or "",
+                    "aud": service,
+                    "exp": now + 300,
+                    "nbf": now - 10,
+                    "iat": now,
+                    "jti": uuid.uuid4().hex,
+                    "access": access,
+                }
                 signing_input = f"{header}.{_b64url(json.dumps(claims).encode())}"
                 signature = subprocess.run(
-                    ["openssl", "dgst", "-sha256", "-sign", str(key)], input=signing_input.encode(),
-                    capture_output=True, check=True,
+                    ["openssl", "dgst", "-sha256", "-sign", str(key)],
+                    input=signing_input.encode(),
+                    capture_output=True,
+                    check=True,
                 ).stdout
                 body = json.dumps({"token": f"{signing_input}.{_b64url(signature)}", "expires_in": 300}).encode()
                 self.send_response(200)

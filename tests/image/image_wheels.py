@@ -1,4 +1,5 @@
 """Hand-made wheels and sdists, so dependency tests need no package index."""
+
 from __future__ import annotations
 
 import base64

@@ -1,4 +1,5 @@
 """Image references and what well-known base images bring."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,7 +19,10 @@ DIGEST = "sha256:" + "ab" * 32
     "text, expected",
     [
         ("busybox", ("docker.io", "library/busybox", "latest", None)),
-        ("pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime", ("docker.io", "pytorch/pytorch", "2.13.0-cuda13.0-cudnn9-runtime", None)),
+        (
+            "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
+            ("docker.io", "pytorch/pytorch", "2.13.0-cuda13.0-cudnn9-runtime", None),
+        ),
         ("nvcr.io/nvidia/pytorch:25.01-py3", ("nvcr.io", "nvidia/pytorch", "25.01-py3", None)),
         ("127.0.0.1:5000/base/img:1", ("127.0.0.1:5000", "base/img", "1", None)),
         ("localhost/img", ("localhost", "img", "latest", None)),
@@ -81,10 +85,18 @@ def test_ngc_and_python_bases(tmp_path):
 
 
 def test_config_keys_override_and_extend_the_table(tmp_path):
-    info = base_info(spec_for(tmp_path, "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime", "base_python_version = 3.12\nbase_provides = deepspeed, Flash_Attn\n"))
+    info = base_info(
+        spec_for(
+            tmp_path,
+            "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
+            "base_python_version = 3.12\nbase_provides = deepspeed, Flash_Attn\n",
+        )
+    )
     assert info.python_version == "3.12"
     assert {"torch", "deepspeed", "flash-attn"} <= set(info.provides)
-    custom = base_info(spec_for(tmp_path, "registry.example.com/ml/base:7", "base_python_version = 3.10\nbase_provides = torch\n"))
+    custom = base_info(
+        spec_for(tmp_path, "registry.example.com/ml/base:7", "base_python_version = 3.10\nbase_provides = torch\n")
+    )
     assert (custom.python_version, custom.provides) == ("3.10", ("torch",))
     assert "base_python_version" in custom.source
 

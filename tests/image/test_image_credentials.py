@@ -1,4 +1,5 @@
 """Credentials are found where `docker login` / `podman login` and credential helpers keep them."""
+
 from __future__ import annotations
 
 import base64
@@ -38,13 +39,16 @@ def fake_helper(bin_dir, name, answers):
 
 
 def test_inline_docker_config_with_url_keys(tmp_path):
-    write_json(tmp_path / "docker-config" / "config.json", {
-        "auths": {
-            "https://index.docker.io/v1/": {"auth": auth("hubuser", "hubpass")},
-            "registry.example.com": {"auth": auth("ada", "s3cret")},
-            "http://127.0.0.1:5000": {"username": "local", "password": "pw"},
-        }
-    })
+    write_json(
+        tmp_path / "docker-config" / "config.json",
+        {
+            "auths": {
+                "https://index.docker.io/v1/": {"auth": auth("hubuser", "hubpass")},
+                "registry.example.com": {"auth": auth("ada", "s3cret")},
+                "http://127.0.0.1:5000": {"username": "local", "password": "pw"},
+            }
+        },
+    )
     found = find_credentials("registry.example.com").credentials
     assert (found.username, found.password) == ("ada", "s3cret")
     assert "config.json" in found.source and "s3cret" not in repr(found)
@@ -55,12 +59,19 @@ def test_inline_docker_config_with_url_keys(tmp_path):
 
 
 def test_podman_auth_file_comes_first_and_repository_keys_are_most_specific(tmp_path, monkeypatch):
-    write_json(tmp_path / "docker-config" / "config.json", {"auths": {"registry.example.com": {"auth": auth("docker", "d")}}})
+    write_json(
+        tmp_path / "docker-config" / "config.json", {"auths": {"registry.example.com": {"auth": auth("docker", "d")}}}
+    )
     podman_file = tmp_path / "xdg-runtime" / "containers" / "auth.json"
-    write_json(podman_file, {"auths": {
-        "registry.example.com": {"auth": auth("podman", "p")},
-        "registry.example.com/team-a": {"auth": auth("team-a-robot", "t")},
-    }})
+    write_json(
+        podman_file,
+        {
+            "auths": {
+                "registry.example.com": {"auth": auth("podman", "p")},
+                "registry.example.com/team-a": {"auth": auth("team-a-robot", "t")},
+            }
+        },
+    )
     assert find_credentials("registry.example.com", "ml/job").credentials.username == "podman"
     assert find_credentials("registry.example.com", "team-a/job").credentials.username == "team-a-robot"
     explicit = tmp_path / "explicit.json"
@@ -74,11 +85,14 @@ def test_cred_helpers_and_creds_store(tmp_path, monkeypatch):
     fake_helper(bin_dir, "corp", {"registry.example.com": ["helper-user", "helper-secret"]})
     fake_helper(bin_dir, "desktop", {"https://index.docker.io/v1/": ["store-user", "store-secret"]})
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    write_json(tmp_path / "docker-config" / "config.json", {
-        "credHelpers": {"registry.example.com": "corp"},
-        "credsStore": "desktop",
-        "auths": {"fallback.example.com": {"auth": auth("inline", "i")}},
-    })
+    write_json(
+        tmp_path / "docker-config" / "config.json",
+        {
+            "credHelpers": {"registry.example.com": "corp"},
+            "credsStore": "desktop",
+            "auths": {"fallback.example.com": {"auth": auth("inline", "i")}},
+        },
+    )
     via_helper = find_credentials("registry.example.com").credentials
     assert (via_helper.username, via_helper.password) == ("helper-user", "helper-secret")
     assert "credHelpers: corp" in via_helper.source

@@ -1,14 +1,17 @@
 """The dependency layer: real uv resolving hand-made wheels from a local directory (no index)."""
+
 from __future__ import annotations
 
 import dataclasses
 import gzip
 import io
 import os
-import time
 import tarfile
+import time
 
 import pytest
+from image_wheels import make_sdist
+from image_wheels import make_wheel
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import deps
@@ -18,8 +21,6 @@ from vdk.plugin.ml_training.image.errors import DependencyError
 from vdk.plugin.ml_training.image.errors import NoWheelError
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.job import load_job_spec
-from image_wheels import make_sdist
-from image_wheels import make_wheel
 
 PYTORCH_BASE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 
@@ -67,7 +68,9 @@ def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path
     names = set(members)
     assert "opt/vdk-ml/deps/torch_addon/__init__.py" in names
     assert "opt/vdk-ml/deps/tinydep/__init__.py" in names
-    assert not any(n.startswith(("opt/vdk-ml/deps/torch/", "opt/vdk-ml/deps/torchvision", "opt/vdk-ml/deps/nvidia")) for n in names)
+    assert not any(
+        n.startswith(("opt/vdk-ml/deps/torch/", "opt/vdk-ml/deps/torchvision", "opt/vdk-ml/deps/nvidia")) for n in names
+    )
     script = members["opt/vdk-ml/deps/bin/tiny"][1]
     assert script.startswith(b"#!/usr/bin/env python\n")  # not this machine's interpreter
     assert members["opt/vdk-ml/deps/bin/tiny"][0].mode == 0o755
@@ -84,11 +87,18 @@ def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkey
     monkeypatch.setattr(deps, "_install", no_uv)
     again = deps.dependency_layer(spec, info, Progress())
     assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
-    assert deps.cached_layer(spec.job_dir / "requirements.txt", info).packages == (("helperdep", "2.0"), ("tinydep", "1.0"))
+    assert deps.cached_layer(spec.job_dir / "requirements.txt", info).packages == (
+        ("helperdep", "2.0"),
+        ("tinydep", "1.0"),
+    )
     planned = plan_image(spec, "registry.example.com/ml", audit.collect(spec.job_dir)).layers[0]
-    assert planned.name == "dependencies" and "requirements.txt, cached: 2 packages, " in planned.detail  # the dry run says so
+    assert (
+        planned.name == "dependencies" and "requirements.txt, cached: 2 packages, " in planned.detail
+    )  # the dry run says so
     # Another base with the same Python, platform and torch (or the same tag re-pushed): reused.
-    devel = job_with(tmp_path, wheelhouse, "tinydep\n", base_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-devel", name="devel")
+    devel = job_with(
+        tmp_path, wheelhouse, "tinydep\n", base_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-devel", name="devel"
+    )
     assert deps.dependency_layer(devel, base_info(devel), Progress()).blob.digest == first.blob.digest
     newer_python = dataclasses.replace(spec, base_python_version="3.12")
     with pytest.raises(AssertionError, match="must not run"):

@@ -1,4 +1,5 @@
 """The dry run: what the image would hold, worked out from local files alone."""
+
 from __future__ import annotations
 
 import shutil
@@ -6,6 +7,7 @@ import socket
 import subprocess
 
 import pytest
+from image_jobs import write_job
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.errors import JobConfigError
@@ -14,7 +16,6 @@ from vdk.plugin.ml_training.image import sources
 from vdk.plugin.ml_training.image.errors import ImageBuildError
 from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.job import load_job_spec
-from image_jobs import write_job
 
 BASE = "registry.example.com/ml/base:1"
 
@@ -30,7 +31,9 @@ def no_network(monkeypatch):
 
 
 def provenance(job, commit="0" * 40, remote="https://git.example.com/ml/jobs.git", dirty=False):
-    return audit.Provenance(commit, dirty, "f" * 64 if dirty else None, remote, "ada@example.com", "2026-01-01T00:00:00Z")
+    return audit.Provenance(
+        commit, dirty, "f" * 64 if dirty else None, remote, "ada@example.com", "2026-01-01T00:00:00Z"
+    )
 
 
 def test_plan_reports_layers_exclusions_warnings_and_reference_without_contacting_anything(tmp_path, no_network):
@@ -54,7 +57,16 @@ def test_plan_reports_layers_exclusions_warnings_and_reference_without_contactin
         "data/": ".gitignore: data/",
         "train.log": ".gitignore: *.log",
     }
-    assert plan.command == ("python", "-m", "torch.distributed.run", "-m", "vdk.plugin.ml_training.runtime.bootstrap", "train.py", "--epochs", "2")
+    assert plan.command == (
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "-m",
+        "vdk.plugin.ml_training.runtime.bootstrap",
+        "train.py",
+        "--epochs",
+        "2",
+    )
     assert plan.env["PYTHONPATH"] == "/opt/vdk-ml/deps:/opt/vdk-ml/lib" and plan.env["PYTHONUNBUFFERED"] == "1"
     assert plan.labels["org.opencontainers.image.revision"] == "0" * 40
     assert plan.labels["io.vdk.ml-training.team"] == "ml-platform"
@@ -74,7 +86,9 @@ def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_networ
     first = plan_image(spec, "registry.example.com/ml", provenance(job)).reference
     assert plan_image(spec, "registry.example.com/ml", provenance(job)).reference == first
     # The deployer and the moment of the build are not part of the image.
-    other_user = audit.Provenance("0" * 40, False, None, "https://git.example.com/ml/jobs.git", "bob@example.com", "2027-05-05T00:00:00Z")
+    other_user = audit.Provenance(
+        "0" * 40, False, None, "https://git.example.com/ml/jobs.git", "bob@example.com", "2027-05-05T00:00:00Z"
+    )
     assert plan_image(spec, "registry.example.com/ml", other_user).reference == first
     (job / "model.py").write_text("def train():\n    print('changed')\n")
     assert plan_image(spec, "registry.example.com/ml", provenance(job)).reference != first

@@ -1,4 +1,5 @@
 """What a build shows while it works (stderr)."""
+
 from __future__ import annotations
 
 import io

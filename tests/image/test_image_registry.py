@@ -1,5 +1,6 @@
 """Building and pushing against the real registry process (Debian's docker-registry), pulled and
 run with podman; faults injected by a loopback proxy; credentials checked by an htpasswd registry."""
+
 from __future__ import annotations
 
 import base64
@@ -14,6 +15,17 @@ import tarfile
 import bcrypt
 import pytest
 import requests
+from image_jobs import build_rootfs
+from image_jobs import push_base
+from image_jobs import write_job
+from image_servers import Fault
+from image_servers import FaultProxy
+from image_servers import Registry
+from image_servers import TokenServer
+from image_servers import free_port
+from image_servers import podman
+from image_servers import self_signed_cert
+from image_wheels import make_wheel
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
@@ -26,17 +38,6 @@ from vdk.plugin.ml_training.image import StderrProgress
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.job import load_job_spec
-from image_jobs import build_rootfs
-from image_jobs import push_base
-from image_jobs import write_job
-from image_servers import Fault
-from image_servers import FaultProxy
-from image_servers import Registry
-from image_servers import TokenServer
-from image_servers import free_port
-from image_servers import podman
-from image_servers import self_signed_cert
-from image_wheels import make_wheel
 
 pytestmark = pytest.mark.slow
 FAST_RETRY = RetryPolicy(attempts=4, first_delay=0.01, max_delay=0.05)
@@ -52,7 +53,9 @@ def _ca(registry):
 
 
 def get_manifest(registry, repo, ref, auth=None):
-    r = requests.get(f"{registry.url}/v2/{repo}/manifests/{ref}", headers={"Accept": ACCEPT}, auth=auth, verify=_ca(registry))
+    r = requests.get(
+        f"{registry.url}/v2/{repo}/manifests/{ref}", headers={"Accept": ACCEPT}, auth=auth, verify=_ca(registry)
+    )
     r.raise_for_status()
     return r.json(), r.headers["Docker-Content-Digest"]
 
@@ -71,7 +74,9 @@ def tar_names(blob: bytes) -> set[str]:
 def git(cwd, *args):
     return subprocess.run(
         ["git", "-c", "user.email=ada@example.com", "-c", "user.name=Ada", "-C", str(cwd), *args],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
 
 
@@ -120,7 +125,11 @@ def test_one_changed_file_changes_only_the_code_layer_config_and_manifest(tmp_pa
     assert old["config"]["digest"] != new["config"]["digest"]
     assert [l["digest"] for l in old["layers"][:-1]] == [l["digest"] for l in new["layers"][:-1]]
     assert old["layers"][-1]["digest"] != new["layers"][-1]["digest"]
-    assert [(l.name, l.action) for l in after.layers] == [("base", "present"), ("runtime", "present"), ("code", "uploaded")]
+    assert [(l.name, l.action) for l in after.layers] == [
+        ("base", "present"),
+        ("runtime", "present"),
+        ("code", "uploaded"),
+    ]
     assert after.uploaded_bytes < 2000  # the code layer alone, whatever the base's size
     config = json.loads(get_blob(registry, "ml/change-job", new["config"]["digest"]))
     old_config = json.loads(get_blob(registry, "ml/change-job", old["config"]["digest"]))
@@ -149,8 +158,16 @@ def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_im
 
     podman(podman_root, "pull", "--tls-verify=false", image.reference)
     run = podman(
-        podman_root, "run", "--rm", "--network", "host",
-        "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", image.reference,
+        podman_root,
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        image.reference,
     )
     report = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
     launch = layout.launch_command(load_job_spec(job))
@@ -163,8 +180,21 @@ def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_im
     assert report["module_file"] == f"{layout.LIB_DIR}/vdk/plugin/ml_training/runtime/bootstrap.py"
     assert report["entrypoint_file"] == f"{layout.JOB_DIR}/train.py"
     assert f"package={layout.DEPS_DIR}/tinydep/__init__.py" in run.stdout
-    script = podman(podman_root, "run", "--rm", "--network", "host", "--ulimit", "nofile=1024:1024",
-                    "--ulimit", "nproc=1024:1024", image.reference, "head", "-1", f"{layout.DEPS_DIR}/bin/tiny")
+    script = podman(
+        podman_root,
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        image.reference,
+        "head",
+        "-1",
+        f"{layout.DEPS_DIR}/bin/tiny",
+    )
     assert script.stdout.strip() == "#!/usr/bin/env python"
 
     inspect = json.loads(podman(podman_root, "image", "inspect", image.reference).stdout)[0]
@@ -203,7 +233,10 @@ def test_registry_errors_and_dropped_connections_are_retried(tmp_path, registry,
         assert "kept failing to store manifest" in caught.value.problem and "4 attempts" in caught.value.problem
         planned = plan_image(load_job_spec(job), f"{proxy.host}/ml", audit.collect(job)).reference
         tag = planned.rpartition(":")[2]
-        assert requests.get(f"{registry.url}/v2/ml/flaky-job/manifests/{tag}", headers={"Accept": ACCEPT}).status_code == 404
+        assert (
+            requests.get(f"{registry.url}/v2/ml/flaky-job/manifests/{tag}", headers={"Accept": ACCEPT}).status_code
+            == 404
+        )
     finally:
         proxy.stop()
 
@@ -224,7 +257,9 @@ def other_registry(tmp_path_factory):
     server.stop()
 
 
-def test_a_base_in_another_registry_is_streamed_across_and_a_dropped_stream_retried(tmp_path, registry, base_image, other_registry):
+def test_a_base_in_another_registry_is_streamed_across_and_a_dropped_stream_retried(
+    tmp_path, registry, base_image, other_registry
+):
     proxy = FaultProxy(registry.port)
     try:
         proxy.faults = [Fault("GET", r"/blobs/sha256:", "drop-body")]
@@ -286,7 +321,9 @@ def test_credentials_missing_wrong_and_right(tmp_path, base_image, auth_registry
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     helper = bin_dir / "docker-credential-test"
-    helper.write_text('#!/bin/sh\nread server\necho "{\\"ServerURL\\": \\"$server\\", \\"Username\\": \\"ada\\", \\"Secret\\": \\"correct-horse\\"}"\n')
+    helper.write_text(
+        '#!/bin/sh\nread server\necho "{\\"ServerURL\\": \\"$server\\", \\"Username\\": \\"ada\\", \\"Secret\\": \\"correct-horse\\"}"\n'
+    )
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     (tmp_path / "docker-config" / "config.json").write_text(json.dumps({"credHelpers": {auth_registry.host: "test"}}))
@@ -320,17 +357,26 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
     docker_login(tmp_path, token_registry.host, "ada", "correct-horse")
     first = build(job, token_registry.host, retry=FAST_RETRY)
     assert {l.action for l in first.layers} == {"copied", "uploaded"}
-    assert any(user == "ada" and "repository:ml/token-job:pull,push" in scopes for user, scopes in token_registry.tokens.requests)
+    assert any(
+        user == "ada" and "repository:ml/token-job:pull,push" in scopes
+        for user, scopes in token_registry.tokens.requests
+    )
 
     # A second job whose base is the first job's image, in the same (token-protected) registry:
     # its layers are mounted across repositories with a token that covers both. The second job's
     # repository has its own login (a `host/repository` key, as podman writes for robot accounts):
     # it is used there, and the registry's login for the base.
     second = write_job(tmp_path / "derived-job", first.reference)
-    (tmp_path / "docker-config" / "config.json").write_text(json.dumps({"auths": {
-        token_registry.host: {"auth": base64.b64encode(b"ada:correct-horse").decode()},
-        f"{token_registry.host}/ml/derived-job": {"auth": base64.b64encode(b"robot:robot-secret").decode()},
-    }}))
+    (tmp_path / "docker-config" / "config.json").write_text(
+        json.dumps(
+            {
+                "auths": {
+                    token_registry.host: {"auth": base64.b64encode(b"ada:correct-horse").decode()},
+                    f"{token_registry.host}/ml/derived-job": {"auth": base64.b64encode(b"robot:robot-secret").decode()},
+                }
+            }
+        )
+    )
     token_registry.tokens.requests.clear()
     derived = build(second, token_registry.host, retry=FAST_RETRY)
     assert [l.action for l in derived.layers if l.name == "base"] == ["mounted"] * 3
@@ -369,14 +415,25 @@ def test_a_missing_base_and_a_base_without_linux_amd64_are_clear_errors(tmp_path
     # An index (multi-platform base) that only has an arm64 variant.
     raw = requests.get(f"{registry.url}/v2/base/busybox/manifests/1", headers={"Accept": ACCEPT})
     digest = raw.headers["Docker-Content-Digest"]
-    index = json.dumps({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": raw.headers["Content-Type"], "digest": digest, "size": len(raw.content),
-                       "platform": {"os": "linux", "architecture": "arm64"}}],
-    })
-    requests.put(f"{registry.url}/v2/base/busybox/manifests/arm-only", data=index,
-                 headers={"Content-Type": "application/vnd.oci.image.index.v1+json"}).raise_for_status()
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": raw.headers["Content-Type"],
+                    "digest": digest,
+                    "size": len(raw.content),
+                    "platform": {"os": "linux", "architecture": "arm64"},
+                }
+            ],
+        }
+    )
+    requests.put(
+        f"{registry.url}/v2/base/busybox/manifests/arm-only",
+        data=index,
+        headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
+    ).raise_for_status()
     arm = write_job(tmp_path / "arm-job", f"{registry.host}/base/busybox:arm-only")
     with pytest.raises(BaseImageError, match="has no linux/amd64 variant \\(it has linux/arm64\\)"):
         build(arm, registry.host, retry=FAST_RETRY)
@@ -384,8 +441,11 @@ def test_a_missing_base_and_a_base_without_linux_amd64_are_clear_errors(tmp_path
     # The same index with an amd64 entry: that manifest is used, and the base pinned by its digest.
     multi = json.loads(index)
     multi["manifests"].append({**multi["manifests"][0], "platform": {"os": "linux", "architecture": "amd64"}})
-    requests.put(f"{registry.url}/v2/base/busybox/manifests/multi", data=json.dumps(multi),
-                 headers={"Content-Type": "application/vnd.oci.image.index.v1+json"}).raise_for_status()
+    requests.put(
+        f"{registry.url}/v2/base/busybox/manifests/multi",
+        data=json.dumps(multi),
+        headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
+    ).raise_for_status()
     image = build(write_job(tmp_path / "multi-job", f"{registry.host}/base/busybox:multi"), registry.host)
     assert image.base_reference == f"{registry.host}/base/busybox@{digest}"
 
@@ -399,6 +459,16 @@ def test_a_docker_schema2_base_gives_a_docker_schema2_image(tmp_path, registry, 
     assert manifest["config"]["mediaType"] == "application/vnd.docker.container.image.v1+json"
     assert {l["mediaType"] for l in manifest["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
     podman(podman_root, "pull", "--tls-verify=false", image.reference)
-    run = podman(podman_root, "run", "--rm", "--network", "host", "--ulimit", "nofile=1024:1024",
-                 "--ulimit", "nproc=1024:1024", image.reference)
+    run = podman(
+        podman_root,
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=1024:1024",
+        image.reference,
+    )
     assert f"entrypoint_file={layout.JOB_DIR}/train.py" in run.stdout

@@ -1,4 +1,5 @@
 """What the code layer takes from a job directory, and what it leaves out and why."""
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,24 @@ def scanned(job):
 def test_secrets_and_clutter_are_always_excluded_with_a_reason(tmp_path):
     job = tmp_path / "job"
     for path in [
-        "train.py", "pkg/model.py", "notes/keys.md",  # kept
-        ".env", ".env.production", "sub/.envrc", "svc.keytab", "id_rsa", "certs/server.key", ".netrc",
-        ".aws/credentials", "deploy/.kube/config", "creds/.docker/config.json", "token.p12",
-        "pkg/__pycache__/model.cpython-311.pyc", "stale.pyc", ".git/HEAD", ".venv/bin/python",
+        "train.py",
+        "pkg/model.py",
+        "notes/keys.md",  # kept
+        ".env",
+        ".env.production",
+        "sub/.envrc",
+        "svc.keytab",
+        "id_rsa",
+        "certs/server.key",
+        ".netrc",
+        ".aws/credentials",
+        "deploy/.kube/config",
+        "creds/.docker/config.json",
+        "token.p12",
+        "pkg/__pycache__/model.cpython-311.pyc",
+        "stale.pyc",
+        ".git/HEAD",
+        ".venv/bin/python",
     ]:
         write(job, path)
     write(job, "envs/old/pyvenv.cfg", "home = /usr/bin\n")  # a venv under any name
@@ -65,8 +80,16 @@ def test_gitignore_at_every_level_and_vdkignore_can_bring_files_back(tmp_path):
     write(job, "pkg/.gitignore", "generated_*.py\n")
     write(job, ".vdkignore", "notebooks/\n!data/\n")
     for path in [
-        "train.py", "model.ckpt", "outputs/run1/metrics.json", "scratch/tmp.txt", "data/labels.csv",
-        "debug.log", "keep.log", "pkg/core.py", "pkg/generated_parser.py", "notebooks/explore.ipynb",
+        "train.py",
+        "model.ckpt",
+        "outputs/run1/metrics.json",
+        "scratch/tmp.txt",
+        "data/labels.csv",
+        "debug.log",
+        "keep.log",
+        "pkg/core.py",
+        "pkg/generated_parser.py",
+        "notebooks/explore.ipynb",
         "other/outputs/kept.txt",
     ]:
         write(job, path)
@@ -74,8 +97,14 @@ def test_gitignore_at_every_level_and_vdkignore_can_bring_files_back(tmp_path):
     files, excluded = scanned(job)
 
     assert files == [
-        ".gitignore", ".vdkignore", "data/labels.csv", "keep.log", "other/outputs/kept.txt",
-        "pkg/.gitignore", "pkg/core.py", "train.py",
+        ".gitignore",
+        ".vdkignore",
+        "data/labels.csv",
+        "keep.log",
+        "other/outputs/kept.txt",
+        "pkg/.gitignore",
+        "pkg/core.py",
+        "train.py",
     ]
     assert excluded["model.ckpt"] == "../../.gitignore: *.ckpt"
     assert excluded["outputs/"] == "../../.gitignore: /jobs/train-job/outputs/"

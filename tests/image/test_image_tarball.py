@@ -1,4 +1,5 @@
 """Layer tarballs are byte-for-byte reproducible, whatever the files' times, owners and modes."""
+
 from __future__ import annotations
 
 import gzip

@@ -1,5 +1,6 @@
 """What the operators, the scheduler, the kubelet and Kueue write about a run, for the fake API
 server: pods with each backend's operator labels and real status shapes, events, Workloads."""
+
 from __future__ import annotations
 
 import secrets
@@ -25,7 +26,15 @@ def run_labels(run_obj: dict) -> dict:
     return {k: v for k, v in labels.items() if k.startswith("vdk.io/") or k == "app.kubernetes.io/managed-by"}
 
 
-def rank_pod(run_obj: dict, backend: str, rank: int, status: dict, memory: str = "16Gi", created: str | None = None, suffix: str | None = None) -> dict:
+def rank_pod(
+    run_obj: dict,
+    backend: str,
+    rank: int,
+    status: dict,
+    memory: str = "16Gi",
+    created: str | None = None,
+    suffix: str | None = None,
+) -> dict:
     """The pod of node rank `rank` as the backend's controller names and labels it."""
     run = run_obj["metadata"]["name"]
     labels = run_labels(run_obj)
@@ -86,7 +95,12 @@ def running(node: str = "gpu-node-1", restarts: int = 0, last: dict | None = Non
     cs = {"ready": True, "restartCount": restarts, "state": {"running": {"startedAt": ts(60)}}}
     if last:
         cs["lastState"] = {"terminated": last}
-    return {"_node": node, "phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}], "containerStatuses": [cs]}
+    return {
+        "_node": node,
+        "phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [cs],
+    }
 
 
 def unschedulable(message: str) -> dict:
@@ -96,16 +110,30 @@ def unschedulable(message: str) -> dict:
     }
 
 
-def waiting(reason: str, message: str | None = None, node: str = "gpu-node-2", restarts: int = 0, last: dict | None = None) -> dict:
+def waiting(
+    reason: str, message: str | None = None, node: str = "gpu-node-2", restarts: int = 0, last: dict | None = None
+) -> dict:
     state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
     cs = {"ready": False, "restartCount": restarts, "state": state}
     if last:
         cs["lastState"] = {"terminated": last}
     phase = "Running" if reason == "CrashLoopBackOff" else "Pending"
-    return {"_node": node, "phase": phase, "conditions": [{"type": "PodScheduled", "status": "True"}], "containerStatuses": [cs]}
+    return {
+        "_node": node,
+        "phase": phase,
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [cs],
+    }
 
 
-def terminated(exit_code: int, reason: str = "Error", finished: float = 300, node: str = "gpu-node-1", restarts: int = 0, last: dict | None = None) -> dict:
+def terminated(
+    exit_code: int,
+    reason: str = "Error",
+    finished: float = 300,
+    node: str = "gpu-node-1",
+    restarts: int = 0,
+    last: dict | None = None,
+) -> dict:
     cs = {"ready": False, "restartCount": restarts, "state": {"terminated": termination(exit_code, reason, finished)}}
     if last:
         cs["lastState"] = {"terminated": last}
@@ -119,7 +147,16 @@ def termination(exit_code: int, reason: str = "Error", finished: float = 300) ->
 # --- events and Kueue -----------------------------------------------------------------------------------
 
 
-def event(kind: str, name: str, reason: str, message: str, type_: str = "Warning", count: int = 1, last: str | None = None, component: str = "default-scheduler") -> dict:
+def event(
+    kind: str,
+    name: str,
+    reason: str,
+    message: str,
+    type_: str = "Warning",
+    count: int = 1,
+    last: str | None = None,
+    component: str = "default-scheduler",
+) -> dict:
     return {
         "metadata": {"name": f"{name}.{secrets.token_hex(8)}"},
         "involvedObject": {"kind": kind, "name": name, "namespace": "ml"},

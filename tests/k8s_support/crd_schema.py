@@ -13,6 +13,7 @@ turned into JSON Schema the way an API server reads them:
 - x-kubernetes-validations: the CEL rules these CRDs use are evaluated by a small interpreter;
   any other rule raises UnsupportedRule, so no rule is ever skipped silently.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def crd_dir() -> Path:
     return Path(os.environ.get(CRD_DIR_ENV) or PROJECT_ROOT.parent / "shared" / "crds")
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_crd(filename: str) -> dict:
     path = crd_dir() / filename
     if not path.is_file():
@@ -260,7 +261,9 @@ def cel_holds(rule: str, value: Any) -> bool:
         return _lookup(value, m.group(1), missing=_MISSING) is not _MISSING
     if m := re.fullmatch(rf"size\(({_PATH})\)\s*(<=|<|>=|>|==)\s*(\d+)", rule):
         size, limit = len(_lookup(value, m.group(1))), int(m.group(3))
-        return {"<=": size <= limit, "<": size < limit, ">=": size >= limit, ">": size > limit, "==": size == limit}[m.group(2)]
+        return {"<=": size <= limit, "<": size < limit, ">=": size >= limit, ">": size > limit, "==": size == limit}[
+            m.group(2)
+        ]
     if m := re.fullmatch(rf"({_PATH})\.matches\('(.*)'\)", rule):
         return re.search(m.group(2), _lookup(value, m.group(1))) is not None
     if m := re.fullmatch(rf"({_PATH})\s*==\s*'(.*)'", rule):
@@ -287,12 +290,12 @@ def _lookup(value: Any, path: str, missing: Any = None) -> Any:
 # --- the schemas the tests use ----------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def pytorchjob_schema() -> CRDSchema:
     return CRDSchema(load_crd(PYTORCHJOB_CRD))
 
 
-@lru_cache(maxsize=None)
+@cache
 def trainjob_schema(mechanism: str = "runtimePatches") -> CRDSchema:
     """The TrainJob schema of the Trainer release that uses `mechanism` for pod changes.
 
@@ -315,9 +318,18 @@ def trainjob_schema(mechanism: str = "runtimePatches") -> CRDSchema:
     container_override = {
         "type": "object",
         "required": ["name"],
-        "properties": {"name": {"type": "string", "minLength": 1}, "env": container["env"], "volumeMounts": container["volumeMounts"]},
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "env": container["env"],
+            "volumeMounts": container["volumeMounts"],
+        },
     }
-    override_list = {"type": "array", "items": container_override, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    override_list = {
+        "type": "array",
+        "items": container_override,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+    }
     override_spec = {
         "serviceAccountName": {"type": "string"},
         "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -334,7 +346,11 @@ def trainjob_schema(mechanism: str = "runtimePatches") -> CRDSchema:
         "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string", "minLength": 1}}},
     }
     if mechanism == "podSpecOverrides":
-        item = {"type": "object", "required": ["targetJobs"], "properties": {"targetJobs": target_jobs, **override_spec}}
+        item = {
+            "type": "object",
+            "required": ["targetJobs"],
+            "properties": {"targetJobs": target_jobs, **override_spec},
+        }
     elif mechanism == "podTemplateOverrides":
         item = {
             "type": "object",

@@ -11,6 +11,7 @@ against the real CRD schemas (crd_schema), native objects by the `kubernetes` mo
 API server's own rules for what is used here, and the operators' admission webhooks are emulated
 for the rules the plugin must respect. Faults can be injected per request.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,6 +31,7 @@ from urllib.parse import parse_qs
 from urllib.parse import urlsplit
 
 import yaml
+
 from k8s_support import crd_schema
 from k8s_support.native import native_errors
 
@@ -101,27 +103,56 @@ class FakeKube:
         if self.kueue:
             self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
         if self.pytorchjob:
-            self.kinds.append(Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", schema=crd_schema.pytorchjob_schema()))
+            self.kinds.append(
+                Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", schema=crd_schema.pytorchjob_schema())
+            )
         if self.trainer_mechanism:
             self.kinds.append(
-                Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", schema=crd_schema.trainjob_schema(self.trainer_mechanism))
+                Kind(
+                    "TrainJob",
+                    "trainer.kubeflow.org",
+                    "v1alpha1",
+                    "trainjobs",
+                    schema=crd_schema.trainjob_schema(self.trainer_mechanism),
+                )
             )
-            self.kinds.append(Kind("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", namespaced=False))
-            self.kinds.append(Kind("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False))
+            self.kinds.append(
+                Kind(
+                    "ClusterTrainingRuntime",
+                    "trainer.kubeflow.org",
+                    "v1alpha1",
+                    "clustertrainingruntimes",
+                    namespaced=False,
+                )
+            )
+            self.kinds.append(
+                Kind(
+                    "CustomResourceDefinition",
+                    "apiextensions.k8s.io",
+                    "v1",
+                    "customresourcedefinitions",
+                    namespaced=False,
+                )
+            )
             if self.torch_runtime:
-                self._store(self.kind("clustertrainingruntimes"), None, {"metadata": {"name": "torch-distributed"}, "spec": {}})
+                self._store(
+                    self.kind("clustertrainingruntimes"), None, {"metadata": {"name": "torch-distributed"}, "spec": {}}
+                )
             if self.trainer_version:
                 self._store(
                     self.kind("configmaps"),
                     "kubeflow-system",
-                    {"metadata": {"name": "kubeflow-trainer-public"}, "data": {"kubeflow_trainer_version": self.trainer_version}},
+                    {
+                        "metadata": {"name": "kubeflow-trainer-public"},
+                        "data": {"kubeflow_trainer_version": self.trainer_version},
+                    },
                 )
         for ns in self.namespaces:
             self._store(self.kind("namespaces"), None, {"metadata": {"name": ns}})
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> "FakeKube":
+    def start(self) -> FakeKube:
         fake = self
 
         class Handler(_Handler):
@@ -174,7 +205,8 @@ class FakeKube:
             return sorted(
                 f"{o['kind']}/{o['metadata']['name']}"
                 for (_, _, ns, _), o in self.objects.items()
-                if ns == namespace and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "vdk-ml-training"
+                if ns == namespace
+                and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "vdk-ml-training"
             )
 
     def fail(self, method: str, plural: str, status: int, reason: str, message: str, times: int = 1) -> None:
@@ -196,7 +228,9 @@ class FakeKube:
             stored = self._store(kind, namespace if kind.namespaced else None, obj)
             created = obj.get("metadata", {}).get("creationTimestamp")
             if created:  # keep the test's timestamp (pod order, ages)
-                self.objects[(kind.group_version, plural, namespace, stored["metadata"]["name"])]["metadata"]["creationTimestamp"] = created
+                self.objects[(kind.group_version, plural, namespace, stored["metadata"]["name"])]["metadata"][
+                    "creationTimestamp"
+                ] = created
             return stored
 
     def set_log(self, pod: str, container: str, text: str, previous: bool = False, namespace: str = "ml") -> None:
@@ -231,7 +265,11 @@ class FakeKube:
         with self._lock:
             obj = self.objects.pop(key)
             uid = obj["metadata"]["uid"]
-            owned = [k for k, o in self.objects.items() if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))]
+            owned = [
+                k
+                for k, o in self.objects.items()
+                if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))
+            ]
             for k in owned:
                 if k in self.objects:
                     self._delete(k)
@@ -242,7 +280,15 @@ class FakeKube:
 
 
 def status(code: int, reason: str, message: str, details: dict | None = None) -> dict:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     if details:
         body["details"] = details
     return body
@@ -336,7 +382,11 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
     if m:
         group_version = m["core"] or f"{m['group']}/{m['version']}"
         kind = next((k for k in fake.kinds if k.group_version == group_version and k.plural == m["plural"]), None)
-    if kind is None or (kind.namespaced and not m["ns"] and kind.plural != "namespaces") or (not kind.namespaced and m["ns"]):
+    if (
+        kind is None
+        or (kind.namespaced and not m["ns"] and kind.plural != "namespaces")
+        or (not kind.namespaced and m["ns"])
+    ):
         return 404, "404 page not found"
     ns, name = m["ns"], m["name"]
     verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
@@ -344,7 +394,12 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         if (kind.plural, m["sub"], method) != ("pods", "log", "GET"):
             return 404, "404 page not found"
         if ("get", "pods/log") in fake.forbidden:
-            return 403, status(403, "Forbidden", f'pods "{name}" is forbidden: User "{USER}" cannot get resource "pods/log" in API group "" in the namespace "{ns}"', {"name": name, "kind": "pods"})
+            return 403, status(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: User "{USER}" cannot get resource "pods/log" in API group "" in the namespace "{ns}"',
+                {"name": name, "kind": "pods"},
+            )
         return _pod_log(fake, ns, name, query)
     if (verb, kind.plural) in fake.forbidden:
         where = f' in the namespace "{ns}"' if ns else " at the cluster scope"
@@ -376,7 +431,13 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         if key not in fake.objects:
             return 404, _not_found(kind, name)
         fake._delete(key)
-        return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": name, "group": kind.group, "kind": kind.plural}}
+        return 200, {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "group": kind.group, "kind": kind.plural},
+        }
     return _create(fake, kind, ns, query, body)
 
 
@@ -389,7 +450,11 @@ def _pod_log(fake: FakeKube, ns: str, name: str, query: dict) -> tuple[int, Any]
     container = query.get("container")
     if not container:
         if len(containers) != 1:
-            return 400, status(400, "BadRequest", f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]")
+            return 400, status(
+                400,
+                "BadRequest",
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]",
+            )
         container = containers[0]
     if container not in containers:
         return 400, status(400, "BadRequest", f"container {container} is not valid for pod {name}")
@@ -398,11 +463,17 @@ def _pod_log(fake: FakeKube, ns: str, name: str, query: dict) -> tuple[int, Any]
     previous = go_bool(query.get("previous"))
     if previous:
         if (ns, name, container, True) not in fake.logs:
-            return 400, status(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found')
+            return 400, status(
+                400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found'
+            )
     else:
         waiting = _container_state(pod, container).get("waiting")
         if waiting is not None:
-            return 400, status(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: {waiting.get("reason", "ContainerCreating")}')
+            return 400, status(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{name}" is waiting to start: {waiting.get("reason", "ContainerCreating")}',
+            )
     key = (ns, name, container, previous)
 
     def text() -> str:
@@ -412,7 +483,7 @@ def _pod_log(fake: FakeKube, ns: str, name: str, query: dict) -> tuple[int, Any]
     def cut(body: str) -> str:
         if query.get("tailLines") is not None:
             lines = body.splitlines(keepends=True)
-            body = "".join(lines[-int(query["tailLines"]):]) if int(query["tailLines"]) else ""
+            body = "".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else ""
         if query.get("limitBytes"):
             body = body.encode()[: int(query["limitBytes"])].decode("utf-8", "ignore")
         return body
@@ -452,7 +523,9 @@ def _container_state(pod: dict, container: str) -> dict:
 
 
 def _not_found(kind: Kind, name: str) -> dict:
-    return status(404, "NotFound", f'{kind.resource} "{name}" not found', {"name": name, "group": kind.group, "kind": kind.plural})
+    return status(
+        404, "NotFound", f'{kind.resource} "{name}" not found', {"name": name, "group": kind.group, "kind": kind.plural}
+    )
 
 
 def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) -> tuple[int, Any]:
@@ -463,14 +536,30 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
     meta = body.get("metadata") or {}
     name = meta.get("name", "")
     if kind.namespaced and meta.get("namespace") not in (None, ns):
-        return 400, status(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+        return 400, status(
+            400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request"
+        )
     if body.get("apiVersion") != kind.group_version or body.get("kind") != kind.kind:
-        return 400, status(400, "BadRequest", f"expected {kind.group_version} {kind.kind}, got {body.get('apiVersion')} {body.get('kind')}")
-    errors = kind.schema.errors(body) if kind.schema else native_errors(body, kind.model) if kind.model else crd_schema.metadata_errors(meta)
+        return 400, status(
+            400,
+            "BadRequest",
+            f"expected {kind.group_version} {kind.kind}, got {body.get('apiVersion')} {body.get('kind')}",
+        )
+    errors = (
+        kind.schema.errors(body)
+        if kind.schema
+        else native_errors(body, kind.model)
+        if kind.model
+        else crd_schema.metadata_errors(meta)
+    )
     unknown = [e for e in errors if e.unknown]
     if unknown and query.get("fieldValidation") == "Strict":
         fields = ", ".join(f'unknown field "{e.field}"' for e in unknown)
-        return 400, status(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict decoding error: {fields}')
+        return 400, status(
+            400,
+            "BadRequest",
+            f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict decoding error: {fields}',
+        )
     invalid = [e for e in errors if not e.unknown]
     if invalid:
         return 422, _invalid(kind, name, invalid)
@@ -481,7 +570,12 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
         st["message"] = f'admission webhook "{webhook}" denied the request: {st["message"]}'
         return 422, st
     if (kind.group_version, kind.plural, ns if kind.namespaced else None, name) in fake.objects:
-        return 409, status(409, "AlreadyExists", f'{kind.resource} "{name}" already exists', {"name": name, "group": kind.group, "kind": kind.plural})
+        return 409, status(
+            409,
+            "AlreadyExists",
+            f'{kind.resource} "{name}" already exists',
+            {"name": name, "group": kind.group, "kind": kind.plural},
+        )
     if query.get("dryRun") == "All":
         obj = copy.deepcopy(body)
         obj.setdefault("metadata", {})["namespace"] = ns
@@ -530,7 +624,11 @@ def _discovery(fake: FakeKube, path: str) -> Any:
     if path == "/version":
         return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
     if path == "/api":
-        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+        }
     if path == "/apis":
         groups: dict[str, list[str]] = {}
         for k in fake.kinds:
@@ -556,9 +654,25 @@ def _discovery(fake: FakeKube, path: str) -> Any:
             return None
         resources = []
         for k in kinds:
-            resources.append({"name": k.plural, "singularName": k.kind.lower(), "namespaced": k.namespaced, "kind": k.kind, "verbs": ["create", "delete", "get", "list"]})
+            resources.append(
+                {
+                    "name": k.plural,
+                    "singularName": k.kind.lower(),
+                    "namespaced": k.namespaced,
+                    "kind": k.kind,
+                    "verbs": ["create", "delete", "get", "list"],
+                }
+            )
             if k.schema:
-                resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced, "kind": k.kind, "verbs": ["get"]})
+                resources.append(
+                    {
+                        "name": f"{k.plural}/status",
+                        "singularName": "",
+                        "namespaced": k.namespaced,
+                        "kind": k.kind,
+                        "verbs": ["get"],
+                    }
+                )
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
     m = re.fullmatch(r"/openapi/v3/apis/([^/]+)/([^/]+)", path)
     if m and fake.publish_openapi:
@@ -570,15 +684,25 @@ def _discovery(fake: FakeKube, path: str) -> Any:
             schema = copy.deepcopy(k.schema.openapi)
             schema["x-kubernetes-group-version-kind"] = [{"group": k.group, "version": k.version, "kind": k.kind}]
             schemas[f"org.kubeflow.{k.group.split('.')[0]}.{k.version}.{k.kind}"] = schema
-        return {"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}, "paths": {}, "components": {"schemas": schemas}}
-    m = re.fullmatch(r"/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/trainjobs\.trainer\.kubeflow\.org", path)
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+            "paths": {},
+            "components": {"schemas": schemas},
+        }
+    m = re.fullmatch(
+        r"/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/trainjobs\.trainer\.kubeflow\.org", path
+    )
     if m and fake.trainer_mechanism:
         schema = fake.kind("trainjobs").schema
         return {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": "trainjobs.trainer.kubeflow.org"},
-            "spec": {"group": schema.group, "versions": [{"name": schema.version, "served": True, "schema": {"openAPIV3Schema": schema.openapi}}]},
+            "spec": {
+                "group": schema.group,
+                "versions": [{"name": schema.version, "served": True, "schema": {"openAPIV3Schema": schema.openapi}}],
+            },
         }
     return None
 
@@ -611,11 +735,18 @@ def _pytorchjob_rules(obj: dict) -> list:
         problems.append(FE("spec.pytorchReplicaSpecs[Master].replicas", "Forbidden: must be 1, and set explicitly"))
     worker = specs.get("Worker")
     if worker is not None and (worker.get("replicas") or 0) < 1:
-        problems.append(FE("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid value: must be at least 1 (omit Worker instead)"))
+        problems.append(
+            FE("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid value: must be at least 1 (omit Worker instead)")
+        )
     for rtype, rspec in specs.items():
         containers = rspec.get("template", {}).get("spec", {}).get("containers", [])
         if not any(c.get("name") == "pytorch" for c in containers):
-            problems.append(FE(f"spec.pytorchReplicaSpecs[{rtype}].template.spec.containers", "Required value: a container named pytorch"))
+            problems.append(
+                FE(
+                    f"spec.pytorchReplicaSpecs[{rtype}].template.spec.containers",
+                    "Required value: a container named pytorch",
+                )
+            )
     if obj.get("spec", {}).get("elasticPolicy") and worker is None:
         problems.append(FE("spec.elasticPolicy", "Forbidden: elastic training needs a Worker replica spec"))
     return problems
@@ -628,18 +759,34 @@ def _trainjob_rules(fake: FakeKube, obj: dict) -> list:
     ref = spec.get("runtimeRef", {})
     if (ref.get("kind") or "ClusterTrainingRuntime") == "ClusterTrainingRuntime":
         if ("trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes", None, ref.get("name")) not in fake.objects:
-            problems.append(FE("spec.runtimeRef", f"Invalid value: ClusterTrainingRuntime {ref.get('name')!r} not found"))
+            problems.append(
+                FE("spec.runtimeRef", f"Invalid value: ClusterTrainingRuntime {ref.get('name')!r} not found")
+            )
     for i, env in enumerate(spec.get("trainer", {}).get("env", [])):
         if _PET.match(env.get("name", "")):
-            problems.append(FE(f"spec.trainer.env[{i}].name", f"Invalid value: {env.get('name')!r}: set by the torch runtime"))
+            problems.append(
+                FE(f"spec.trainer.env[{i}].name", f"Invalid value: {env.get('name')!r}: set by the torch runtime")
+            )
     for override in _container_overrides(spec):
         if override.get("name") in ("node", "dataset-initializer", "model-initializer") and override.get("env"):
-            problems.append(FE("spec.podChanges.containers", f"Forbidden: env of container {override['name']} is set through spec.trainer"))
+            problems.append(
+                FE(
+                    "spec.podChanges.containers",
+                    f"Forbidden: env of container {override['name']} is set through spec.trainer",
+                )
+            )
         if override.get("name") not in ("node",):
-            problems.append(FE("spec.podChanges.containers", f"Invalid value: the runtime has no container {override.get('name')!r}"))
+            problems.append(
+                FE(
+                    "spec.podChanges.containers",
+                    f"Invalid value: the runtime has no container {override.get('name')!r}",
+                )
+            )
     for target in _target_jobs(spec):
         if target != "node":
-            problems.append(FE("spec.podChanges.targetJobs", f"Invalid value: the runtime has no replicated job {target!r}"))
+            problems.append(
+                FE("spec.podChanges.targetJobs", f"Invalid value: the runtime has no replicated job {target!r}")
+            )
     return problems
 
 

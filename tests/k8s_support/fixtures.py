@@ -1,7 +1,9 @@
 """pytest fixtures for the client tests: fake API servers and clients pointed at them."""
+
 from __future__ import annotations
 
 import pytest
+
 from k8s_support.fake_apiserver import FakeKube
 from vdk.plugin.ml_training.k8s.client import KubeClient
 

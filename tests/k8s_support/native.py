@@ -6,18 +6,22 @@ fieldValidation=Strict), a wrongly typed value fails or changes. On top come the
 validation rules for the fields the plugin uses (restart policy, podFailurePolicy, Indexed
 completions, headless Services, names, quantities).
 """
+
 from __future__ import annotations
 
 import json
 import re
 from typing import Any
 
-from k8s_support.crd_schema import FieldError
-from k8s_support.crd_schema import metadata_errors
 from kubernetes import client
 
+from k8s_support.crd_schema import FieldError
+from k8s_support.crd_schema import metadata_errors
+
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUANTITY = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+_QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
@@ -27,7 +31,9 @@ def native_errors(obj: dict, model: str) -> list[FieldError]:
         written = _round_trip(obj, model)
     except Exception as e:  # pydantic ValidationError (37+) or ValueError (older models)
         # Nested models are read one by one, so a location is relative to the innermost object.
-        errors += [FieldError(_loc(err.get("loc", ())), f"Invalid value: {err.get('msg', '')}") for err in _pydantic_errors(e)]
+        errors += [
+            FieldError(_loc(err.get("loc", ())), f"Invalid value: {err.get('msg', '')}") for err in _pydantic_errors(e)
+        ]
     else:
         errors += list(_diff(obj, written, ""))
     rules = {"V1Job": _job_rules, "V1Service": _service_rules, "V1ConfigMap": _configmap_rules}[model]
@@ -39,6 +45,7 @@ def _round_trip(obj: dict, model: str) -> Any:
     try:
         typed = api.deserialize(json.dumps(obj), model, "application/json")
     except TypeError:  # kubernetes <= 36: deserialize(response, type)
+
         class _Response:
             data = json.dumps(obj)
 
@@ -85,7 +92,12 @@ def _pod_template_rules(template: dict, path: str, allowed_restart: tuple[str, .
     errors = []
     spec = template.get("spec") or {}
     if spec.get("restartPolicy") not in allowed_restart:
-        errors.append(FieldError(f"{path}.spec.restartPolicy", f"Unsupported value: {spec.get('restartPolicy')!r}: supported values: {allowed_restart}"))
+        errors.append(
+            FieldError(
+                f"{path}.spec.restartPolicy",
+                f"Unsupported value: {spec.get('restartPolicy')!r}: supported values: {allowed_restart}",
+            )
+        )
     containers = spec.get("containers") or []
     if not containers:
         errors.append(FieldError(f"{path}.spec.containers", "Required value"))
@@ -102,7 +114,9 @@ def _pod_template_rules(template: dict, path: str, allowed_restart: tuple[str, .
         for part in ("requests", "limits"):
             for res, qty in ((c.get("resources") or {}).get(part) or {}).items():
                 if not _QUANTITY.match(str(qty)):
-                    errors.append(FieldError(f"{where}.resources.{part}[{res}]", f"Invalid value: {qty!r}: must be a quantity"))
+                    errors.append(
+                        FieldError(f"{where}.resources.{part}[{res}]", f"Invalid value: {qty!r}: must be a quantity")
+                    )
         volumes = {v.get("name") for v in spec.get("volumes") or []}
         for j, m in enumerate(c.get("volumeMounts") or []):
             if m.get("name") not in volumes:
@@ -119,12 +133,21 @@ def _job_rules(obj: dict) -> list[FieldError]:
         if not isinstance(spec.get("completions"), int):
             errors.append(FieldError("spec.completions", "Required value: when completion mode is Indexed"))
     if spec.get("podFailurePolicy") and (spec.get("template") or {}).get("spec", {}).get("restartPolicy") != "Never":
-        errors.append(FieldError("spec.template.spec.restartPolicy", "Invalid value: only Never is supported when podFailurePolicy is specified"))
+        errors.append(
+            FieldError(
+                "spec.template.spec.restartPolicy",
+                "Invalid value: only Never is supported when podFailurePolicy is specified",
+            )
+        )
     containers = {c.get("name") for c in (spec.get("template") or {}).get("spec", {}).get("containers") or []}
     for i, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
         codes = rule.get("onExitCodes") or {}
         if codes.get("containerName") and codes["containerName"] not in containers:
-            errors.append(FieldError(f"spec.podFailurePolicy.rules[{i}].onExitCodes.containerName", "Invalid value: no such container"))
+            errors.append(
+                FieldError(
+                    f"spec.podFailurePolicy.rules[{i}].onExitCodes.containerName", "Invalid value: no such container"
+                )
+            )
     for key in ("completions", "parallelism", "backoffLimit", "ttlSecondsAfterFinished", "activeDeadlineSeconds"):
         value = spec.get(key)
         if value is not None and (not isinstance(value, int) or value < 0):
@@ -148,7 +171,9 @@ def _service_rules(obj: dict) -> list[FieldError]:
 
 def _configmap_rules(obj: dict) -> list[FieldError]:
     data = obj.get("data") or {}
-    errors = [FieldError(f"data[{k}]", "Invalid value: must be a string") for k, v in data.items() if not isinstance(v, str)]
+    errors = [
+        FieldError(f"data[{k}]", "Invalid value: must be a string") for k, v in data.items() if not isinstance(v, str)
+    ]
     size = sum(len(k) + len(str(v).encode()) for k, v in data.items())
     if size > 1024 * 1024:
         errors.append(FieldError("data", f"Too long: must have at most 1048576 bytes, has {size}"))

@@ -1,4 +1,5 @@
 """Job specs for the Kubernetes tests: real job directories parsed by `load_job_spec`."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,7 +39,9 @@ MATRIX = {
 }
 
 
-def make_spec(root: Path, name: str = "mnist-ddp", env: dict | None = None, args: str | None = None, **keys: str) -> MLJobSpec:
+def make_spec(
+    root: Path, name: str = "mnist-ddp", env: dict | None = None, args: str | None = None, **keys: str
+) -> MLJobSpec:
     job = root / name
     job.mkdir(parents=True, exist_ok=True)
     (job / "train.py").write_text('import torch\n\nif __name__ == "__main__":\n    print("train")\n')
@@ -57,6 +60,9 @@ OUTSIDE_GIT = dataclasses.replace(PROVENANCE, git_commit=None, git_dirty=False, 
 
 
 def make_run(
-    spec: MLJobSpec, name: str | None = None, reason: str | None = "nightly retrain", provenance: Provenance = PROVENANCE
+    spec: MLJobSpec,
+    name: str | None = None,
+    reason: str | None = "nightly retrain",
+    provenance: Provenance = PROVENANCE,
 ) -> RunInfo:
     return RunInfo.create(spec, provenance, reason=reason, image_digest=IMAGE.split("@")[1], name=name)

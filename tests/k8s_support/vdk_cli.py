@@ -1,6 +1,7 @@
 """The real `vdk` command line (vdk-core's entry through vdk-test-utils' CliEntryBasedTestRunner)
 with this plugin (whose `vdk_command_line` installs the verbs), and optionally the Control Service
 CLI, loaded."""
+
 from __future__ import annotations
 
 import copy
@@ -11,8 +12,9 @@ import sys
 from pathlib import Path
 
 from vdk.internal import cli_entry
-from vdk.plugin.ml_training import plugin as ml_plugin
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
+
+from vdk.plugin.ml_training import plugin as ml_plugin
 
 HAS_CONTROL_CLI = importlib.util.find_spec("vdk.plugin.control_cli_plugin") is not None
 

@@ -1,4 +1,5 @@
 """Who deployed what, from which commit: the provenance recorded with every image and run."""
+
 from __future__ import annotations
 
 import getpass
@@ -28,9 +29,7 @@ class Provenance:
 
 def _git(job_dir: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(
-            ["git", "-C", str(job_dir), *args], capture_output=True, timeout=30, check=False
-        )
+        done = subprocess.run(["git", "-C", str(job_dir), *args], capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None

@@ -1,4 +1,5 @@
 """The plugin's own error types: every message says what is wrong and what to do about it."""
+
 from __future__ import annotations
 
 from pathlib import Path

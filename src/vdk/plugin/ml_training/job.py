@@ -3,6 +3,7 @@
 Everything else in the plugin (local runs, images, Kubernetes manifests) reads the spec, never
 config.ini. The spec knows no screen, no cluster and no registry: it only holds validated values.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,10 +14,10 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from typing import Mapping
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.runtime import protocol
@@ -58,9 +59,7 @@ _DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a
 _MIG_PROFILE = re.compile(r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+me)?$")
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MAIN_GUARD = re.compile(
-    r"^if\s+(__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__)\s*:", re.M
-)
+_MAIN_GUARD = re.compile(r"^if\s+(__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__)\s*:", re.M)
 # host[:port]/path[:tag][@digest], as in the distribution reference grammar (kept lenient on hosts).
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?)"
@@ -291,7 +290,9 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
     if (job_type or "").lower() == JOB_TYPE:
         return None
     if job_type and difflib.get_close_matches(job_type.lower().replace("_", "-"), [JOB_TYPE], n=1, cutoff=0.75):
-        return JobConfigError(path, f"type {job_type!r} is not a job type", f"did you mean `type = {JOB_TYPE}`?", "job", "type")
+        return JobConfigError(
+            path, f"type {job_type!r} is not a job type", f"did you mean `type = {JOB_TYPE}`?", "job", "type"
+        )
     if any(s.lower().replace("_", "-") in (SECTION, ENV_SECTION) for s in parser.sections()):
         found = f"type = {job_type}" if job_type else "no type"
         return JobConfigError(
@@ -377,7 +378,9 @@ class _Keys:
         if text not in options:
             close = difflib.get_close_matches(text, options, n=1)
             hint = f"did you mean `{close[0]}`? " if close else ""
-            raise self.error(key, f"{text!r} is not one of {', '.join(options)}", f"{hint}use one of {', '.join(options)}")
+            raise self.error(
+                key, f"{text!r} is not one of {', '.join(options)}", f"{hint}use one of {', '.join(options)}"
+            )
         return text
 
     def matching(self, key: str, pattern: re.Pattern, what: str, example: str) -> str | None:
@@ -463,9 +466,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         base_provides=_base_provides(keys),
         backend=keys.choice("backend", "auto", BACKENDS),
         queue=keys.matching("queue", _DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
-        priority_class=keys.matching(
-            "priority_class", _DNS_1123_SUBDOMAIN, "a PriorityClass name", "high-priority"
-        ),
+        priority_class=keys.matching("priority_class", _DNS_1123_SUBDOMAIN, "a PriorityClass name", "high-priority"),
         max_restarts=keys.integer("max_restarts", default=3, minimum=0, maximum=1000),
         max_runtime_seconds=keys.duration("max_runtime", default=None, minimum=1),
         ttl_after_finished_seconds=keys.duration("ttl_after_finished", default=7 * 86400, minimum=0) or 0,
@@ -488,9 +489,7 @@ def _check_sections(parser: configparser.ConfigParser, path: Path) -> None:
         lowered = section.lower().replace("_", "-")
         if lowered in known or (lowered.startswith("ml") and difflib.get_close_matches(lowered, known, n=1)):
             close = difflib.get_close_matches(lowered, known, n=1, cutoff=0.0)[0]
-            raise JobConfigError(
-                path, f"unknown section [{section}]", f"rename it to [{close}]", section=section
-            )
+            raise JobConfigError(path, f"unknown section [{section}]", f"rename it to [{close}]", section=section)
 
 
 def _normalise_keys(raw: Mapping[str, str], path: Path) -> dict[str, str]:
@@ -600,7 +599,9 @@ def _script_path(keys: _Keys, job_dir: Path, text: str) -> str:
         scripts = _top_level_scripts(job_dir)
         hint = f" (scripts here: {', '.join(scripts)})" if scripts else ""
         raise keys.error(
-            "entrypoint", f"{text!r} does not exist in {job_dir}{hint}", "correct the path, relative to the job directory"
+            "entrypoint",
+            f"{text!r} does not exist in {job_dir}{hint}",
+            "correct the path, relative to the job directory",
         )
     return candidate.relative_to(job_dir).as_posix()
 
@@ -669,4 +670,3 @@ def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str]
             )
         out.append((name, value))
     return tuple(out)
-

@@ -1,5 +1,6 @@
 """Where things live inside a job image. Shared by the image builder and the manifest renderers,
 so that the command a manifest runs finds what the image put there."""
+
 from __future__ import annotations
 
 from vdk.plugin.ml_training.job import MLJobSpec

@@ -1,9 +1,11 @@
 """VDK hook implementations of vdk-ml-training. Only hooks live here; the logic is in plain modules."""
+
 from __future__ import annotations
 
 import warnings
 
 from vdk.api.plugin.hook_markers import hookimpl
+
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.settings import CONFIG_KEYS
 

@@ -1,4 +1,5 @@
 """VDK configuration keys of the plugin (each also settable as env VDK_<KEY>)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +13,10 @@ RUN_MODES = ("smoke", "full")
 
 # key -> (default, description); job-level overrides in [ml-training] drop the "ml_training_" prefix.
 CONFIG_KEYS: dict[str, tuple[Any, str]] = {
-    "ml_training_registry": (None, "OCI registry (and path) that ml-training job images are pushed to, e.g. registry.example.com/ml"),
+    "ml_training_registry": (
+        None,
+        "OCI registry (and path) that ml-training job images are pushed to, e.g. registry.example.com/ml",
+    ),
     "ml_training_namespace": (None, "Kubernetes namespace for ml-training jobs [the kube context's namespace]"),
     "ml_training_kube_context": (None, "kubeconfig context for ml-training jobs [the current context]"),
     "ml_training_base_image": (None, "default base image (Python + torch) for ml-training jobs"),
@@ -21,7 +25,10 @@ CONFIG_KEYS: dict[str, tuple[Any, str]] = {
         format_duration(DEFAULT_SMOKE_TIMEOUT),
         "seconds (or 10m, 1h) after which a smoke run is stopped",
     ),
-    RUN_MODE: ("smoke", "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU) or full (to completion)"),
+    RUN_MODE: (
+        "smoke",
+        "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU) or full (to completion)",
+    ),
 }
 
 

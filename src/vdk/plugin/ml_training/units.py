@@ -1,4 +1,5 @@
 """Kubernetes resource quantities and human durations: parsing and formatting, nothing else."""
+
 from __future__ import annotations
 
 import re

@@ -1,7 +1,9 @@
 """Every verb the plugin adds to (or wraps in) the `vdk` command line."""
+
 from __future__ import annotations
 
 import click
+
 from vdk.plugin.ml_training.cli import verbs
 
 

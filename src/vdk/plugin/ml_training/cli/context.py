@@ -1,10 +1,12 @@
 """What every ML verb needs from the vdk command line: its configuration, and one way to fail."""
+
 from __future__ import annotations
 
 from typing import Any
 from typing import NoReturn
 
 import click
+
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.settings import job_settings
 

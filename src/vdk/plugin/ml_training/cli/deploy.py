@@ -5,6 +5,7 @@ stdout carries only the result (the manifests of `--dry-run`, the image referenc
 the run of a deploy, or JSON with `-o json`); progress and notes go to stderr. Heavy modules
 (kubernetes, the image builder, torch's launcher) are imported when a deploy runs, not when vdk starts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.cli.context import settings_from_click
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import BACKENDS
+from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import ml_config_problem
-from vdk.plugin.ml_training.job import MLJobSpec
 
 # What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
 DRY_RUN_AUTO_BACKEND = "job"
@@ -61,7 +63,9 @@ def deploy_ml(
     backend: str | None,
 ) -> None:
     try:
-        _deploy(Path(job_path), name, team, reason, (output or "text").lower(), dry_run, skip_smoke, build_only, backend)
+        _deploy(
+            Path(job_path), name, team, reason, (output or "text").lower(), dry_run, skip_smoke, build_only, backend
+        )
     except MLTrainingError as e:
         fail(e)
 
@@ -137,13 +141,15 @@ def _cluster(spec: MLJobSpec):
     discovery = client.discover()
     client.check_namespace()
     chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
-    _stderr(f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; {describe_choice(discovery, spec.backend, chosen)}")
+    _stderr(
+        f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; {describe_choice(discovery, spec.backend, chosen)}"
+    )
     return client, discovery, chosen
 
 
 def _build(spec: MLJobSpec, registry: str, provenance: audit.Provenance):
-    from vdk.plugin.ml_training.image import build_and_push
     from vdk.plugin.ml_training.image import StderrProgress
+    from vdk.plugin.ml_training.image import build_and_push
 
     return build_and_push(spec, registry, provenance, progress=StderrProgress())
 
@@ -247,9 +253,17 @@ DEPLOY = verbs.Verb(
             default="text",
             help="Format of the result on stdout.",
         ),
-        click.Option(["--dry-run"], is_flag=True, help="ml-training: print the manifests (YAML) and the image plan; contact nothing."),
+        click.Option(
+            ["--dry-run"],
+            is_flag=True,
+            help="ml-training: print the manifests (YAML) and the image plan; contact nothing.",
+        ),
         click.Option(["--skip-smoke"], is_flag=True, help="ml-training: do not run the smoke check first."),
-        click.Option(["--build-only"], is_flag=True, help="ml-training: build and push the image, print its reference, start nothing."),
+        click.Option(
+            ["--build-only"],
+            is_flag=True,
+            help="ml-training: build and push the image, print its reference, start nothing.",
+        ),
         click.Option(
             ["--backend"],
             type=click.Choice(list(BACKENDS), case_sensitive=False),

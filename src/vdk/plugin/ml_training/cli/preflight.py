@@ -1,11 +1,13 @@
 """Checks that run before vdk-core touches a job: a job meant as ml-training whose config.ini is
 broken (vdk-core then fails with a traceback while loading it) or misnamed (vdk-core would run it
 as a data job, "successfully" running nothing)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+
 from vdk.plugin.ml_training.job import ml_config_problem
 
 # Options of `vdk run` that take a value: the job directory is the first other argument.

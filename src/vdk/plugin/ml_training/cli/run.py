@@ -1,5 +1,6 @@
 """`vdk run JOB` for ml-training jobs: the smoke run (default) or a full local run, its summary,
 and the VDK execution result. The `--full` flag is added to vdk-core's own `run` command."""
+
 from __future__ import annotations
 
 import contextvars
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.diagnose import parse_progress

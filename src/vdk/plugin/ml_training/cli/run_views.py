@@ -1,4 +1,5 @@
 """How runs look on the terminal (`-o text`) and as JSON (`-o json`, stable keys)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -102,7 +103,10 @@ def runs_text(runs: list[RunSummary], phases: dict[str, str] | None = None, now:
 
 def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Run") -> str:
     run = detail.run
-    lines = [f"{title} {run.name}: {detail.phase}" + (f" — {run.message}" if run.message and detail.phase == run.phase else "")]
+    lines = [
+        f"{title} {run.name}: {detail.phase}"
+        + (f" — {run.message}" if run.message and detail.phase == run.phase else "")
+    ]
     lines += [f"  {k:<10} {v}" for k, v in _audit(run)]
     if detail.progress is not None:
         lines.append(f"  {'progress':<10} {detail.progress.describe()}")
@@ -139,7 +143,9 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
         out.append(("commit", run.git_commit + (" (with uncommitted changes)" if run.git_dirty else "")))
     else:
         out.append(("commit", "not in git"))
-    deployed = " ".join(x for x in (run.deployed_at or run.created, f"by {run.deployer}" if run.deployer else None) if x)
+    deployed = " ".join(
+        x for x in (run.deployed_at or run.created, f"by {run.deployer}" if run.deployer else None) if x
+    )
     if deployed:
         out.append(("deployed", deployed))
     if run.reason:

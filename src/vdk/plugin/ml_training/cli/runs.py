@@ -16,6 +16,7 @@ Without it, they always mean ML jobs.
 Teams: ML runs are filtered by team only when `-t` is given on the command line (a Control
 Service default team does not hide ML runs); `-a` shows all teams.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ import os
 from typing import Any
 
 import click
+
 from vdk.plugin.ml_training.cli import verbs
 
 log = logging.getLogger(__name__)
@@ -181,7 +183,9 @@ def _where(client) -> str:
 
 def _require_name(name: str | None, verb: str) -> str:
     if not name:
-        raise click.UsageError(f"`vdk {verb}` of an ml-training job needs -n/--name: the job name (`vdk list` shows them)")
+        raise click.UsageError(
+            f"`vdk {verb}` of an ml-training job needs -n/--name: the job name (`vdk list` shows them)"
+        )
     return name
 
 
@@ -272,7 +276,9 @@ def _ml_jobs(team: str | None) -> tuple[list[dict], str]:
     entries = []
     for job, job_runs in sorted(by_job.items()):
         latest = job_runs[0]
-        phase = diagnose.effective_phase(latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend))
+        phase = diagnose.effective_phase(
+            latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend)
+        )
         entries.append(run_views.job_entry(job_runs, phase))
     return entries, _where(client)
 
@@ -302,7 +308,9 @@ LIST = verbs.Verb(
     ),
     params=[
         _team_option(),
-        click.Option(["-a", "--all", "operation_all"], is_flag=True, flag_value="all", default=False, help="Jobs of all teams."),
+        click.Option(
+            ["-a", "--all", "operation_all"], is_flag=True, flag_value="all", default=False, help="Jobs of all teams."
+        ),
         _output_option(),
     ],
     ml_only=(),
@@ -526,7 +534,9 @@ def _execute_start(client, name, team, execution_id, reason, as_json) -> None:
     if as_json:
         _json(result)
         return
-    click.echo(f"Started run {run_name} of {name}: a re-run of {source.name} ({rec.backend}, namespace {client.namespace})")
+    click.echo(
+        f"Started run {run_name} of {name}: a re-run of {source.name} ({rec.backend}, namespace {client.namespace})"
+    )
     click.echo(f"  image   {rec.image}")
     click.echo(f"Follow it:  vdk show -n {name}      logs of every rank:  vdk execute --logs -n {name} --follow")
 
@@ -554,10 +564,16 @@ EXECUTE = verbs.Verb(
     params=[
         _name_option(),
         _team_option(),
-        click.Option(["-i", "--execution-id"], help="The run (its name, or the part after the job name); default the latest."),
+        click.Option(
+            ["-i", "--execution-id"], help="The run (its name, or the part after the job name); default the latest."
+        ),
         *[click.Option([f"--{op}", "operation"], flag_value=op, help=text) for op, text in OPERATION_HELP.items()],
         _output_option(),
-        click.Option(["--follow", "-f"], is_flag=True, help="ml-training, with --logs: keep printing new log lines until the run ends."),
+        click.Option(
+            ["--follow", "-f"],
+            is_flag=True,
+            help="ml-training, with --logs: keep printing new log lines until the run ends.",
+        ),
         click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
     ],
     ml_only=("follow", "reason"),

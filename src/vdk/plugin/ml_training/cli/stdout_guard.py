@@ -1,6 +1,7 @@
 """Keep stdout for results (`--dry-run` YAML, `-o json`): vdk-core prints a blank line on stdout
 while it builds its configuration. In that phase blank output is dropped and anything else goes to
 stderr."""
+
 from __future__ import annotations
 
 import sys

@@ -6,12 +6,13 @@ original callback unchanged. Without it, the plugin registers the verb itself, w
 names, and tells users of data jobs what to install. The root click group is a module-level global
 that outlives one invocation (tests run many), so installing twice must change nothing.
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from typing import Callable
 
 import click
 
@@ -72,7 +73,9 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
     # and that the verb also takes: parsed without prompting, so an ML invocation is never asked
     # for a data job's team; a data job gets the prompts after the decision (`_interact`).
     ours = {p.name for p in verb.params}
-    deferred = [p for p in original.params if p.name in ours and isinstance(p, click.Option) and (p.prompt or p.required)]
+    deferred = [
+        p for p in original.params if p.name in ours and isinstance(p, click.Option) and (p.prompt or p.required)
+    ]
     lenient = {p.name: _lenient(p) for p in deferred}
 
     def callback(**kwargs):

@@ -6,6 +6,7 @@ pushed to any OCI registry through its HTTP API.
     image = build_and_push(spec, registry, provenance, progress=StderrProgress())
     image.reference                                     # registry/repo@sha256:...
 """
+
 from vdk.plugin.ml_training.image.build import PushedImage
 from vdk.plugin.ml_training.image.build import PushedLayer
 from vdk.plugin.ml_training.image.build import build_and_push

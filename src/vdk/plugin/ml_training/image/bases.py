@@ -5,6 +5,7 @@ gigabytes of CUDA wheels) nor ships wheels the base's Python cannot load. Well-k
 recognised from their reference; for any other, `[ml-training] base_python_version` (and
 optionally `base_provides`) say it.
 """
+
 from __future__ import annotations
 
 import re

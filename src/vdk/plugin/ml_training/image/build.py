@@ -6,12 +6,13 @@ skipped when the target already has them. A code change therefore costs the uplo
 layer, a config and a manifest, whatever the size of the base. The manifest goes last, so a
 failed build leaves no tag behind (only unreferenced blobs, which the registry's GC collects).
 """
+
 from __future__ import annotations
 
 import json
 import tempfile
-from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,19 +22,18 @@ from vdk.plugin.ml_training.image import deps
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.oci import INDEX_TYPES
+from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
 from vdk.plugin.ml_training.image.plan import Inputs
 from vdk.plugin.ml_training.image.plan import gather
 from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.plan import large_file_warning
 from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
-from vdk.plugin.ml_training.image.oci import INDEX_TYPES
-from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.job import MLJobSpec
-
 
 PARALLEL_BLOBS = 4
 
@@ -91,11 +91,18 @@ def resolve_base(client: RegistryClient, ref: ImageReference) -> BaseImage:
     if media_type in INDEX_TYPES:
         index = json.loads(data)
         chosen = [
-            m for m in index.get("manifests", [])
-            if (m.get("platform") or {}).get("os") == "linux" and (m.get("platform") or {}).get("architecture") == "amd64"
+            m
+            for m in index.get("manifests", [])
+            if (m.get("platform") or {}).get("os") == "linux"
+            and (m.get("platform") or {}).get("architecture") == "amd64"
         ]
         if not chosen:
-            platforms = sorted({f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}" for m in index.get("manifests", [])})
+            platforms = sorted(
+                {
+                    f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}"
+                    for m in index.get("manifests", [])
+                }
+            )
             raise BaseImageError(
                 f"base image {ref} has no linux/amd64 variant (it has {', '.join(platforms) or 'none'})",
                 "choose a base image built for linux/amd64",
@@ -135,7 +142,9 @@ def build_and_push(
     same_registry = inputs.base_ref.registry == inputs.host
     with RegistryClient(inputs.host, progress, retry) as pusher:
         # With the base in the target registry, the pushing client reads it too.
-        with (nullcontext(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)) as puller:
+        with (
+            nullcontext(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)
+        ) as puller:
             progress.stage(f"Base image {inputs.base_ref}")
             base = resolve_base(puller, inputs.base_ref)
             dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
@@ -159,7 +168,13 @@ def _assemble_and_push(
     progress.stage(f"Code: {len(inputs.code.files)} files, {inputs.code.total_bytes / 1e6:.2f} MB{excluded}")
     ours: list[tuple[str, tarball.LayerBlob, str]] = []
     if dep_layer is not None:
-        ours.append(("dependencies", dep_layer.blob, f"vdk-ml-training: requirements.txt ({len(dep_layer.packages)} packages) in {layout.DEPS_DIR}"))
+        ours.append(
+            (
+                "dependencies",
+                dep_layer.blob,
+                f"vdk-ml-training: requirements.txt ({len(dep_layer.packages)} packages) in {layout.DEPS_DIR}",
+            )
+        )
     ours.append(("runtime", runtime_blob, f"vdk-ml-training: runtime package in {layout.LIB_DIR}"))
     ours.append(("code", code_blob, f"vdk-ml-training: job {inputs.spec.name} in {layout.JOB_DIR}"))
     new_layers = [oci.NewLayer(b.digest, b.diff_id, b.size, created_by) for _, b, created_by in ours]
@@ -170,7 +185,9 @@ def _assemble_and_push(
         oci.base_env_value(base.config, "PYTHONPATH"),
         dep_layer is not None,
     )
-    config = oci.image_config(base.config, new_layers, env, layout.JOB_DIR, list(inputs.command), labels, inputs.created)
+    config = oci.image_config(
+        base.config, new_layers, env, layout.JOB_DIR, list(inputs.command), labels, inputs.created
+    )
     manifest = oci.manifest(base.media_type, config, base.layers, new_layers)
 
     target = inputs.target(code_blob.diff_id, runtime_blob.diff_id)  # what the dry run names, from the layers written
@@ -208,7 +225,9 @@ def _push_base_layer(
     if same_registry and pusher.mount(repo, digest, base.reference.repository):
         return PushedLayer("base", digest, size, "mounted")
     # Another registry: stream it across, never touching the local disk.
-    pusher.upload(repo, digest, size, lambda: puller.open_blob(base.reference.repository, digest), f"base layer {digest[7:19]}")
+    pusher.upload(
+        repo, digest, size, lambda: puller.open_blob(base.reference.repository, digest), f"base layer {digest[7:19]}"
+    )
     return PushedLayer("base", digest, size, "copied")
 
 

@@ -5,6 +5,7 @@ Searched in podman's order, then Docker's: $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR
 file, as Docker does: `credHelpers[host]`, else `credsStore`, else the inline `auths[host]`.
 Credential helpers are the standard `docker-credential-<name> get` programs.
 """
+
 from __future__ import annotations
 
 import base64
@@ -96,9 +97,7 @@ def _helper(name: str, registry: str, notes: list[str]) -> tuple[str, str] | Non
     program = f"docker-credential-{name}"
     server = _HUB_SERVER_URL if registry in _HUB_ALIASES else registry
     try:
-        done = subprocess.run(
-            [program, "get"], input=server, capture_output=True, text=True, timeout=_HELPER_TIMEOUT
-        )
+        done = subprocess.run([program, "get"], input=server, capture_output=True, text=True, timeout=_HELPER_TIMEOUT)
     except FileNotFoundError:
         notes.append(f"credential helper {program} is configured but not installed")
         return None

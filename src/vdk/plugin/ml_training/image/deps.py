@@ -9,6 +9,7 @@ so torchvision & co. match the base's torch. The finished layer is cached under 
 depends on: unchanged requirements cost one directory lookup, also when the base's tag is
 re-pushed (the same inputs give the same layer bytes, whatever the base's digest).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -91,7 +92,9 @@ def cached_layer(requirements: Path, base: BaseInfo) -> DependencyLayer | None:
     return _load(cache_root() / "deps" / key, key)
 
 
-def dependency_layer(spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False) -> DependencyLayer | None:
+def dependency_layer(
+    spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
+) -> DependencyLayer | None:
     """The cached or freshly built dependency layer; None when the job has no requirements."""
     requirements = requirements_file(spec)
     if requirements is None:
@@ -104,7 +107,9 @@ def dependency_layer(spec: MLJobSpec, base: BaseInfo, progress: Progress, refres
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
             return cached
-    progress.stage(f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})")
+    progress.stage(
+        f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
+    )
     layer = _build(spec, requirements, base, entry, key)
     progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
     prune_cache()
@@ -221,7 +226,20 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
         pins.write_text("".join(f"{name}=={version}\n" for name, version in base.pins))
         lock = work / "resolved.txt"
         _run_uv(
-            [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags, "--no-header", "--no-annotate", "-q", "-o", str(lock)],
+            [
+                uv,
+                "pip",
+                "compile",
+                str(requirements),
+                "-c",
+                str(pins),
+                *flags,
+                "--no-header",
+                "--no-annotate",
+                "-q",
+                "-o",
+                str(lock),
+            ],
             job_dir,
             base,
         )
@@ -232,7 +250,21 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
         provided.write_text("".join(f"{name}\n" for name in base.provides))
         excludes = ["--excludes", str(provided)]
     _run_uv(
-        [uv, "pip", "install", "--target", str(target), "-r", str(requirements), *constraints, *excludes, *flags, "--link-mode", "copy", "-q"],
+        [
+            uv,
+            "pip",
+            "install",
+            "--target",
+            str(target),
+            "-r",
+            str(requirements),
+            *constraints,
+            *excludes,
+            *flags,
+            "--link-mode",
+            "copy",
+            "-q",
+        ],
         job_dir,
         base,
     )

@@ -1,4 +1,5 @@
 """What can go wrong while building or pushing a job image, each with what to do about it."""
+
 from __future__ import annotations
 
 from vdk.plugin.ml_training.errors import MLTrainingError

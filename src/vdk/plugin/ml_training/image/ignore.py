@@ -4,6 +4,7 @@ Secrets and machine-local clutter are excluded whatever the ignore files say; ev
 follows `.gitignore` (every level from the repository root down) and then `.vdkignore` in the
 job directory, whose `!pattern` lines can bring back what `.gitignore` drops.
 """
+
 from __future__ import annotations
 
 import fnmatch

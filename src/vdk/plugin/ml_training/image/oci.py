@@ -1,4 +1,5 @@
 """Image config and manifest documents (OCI image spec / Docker schema 2), as canonical JSON."""
+
 from __future__ import annotations
 
 import hashlib

@@ -5,6 +5,7 @@ derives the reference the build would push (`registry/<job>:<tag>`, the tag a ha
 input, so a plan and the build that follows name the same tag). `ImagePlan.render()` is the
 report for stderr.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,7 +78,10 @@ def image_labels(spec: MLJobSpec, provenance: audit.Provenance, created: str, py
 
 def image_env(base_path: str | None, base_pythonpath: str | None, with_deps: bool) -> dict[str, str]:
     """What the job's layers add to the base's environment."""
-    env = {"PYTHONPATH": layout.PYTHONPATH + (f":{base_pythonpath}" if base_pythonpath else ""), "PYTHONUNBUFFERED": "1"}
+    env = {
+        "PYTHONPATH": layout.PYTHONPATH + (f":{base_pythonpath}" if base_pythonpath else ""),
+        "PYTHONUNBUFFERED": "1",
+    }
     if with_deps:
         env["PATH"] = f"{layout.DEPS_DIR}/bin:{base_path or ''}".rstrip(":")
     return env
@@ -180,7 +184,12 @@ class Inputs:
             "runtime": runtime_diff_id,
             "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
             "base_image": self.spec.base_image,
-            "base": [self.base.python_version, self.base.wheel_platform, sorted(self.base.provides), sorted(self.base.pins)],
+            "base": [
+                self.base.python_version,
+                self.base.wheel_platform,
+                sorted(self.base.provides),
+                sorted(self.base.pins),
+            ],
             "labels": self.labels,
             "command": list(self.command),
             "created": self.created,
@@ -215,9 +224,7 @@ def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created
     return Inputs(spec, host, repository, base_ref, base, code, runtime, requirements, labels, created, command)
 
 
-def plan_image(
-    spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None
-) -> ImagePlan:
+def plan_image(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None) -> ImagePlan:
     """What building the job's image would produce. Reads local files only: no registry, no index."""
     inputs = gather(spec, registry, provenance, created)
     target = inputs.target(
@@ -229,13 +236,27 @@ def plan_image(
         requirement_names = tuple(deps.requirement_lines(inputs.requirements))
         cached = deps.cached_layer(inputs.requirements, inputs.base)
         detail = f"{len(requirement_names)} lines of requirements.txt, " + (
-            f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}" if cached else "resolved at build time"
+            f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
+            if cached
+            else "resolved at build time"
         )
         if inputs.base.provides:
             detail += "; skips what the base provides"
         layers.append(LayerPlan("dependencies", layout.DEPS_DIR, None, None, detail))
-    layers.append(LayerPlan("runtime", layout.LIB_DIR, len(inputs.runtime.files), inputs.runtime.total_bytes, "vdk-ml-training runtime"))
-    layers.append(LayerPlan("code", layout.JOB_DIR, len(inputs.code.files), inputs.code.total_bytes, f"{len(inputs.code.excluded)} excluded"))
+    layers.append(
+        LayerPlan(
+            "runtime", layout.LIB_DIR, len(inputs.runtime.files), inputs.runtime.total_bytes, "vdk-ml-training runtime"
+        )
+    )
+    layers.append(
+        LayerPlan(
+            "code",
+            layout.JOB_DIR,
+            len(inputs.code.files),
+            inputs.code.total_bytes,
+            f"{len(inputs.code.excluded)} excluded",
+        )
+    )
     return ImagePlan(
         job=spec.name,
         reference=str(target),

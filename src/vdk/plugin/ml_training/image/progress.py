@@ -1,4 +1,5 @@
 """How a build reports what it is doing: stages as lines, big uploads as a progress bar (stderr)."""
+
 from __future__ import annotations
 
 import sys
@@ -14,7 +15,7 @@ class Progress:
     def stage(self, message: str) -> None:
         """One line about what the build is doing now."""
 
-    def transfer(self, label: str, total: int) -> "Transfer":
+    def transfer(self, label: str, total: int) -> Transfer:
         """A blob of `total` bytes starts moving; advance the returned Transfer as bytes go."""
         return Transfer()
 
@@ -55,7 +56,9 @@ class _BarTransfer(Transfer):
     def __init__(self, label: str, total: int, stream: TextIO):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1024, file=stream, leave=False)
+        self.bar = tqdm(
+            total=total, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1024, file=stream, leave=False
+        )
 
     def advance(self, nbytes: int) -> None:
         self.bar.update(nbytes)

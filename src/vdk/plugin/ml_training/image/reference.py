@@ -1,4 +1,5 @@
 """Image references (`host/path:tag@digest`) split the way Docker and podman read them."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -31,7 +32,7 @@ class ImageReference:
         """What a manifest request names: the digest when pinned, else the tag."""
         return self.digest or self.tag or "latest"
 
-    def with_digest(self, digest: str) -> "ImageReference":
+    def with_digest(self, digest: str) -> ImageReference:
         return replace(self, tag=None, digest=digest)
 
     def __str__(self) -> str:
@@ -70,7 +71,9 @@ def parse_reference(text: str) -> ImageReference:
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
     if not path or not all(_COMPONENT.match(c) for c in path.split("/")):
-        raise ImageBuildError(f"{text!r} is not an image reference", "write it like registry.example.com/team/image:tag")
+        raise ImageBuildError(
+            f"{text!r} is not an image reference", "write it like registry.example.com/team/image:tag"
+        )
     if tag is not None and not _TAG.match(tag):
         raise ImageBuildError(f"{text!r}: {tag!r} is not a valid tag", "tags are letters, digits, '_', '.' and '-'")
     if tag is None and not digest:
@@ -84,7 +87,7 @@ def split_registry(text: str) -> tuple[str, str]:
     for scheme in ("https://", "http://"):
         if text.startswith(scheme):
             raise ImageBuildError(
-                f"registry {text!r} starts with {scheme}", f"leave the scheme out: {text[len(scheme):]}"
+                f"registry {text!r} starts with {scheme}", f"leave the scheme out: {text[len(scheme) :]}"
             )
     first, _, rest = text.partition("/")
     if _is_host(first):

@@ -3,6 +3,7 @@ manifests, Basic and Bearer-token auth); this module adds what it leaves to its 
 credentials from the Docker/podman config, retries with backoff, streaming bodies with progress,
 plain HTTP for loopback registries, and errors that say what to do.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,11 +14,11 @@ import random
 import threading
 import time
 import warnings
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-from typing import Iterable
-from typing import Iterator
 from typing import TypeVar
 
 import requests
@@ -130,7 +131,7 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._lookups: dict[str, credentials.Lookup] = {}  # per repository: a login may be for one only
 
-    def __enter__(self) -> "RegistryClient":
+    def __enter__(self) -> RegistryClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -222,7 +223,7 @@ class RegistryClient:
                     on_retry()
             try:
                 return operation()
-            except (RegistryError,):
+            except RegistryError:
                 raise
             except dxf_errors.DXFUnauthorizedError:
                 raise self._auth_error(repository) from None
@@ -246,8 +247,12 @@ class RegistryClient:
                     f"(or /etc/containers/certs.d/{self.host}/ca.crt, or set REQUESTS_CA_BUNDLE); if it speaks "
                     f"plain HTTP only, add {self.host} to ${INSECURE_REGISTRIES_ENV}",
                 ) from None
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
-                    dxf_errors.DXFDigestMismatchError) as e:
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+                dxf_errors.DXFDigestMismatchError,
+            ) as e:
                 last = e
                 continue
         if isinstance(last, requests.HTTPError):
@@ -313,14 +318,18 @@ class RegistryClient:
 
         return self._call(repository, f"mount blob {digest[:19]} from {from_repository}", mount)
 
-    def upload(self, repository: str, digest: str, size: int, chunks: Callable[[], Iterable[bytes]], label: str) -> None:
+    def upload(
+        self, repository: str, digest: str, size: int, chunks: Callable[[], Iterable[bytes]], label: str
+    ) -> None:
         """Upload a blob, whose bytes `chunks()` yields afresh on every attempt."""
         transfer = self.progress.transfer(label, size)
         try:
             self._call(
                 repository,
                 f"upload {label}",
-                lambda: self._repo(repository).push_blob(data=_Body(chunks(), size, transfer), digest=digest, check_exists=False),
+                lambda: self._repo(repository).push_blob(
+                    data=_Body(chunks(), size, transfer), digest=digest, check_exists=False
+                ),
                 on_retry=transfer.restart,
             )
         finally:
@@ -335,7 +344,9 @@ class RegistryClient:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         text = data.decode("ascii")  # canonical JSON is ASCII (json.dumps escapes the rest)
         assert json.loads(text)["mediaType"] == media_type
-        self._call(repository, f"store manifest {repository}:{tag}", lambda: self._repo(repository).set_manifest(tag, text))
+        self._call(
+            repository, f"store manifest {repository}:{tag}", lambda: self._repo(repository).set_manifest(tag, text)
+        )
         stored, _ = self._call(
             repository,
             f"check manifest {repository}@{digest[:19]}",
@@ -352,8 +363,16 @@ class RegistryClient:
 def _short(error: Exception | None) -> str:
     """The gist of a requests/urllib3 error, without its nested reprs."""
     text = str(error) if error else "no answer"
-    for gist in ("Connection refused", "CERTIFICATE_VERIFY_FAILED", "WRONG_VERSION_NUMBER", "Read timed out",
-                 "Connection aborted", "Connection reset", "Name or service not known", "timed out"):
+    for gist in (
+        "Connection refused",
+        "CERTIFICATE_VERIFY_FAILED",
+        "WRONG_VERSION_NUMBER",
+        "Read timed out",
+        "Connection aborted",
+        "Connection reset",
+        "Name or service not known",
+        "timed out",
+    ):
         if gist in text:
             return gist.lower() if gist[0].isupper() and "_" not in gist else gist
     return text[:300]

@@ -1,5 +1,6 @@
 """The files that go into the code layer (the job directory) and the runtime layer (the plugin's
 runtime package), with what was left out and why."""
+
 from __future__ import annotations
 
 import os

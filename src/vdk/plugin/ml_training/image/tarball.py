@@ -4,6 +4,7 @@ Entries are sorted, owned by root, dated FIXED_MTIME, with modes reduced to 0644
 gzip header carries no name or timestamp. The layer digest (of the .tar.gz) and the diff_id (of
 the plain tar) are computed while writing, so nothing is read twice.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -11,10 +12,10 @@ import hashlib
 import os
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
-from typing import Iterable
 
 from vdk.plugin.ml_training.image.errors import ImageBuildError
 from vdk.plugin.ml_training.image.sources import SourceFile
@@ -110,7 +111,9 @@ def _write_tar(target_dir: str, files: Iterable[SourceFile], out: BinaryIO) -> N
                         )
                     tar.addfile(info, f)
             except OSError as e:
-                raise ImageBuildError(f"cannot read {source.source}: {e.strerror}", "check the file's permissions") from None
+                raise ImageBuildError(
+                    f"cannot read {source.source}: {e.strerror}", "check the file's permissions"
+                ) from None
 
 
 def diff_id(target_dir: str, files: Iterable[SourceFile]) -> str:

@@ -1,4 +1,5 @@
 """Kubernetes API failures as errors a user can act on (`MLTrainingError(problem, fix)`)."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 
-RBAC_HINT = "the minimal Role is in the README section \"deploy to Kubernetes\""
+RBAC_HINT = 'the minimal Role is in the README section "deploy to Kubernetes"'
 
 # What to install when a kind is not served, by API group.
 INSTALL_HINTS = {
@@ -139,8 +140,7 @@ def _translate(status: int, reason: str, st: dict, message: str, action: Action,
     return KubeApiError(
         f"the Kubernetes API server failed to {action.verb} {action.what}{action.where}: {status} "
         f"{st_reason or reason}: {message}",
-        "retry in a moment; if it persists, check the cluster's health with "
-        f"`kubectl{ctx} get --raw /readyz?verbose`",
+        f"retry in a moment; if it persists, check the cluster's health with `kubectl{ctx} get --raw /readyz?verbose`",
         status,
         st_reason,
     )

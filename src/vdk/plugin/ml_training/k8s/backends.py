@@ -1,4 +1,5 @@
 """What a cluster serves (`Discovery`) and which backend runs a job there (`choose_backend`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ BACKENDS = (PYTORCHJOB, TRAINJOB, JOB)
 
 INSTALL_TRAINING_OPERATOR = (
     "install the Kubeflow Training Operator v1 (it serves PyTorchJob): "
-    "kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4\""
+    'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4"'
 )
 INSTALL_TRAINER = (
     "install Kubeflow Trainer v2 (it serves TrainJob; needs JobSet): see "
@@ -23,7 +24,7 @@ INSTALL_TRAINER = (
 )
 INSTALL_TORCH_RUNTIME = (
     "install Trainer's default runtimes (they include the torch-distributed ClusterTrainingRuntime): "
-    "kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=<your Trainer version>\""
+    'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=<your Trainer version>"'
 )
 
 
@@ -106,9 +107,7 @@ def choose_backend(discovery: Discovery, requested: str, elastic: bool = False) 
     if requested == JOB:
         _require_jobs(discovery)
         return JOB
-    raise MLTrainingError(
-        f"unknown backend {requested!r}", f"use one of auto, {', '.join(BACKENDS)}"
-    )
+    raise MLTrainingError(f"unknown backend {requested!r}", f"use one of auto, {', '.join(BACKENDS)}")
 
 
 def _require_jobs(discovery: Discovery) -> None:
@@ -131,7 +130,9 @@ def describe_choice(discovery: Discovery, requested: str, chosen: str) -> str:
     line = f"backend {chosen} (auto; the cluster serves {', '.join(served) or 'no training operator'})"
     if discovery.trainjob_served and chosen != TRAINJOB:
         if discovery.torch_runtime is None:
-            line += "; TrainJob not used: ClusterTrainingRuntimes could not be listed (set backend = trainjob to use it)"
+            line += (
+                "; TrainJob not used: ClusterTrainingRuntimes could not be listed (set backend = trainjob to use it)"
+            )
         elif discovery.torch_runtime is False:
             line += "; TrainJob not used: no torch-distributed ClusterTrainingRuntime"
     return line

@@ -5,6 +5,7 @@ Manifests go in and objects come out as plain dicts. Requests go through the cli
 paths, which behave the same on every client generation (<= 36 and the pydantic-based 37+).
 Every API failure becomes an `MLTrainingError` that says what to do (see `api_errors`).
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -12,12 +13,12 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from typing import Iterable
-from typing import Iterator
 
 import urllib3
 import yaml
@@ -106,7 +107,9 @@ class ResourceType:
         return f"{base}/{name}" if name else base
 
     def action(self, verb: str, namespace: str | None = None, name: str | None = None) -> Action:
-        return Action(verb, self.plural, self.group, self.kind, namespace if self.namespaced else None, name, self.version)
+        return Action(
+            verb, self.plural, self.group, self.kind, namespace if self.namespaced else None, name, self.version
+        )
 
 
 JOB = ResourceType("Job", "batch", "v1", "jobs")
@@ -126,7 +129,9 @@ KUEUE_WORKLOADS = (
     ResourceType("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
 )
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-CRD = ResourceType("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+CRD = ResourceType(
+    "CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False
+)
 RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (JOB, SERVICE, CONFIG_MAP, PYTORCHJOB, TRAINJOB)}
 # The main object of a run, by backend.
 RUN_TYPES = {"pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "job": JOB}
@@ -180,8 +185,12 @@ class KubeClient:
         served: set[tuple[str, str]] = set()
         for group_version in DISCOVERED_GROUP_VERSIONS:
             if group_version in available:
-                resources = self._request("GET", f"/apis/{group_version}", action=Action("get", "apiresources", group_version))
-                served |= {(group_version, r["name"]) for r in (resources or {}).get("resources", []) if "/" not in r["name"]}
+                resources = self._request(
+                    "GET", f"/apis/{group_version}", action=Action("get", "apiresources", group_version)
+                )
+                served |= {
+                    (group_version, r["name"]) for r in (resources or {}).get("resources", []) if "/" not in r["name"]
+                }
         notes: list[str] = []
         runtimes = version = mechanism = None
         if (trainjob.API_VERSION, trainjob.PLURAL) in served:
@@ -207,7 +216,9 @@ class KubeClient:
 
     def _cluster_training_runtimes(self, notes: list[str]) -> frozenset[str] | None:
         try:
-            listing = self._request("GET", CLUSTER_TRAINING_RUNTIME.path(), action=CLUSTER_TRAINING_RUNTIME.action("list"))
+            listing = self._request(
+                "GET", CLUSTER_TRAINING_RUNTIME.path(), action=CLUSTER_TRAINING_RUNTIME.action("list")
+            )
         except KubeApiError as e:
             if e.status not in (403, 404):
                 raise
@@ -359,7 +370,9 @@ class KubeClient:
 
     def _get(self, rtype: ResourceType, name: str) -> dict | None:
         try:
-            return self._request("GET", rtype.path(self.namespace, name), action=rtype.action("get", self.namespace, name))
+            return self._request(
+                "GET", rtype.path(self.namespace, name), action=rtype.action("get", self.namespace, name)
+            )
         except KubeApiError as e:
             if e.status == 404 and not e.not_served:
                 return None
@@ -513,7 +526,9 @@ class KubeClient:
         found = self._get(rtype, run_name)
         return [found] if found is not None else []
 
-    def _run_objects(self, run_name: str | None = None, job_name: str | None = None, team: str | None = None) -> list[dict]:
+    def _run_objects(
+        self, run_name: str | None = None, job_name: str | None = None, team: str | None = None
+    ) -> list[dict]:
         selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN
         if job_name:
             selector += f",{LABEL_JOB}={job_name}"
@@ -553,7 +568,14 @@ class KubeClient:
     # --- transport ------------------------------------------------------------------------------
 
     def _request(
-        self, method: str, path: str, *, action: Action, query: dict | None = None, body: Any = None, timeout=REQUEST_TIMEOUT
+        self,
+        method: str,
+        path: str,
+        *,
+        action: Action,
+        query: dict | None = None,
+        body: Any = None,
+        timeout=REQUEST_TIMEOUT,
     ) -> Any:
         try:
             with _own_request():

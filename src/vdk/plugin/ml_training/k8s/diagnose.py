@@ -2,14 +2,15 @@
 the state of every rank's pod, why the run waits (scheduling, image pulls, Kueue), why it failed
 (OOMKilled, exit codes and signals, well-known errors in the log) and how far training got.
 """
+
 from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Iterable
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
-from typing import Iterable
 
 from vdk.plugin.ml_training.k8s import indexed_job
 from vdk.plugin.ml_training.k8s import pytorchjob
@@ -110,7 +111,9 @@ class RankState:
     @property
     def started(self) -> bool:
         """Whether the container has produced a log (current or previous instance)."""
-        return self.phase in ("Running", "Succeeded", "Failed") or self.terminated is not None or self.previous is not None
+        return (
+            self.phase in ("Running", "Succeeded", "Failed") or self.terminated is not None or self.previous is not None
+        )
 
     @property
     def streamable(self) -> bool:
@@ -306,21 +309,48 @@ def run_events(events: Iterable[dict], run_name: str) -> list[Event]:
 
 # Scheduler message fragments -> what to do.
 _SCHEDULING_FIXES = (
-    (r"Insufficient (nvidia\.com/(gpu|mig-\S+)|amd\.com/gpu)", "no node has that many free GPUs now: wait for running jobs to end, ask for fewer (`gpus_per_node`, `nodes` in [ml-training]) or ask your cluster admin for GPU capacity"),
-    (r"Insufficient memory", "no node has that much free memory: lower `memory` in [ml-training] (or wait for capacity)"),
+    (
+        r"Insufficient (nvidia\.com/(gpu|mig-\S+)|amd\.com/gpu)",
+        "no node has that many free GPUs now: wait for running jobs to end, ask for fewer (`gpus_per_node`, `nodes` in [ml-training]) or ask your cluster admin for GPU capacity",
+    ),
+    (
+        r"Insufficient memory",
+        "no node has that much free memory: lower `memory` in [ml-training] (or wait for capacity)",
+    ),
     (r"Insufficient cpu", "no node has that many free CPUs: lower `cpu` in [ml-training] (or wait for capacity)"),
     (r"Insufficient ephemeral-storage", "no node has enough free disk: the image or /dev/shm may be too large"),
-    (r"untolerated taint", "the nodes with room are reserved (tainted) for other workloads: ask your cluster admin which node pool ML jobs may use"),
-    (r"didn't match Pod's node affinity/selector", "no node matches the pod's node selector: ask your cluster admin for the node labels of the GPU pool"),
-    (r"exceeded quota", "the namespace's ResourceQuota is used up: wait for other runs to end, or ask for a larger quota"),
-    (r"didn't trigger scale-up|max node group size reached", "the cluster autoscaler cannot add a node that fits: the request is larger than any node type it has"),
+    (
+        r"untolerated taint",
+        "the nodes with room are reserved (tainted) for other workloads: ask your cluster admin which node pool ML jobs may use",
+    ),
+    (
+        r"didn't match Pod's node affinity/selector",
+        "no node matches the pod's node selector: ask your cluster admin for the node labels of the GPU pool",
+    ),
+    (
+        r"exceeded quota",
+        "the namespace's ResourceQuota is used up: wait for other runs to end, or ask for a larger quota",
+    ),
+    (
+        r"didn't trigger scale-up|max node group size reached",
+        "the cluster autoscaler cannot add a node that fits: the request is larger than any node type it has",
+    ),
     (r"persistentvolumeclaim", "a volume the pod needs is not available"),
 )
 # Image pull message fragments -> what to do.
 _PULL_FIXES = (
-    (r"unauthorized|authentication required|401|403|denied|forbidden", "the cluster's nodes may not pull from the registry: create an image pull secret (`kubectl create secret docker-registry`) and add it to the namespace's default service account (`imagePullSecrets`)"),
-    (r"not found|manifest unknown|404", "the image is not in the registry (deleted, or pushed elsewhere): deploy again"),
-    (r"no such host|i/o timeout|connection refused|dial tcp|tls|x509|certificate", "the nodes cannot reach the registry: it must be reachable from inside the cluster (not localhost) with a certificate the nodes trust"),
+    (
+        r"unauthorized|authentication required|401|403|denied|forbidden",
+        "the cluster's nodes may not pull from the registry: create an image pull secret (`kubectl create secret docker-registry`) and add it to the namespace's default service account (`imagePullSecrets`)",
+    ),
+    (
+        r"not found|manifest unknown|404",
+        "the image is not in the registry (deleted, or pushed elsewhere): deploy again",
+    ),
+    (
+        r"no such host|i/o timeout|connection refused|dial tcp|tls|x509|certificate",
+        "the nodes cannot reach the registry: it must be reachable from inside the cluster (not localhost) with a certificate the nodes trust",
+    ),
 )
 
 
@@ -344,9 +374,21 @@ def why_waiting(run: RunSummary, ranks: list[RankState], events: list[Event], wo
         warnings = [e for e in events if e.type == "Warning"]
         if warnings:
             last = warnings[-1]
-            findings.append(Finding("waiting", f"no pods yet: {last.object}: {last.reason}: {last.message}", _fix_for(last.message, _SCHEDULING_FIXES)))
+            findings.append(
+                Finding(
+                    "waiting",
+                    f"no pods yet: {last.object}: {last.reason}: {last.message}",
+                    _fix_for(last.message, _SCHEDULING_FIXES),
+                )
+            )
         else:
-            findings.append(Finding("waiting", "no pods yet: the operator has not created them", "if this lasts, check that the training operator is running (`kubectl get pods -A | grep -i -e training -e trainer`)"))
+            findings.append(
+                Finding(
+                    "waiting",
+                    "no pods yet: the operator has not created them",
+                    "if this lasts, check that the training operator is running (`kubectl get pods -A | grep -i -e training -e trainer`)",
+                )
+            )
     return findings
 
 
@@ -368,9 +410,13 @@ def _waiting_reason(r: RankState) -> tuple[str, str | None] | None:
         return f"cannot be scheduled: {r.unschedulable}", _fix_for(r.unschedulable, _SCHEDULING_FIXES)
     if r.waiting_reason in PULL_FAILURES:
         message = r.waiting_message or r.waiting_reason
-        return f"cannot pull the image ({r.waiting_reason}): {message}", _fix_for(message, _PULL_FIXES) or "check that the cluster can pull the image"
+        return f"cannot pull the image ({r.waiting_reason}): {message}", _fix_for(
+            message, _PULL_FIXES
+        ) or "check that the cluster can pull the image"
     if r.waiting_reason in CONFIG_FAILURES:
-        return f"cannot start its container ({r.waiting_reason}): {r.waiting_message or ''}".rstrip(": "), "a Secret, ConfigMap or volume it needs is missing, or the image has no such command"
+        return f"cannot start its container ({r.waiting_reason}): {r.waiting_message or ''}".rstrip(
+            ": "
+        ), "a Secret, ConfigMap or volume it needs is missing, or the image has no such command"
     if r.phase == "Pending" and r.node and r.waiting_reason == "ContainerCreating":
         return f"starting on {r.node} (pulling the image or mounting volumes)", None
     return None
@@ -387,7 +433,11 @@ def _kueue_finding(run: RunSummary, workloads: list[dict], events: list[Event]) 
             lead = f"queued in {run.queue or 'its queue'} (Kueue Workload {name})"
             if evicted and str(evicted.get("status")) == "True":
                 lead += f", after being evicted: {evicted.get('message')}"
-            return Finding("waiting", f"{lead}: {reserved.get('message') or reserved.get('reason')}", _queue_fix(reserved.get("message") or ""))
+            return Finding(
+                "waiting",
+                f"{lead}: {reserved.get('message') or reserved.get('reason')}",
+                _queue_fix(reserved.get("message") or ""),
+            )
         checks = [c for c in (workload.get("status") or {}).get("admissionChecks") or [] if c.get("state") == "Pending"]
         if checks:
             names = ", ".join(c.get("name", "?") for c in checks)
@@ -396,7 +446,11 @@ def _kueue_finding(run: RunSummary, workloads: list[dict], events: list[Event]) 
         pending = [e for e in events if e.object.startswith("Workload/") and e.reason in ("Pending", "Inadmissible")]
         if pending:
             return Finding("waiting", f"queued in {run.queue}: {pending[-1].message}", _queue_fix(pending[-1].message))
-        return Finding("waiting", f"queued in {run.queue}: Kueue has not admitted it yet", "its queue is busy or not yet attempted; `kubectl get workloads` shows the queue")
+        return Finding(
+            "waiting",
+            f"queued in {run.queue}: Kueue has not admitted it yet",
+            "its queue is busy or not yet attempted; `kubectl get workloads` shows the queue",
+        )
     return None
 
 
@@ -410,12 +464,30 @@ def _queue_fix(message: str) -> str:
 
 # Well-known failures in the last lines of a rank's log -> what to do.
 LOG_HINTS = (
-    (r"CUDA out of memory|OutOfMemoryError", "the GPU ran out of memory: lower the per-device batch size, use gradient accumulation or mixed precision"),
-    (r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9", "a training process was killed (SIGKILL): most often it ran out of host memory; raise `memory` in [ml-training]"),
-    (r"Bus error|No space left on device.*shm|unable to (write to|allocate shared memory)", "/dev/shm is too small for the data loader: raise `shm_size` in [ml-training] (or use fewer DataLoader workers)"),
-    (r"NCCL (error|WARN)|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|NCCL communicator was aborted", "NCCL communication between ranks failed: set NCCL_DEBUG=INFO in [ml-training.env] and look at the first rank that failed"),
-    (r"RendezvousTimeoutError|RendezvousClosedError|DistNetworkError|timed out.*rendezvous|Timed out waiting for", "not all ranks joined in time: some pods could not start or reach rank 0 (see why the others waited)"),
-    (r"ModuleNotFoundError: No module named '([^']+)'", "a module is missing from the image: add the package to the job's requirements.txt and deploy again"),
+    (
+        r"CUDA out of memory|OutOfMemoryError",
+        "the GPU ran out of memory: lower the per-device batch size, use gradient accumulation or mixed precision",
+    ),
+    (
+        r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9",
+        "a training process was killed (SIGKILL): most often it ran out of host memory; raise `memory` in [ml-training]",
+    ),
+    (
+        r"Bus error|No space left on device.*shm|unable to (write to|allocate shared memory)",
+        "/dev/shm is too small for the data loader: raise `shm_size` in [ml-training] (or use fewer DataLoader workers)",
+    ),
+    (
+        r"NCCL (error|WARN)|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|NCCL communicator was aborted",
+        "NCCL communication between ranks failed: set NCCL_DEBUG=INFO in [ml-training.env] and look at the first rank that failed",
+    ),
+    (
+        r"RendezvousTimeoutError|RendezvousClosedError|DistNetworkError|timed out.*rendezvous|Timed out waiting for",
+        "not all ranks joined in time: some pods could not start or reach rank 0 (see why the others waited)",
+    ),
+    (
+        r"ModuleNotFoundError: No module named '([^']+)'",
+        "a module is missing from the image: add the package to the job's requirements.txt and deploy again",
+    ),
 )
 
 
@@ -435,7 +507,14 @@ def why_failed(run: RunSummary, ranks: list[RankState]) -> Finding | None:
         )
     evicted = next((r for r in ranks if r.pod_reason in ("Evicted", "DeadlineExceeded", "Preempted", "NodeLost")), None)
     if evicted is not None:
-        return Finding("failed", f"rank {evicted.rank} (pod {evicted.pod}) was {evicted.pod_reason}: {evicted.pod_message or ''}".rstrip(": "), "the node ran out of a resource or the pod was preempted: deploy again, and raise `memory` if the node was low on memory", [evicted.rank])
+        return Finding(
+            "failed",
+            f"rank {evicted.rank} (pod {evicted.pod}) was {evicted.pod_reason}: {evicted.pod_message or ''}".rstrip(
+                ": "
+            ),
+            "the node ran out of a resource or the pod was preempted: deploy again, and raise `memory` if the node was low on memory",
+            [evicted.rank],
+        )
     if run.phase != run_status.FAILED:
         return None
     message = run.message or "the run failed"
@@ -454,7 +533,16 @@ def failing_rank(ranks: list[RankState]) -> tuple[RankState, Termination, bool] 
     for r in ranks:
         for termination, previous in ((r.terminated, False), (r.previous, True)):
             if termination is not None and termination.failed:
-                candidates.append((termination.exit_code == SIGTERM_EXIT, termination.finished_at or "~", r.index if r.index is not None else 1 << 30, r, termination, previous))
+                candidates.append(
+                    (
+                        termination.exit_code == SIGTERM_EXIT,
+                        termination.finished_at or "~",
+                        r.index if r.index is not None else 1 << 30,
+                        r,
+                        termination,
+                        previous,
+                    )
+                )
                 break
     if not candidates:
         return None
@@ -472,14 +560,26 @@ def termination_meaning(t: Termination, memory_limit: str | None = None) -> tupl
             "raise `memory` in [ml-training], or use less: a smaller batch size, fewer DataLoader workers",
         )
     if t.reason in ("ContainerCannotRun", "StartError"):
-        return f"could not start: {t.message or t.reason}", "check `entrypoint` in [ml-training] and that the base image has Python and torch"
+        return (
+            f"could not start: {t.message or t.reason}",
+            "check `entrypoint` in [ml-training] and that the base image has Python and torch",
+        )
     code, sig = t.exit_code, t.signal
     if sig == "SIGKILL":
-        return f"was killed (SIGKILL, exit code {code})", "usually the node ran low on memory or the pod was stopped by force; see the events"
+        return (
+            f"was killed (SIGKILL, exit code {code})",
+            "usually the node ran low on memory or the pod was stopped by force; see the events",
+        )
     if sig == "SIGTERM":
-        return f"was stopped (SIGTERM, exit code {code})", "it was cancelled, preempted, reached `max_runtime`, or stopped because another rank failed first"
+        return (
+            f"was stopped (SIGTERM, exit code {code})",
+            "it was cancelled, preempted, reached `max_runtime`, or stopped because another rank failed first",
+        )
     if sig == "SIGSEGV":
-        return f"crashed (SIGSEGV, exit code {code})", "a native library crashed: often a CUDA/NCCL mismatch between the job's packages and the base image"
+        return (
+            f"crashed (SIGSEGV, exit code {code})",
+            "a native library crashed: often a CUDA/NCCL mismatch between the job's packages and the base image",
+        )
     if sig:
         return f"was ended by {sig} (exit code {code})", None
     return f"exited with code {code}", "the training code failed: see the end of its log"
@@ -504,11 +604,15 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
         at = line.find(PROGRESS_MARK)
         if at < 0:
             continue
-        fields = dict(token.split("=", 1) for token in line[at + len(PROGRESS_MARK):].split() if "=" in token)
+        fields = dict(token.split("=", 1) for token in line[at + len(PROGRESS_MARK) :].split() if "=" in token)
         step, _, total = fields.get("step", "").partition("/")
         total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total")
         eta = fields.get("eta")
-        seconds = _float(fields.get("eta_s") or fields.get("eta_seconds") or (eta if eta and eta.replace(".", "", 1).isdigit() else None))
+        seconds = _float(
+            fields.get("eta_s")
+            or fields.get("eta_seconds")
+            or (eta if eta and eta.replace(".", "", 1).isdigit() else None)
+        )
         return Progress(
             step=_int(step),
             total_steps=_int(total),

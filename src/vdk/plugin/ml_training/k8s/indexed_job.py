@@ -4,6 +4,7 @@ Pod `<run>-<i>` gets node rank i from its completion index; rank 0 hosts torch's
 rendezvous, reached as `<run>-0.<run>` through the headless Service. Any failed process fails
 the whole Job (podFailurePolicy FailJob), so no rank waits for a dead peer. Needs Kubernetes 1.27+.
 """
+
 from __future__ import annotations
 
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -75,7 +76,12 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
             # Rank 0 must be resolvable before it is Ready, or the other ranks cannot reach it.
             "publishNotReadyAddresses": True,
             "ports": [
-                {"name": "rendezvous", "port": pod.RENDEZVOUS_PORT, "targetPort": pod.RENDEZVOUS_PORT, "protocol": "TCP"}
+                {
+                    "name": "rendezvous",
+                    "port": pod.RENDEZVOUS_PORT,
+                    "targetPort": pod.RENDEZVOUS_PORT,
+                    "protocol": "TCP",
+                }
             ],
         },
     }
@@ -85,6 +91,10 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
 def limitations(spec: MLJobSpec) -> list[str]:
     notes = []
     if spec.nodes.elastic:
-        notes.append(f"a plain Job has no elastic training: it runs at {spec.nodes.max} nodes (install the Kubeflow Training Operator for {spec.nodes})")
-    notes.append("a plain Job cannot restart all nodes together: a failed process fails the run (max_restarts covers pods lost before start)")
+        notes.append(
+            f"a plain Job has no elastic training: it runs at {spec.nodes.max} nodes (install the Kubeflow Training Operator for {spec.nodes})"
+        )
+    notes.append(
+        "a plain Job cannot restart all nodes together: a failed process fails the run (max_restarts covers pods lost before start)"
+    )
     return notes

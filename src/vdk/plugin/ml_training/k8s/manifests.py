@@ -1,4 +1,5 @@
 """A whole run rendered for one backend: the backend's objects, then the run record."""
+
 from __future__ import annotations
 
 import yaml

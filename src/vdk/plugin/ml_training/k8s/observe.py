@@ -2,16 +2,17 @@
 failed (with the failing rank's last log lines), its progress; and the logs of every rank, once or
 followed. The interpretation lives in `diagnose`; this module only gathers.
 """
+
 from __future__ import annotations
 
 import functools
 import threading
 import time
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
-from typing import Callable
-from typing import Iterator
 
 from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import status as run_status

@@ -1,4 +1,5 @@
 """Pod pieces every backend shares: resources, /dev/shm, environment, tolerations, the command."""
+
 from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
@@ -66,7 +67,9 @@ def env(spec: MLJobSpec) -> list[dict]:
     user = spec.env_dict
     out = [{"name": "PYTHONUNBUFFERED", "value": user.pop("PYTHONUNBUFFERED", "1")}]
     extra_path = user.pop("PYTHONPATH", None)
-    out.append({"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:{extra_path}" if extra_path else layout.PYTHONPATH})
+    out.append(
+        {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:{extra_path}" if extra_path else layout.PYTHONPATH}
+    )
     out.extend({"name": name, "value": value} for name, value in user.items())
     return out
 

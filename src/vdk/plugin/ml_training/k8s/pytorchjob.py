@@ -3,6 +3,7 @@
 The operator sets PET_MASTER_ADDR / PET_NNODES / PET_NODE_RANK / PET_NPROC_PER_NODE (and the
 rendezvous variables for elastic jobs) in every pod, so torch's launcher needs no layout flags.
 """
+
 from __future__ import annotations
 
 from vdk.plugin.ml_training.job import MLJobSpec

@@ -5,6 +5,7 @@ dependency versions installed in the image.
 Annotations on the run's object carry the audit trail for humans and `kubectl`; the record
 carries the full rendered manifests, which are too large and too structured for annotations.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,7 @@ def record_name(run_name: str) -> str:
     return f"{run_name}{SUFFIX}"
 
 
-def render(
-    spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]
-) -> dict:
+def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]) -> dict:
     """The record ConfigMap for `manifests` (the run's other objects, as rendered)."""
     data = {
         KEY_RUN: run.name,

@@ -1,4 +1,5 @@
 """One deployment of a job (a "run"): its name, its labels and its audit annotations."""
+
 from __future__ import annotations
 
 import re
@@ -83,7 +84,7 @@ class RunInfo:
         image_digest: str | None = None,
         name: str | None = None,
         dependencies: tuple[tuple[str, str], ...] = (),
-    ) -> "RunInfo":
+    ) -> RunInfo:
         """A new run of `spec` (a fresh run name unless `name` is given)."""
         job_name = spec.kubernetes_name()
         return cls(

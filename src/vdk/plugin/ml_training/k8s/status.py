@@ -1,4 +1,5 @@
 """A run's phase and summary, read from its main object (PyTorchJob, TrainJob or Job)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ class RunSummary:
 
 
 def shape_text(nodes: str | None, gpus_per_node: int, gpu_resource: str | None) -> str:
-    """"2 x 8 GPU", "1 x 2 mig-1g.10gb", "1 x CPU"."""
+    """ "2 x 8 GPU", "1 x 2 mig-1g.10gb", "1 x CPU"."""
     nodes = nodes or "?"
     if not gpus_per_node:
         return f"{nodes} x CPU"

@@ -4,6 +4,7 @@ The runtime's torch plugin sets PET_NNODES / PET_NPROC_PER_NODE / PET_NODE_RANK 
 the command is torch's launcher with no layout flags. Pod changes (/dev/shm, tolerations, pod
 labels) go through the field the installed Trainer has: it changed in every minor release.
 """
+
 from __future__ import annotations
 
 import re
@@ -119,7 +120,9 @@ def limitations(spec: MLJobSpec, mechanism: str) -> list[str]:
     """What of the spec a TrainJob cannot honour, for the deploy command to say."""
     notes = []
     if spec.nodes.elastic:
-        notes.append(f"TrainJob has no elastic training: it runs at {spec.nodes.max} nodes (use backend = pytorchjob for {spec.nodes})")
+        notes.append(
+            f"TrainJob has no elastic training: it runs at {spec.nodes.max} nodes (use backend = pytorchjob for {spec.nodes})"
+        )
     notes.append("TrainJob has no TTL: the finished TrainJob stays until `vdk delete` removes it")
     notes.append("TrainJob restarts follow the runtime's failure policy, not max_restarts")
     if spec.priority_class:

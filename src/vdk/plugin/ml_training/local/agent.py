@@ -6,6 +6,7 @@ format the first exception it logs, is replaced by a plain one; and the process 
 instead of spending 0.3-1 s tearing down an interpreter that imported torch. Its exit code is
 torchrun's; its log goes to the launcher's agent.log.
 """
+
 from __future__ import annotations
 
 import logging

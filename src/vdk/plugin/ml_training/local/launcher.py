@@ -1,5 +1,6 @@
 """Starts torchrun for a `LaunchPlan`, relays rank 0's output, enforces the timeout and, whatever
 happens (a timeout, Ctrl-C, an error here), leaves no process behind."""
+
 from __future__ import annotations
 
 import codecs
@@ -14,10 +15,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from typing import Callable
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local.plan import LaunchPlan
@@ -208,7 +209,7 @@ class _Console:
         self._fifo_fds: tuple[int, int] | None = None
         self._fifo: Path | None = None
 
-    def __enter__(self) -> "_Console":
+    def __enter__(self) -> _Console:
         out_fd = _real_fd(self.stdout)
         self.stdout_target = out_fd if out_fd is not None else subprocess.PIPE
         err_fd = _real_fd(self.stderr)

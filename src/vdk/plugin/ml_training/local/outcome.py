@@ -1,5 +1,6 @@
 """How a local run ended, from the ranks' result files and torchrun's log: passed or not, steps and
 losses per rank, and for a failure its root cause (the first rank that failed) and nothing else."""
+
 from __future__ import annotations
 
 import re
@@ -75,8 +76,7 @@ class RankOutcome:
             if self.crash:
                 return f"crashed ({self.crash})"
             return (
-                "died without a Python error (a signal such as SIGKILL, often the out-of-memory killer, "
-                "or os._exit())"
+                "died without a Python error (a signal such as SIGKILL, often the out-of-memory killer, or os._exit())"
             )
         if self.exit_code < 0:
             try:

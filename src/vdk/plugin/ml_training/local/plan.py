@@ -3,16 +3,17 @@
 A smoke run starts `smoke_processes` CPU ranks with the CPU stand-ins and the step limit; a full run
 starts the job's own layout for one node, with no stand-ins, on the GPUs of this machine if any.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
-from typing import Mapping
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import RESERVED_ENV
@@ -104,8 +105,7 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
     notes = []
     if spec.nodes.max > 1:
         notes.append(
-            f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs "
-            f"{spec.nodes} × {wanted}"
+            f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs {spec.nodes} × {wanted}"
         )
     env = _user_env(spec)
     if gpus:

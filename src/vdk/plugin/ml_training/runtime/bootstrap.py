@@ -7,6 +7,7 @@ set) it also keeps the output of ranks other than 0 in log files, reports how th
 result file (the launcher shows the failing rank's traceback once), and in smoke mode installs the
 CPU stand-ins and the optimizer-step limit instead of progress lines.
 """
+
 from __future__ import annotations
 
 import os

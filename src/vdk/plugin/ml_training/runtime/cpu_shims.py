@@ -4,17 +4,19 @@ Each stand-in replaces one torch entry point in memory; no user file changes. `i
 the `Adaptations` that counts which stand-ins the user's code actually needed, for the summary.
 Hugging Face libraries are adapted in `hf_shims` when (and if) the user's code imports them.
 """
+
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
-from typing import Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
+
 from vdk.plugin.ml_training.runtime import protocol
 
 CPU = torch.device("cpu")

@@ -1,6 +1,7 @@
 """The number of steps of a Hugging Face `Trainer` run, for progress lines: every Trainer gets a
 callback that hands `TrainerState.max_steps` (and the steps a resumed run already did) to the
 reporter when training begins. Applied when the user's code imports `transformers.trainer`."""
+
 from __future__ import annotations
 
 import functools

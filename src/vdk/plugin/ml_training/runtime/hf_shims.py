@@ -1,5 +1,6 @@
 """Smoke-run adaptations of Hugging Face `transformers` and `accelerate`, applied when the user's code
 imports them (`post_import`), so a script that uses neither never pays for importing them."""
+
 from __future__ import annotations
 
 from vdk.plugin.ml_training.runtime import post_import

@@ -1,10 +1,11 @@
 """Run a function right after a module has been imported by the user's code (a post-import hook), so
 that adapting a library costs nothing when the script never imports it."""
+
 from __future__ import annotations
 
 import importlib.abc
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 Hook = Callable[[object], None]
 

@@ -9,14 +9,15 @@ and once more when the script ends (with `script=finished` or `script=failed`, n
 Standard library only (the step counter is handed in): the readers import the line format too.
 Between two lines a step costs one clock read; the loss is read from the device only for a line.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
-from typing import Callable
 from typing import TextIO
 
 from vdk.plugin.ml_training.runtime import protocol
@@ -114,7 +115,7 @@ class ProgressReporter:
         self._offset = 0  # shown step = counter steps + offset (a Trainer resumed at global_step N)
         self._on = True
 
-    def attach(self, counter: Any) -> "ProgressReporter":
+    def attach(self, counter: Any) -> ProgressReporter:
         if not self._on or self.counter is not None:
             return self
         self.counter = counter

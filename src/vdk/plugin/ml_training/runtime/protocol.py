@@ -1,5 +1,6 @@
 """What the local launcher and the training processes agree on: environment variables and the
 per-rank result files. Standard library only; imported on both sides."""
+
 from __future__ import annotations
 
 import json

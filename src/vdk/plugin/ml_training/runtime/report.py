@@ -1,5 +1,6 @@
 """What a training process tells the local launcher: its result file, and the user's traceback
 without the frames of the machinery that ran their code."""
+
 from __future__ import annotations
 
 import math

@@ -1,10 +1,11 @@
 """Counting optimizer steps and keeping the loss, whatever drives the loop (a plain loop, DDP, HF
 Trainer, Accelerate): torch calls global optimizer-step hooks for every `torch.optim.Optimizer`
 subclass. The smoke run stops after `limit` steps (`StepLimit`); progress reports read the count."""
+
 from __future__ import annotations
 
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -41,15 +42,15 @@ class StepCounter:
     def __init__(self) -> None:
         self.steps = 0
         self.listeners: list[StepListener] = []  # called after every optimizer step
-        self._counts: "weakref.WeakKeyDictionary[torch.optim.Optimizer, int]" = weakref.WeakKeyDictionary()
-        self._optimizers: "weakref.WeakSet[torch.optim.Optimizer]" = weakref.WeakSet()
+        self._counts: weakref.WeakKeyDictionary[torch.optim.Optimizer, int] = weakref.WeakKeyDictionary()
+        self._optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self._pending: list[torch.Tensor] = []  # backward() scalars since the last step
         self._last_step: list[torch.Tensor] = []  # those of the last step
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None  # GradScaler.scale(loss) -> loss
         self._handles: list = []
         self._restore: list = []
 
-    def install(self) -> "StepCounter":
+    def install(self) -> StepCounter:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._handles = [register_optimizer_step_post_hook(self._after_step)]
@@ -167,7 +168,7 @@ class StepLimit:
     def __init__(self, limit: int):
         self.limit = limit
 
-    def attach(self, counter: StepCounter) -> "StepLimit":
+    def attach(self, counter: StepCounter) -> StepLimit:
         counter.listeners.append(self._after_step)
         return self
 
