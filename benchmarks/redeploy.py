@@ -47,8 +47,8 @@ from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import load_job_spec
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "image"))
-from image_servers import Registry  # noqa: E402  the loopback docker-registry the image tests use
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
+from tests.support.registry import Registry  # noqa: E402  the loopback docker-registry the image tests use
 
 CHUNK = 4 << 20
 

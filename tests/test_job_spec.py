@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
@@ -14,16 +15,9 @@ TRAIN = 'import torch\n\nif __name__ == "__main__":\n    print("hi")\n'
 
 
 def make_job(tmp_path: Path, ml: str = "", extra: str = "", name="my-job", files=None) -> Path:
-    job = tmp_path / name
-    job.mkdir(parents=True, exist_ok=True)
-    files = {"train.py": TRAIN} if files is None else files
-    for rel, text in files.items():
-        (job / rel).parent.mkdir(parents=True, exist_ok=True)
-        (job / rel).write_text(text)
-    (job / "config.ini").write_text(
-        "[owner]\nteam = vision\n\n[job]\ntype = ml-training\n\n[ml-training]\n" + ml + "\n" + extra
+    return write_job(
+        tmp_path, name, ml=ml, extra=extra, team="vision", files={"train.py": TRAIN} if files is None else files
     )
-    return job
 
 
 def error_of(job: Path, settings=None) -> JobConfigError:

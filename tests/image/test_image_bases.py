@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training.image.bases import base_info
 from vdk.plugin.ml_training.image.errors import BaseImageError
 from vdk.plugin.ml_training.image.errors import ImageBuildError
@@ -58,11 +59,8 @@ def test_registry_paths_and_loopback():
 
 
 def spec_for(tmp_path, base_image, extra=""):
-    job = tmp_path / "job"
-    job.mkdir(exist_ok=True)
-    (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
-    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\n{extra}")
-    return load_job_spec(job)
+    files = {"train.py": "if __name__ == '__main__':\n    pass\n"}
+    return load_job_spec(write_job(tmp_path, "job", ml=f"base_image = {base_image}\n{extra}", files=files))
 
 
 def test_pytorch_bases_pin_torch_and_leave_it_out(tmp_path):

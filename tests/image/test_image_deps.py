@@ -10,9 +10,10 @@ import tarfile
 import time
 
 import pytest
-from image_wheels import make_sdist
-from image_wheels import make_wheel
 
+from tests.support.jobs import write_job
+from tests.support.wheels import make_sdist
+from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import deps
 from vdk.plugin.ml_training.image import plan_image
@@ -43,12 +44,11 @@ def wheelhouse(tmp_path_factory):
 
 
 def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
-    job = tmp_path / name
-    job.mkdir(parents=True, exist_ok=True)
-    (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
-    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\n")
-    (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\n{requirements}")
-    return load_job_spec(job)
+    files = {
+        "train.py": "if __name__ == '__main__':\n    pass\n",
+        "requirements.txt": f"--no-index\n--find-links {wheelhouse}\n{requirements}",
+    }
+    return load_job_spec(write_job(tmp_path, name, ml=f"base_image = {base_image}\n", files=files))
 
 
 def layer_members(blob):

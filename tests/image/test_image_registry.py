@@ -15,18 +15,18 @@ import tarfile
 import bcrypt
 import pytest
 import requests
-from image_jobs import build_rootfs
-from image_jobs import push_base
-from image_jobs import write_job
-from image_servers import Fault
-from image_servers import FaultProxy
-from image_servers import Registry
-from image_servers import TokenServer
-from image_servers import free_port
-from image_servers import podman
-from image_servers import self_signed_cert
-from image_wheels import make_wheel
 
+from tests.support.base_image import build_rootfs
+from tests.support.base_image import image_job
+from tests.support.base_image import push_base
+from tests.support.registry import Fault
+from tests.support.registry import FaultProxy
+from tests.support.registry import Registry
+from tests.support.registry import TokenServer
+from tests.support.registry import free_port
+from tests.support.registry import podman
+from tests.support.registry import self_signed_cert
+from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import BaseImageError
@@ -82,7 +82,7 @@ def git(cwd, *args):
 
 def test_same_tree_gives_the_same_digest_twice_and_from_two_checkouts(tmp_path, registry, base_image):
     origin = tmp_path / "origin"
-    write_job(origin / "jobs" / "train-job", base_image)
+    image_job(origin / "jobs" / "train-job", base_image)
     git(origin, "init", "-q")
     git(origin, "add", ".")
     git(origin, "commit", "-qm", "job")
@@ -107,7 +107,7 @@ def test_same_tree_gives_the_same_digest_twice_and_from_two_checkouts(tmp_path, 
 
 
 def test_one_changed_file_changes_only_the_code_layer_config_and_manifest(tmp_path, registry, base_image):
-    job = write_job(tmp_path / "change-job", base_image)
+    job = image_job(tmp_path / "change-job", base_image)
     before = build(job, registry.host)
     (job / "model.py").write_text("def train():\n    print('a one-line change')\n")
     shown = io.StringIO()
@@ -137,7 +137,7 @@ def test_one_changed_file_changes_only_the_code_layer_config_and_manifest(tmp_pa
 
 
 def test_excluded_files_are_absent_from_the_pushed_layer(tmp_path, registry, base_image):
-    job = write_job(tmp_path / "secret-job", base_image)
+    job = image_job(tmp_path / "secret-job", base_image)
     (job / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n-----END OPENSSH PRIVATE KEY-----\n")
     image = build(job, registry.host)
     manifest, _ = get_manifest(registry, "ml/secret-job", image.digest)
@@ -151,7 +151,7 @@ def test_excluded_files_are_absent_from_the_pushed_layer(tmp_path, registry, bas
 def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_image, podman_root):
     wheelhouse = tmp_path / "wheels"
     make_wheel(wheelhouse, "tinydep", "1.0", console_script="tiny")
-    job = write_job(tmp_path / "run-job", base_image)
+    job = image_job(tmp_path / "run-job", base_image)
     (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntinydep==1.0\n")
     image = build(job, registry.host)
     assert image.dependencies == (("tinydep", "1.0"),) and image.python_version == "3.11"
@@ -218,7 +218,7 @@ def test_registry_errors_and_dropped_connections_are_retried(tmp_path, registry,
             Fault("HEAD", r"/manifests/", "500"),
         ]
         base_via_proxy = base_image.replace(registry.host, proxy.host)
-        job = write_job(tmp_path / "flaky-job", base_via_proxy)
+        job = image_job(tmp_path / "flaky-job", base_via_proxy)
         image = build(job, proxy.host, retry=FAST_RETRY)
         assert [f.hits for f in proxy.faults] == [f.times for f in proxy.faults]
         _, digest = get_manifest(registry, "ml/flaky-job", image.digest)
@@ -242,7 +242,7 @@ def test_registry_errors_and_dropped_connections_are_retried(tmp_path, registry,
 
 
 def test_an_unreachable_registry_is_a_clear_error(tmp_path, base_image):
-    job = write_job(tmp_path / "lost-job", base_image)
+    job = image_job(tmp_path / "lost-job", base_image)
     closed = f"127.0.0.1:{free_port()}"
     with pytest.raises(RegistryUnreachableError) as caught:
         build(job, closed, retry=FAST_RETRY)
@@ -263,7 +263,7 @@ def test_a_base_in_another_registry_is_streamed_across_and_a_dropped_stream_retr
     proxy = FaultProxy(registry.port)
     try:
         proxy.faults = [Fault("GET", r"/blobs/sha256:", "drop-body")]
-        job = write_job(tmp_path / "copy-job", base_image.replace(registry.host, proxy.host))
+        job = image_job(tmp_path / "copy-job", base_image.replace(registry.host, proxy.host))
         image = build(job, other_registry.host, retry=FAST_RETRY)
         assert proxy.faults[0].hits == 1
         base_layers = [l for l in image.layers if l.name == "base"]
@@ -304,7 +304,7 @@ def docker_login(tmp_path, host, user, password):
 
 def test_credentials_missing_wrong_and_right(tmp_path, base_image, auth_registry, monkeypatch):
     trust(auth_registry, tmp_path)
-    job = write_job(tmp_path / "private-job", base_image)
+    job = image_job(tmp_path / "private-job", base_image)
 
     with pytest.raises(RegistryAuthError) as missing:
         build(job, auth_registry.host, retry=FAST_RETRY)
@@ -347,7 +347,7 @@ def token_registry(tmp_path_factory):
 
 def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_image, token_registry):
     trust(token_registry, tmp_path)
-    job = write_job(tmp_path / "token-job", base_image)
+    job = image_job(tmp_path / "token-job", base_image)
     with pytest.raises(RegistryAuthError, match="none were found"):
         build(job, token_registry.host, retry=FAST_RETRY)
     docker_login(tmp_path, token_registry.host, "ada", "Tr0ub4dor-guess")
@@ -366,7 +366,7 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
     # its layers are mounted across repositories with a token that covers both. The second job's
     # repository has its own login (a `host/repository` key, as podman writes for robot accounts):
     # it is used there, and the registry's login for the base.
-    second = write_job(tmp_path / "derived-job", first.reference)
+    second = image_job(tmp_path / "derived-job", first.reference)
     (tmp_path / "docker-config" / "config.json").write_text(
         json.dumps(
             {
@@ -390,7 +390,7 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
 
 
 def test_an_untrusted_certificate_says_where_the_ca_goes(tmp_path, base_image, auth_registry):
-    job = write_job(tmp_path / "tls-job", base_image)
+    job = image_job(tmp_path / "tls-job", base_image)
     with pytest.raises(RegistryError) as caught:
         build(job, auth_registry.host, retry=FAST_RETRY)
     assert "trusted TLS connection" in caught.value.problem and "CERTIFICATE_VERIFY_FAILED" in caught.value.problem
@@ -407,7 +407,7 @@ def test_only_loopback_and_listed_registries_may_use_plain_http(monkeypatch):
 
 
 def test_a_missing_base_and_a_base_without_linux_amd64_are_clear_errors(tmp_path, registry, base_image):
-    missing = write_job(tmp_path / "missing-base-job", f"{registry.host}/base/nope:1")
+    missing = image_job(tmp_path / "missing-base-job", f"{registry.host}/base/nope:1")
     with pytest.raises(RegistryError) as caught:
         build(missing, registry.host, retry=FAST_RETRY)
     assert caught.value.problem == f"{registry.host}/base/nope:1 does not exist"
@@ -434,7 +434,7 @@ def test_a_missing_base_and_a_base_without_linux_amd64_are_clear_errors(tmp_path
         data=index,
         headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
     ).raise_for_status()
-    arm = write_job(tmp_path / "arm-job", f"{registry.host}/base/busybox:arm-only")
+    arm = image_job(tmp_path / "arm-job", f"{registry.host}/base/busybox:arm-only")
     with pytest.raises(BaseImageError, match="has no linux/amd64 variant \\(it has linux/arm64\\)"):
         build(arm, registry.host, retry=FAST_RETRY)
 
@@ -446,14 +446,14 @@ def test_a_missing_base_and_a_base_without_linux_amd64_are_clear_errors(tmp_path
         data=json.dumps(multi),
         headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
     ).raise_for_status()
-    image = build(write_job(tmp_path / "multi-job", f"{registry.host}/base/busybox:multi"), registry.host)
+    image = build(image_job(tmp_path / "multi-job", f"{registry.host}/base/busybox:multi"), registry.host)
     assert image.base_reference == f"{registry.host}/base/busybox@{digest}"
 
 
 def test_a_docker_schema2_base_gives_a_docker_schema2_image(tmp_path, registry, podman_root):
     tarball = build_rootfs(tmp_path / "rootfs")
     base = push_base(podman_root, tarball, f"{registry.host}/base/busybox-docker:1", format="v2s2")
-    image = build(write_job(tmp_path / "docker-job", base), registry.host)
+    image = build(image_job(tmp_path / "docker-job", base), registry.host)
     manifest, _ = get_manifest(registry, "ml/docker-job", image.digest)
     assert manifest["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
     assert manifest["config"]["mediaType"] == "application/vnd.docker.container.image.v1+json"

@@ -8,11 +8,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from k8s_support.specs import IMAGE
-from k8s_support.specs import OUTSIDE_GIT
-from k8s_support.specs import PROVENANCE
-from k8s_support.specs import make_run
-from k8s_support.specs import make_spec
+from tests.support.specs import IMAGE
+from tests.support.specs import OUTSIDE_GIT
+from tests.support.specs import PROVENANCE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training.audit import Provenance
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
@@ -42,17 +43,8 @@ MATRIX = {
 def make_spec(
     root: Path, name: str = "mnist-ddp", env: dict | None = None, args: str | None = None, **keys: str
 ) -> MLJobSpec:
-    job = root / name
-    job.mkdir(parents=True, exist_ok=True)
-    (job / "train.py").write_text('import torch\n\nif __name__ == "__main__":\n    print("train")\n')
-    lines = ["[owner]", "team = Vision Research", "", "[job]", "type = ml-training", "", "[ml-training]"]
-    lines += [f"{k} = {v}" for k, v in keys.items()]
-    if args:
-        lines.append(f"args = {args}")
-    if env:
-        lines += ["", "[ml-training.env]"] + [f"{k} = {v}" for k, v in env.items()]
-    (job / "config.ini").write_text("\n".join(lines) + "\n")
-    return load_job_spec(job)
+    ml = {**keys, **({"args": args} if args else {})}
+    return load_job_spec(write_job(root, name, ml=ml, env=env or None, team="Vision Research"))
 
 
 # A job deployed from a directory that is not in a git repository.

@@ -11,16 +11,15 @@ import time
 
 import pytest
 
-from k8s_support import cluster_state as cs
-from k8s_support.fake_apiserver import go_bool
-from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
-from k8s_support.specs import IMAGE
-from k8s_support.specs import OUTSIDE_GIT
-from k8s_support.specs import PROVENANCE
-from k8s_support.specs import make_run
-from k8s_support.specs import make_spec
-from k8s_support.vdk_cli import vdk
-from k8s_support.vdk_cli import vdk_process
+from tests.support import cluster_state as cs
+from tests.support.fake_apiserver import go_bool
+from tests.support.specs import IMAGE
+from tests.support.specs import OUTSIDE_GIT
+from tests.support.specs import PROVENANCE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
+from tests.support.vdk_cli import vdk
+from tests.support.vdk_cli import vdk_process
 from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
@@ -82,7 +81,7 @@ class Cluster:
 
 
 @pytest.fixture
-def kube(cluster, tmp_path):  # noqa: F811
+def kube(cluster, tmp_path):
     fake, client = cluster(pytorchjob=True, trainer_mechanism="runtimePatches", kueue=True)
     return Cluster(fake, client, tmp_path / "jobs")
 

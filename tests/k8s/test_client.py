@@ -7,10 +7,9 @@ import socket
 import pytest
 import yaml
 
-from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
-from k8s_support.specs import IMAGE
-from k8s_support.specs import make_run
-from k8s_support.specs import make_spec
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import record
 from vdk.plugin.ml_training.k8s.client import KubeClient

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
@@ -27,7 +28,7 @@ from vdk.plugin.ml_training.k8s.diagnose import parse_progress
 from vdk.plugin.ml_training.runtime import progress
 from vdk.plugin.ml_training.runtime.progress import MARK
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
 
 
@@ -130,9 +131,7 @@ def test_the_reporter_reports_the_first_step_then_the_first_step_due_and_the_end
 
 def test_the_job_config_may_set_the_progress_settings_and_no_other_plugin_variable(tmp_path):
     def job(env: str) -> Path:
-        (tmp_path / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\n[ml-training.env]\n{env}\n")
-        (tmp_path / "train.py").write_text("")
-        return tmp_path
+        return write_job(tmp_path, env=env, files={"train.py": ""})
 
     spec = load_job_spec(job("VDK_ML_TRAINING_PROGRESS_SECONDS = 10\nVDK_ML_TRAINING_TOTAL_STEPS = 5000"))
     assert spec.env_dict == {"VDK_ML_TRAINING_PROGRESS_SECONDS": "10", "VDK_ML_TRAINING_TOTAL_STEPS": "5000"}
@@ -303,12 +302,12 @@ def full_run(job: Path):
 
 @pytest.mark.slow
 def test_a_full_ddp_run_reports_from_rank_0_only(tmp_path):
-    job = tmp_path / "ddp"
-    job.mkdir()
-    (job / "train.py").write_text(DDP_LOOP)
-    (job / "config.ini").write_text(
-        "[job]\ntype = ml-training\n[ml-training]\ngpus_per_node = 0\nprocs_per_node = 2\n"
-        "[ml-training.env]\nVDK_ML_TRAINING_PROGRESS_SECONDS = 0.3\nVDK_ML_TRAINING_TOTAL_STEPS = 10\n"
+    job = write_job(
+        tmp_path,
+        "ddp",
+        ml="gpus_per_node = 0\nprocs_per_node = 2\n",
+        env="VDK_ML_TRAINING_PROGRESS_SECONDS = 0.3\nVDK_ML_TRAINING_TOTAL_STEPS = 10\n",
+        files={"train.py": DDP_LOOP},
     )
     output, run_dir = full_run(job)
 

@@ -8,7 +8,6 @@ build, apply) leaves nothing in the cluster; data jobs are not taken over."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +15,15 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from image_wheels import make_wheel
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
-from k8s_support import crd_schema
-from k8s_support.fake_apiserver import FakeKube
-from k8s_support.native import native_errors
+from tests.support import crd_schema
+from tests.support.jobs import write_job
+from tests.support.native import native_errors
+from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training import plugin
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VDK = Path(sys.executable).parent / "vdk"
 DDP_EXAMPLE = ROOT / "examples" / "ddp-nccl"
 
@@ -42,48 +41,18 @@ if __name__ == "__main__":
 """
 
 
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch, tmp_path):
-    """No credentials, caches or settings of the machine (or of other tests) leak in."""
-    for name in list(os.environ):
-        if name.startswith("VDK_ML_TRAINING_") or name in (
-            "KUBECONFIG",
-            "REGISTRY_AUTH_FILE",
-            "KUBERNETES_SERVICE_HOST",
-        ):
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
-    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+pytestmark = pytest.mark.usefixtures("isolated_environment")
 
 
-@pytest.fixture
-def fake_cluster(tmp_path, monkeypatch):
-    started = []
-
-    def start(**options) -> FakeKube:
-        fake = FakeKube(**options).start()
-        started.append(fake)
-        monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / f"kubeconfig-{len(started)}", namespace="ml")))
-        return fake
-
-    yield start
-    for fake in started:
-        fake.stop()
-
-
-def write_job(root: Path, base_image: str, train: str = TRAIN, name: str = "tiny-train", extra: str = "") -> Path:
-    job = root / name
-    job.mkdir(parents=True)
-    (job / "config.ini").write_text(
-        "[owner]\nteam = ml-platform\n\n[job]\ntype = ml-training\n\n[ml-training]\n"
-        f"base_image = {base_image}\nbase_python_version = 3.11\nnodes = 2\ngpus_per_node = 1\n"
-        "smoke_timeout = 2m\n" + extra
+def deploy_job(root: Path, base_image: str, train: str = TRAIN, name: str = "tiny-train", extra: str = "") -> Path:
+    return write_job(
+        root,
+        name,
+        team="ml-platform",
+        ml=f"base_image = {base_image}\nbase_python_version = 3.11\nnodes = 2\ngpus_per_node = 1\nsmoke_timeout = 2m\n"
+        + extra,
+        files={"train.py": train},
     )
-    (job / "train.py").write_text(train)
-    return job
 
 
 def vdk(*args: str):
@@ -106,8 +75,8 @@ def repository_tags(registry, repository: str) -> list[str]:
         ("job", ["Job", "Service", "ConfigMap"]),
     ],
 )
-def test_dry_run_of_the_ddp_example_prints_valid_manifests_only(backend, kinds, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True, trainer_mechanism="runtimePatches")
+def test_dry_run_of_the_ddp_example_prints_valid_manifests_only(backend, kinds, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True, trainer_mechanism="runtimePatches")[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
     done = subprocess.run(
         [str(VDK), "deploy", "-p", str(DDP_EXAMPLE), "--dry-run", "--backend", backend],
@@ -144,7 +113,7 @@ def _containers(manifest: dict) -> list[dict]:
 
 
 def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
-    job = write_job(tmp_path, "python:3.11", name="Tiny_Train")
+    job = deploy_job(tmp_path, "python:3.11", name="Tiny_Train")
     result = vdk("deploy", "-p", str(job), "--dry-run")
     assert result.exit_code == 1
     assert "cannot be a Kubernetes name" in result.stderr and "--name tiny-train" in result.stderr
@@ -154,10 +123,10 @@ def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
 # --- deploy ------------------------------------------------------------------------------------
 
 
-def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, base_image, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True)
+def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, base_image, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    job = write_job(tmp_path, base_image)
+    job = deploy_job(tmp_path, base_image)
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "tinydep", "1.0", requires=("helperdep>=2",))
     make_wheel(wheels, "helperdep", "2.0")
@@ -194,11 +163,11 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
 
 @pytest.mark.parametrize("mechanism", ["podSpecOverrides", "podTemplateOverrides", "runtimePatches"])
 def test_trainjob_pod_changes_follow_the_installed_trainer(
-    mechanism, tmp_path, registry, base_image, fake_cluster, monkeypatch
+    mechanism, tmp_path, registry, base_image, cluster, monkeypatch
 ):
-    fake = fake_cluster(pytorchjob=True, trainer_mechanism=mechanism)  # the fake validates with that version's schema
+    fake = cluster(pytorchjob=True, trainer_mechanism=mechanism)[0]  # the fake validates with that version's schema
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    job = write_job(tmp_path, base_image, name=f"trainer-{mechanism.lower()}")
+    job = deploy_job(tmp_path, base_image, name=f"trainer-{mechanism.lower()}")
     result = vdk("deploy", "-p", str(job), "--skip-smoke", "-o", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["backend"] == "trainjob"
@@ -206,10 +175,10 @@ def test_trainjob_pod_changes_follow_the_installed_trainer(
     assert mechanism in trainjob["spec"]
 
 
-def test_build_only_prints_the_digest_reference_last(tmp_path, registry, base_image, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True)
+def test_build_only_prints_the_digest_reference_last(tmp_path, registry, base_image, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    job = write_job(tmp_path, base_image, name="build-only-job")
+    job = deploy_job(tmp_path, base_image, name="build-only-job")
     result = vdk("deploy", "-p", str(job), "--build-only", "--skip-smoke")
     assert result.exit_code == 0, result.output
     last = result.stdout.strip().splitlines()[-1]
@@ -217,11 +186,11 @@ def test_build_only_prints_the_digest_reference_last(tmp_path, registry, base_im
     assert fake.requests == [] and fake.run_objects() == []  # submits nothing
 
 
-def test_failed_smoke_check_builds_and_deploys_nothing(tmp_path, registry, base_image, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True)
+def test_failed_smoke_check_builds_and_deploys_nothing(tmp_path, registry, base_image, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     broken = TRAIN.replace("loss.backward()", "loss.backward()\n        raise ValueError('typo in the training loop')")
-    job = write_job(tmp_path, base_image, train=broken, name="broken-job")
+    job = deploy_job(tmp_path, base_image, train=broken, name="broken-job")
     result = vdk("deploy", "-p", str(job))
     assert result.exit_code == 1
     assert "typo in the training loop" in result.stderr
@@ -231,10 +200,10 @@ def test_failed_smoke_check_builds_and_deploys_nothing(tmp_path, registry, base_
     assert all(method == "GET" for method, *_ in fake.requests)  # the cluster was only asked what it serves
 
 
-def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True)
+def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    job = write_job(tmp_path, f"{registry.host}/base/missing:1", name="no-base-job")
+    job = deploy_job(tmp_path, f"{registry.host}/base/missing:1", name="no-base-job")
     result = vdk("deploy", "-p", str(job), "--skip-smoke")
     assert result.exit_code == 1
     assert "base/missing" in result.stderr
@@ -242,8 +211,8 @@ def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, fake_cl
     assert all(method == "GET" for method, *_ in fake.requests)  # only discovery was asked
 
 
-def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True)
+def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True)[0]
     fake.fail(
         "POST",
         "configmaps",
@@ -252,7 +221,7 @@ def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, fake
         'configmaps is forbidden: User "ada" cannot create resource "configmaps"',
     )
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    job = write_job(tmp_path, base_image, name="forbidden-job")
+    job = deploy_job(tmp_path, base_image, name="forbidden-job")
     result = vdk("deploy", "-p", str(job), "--skip-smoke")
     assert result.exit_code == 1
     assert "configmaps" in result.stderr and "Fix:" in result.stderr
@@ -275,7 +244,7 @@ def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, ba
     )
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    job = write_job(tmp_path, base_image, name="unreachable-job")
+    job = deploy_job(tmp_path, base_image, name="unreachable-job")
     result = vdk("deploy", "-p", str(job))
     assert result.exit_code == 1
     assert "127.0.0.1:9" in result.stderr
@@ -283,11 +252,11 @@ def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, ba
     assert repository_tags(registry, "team/unreachable-job") == []
 
 
-def test_missing_namespace_fails_before_smoke_and_build(tmp_path, registry, base_image, fake_cluster, monkeypatch):
-    fake = fake_cluster(pytorchjob=True)
+def test_missing_namespace_fails_before_smoke_and_build(tmp_path, registry, base_image, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     monkeypatch.setenv("VDK_ML_TRAINING_NAMESPACE", "nope")
-    job = write_job(tmp_path, base_image, name="no-namespace-job")
+    job = deploy_job(tmp_path, base_image, name="no-namespace-job")
     result = vdk("deploy", "-p", str(job))
     assert result.exit_code == 1
     assert "the namespace nope does not exist" in result.stderr and "create namespace nope" in result.stderr
@@ -296,13 +265,13 @@ def test_missing_namespace_fails_before_smoke_and_build(tmp_path, registry, base
 
 
 def test_dry_run_and_build_only_exclude_each_other(tmp_path):
-    job = write_job(tmp_path, "python:3.11", name="both-job")
+    job = deploy_job(tmp_path, "python:3.11", name="both-job")
     result = vdk("deploy", "-p", str(job), "--dry-run", "--build-only")
     assert result.exit_code == 1 and "exclude each other" in result.stderr and result.stdout == ""
 
 
 def test_missing_registry_is_a_clear_error(tmp_path):
-    job = write_job(tmp_path, "python:3.11", name="no-registry-job")
+    job = deploy_job(tmp_path, "python:3.11", name="no-registry-job")
     result = vdk("deploy", "-p", str(job), "--skip-smoke")
     assert result.exit_code == 1
     assert "VDK_ML_TRAINING_REGISTRY" in result.stderr

@@ -3,7 +3,6 @@
 
 import pytest
 
-from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import trainjob
 from vdk.plugin.ml_training.k8s.backends import Discovery

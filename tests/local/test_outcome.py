@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training.cli.run import _user_stack
 from vdk.plugin.ml_training.cli.run import failure_fix
 from vdk.plugin.ml_training.cli.run import format_summary
@@ -64,10 +65,7 @@ FORKED_FIRST_FAILURE = (
 def make_run(
     tmp_path: Path, ranks: dict[int, dict], agent_log: str = "", exit_code: int = 1, timed_out=False
 ) -> LocalRun:
-    job = tmp_path / "job"
-    job.mkdir(parents=True)
-    (job / "train.py").write_text("print()\n")
-    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml-training]\nnodes = 2\nsmoke_steps = 2\n")
+    job = write_job(tmp_path, "job", ml="nodes = 2\nsmoke_steps = 2\n", files={"train.py": "print()\n"})
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     for rank, record in ranks.items():

@@ -3,10 +3,10 @@ progress lines. Pods are shaped as the operators and the kubelet write them (clu
 
 import pytest
 
-from k8s_support import cluster_state as cs
-from k8s_support.specs import IMAGE
-from k8s_support.specs import make_run
-from k8s_support.specs import make_spec
+from tests.support import cluster_state as cs
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
 from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import status
 from vdk.plugin.ml_training.k8s.manifests import render_run

@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from k8s_support.crd_schema import FieldError
-from k8s_support.crd_schema import metadata_errors
+from tests.support.crd_schema import FieldError
+from tests.support.crd_schema import metadata_errors
 
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(

@@ -4,13 +4,13 @@ schemas in ../shared/crds/ for PyTorchJob and TrainJob (each Trainer pod-change 
 
 import pytest
 
-from k8s_support import crd_schema
-from k8s_support.crd_schema import CRDMissing
-from k8s_support.native import native_errors
-from k8s_support.specs import IMAGE
-from k8s_support.specs import MATRIX
-from k8s_support.specs import make_run
-from k8s_support.specs import make_spec
+from tests.support import crd_schema
+from tests.support.crd_schema import CRDMissing
+from tests.support.native import native_errors
+from tests.support.specs import IMAGE
+from tests.support.specs import MATRIX
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
 from vdk.plugin.ml_training.k8s import trainjob
 from vdk.plugin.ml_training.k8s.manifests import render_run
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.cli.run import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
@@ -36,7 +37,7 @@ from vdk.plugin.ml_training.runtime.progress import MARK
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 VDK = Path(sys.executable).parent / "vdk"
 RANK_LINE = re.compile(r"rank (\d+): (\d+) steps?, .*stopped as planned")
 
@@ -59,13 +60,9 @@ def vdk_run(*args: str, env: dict | None = None, timeout: int = 180) -> subproce
 
 
 def make_job(root: Path, name: str, script: str, ml: str = "", env: str = "") -> Path:
-    job = root / name
-    job.mkdir(parents=True)
-    (job / "train.py").write_text(textwrap.dedent(script))
-    (job / "config.ini").write_text(
-        f"[job]\ntype = ml-training\n\n[ml-training]\n{textwrap.dedent(ml)}\n[ml-training.env]\n{textwrap.dedent(env)}"
-    )
-    return job
+    """A job whose train.py is `script`; `ml` and `env` as written in config.ini (dedented)."""
+    files = {"train.py": textwrap.dedent(script)}
+    return write_job(root, name, ml=textwrap.dedent(ml), env=textwrap.dedent(env), files=files)
 
 
 # A DDP loop of 5 steps on 2 ranks fed by DataLoader workers (whose feeder threads are in every

@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from k8s_support import crd_schema
-from k8s_support.native import native_errors
+from tests.support import crd_schema
+from tests.support.native import native_errors
 
 TOKEN = "fake-token"
 USER = "tester"

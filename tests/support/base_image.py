@@ -1,4 +1,4 @@
-"""Test images and jobs for the image tests (imported by conftest and the tests)."""
+"""The busybox test base (a root filesystem pushed by podman) and a job to layer onto it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from image_servers import podman
+
+from tests.support.jobs import write_job
+from tests.support.registry import podman
 
 # Stands in for Python in the busybox test base: reports what the job image set up for the
 # launch command (`python -m torch.distributed.run -m <bootstrap> <entrypoint> <args>`).
@@ -79,26 +81,25 @@ def push_base(podman_root: Path, tarball: Path, destination: str, format: str = 
     return destination
 
 
-def write_job(job_dir: Path, base_image: str, extra: str = "") -> Path:
+def image_job(job_dir: Path, base_image: str, extra: str = "") -> Path:
     """A small ml-training job: a script, a package, data that .gitignore drops, secrets."""
-    job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / "config.ini").write_text(
-        "[owner]\nteam = ml-platform\n\n[job]\ntype = ml-training\n\n"
-        f"[ml-training]\nbase_image = {base_image}\nbase_python_version = 3.11\ngpus_per_node = 0\n"
-        "args = --epochs 2\n" + extra
+    job = write_job(
+        job_dir.parent,
+        job_dir.name,
+        team="ml-platform",
+        ml=f"base_image = {base_image}\nbase_python_version = 3.11\ngpus_per_node = 0\nargs = --epochs 2\n" + extra,
+        files={
+            "train.py": "import model\n\nif __name__ == '__main__':\n    model.train()\n",
+            "model.py": "def train():\n    print('training')\n",
+            "run.sh": "#!/bin/sh\nexec python train.py\n",
+            "lib/__init__.py": "",
+            "lib/util.py": "X = 1\n",
+            ".gitignore": "data/\n*.log\n",
+            "data/big.csv": "a,b\n1,2\n",
+            "train.log": "old log\n",
+            ".env": "API_TOKEN=secret\n",
+            "__pycache__/model.cpython-311.pyc": b"\x00",
+        },
     )
-    (job_dir / "train.py").write_text("import model\n\nif __name__ == '__main__':\n    model.train()\n")
-    (job_dir / "model.py").write_text("def train():\n    print('training')\n")
-    (job_dir / "run.sh").write_text("#!/bin/sh\nexec python train.py\n")
-    (job_dir / "run.sh").chmod(0o755)
-    (job_dir / "lib").mkdir()
-    (job_dir / "lib" / "__init__.py").write_text("")
-    (job_dir / "lib" / "util.py").write_text("X = 1\n")
-    (job_dir / ".gitignore").write_text("data/\n*.log\n")
-    (job_dir / "data").mkdir()
-    (job_dir / "data" / "big.csv").write_text("a,b\n1,2\n")
-    (job_dir / "train.log").write_text("old log\n")
-    (job_dir / ".env").write_text("API_TOKEN=secret\n")
-    (job_dir / "__pycache__").mkdir()
-    (job_dir / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\x00")
-    return job_dir
+    (job / "run.sh").chmod(0o755)
+    return job

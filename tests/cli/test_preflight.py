@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.jobs import write_job
 from vdk.plugin.ml_training.cli.preflight import run_job_dir
 
 VDK = Path(sys.executable).parent / "vdk"
@@ -20,11 +21,7 @@ def vdk(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def job(tmp_path: Path, config: str) -> Path:
-    path = tmp_path / "my-job"
-    path.mkdir()
-    (path / "config.ini").write_text(config)
-    (path / "train.py").write_text(SCRIPT)
-    return path
+    return write_job(tmp_path, config=config, files={"train.py": SCRIPT})
 
 
 @pytest.mark.parametrize(

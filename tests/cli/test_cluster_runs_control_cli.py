@@ -11,13 +11,12 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from k8s_support import cluster_state as cs
-from k8s_support.fixtures import cluster  # noqa: F401 (fixture)
-from k8s_support.specs import IMAGE
-from k8s_support.specs import make_run
-from k8s_support.specs import make_spec
-from k8s_support.vdk_cli import HAS_CONTROL_CLI
-from k8s_support.vdk_cli import vdk
+from tests.support import cluster_state as cs
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
+from tests.support.vdk_cli import HAS_CONTROL_CLI
+from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 pytestmark = [
@@ -33,7 +32,7 @@ def cs_vdk(*args, **kw):
 
 
 @pytest.fixture
-def ml_run(cluster, tmp_path, monkeypatch):  # noqa: F811
+def ml_run(cluster, tmp_path, monkeypatch):
     monkeypatch.delenv("VDK_CONTROL_SERVICE_REST_API_URL", raising=False)
     fake, client = cluster(pytorchjob=True)
     spec = make_spec(tmp_path, name="mnist-ddp", nodes="1", gpus_per_node="1")

@@ -1,0 +1,101 @@
+"""The fixtures of the whole suite (registered in tests/conftest.py): local runs in a temporary
+directory, one environment isolation, a real registry with a busybox base, and fake clusters."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.support import crd_schema
+from tests.support.base_image import build_rootfs
+from tests.support.base_image import push_base
+from tests.support.fake_apiserver import FakeKube
+from tests.support.registry import Registry
+from tests.support.registry import have_registry
+from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.local import launcher
+
+# Settings of the machine that would change what a test sees (the plugin's own VDK_ML_TRAINING_*
+# too, but for where local runs keep their files and where the upstream CRDs are).
+MACHINE_SETTINGS = (
+    "KUBECONFIG",
+    "KUBERNETES_SERVICE_HOST",
+    "REGISTRY_AUTH_FILE",
+    "SOURCE_DATE_EPOCH",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+)
+
+
+TEST_SETTINGS = (launcher.RUNS_DIR_ENV, crd_schema.CRD_DIR_ENV)
+
+
+@pytest.fixture(autouse=True)
+def local_runs_in_a_temporary_directory(tmp_path_factory, monkeypatch):
+    """Run directories of local runs (failed ones stay a day, with a FIFO while running) go to a
+    temporary directory, not the user's $TMPDIR/vdk-ml-training-<uid>: through the environment for
+    `vdk` processes, and directly for in-process runs of tests that clean the environment."""
+    runs = tmp_path_factory.mktemp("local-runs")
+    monkeypatch.setenv(launcher.RUNS_DIR_ENV, str(runs))
+    monkeypatch.setattr(launcher, "runs_dir", lambda: runs)
+    return runs
+
+
+@pytest.fixture
+def isolated_environment(local_runs_in_a_temporary_directory, monkeypatch, tmp_path):
+    """No credentials, CA bundles, caches, timestamps, kubeconfigs or plugin settings of the machine
+    (or of other tests) leak into a test."""
+    for name in list(os.environ):
+        if name in MACHINE_SETTINGS or (name.startswith("VDK_ML_TRAINING_") and name not in TEST_SETTINGS):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    if not have_registry():
+        pytest.skip("docker-registry is not installed (apt-get install docker-registry)")
+    server = Registry(tmp_path_factory.mktemp("registry"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def podman_root(tmp_path_factory):
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed")
+    return tmp_path_factory.mktemp("podman")
+
+
+@pytest.fixture(scope="session")
+def base_image(registry, podman_root, tmp_path_factory) -> str:
+    """`127.0.0.1:PORT/base/busybox:1`: busybox + a fake python, pushed by podman."""
+    tarball = build_rootfs(tmp_path_factory.mktemp("base") / "rootfs")
+    return push_base(podman_root, tarball, f"{registry.host}/base/busybox:1")
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """cluster(**FakeKube options) -> (fake, client): a started fake server and a KubeClient that
+    reaches it through a kubeconfig (KUBECONFIG points at it, as for a user and for `vdk`)."""
+    started = []
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    def start(namespace: str = "ml", **options) -> tuple[FakeKube, KubeClient]:
+        fake = FakeKube(**options).start()
+        started.append(fake)
+        path = fake.kubeconfig(tmp_path / f"kubeconfig-{len(started)}", namespace=namespace)
+        monkeypatch.setenv("KUBECONFIG", str(path))
+        return fake, KubeClient()
+
+    yield start
+    for fake in started:
+        fake.stop()
