@@ -89,8 +89,7 @@ def test_deploy_run_and_delete(client, spec, backend):
     except Exception as e:  # the cluster does not serve this backend
         pytest.skip(f"{backend}: {e}")
     run = RunInfo.create(spec, audit.collect(spec.job_dir), reason=f"functional test ({backend})")
-    mechanism = {"trainer_mechanism": discovery.trainer_mechanism} if discovery.trainer_mechanism else {}
-    manifests = render_run(spec, IMAGE, run, client.namespace, backend, **mechanism)
+    manifests = render_run(spec, IMAGE, run, client.namespace, backend, cluster=discovery)
     created = client.apply(manifests)
     try:
         assert [o["kind"] for o in created] == [m["kind"] for m in manifests]

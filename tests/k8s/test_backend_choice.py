@@ -4,10 +4,12 @@
 import pytest
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import trainjob
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.backends import choose_backend
 from vdk.plugin.ml_training.k8s.backends import describe_choice
+from vdk.plugin.ml_training.k8s.backends import trainjob
+from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
+from vdk.plugin.ml_training.k8s.backends.trainjob import trainer_facts
 
 JOBS = ("batch/v1", "jobs")
 PYTORCHJOBS = ("kubeflow.org/v1", "pytorchjobs")
@@ -15,7 +17,8 @@ TRAINJOBS = ("trainer.kubeflow.org/v1alpha1", "trainjobs")
 
 
 def discovery(*resources, runtimes=frozenset({"torch-distributed"})):
-    return Discovery(resources=frozenset(resources), runtimes=runtimes if TRAINJOBS in resources else None)
+    facts = {"trainjob": TrainerFacts(runtimes=runtimes)} if TRAINJOBS in resources else {}
+    return Discovery(resources=frozenset(resources), facts=facts)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +86,7 @@ def test_forbidden_runtime_listing_means_unknown_not_failure(cluster):
         pytorchjob=True, trainer_mechanism="runtimePatches", forbidden={("list", "clustertrainingruntimes")}
     )
     found = client.discover()
-    assert found.runtimes is None and found.torch_runtime is None
+    assert trainer_facts(found).runtimes is None and trainer_facts(found).torch_runtime is None
     assert choose_backend(found, "auto") == "pytorchjob"
     assert any("could not be listed" in note for note in found.notes)
 
@@ -91,14 +94,14 @@ def test_forbidden_runtime_listing_means_unknown_not_failure(cluster):
 @pytest.mark.parametrize("mechanism", trainjob.MECHANISMS)
 def test_trainer_mechanism_from_the_served_schema(cluster, mechanism):
     fake, client = cluster(trainer_mechanism=mechanism)
-    assert client.discover().mechanism == mechanism
+    assert trainer_facts(client.discover()).mechanism == mechanism
 
 
 def test_trainer_mechanism_from_the_public_configmap_then_the_crd(cluster):
     fake, client = cluster(trainer_mechanism="podSpecOverrides", trainer_version="v2.0.1", publish_openapi=False)
     found = client.discover()
-    assert (found.trainer_version, found.mechanism) == ("v2.0.1", "podSpecOverrides")
+    assert (trainer_facts(found).version, trainer_facts(found).mechanism) == ("v2.0.1", "podSpecOverrides")
     fake, client = cluster(trainer_mechanism="podTemplateOverrides", publish_openapi=False)
     found = client.discover()
-    assert found.trainer_version is None and found.mechanism == "podTemplateOverrides"
+    assert trainer_facts(found).version is None and trainer_facts(found).mechanism == "podTemplateOverrides"
     assert any(p.endswith("customresourcedefinitions/trainjobs.trainer.kubeflow.org") for _, p, _ in fake.requests)

@@ -10,6 +10,7 @@ import yaml
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
+from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import record
 from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -23,9 +24,9 @@ def spec(tmp_path):
     return make_spec(tmp_path, nodes="2", gpus_per_node="1", queue="team-a-queue")
 
 
-def render(spec, backend, mechanism="runtimePatches", name=None):
+def render(spec, backend, cluster=None, name=None):
     run = make_run(spec, name=name)
-    return run, render_run(spec, IMAGE, run, "ml", backend, trainer_mechanism=mechanism)
+    return run, render_run(spec, IMAGE, run, "ml", backend, cluster=cluster or trainer_cluster("runtimePatches"))
 
 
 @pytest.mark.parametrize(
@@ -111,13 +112,13 @@ def test_operator_webhook_rules_are_respected_and_enforced(cluster, spec):
 
 def test_unknown_fields_for_the_installed_trainer_are_explained(cluster, spec):
     fake, client = cluster(trainer_mechanism="podTemplateOverrides")
-    run, manifests = render(spec, "trainjob", mechanism="runtimePatches")
+    run, manifests = render(spec, "trainjob", cluster=trainer_cluster("runtimePatches"))
     with pytest.raises(MLTrainingError) as e:
         client.apply(manifests)
     assert "400" in e.value.problem and 'unknown field "spec.runtimePatches"' in e.value.problem
     assert "version" in e.value.fix
     assert fake.run_objects() == []
-    run, manifests = render(spec, "trainjob", mechanism=client.discover().mechanism)
+    run, manifests = render(spec, "trainjob", cluster=client.discover())
     assert [o["kind"] for o in client.apply(manifests)] == ["TrainJob", "ConfigMap"]
 
 

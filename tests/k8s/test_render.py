@@ -13,14 +13,15 @@ from tests.support.specs import OUTSIDE_GIT
 from tests.support.specs import PROVENANCE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
+from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
-from vdk.plugin.ml_training.k8s import indexed_job
 from vdk.plugin.ml_training.k8s import pod
-from vdk.plugin.ml_training.k8s import pytorchjob
 from vdk.plugin.ml_training.k8s import record
-from vdk.plugin.ml_training.k8s import trainjob
+from vdk.plugin.ml_training.k8s.backends import indexed_job
+from vdk.plugin.ml_training.k8s.backends import pytorchjob
+from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.manifests import to_yaml
@@ -239,7 +240,7 @@ def test_indexed_job_and_headless_service(tmp_path):
 def test_limitations_are_reported(tmp_path):
     spec = make_spec(tmp_path, nodes="2:8", priority_class="high", max_runtime="1h")
     assert limitations(spec, "pytorchjob") == []
-    notes = " | ".join(limitations(spec, "trainjob", trainjob.POD_SPEC_OVERRIDES))
+    notes = " | ".join(limitations(spec, "trainjob", trainer_cluster(trainjob.POD_SPEC_OVERRIDES)))
     assert "runs at 8 nodes" in notes and "priority_class" in notes and "max_runtime" in notes
     assert "runs at 8 nodes" in " ".join(limitations(spec, "job"))
     assert indexed_job.render(spec, IMAGE, make_run(spec), "ml")[0]["spec"]["completions"] == 8

@@ -11,7 +11,8 @@ from tests.support.specs import IMAGE
 from tests.support.specs import MATRIX
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
-from vdk.plugin.ml_training.k8s import trainjob
+from tests.support.specs import trainer_cluster
+from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 MODELS = {"Job": "V1Job", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}
@@ -55,7 +56,9 @@ def test_pytorchjob_matrix_is_valid(specs, case):
 @pytest.mark.parametrize("mechanism", trainjob.MECHANISMS)
 @pytest.mark.parametrize("case", sorted(MATRIX))
 def test_trainjob_matrix_is_valid_for_each_trainer_mechanism(specs, case, mechanism):
-    manifests = render_run(specs[case], IMAGE, make_run(specs[case]), "ml", "trainjob", trainer_mechanism=mechanism)
+    manifests = render_run(
+        specs[case], IMAGE, make_run(specs[case]), "ml", "trainjob", cluster=trainer_cluster(mechanism)
+    )
     assert [m["kind"] for m in manifests] == ["TrainJob", "ConfigMap"]
     for manifest in manifests:
         assert schema_errors(manifest, mechanism) == []
@@ -99,9 +102,11 @@ def test_trainjob_cel_rules_and_mechanism_fields_are_enforced(specs):
     messages = [e.message for e in schema_errors(job)]
     assert any("RFC 1035" in m for m in messages)
     # A v2.1 server does not know runtimePatches, a v2.3 server no longer knows podTemplateOverrides.
-    newest = render_run(spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.RUNTIME_PATCHES)[0]
+    newest = render_run(
+        spec, IMAGE, make_run(spec), "ml", "trainjob", cluster=trainer_cluster(trainjob.RUNTIME_PATCHES)
+    )[0]
     older = render_run(
-        spec, IMAGE, make_run(spec), "ml", "trainjob", trainer_mechanism=trainjob.POD_TEMPLATE_OVERRIDES
+        spec, IMAGE, make_run(spec), "ml", "trainjob", cluster=trainer_cluster(trainjob.POD_TEMPLATE_OVERRIDES)
     )[0]
     assert [e.field for e in schema_errors(newest, trainjob.POD_TEMPLATE_OVERRIDES) if e.unknown] == [
         "spec.runtimePatches"

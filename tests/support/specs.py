@@ -9,6 +9,8 @@ from tests.support.jobs import write_job
 from vdk.plugin.ml_training.audit import Provenance
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
 from vdk.plugin.ml_training.k8s.run import RunInfo
 
 IMAGE = "registry.example.com/ml/mnist-ddp@sha256:" + "ab" * 32
@@ -58,3 +60,8 @@ def make_run(
     provenance: Provenance = PROVENANCE,
 ) -> RunInfo:
     return RunInfo.create(spec, provenance, reason=reason, image_digest=IMAGE.split("@")[1], name=name)
+
+
+def trainer_cluster(mechanism: str) -> Discovery:
+    """What discovery finds of a cluster whose Trainer changes pods through `mechanism`."""
+    return Discovery(resources=frozenset(), facts={"trainjob": TrainerFacts(mechanism=mechanism)})

@@ -32,7 +32,7 @@ ENV_SECTION = "ml-training.env"
 CONFIG_FILE = "config.ini"
 
 DEFAULT_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
-BACKENDS = ("auto", "pytorchjob", "trainjob", "job")
+AUTO_BACKEND = "auto"
 # Job name + "-" + an 8-character run id + suffixes such as "-worker-15" must stay a 63-char DNS label.
 MAX_JOB_NAME_LENGTH = 40
 
@@ -197,6 +197,14 @@ class MLJobSpec:
     def kubernetes_name(self, name: str | None = None) -> str:
         """The job name as Kubernetes will carry it; raises JobConfigError if it cannot be one."""
         return kubernetes_job_name(name or self.name, self.config_path)
+
+
+def backend_choices() -> tuple[str, ...]:
+    """`auto` and the name of every backend in the registry (k8s/backends). Looked up when asked, not
+    when this module is imported: the backends render specs, so they import this module."""
+    from vdk.plugin.ml_training.k8s import backends
+
+    return (AUTO_BACKEND, *backends.NAMES)
 
 
 def kubernetes_job_name(name: str, config_path: Path) -> str:
@@ -464,7 +472,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         or DEFAULT_BASE_IMAGE,
         base_python_version=keys.matching("base_python_version", _PYTHON_VERSION, "a Python version", "3.11"),
         base_provides=_base_provides(keys),
-        backend=keys.choice("backend", "auto", BACKENDS),
+        backend=keys.choice("backend", AUTO_BACKEND, backend_choices()),
         queue=keys.matching("queue", _DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
         priority_class=keys.matching("priority_class", _DNS_1123_SUBDOMAIN, "a PriorityClass name", "high-priority"),
         max_restarts=keys.integer("max_restarts", default=3, minimum=0, maximum=1000),

@@ -20,8 +20,9 @@ from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.cli.context import settings_from_click
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.job import BACKENDS
+from vdk.plugin.ml_training.job import AUTO_BACKEND
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import ml_config_problem
@@ -160,8 +161,8 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
     from vdk.plugin.ml_training.k8s.run import RunInfo
 
     run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest, dependencies=image.dependencies)
-    manifests = render_run(spec, image.reference, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
-    for note in limitations(spec, backend, trainer_mechanism=discovery.mechanism):
+    manifests = render_run(spec, image.reference, run, client.namespace, backend, cluster=discovery)
+    for note in limitations(spec, backend, cluster=discovery):
         _stderr(f"note: {note}")
     created = client.apply(manifests)
     result = {
@@ -207,7 +208,7 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
     plan = plan_image(spec, registry, provenance)
     _stderr(plan.render())
     backend = spec.backend
-    if backend == "auto":
+    if backend == AUTO_BACKEND:
         backend = DRY_RUN_AUTO_BACKEND
         _stderr(
             f"note: backend = auto is decided by what the cluster serves; a dry run asks no cluster, so it shows "
@@ -266,7 +267,7 @@ DEPLOY = verbs.Verb(
         ),
         click.Option(
             ["--backend"],
-            type=click.Choice(list(BACKENDS), case_sensitive=False),
+            type=click.Choice(list(backend_choices()), case_sensitive=False),
             help="ml-training: override `backend` of [ml-training] (auto, pytorchjob, trainjob, job).",
         ),
     ],

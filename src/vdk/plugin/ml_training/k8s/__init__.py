@@ -1,11 +1,13 @@
 """Kubernetes: pure renderers (spec -> manifests as plain dicts) and one client module.
 
-- `run`: a run's name, labels and audit annotations (`RunInfo`, `new_run_name`).
-- `pytorchjob`, `trainjob`, `indexed_job`: one renderer per backend; `pod`: what they share.
+- `backends/`: one module per backend (`pytorchjob`, `trainjob`, `indexed_job`) implementing one
+  interface (`backends.base.Backend`: render, limitations, pods, ranks, status), and the registry
+  (`backends`: lookups, `choose_backend`). Only these modules know a backend's kinds and labels.
+- `run`: a run's name, labels and audit annotations (`RunInfo`, `new_run_name`); `pod`: the pod
+  pieces every backend shares; `resources`: the built-in resource types.
 - `manifests`: renders a whole run for a backend, run record included; YAML for --dry-run.
-- `backends`: what the cluster serves (`Discovery`) and `choose_backend`.
 - `record`: the run record (a ConfigMap owned by the run) and re-running a past run.
-- `status`: a run's phase and summary from its object.
+- `status`: a run's phase and summary from its object; `diagnose`/`observe`: why it waits or failed.
 - `client`: the only module that talks to a cluster (`KubeClient`); `api_errors`: its failures
   as actionable `MLTrainingError`s.
 """

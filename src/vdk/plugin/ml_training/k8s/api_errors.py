@@ -10,17 +10,12 @@ from typing import Any
 from vdk.plugin.ml_training.errors import MLTrainingError
 
 RBAC_HINT = 'the minimal Role is in the README section "deploy to Kubernetes"'
-
-# What to install when a kind is not served, by API group.
-INSTALL_HINTS = {
-    "kubeflow.org": "install the Kubeflow Training Operator v1 (it serves PyTorchJob), or deploy with backend = job",
-    "trainer.kubeflow.org": "install Kubeflow Trainer v2 and its torch-distributed runtime, or deploy with backend = pytorchjob / job",
-}
+NOT_SERVED_FIX = "install the operator that serves it"
 
 
 @dataclass(frozen=True)
 class Action:
-    """What the client was doing, for messages: `create` `pytorchjobs` (kubeflow.org) `ml/run-1`."""
+    """What the client was doing, for messages: `create` `jobs` (batch) `ml/run-1`."""
 
     verb: str
     plural: str
@@ -29,6 +24,7 @@ class Action:
     namespace: str | None = None
     name: str | None = None
     version: str = ""
+    not_served_fix: str | None = None  # what to install when the type is not served (its backend knows)
 
     @property
     def resource(self) -> str:
@@ -164,7 +160,7 @@ def _not_found(action: Action, st: dict, message: str, details: dict, context: s
     ctx = f" --context {context}" if context else ""
     if not st or not details:
         # A path the server does not route: the resource type itself is not served.
-        install = INSTALL_HINTS.get(action.group, "install the operator that serves it")
+        install = action.not_served_fix or NOT_SERVED_FIX
         gv = f"{action.group}/{action.version}" if action.group else action.version or "v1"
         return KubeApiError(
             f"the cluster does not serve {action.kind or action.plural} ({gv} {action.plural}): "

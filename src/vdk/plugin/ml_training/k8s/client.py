@@ -12,11 +12,10 @@ import contextvars
 import json
 import logging
 import os
-import re
+from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,8 @@ from kubernetes.config import incluster_config
 from kubernetes.config import kube_config
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import record as run_record
-from vdk.plugin.ml_training.k8s import trainjob
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
@@ -38,6 +37,14 @@ from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
 from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
+from vdk.plugin.ml_training.k8s.resources import EVENT
+from vdk.plugin.ml_training.k8s.resources import KUEUE_JOB_UID_LABEL
+from vdk.plugin.ml_training.k8s.resources import KUEUE_WORKLOADS
+from vdk.plugin.ml_training.k8s.resources import NAMESPACE
+from vdk.plugin.ml_training.k8s.resources import POD
+from vdk.plugin.ml_training.k8s.resources import SERVICE
+from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run import LABEL_BACKEND
 from vdk.plugin.ml_training.k8s.run import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run import LABEL_MANAGED_BY
@@ -58,8 +65,8 @@ FOLLOW_TIMEOUT = (10, 3600)
 # urllib3 does by default, only makes the user wait longer for the same error).
 RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
 FIELD_MANAGER = "vdk-ml-training"
-TRAINER_NAMESPACE = "kubeflow-system"
-TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
+# Answers of a GET that only make what is read less complete: forbidden, or not there.
+TOLERATED = (403, 404)
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
@@ -87,56 +94,10 @@ def _own_request():
         _OWN_REQUEST.reset(token)
 
 
-@dataclass(frozen=True)
-class ResourceType:
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
-
-    def action(self, verb: str, namespace: str | None = None, name: str | None = None) -> Action:
-        return Action(
-            verb, self.plural, self.group, self.kind, namespace if self.namespaced else None, name, self.version
-        )
-
-
-JOB = ResourceType("Job", "batch", "v1", "jobs")
-SERVICE = ResourceType("Service", "", "v1", "services")
-CONFIG_MAP = ResourceType("ConfigMap", "", "v1", "configmaps")
-NAMESPACE = ResourceType("Namespace", "", "v1", "namespaces", namespaced=False)
-PYTORCHJOB = ResourceType("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")
-TRAINJOB = ResourceType("TrainJob", trainjob.GROUP, trainjob.VERSION, trainjob.PLURAL)
-CLUSTER_TRAINING_RUNTIME = ResourceType(
-    trainjob.RUNTIME_KIND, trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False
-)
-POD = ResourceType("Pod", "", "v1", "pods")
-EVENT = ResourceType("Event", "", "v1", "events")
-# Kueue's admission record of a queued run (v1beta2 since Kueue 0.15); read when it is served and allowed.
-KUEUE_WORKLOADS = (
-    ResourceType("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"),
-    ResourceType("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
-)
-KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-CRD = ResourceType(
-    "CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False
-)
-RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (JOB, SERVICE, CONFIG_MAP, PYTORCHJOB, TRAINJOB)}
+# What the client creates: the backends' objects and the run record.
+RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (*backends.created_types(), CONFIG_MAP)}
 # The main object of a run, by backend.
-RUN_TYPES = {"pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB, "job": JOB}
-# API group versions whose resources decide the backend.
-DISCOVERED_GROUP_VERSIONS = ("batch/v1", "kubeflow.org/v1", f"{trainjob.GROUP}/{trainjob.VERSION}")
+RUN_TYPES = {backend.name: backend.main for backend in backends.REGISTRY}
 
 
 def resource_type(manifest: dict) -> ResourceType:
@@ -175,7 +136,7 @@ class KubeClient:
     # --- discovery ----------------------------------------------------------------------------
 
     def discover(self) -> Discovery:
-        """What the cluster serves of the training APIs, the Trainer version and its runtimes."""
+        """What the cluster serves of the backends' APIs, and what each served backend needs to know."""
         groups = self._request("GET", "/apis", action=Action("list", "apigroups"))
         available = {
             version.get("groupVersion")
@@ -183,7 +144,7 @@ class KubeClient:
             for version in group.get("versions", [])
         }
         served: set[tuple[str, str]] = set()
-        for group_version in DISCOVERED_GROUP_VERSIONS:
+        for group_version in backends.group_versions():
             if group_version in available:
                 resources = self._request(
                     "GET", f"/apis/{group_version}", action=Action("get", "apiresources", group_version)
@@ -192,95 +153,32 @@ class KubeClient:
                     (group_version, r["name"]) for r in (resources or {}).get("resources", []) if "/" not in r["name"]
                 }
         notes: list[str] = []
-        runtimes = version = mechanism = None
-        if (trainjob.API_VERSION, trainjob.PLURAL) in served:
-            runtimes = self._cluster_training_runtimes(notes)
-            version = self._trainer_version(notes)
-            mechanism = (
-                self._served_trainjob_mechanism(notes)
-                or trainjob.mechanism_for_version(version)
-                or self._crd_trainjob_mechanism(notes)
-            )
-            if mechanism is None:
-                notes.append(
-                    f"the Trainer version could not be detected; TrainJob pod changes use {trainjob.NEWEST_MECHANISM}"
-                )
+        cluster = Discovery(resources=frozenset(served))
+        facts = {b.name: b.discover(self, notes) for b in backends.REGISTRY if cluster.serves(b.main)}
         return Discovery(
-            resources=frozenset(served),
-            runtimes=runtimes,
-            trainer_version=version,
-            trainer_mechanism=mechanism,
+            resources=cluster.resources,
             server_version=self._server_version(),
             notes=tuple(notes),
+            facts={name: found for name, found in facts.items() if found is not None},
         )
-
-    def _cluster_training_runtimes(self, notes: list[str]) -> frozenset[str] | None:
-        try:
-            listing = self._request(
-                "GET", CLUSTER_TRAINING_RUNTIME.path(), action=CLUSTER_TRAINING_RUNTIME.action("list")
-            )
-        except KubeApiError as e:
-            if e.status not in (403, 404):
-                raise
-            notes.append(f"ClusterTrainingRuntimes could not be listed ({e.status} {e.reason})")
-            return None
-        return frozenset(item["metadata"]["name"] for item in (listing or {}).get("items", []))
-
-    def _trainer_version(self, notes: list[str]) -> str | None:
-        try:
-            configmap = self._request(
-                "GET",
-                CONFIG_MAP.path(TRAINER_NAMESPACE, TRAINER_PUBLIC_CONFIGMAP),
-                action=CONFIG_MAP.action("get", TRAINER_NAMESPACE, TRAINER_PUBLIC_CONFIGMAP),
-            )
-        except KubeApiError as e:
-            if e.status not in (403, 404):
-                raise
-            return None
-        for key, value in sorted(((configmap or {}).get("data") or {}).items()):
-            if "version" in key and re.match(r"^v?\d+\.\d+", str(value).strip()):
-                return str(value).strip()
-        notes.append(f"{TRAINER_NAMESPACE}/{TRAINER_PUBLIC_CONFIGMAP} has no version entry")
-        return None
-
-    def _served_trainjob_mechanism(self, notes: list[str]) -> str | None:
-        """Read the TrainJob schema the API server publishes (OpenAPI v3; readable by any user)."""
-        try:
-            document = self._request(
-                "GET", f"/openapi/v3/apis/{trainjob.GROUP}/{trainjob.VERSION}", action=Action("get", "openapi/v3")
-            )
-        except KubeApiError as e:
-            if e.status not in (403, 404, 406):
-                raise
-            return None
-        schemas = ((document or {}).get("components") or {}).get("schemas") or {}
-        for schema in schemas.values():
-            gvks = schema.get("x-kubernetes-group-version-kind") or []
-            if any(g.get("group") == trainjob.GROUP and g.get("kind") == trainjob.KIND for g in gvks):
-                spec = _resolve(schemas, (schema.get("properties") or {}).get("spec") or {})
-                return trainjob.mechanism_from_fields(spec.get("properties") or {})
-        notes.append("the published OpenAPI v3 has no TrainJob schema")
-        return None
-
-    def _crd_trainjob_mechanism(self, notes: list[str]) -> str | None:
-        name = f"{trainjob.PLURAL}.{trainjob.GROUP}"
-        try:
-            crd = self._request("GET", CRD.path(name=name), action=CRD.action("get", name=name))
-        except KubeApiError as e:
-            if e.status not in (403, 404):
-                raise
-            return None
-        for version in (crd or {}).get("spec", {}).get("versions", []):
-            if version.get("name") == trainjob.VERSION:
-                spec = version.get("schema", {}).get("openAPIV3Schema", {}).get("properties", {}).get("spec", {})
-                return trainjob.mechanism_from_fields(spec.get("properties") or {})
-        return None
 
     def _server_version(self) -> str | None:
         try:
             return (self._request("GET", "/version", action=Action("get", "version")) or {}).get("gitVersion")
-        except KubeApiError:
+        except KubeApiError:  # only ever shown: not worth failing a deploy for
             return None
+
+    def get_tolerant(
+        self, path: str, action: Action, tolerate: Collection[int] = TOLERATED
+    ) -> tuple[Any, KubeApiError | None]:
+        """(answer, None) of a GET, or (None, the error) when the server answered with a status in
+        `tolerate` (403, 404: a part of what is read that the user may not see, or that is not there)."""
+        try:
+            return self._request("GET", path, action=action), None
+        except KubeApiError as e:
+            if e.status not in tolerate:
+                raise
+            return None, e
 
     # --- apply ----------------------------------------------------------------------------------
 
@@ -362,7 +260,7 @@ class KubeClient:
     # --- reading and deleting runs --------------------------------------------------------------
 
     def get(self, kind: str, name: str, api_version: str | None = None) -> dict | None:
-        """One object of a kind this client knows (`Job`, `PyTorchJob`, ...) in the namespace; None if absent."""
+        """One object of a kind this client knows (`Job`, `ConfigMap`, a backend's kind) in the namespace; None if absent."""
         matches = [t for (v, k), t in RESOURCE_TYPES.items() if k == kind and (api_version in (None, v))]
         if not matches:
             raise ValueError(f"unknown kind {kind!r}")
@@ -399,7 +297,7 @@ class KubeClient:
         return bool((listing or {}).get("items"))
 
     def get_run(self, run_name: str, backend: str | None = None) -> dict:
-        """The main object (PyTorchJob, TrainJob or Job) of a run (of `backend`, when known)."""
+        """The main object of a run (of `backend`, when known)."""
         objects = self._main_objects(run_name, backend)
         if not objects:
             raise self._no_such_run(run_name)
@@ -450,7 +348,7 @@ class KubeClient:
             try:
                 return self._list(rtype, f"{KUEUE_JOB_UID_LABEL}={owner_uid}")
             except KubeApiError as e:
-                if e.status not in (403, 404):
+                if e.status not in TOLERATED:
                     raise
         return []
 
@@ -641,16 +539,6 @@ def _owned_by(body: dict, owner: dict) -> dict:
     ]
     body["metadata"] = metadata
     return body
-
-
-def _resolve(schemas: dict, node: dict) -> dict:
-    """Follow `$ref` (directly or as the only allOf entry) into the OpenAPI components."""
-    for _ in range(5):
-        ref = node.get("$ref") or next((a.get("$ref") for a in node.get("allOf") or [] if a.get("$ref")), None)
-        if not ref:
-            return node
-        node = schemas.get(ref.rsplit("/", 1)[-1], {})
-    return node
 
 
 def _connect(context: str | None, config_file: str | None):

@@ -12,24 +12,12 @@ from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
 
-from vdk.plugin.ml_training.k8s import indexed_job
-from vdk.plugin.ml_training.k8s import pytorchjob
+from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import status as run_status
-from vdk.plugin.ml_training.k8s import trainjob
-from vdk.plugin.ml_training.k8s.backends import JOB
-from vdk.plugin.ml_training.k8s.backends import PYTORCHJOB
-from vdk.plugin.ml_training.k8s.backends import TRAINJOB
+from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.runtime import progress as progress_line
 from vdk.plugin.ml_training.runtime.progress import approximate_duration as duration
-
-# The training container of each backend's pods.
-CONTAINERS = {PYTORCHJOB: pytorchjob.CONTAINER, TRAINJOB: trainjob.NODE_CONTAINER, JOB: indexed_job.CONTAINER}
-
-_PT_REPLICA_TYPE = "training.kubeflow.org/replica-type"
-_PT_REPLICA_INDEX = "training.kubeflow.org/replica-index"
-_JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-_COMPLETION_INDEX = indexed_job.COMPLETION_INDEX_ANNOTATION  # also a label, and on a TrainJob's pods
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -189,24 +177,9 @@ class Progress:
 
 
 def rank_of(pod: dict, backend: str | None) -> tuple[int | None, str]:
-    """(node rank, label) of a training pod; (None, job name) for a TrainJob's helper pods."""
-    metadata = pod.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    annotations = metadata.get("annotations") or {}
-    if backend == PYTORCHJOB:
-        index = _int(labels.get(_PT_REPLICA_INDEX))
-        replica_type = (labels.get(_PT_REPLICA_TYPE) or "").lower()
-        if replica_type == "master":
-            return 0, "0"
-        if replica_type == "worker" and index is not None:
-            return index + 1, str(index + 1)  # Master is rank 0, Worker i is rank i + 1
-        return None, replica_type or metadata.get("name", "?")
-    if backend == TRAINJOB:
-        job = labels.get(_JOBSET_REPLICATED_JOB, trainjob.NODE_JOB)
-        if job != trainjob.NODE_JOB:
-            return None, job
-    index = _int(labels.get(_COMPLETION_INDEX) or annotations.get(_COMPLETION_INDEX))
-    return (index, str(index)) if index is not None else (None, metadata.get("name", "?"))
+    """(node rank, label) of a training pod, as its backend labels it; (None, a name) for helper pods."""
+    known = backends.find(backend)
+    return known.rank_of(pod) if known is not None else completion_index_rank(pod)
 
 
 def rank_states(pods: Iterable[dict], backend: str | None) -> list[RankState]:
@@ -226,7 +199,8 @@ def pod_state(pod: dict, backend: str | None, attempts: int = 1) -> RankState:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     index, rank = rank_of(pod, backend)
-    wanted = CONTAINERS.get(backend or "", "")
+    known = backends.find(backend)
+    wanted = known.container if known is not None else ""
     containers = spec.get("containers") or [{}]
     container = next((c for c in containers if c.get("name") == wanted), containers[0])
     name = container.get("name") or wanted

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
+from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
@@ -59,7 +60,7 @@ class RunDetail:
 
 
 def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
-    return client.list_pods(pod_selector(run.backend, run.name)) if run.backend in diagnose.CONTAINERS else []
+    return client.list_pods(pod_selector(run.backend, run.name)) if backends.find(run.backend) is not None else []
 
 
 def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = None) -> RunDetail:

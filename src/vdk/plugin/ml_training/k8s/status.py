@@ -1,9 +1,10 @@
-"""A run's phase and summary, read from its main object (PyTorchJob, TrainJob or Job)."""
+"""A run's phase and summary, read from its main object (whose backend says what its status means)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import run as run_meta
 
 PENDING = "Pending"
@@ -102,7 +103,7 @@ def summarize(obj: dict) -> RunSummary:
 
 
 def run_phase(obj: dict) -> tuple[str, str | None]:
-    """(phase, message of the deciding condition) from a PyTorchJob, TrainJob or Job."""
+    """(phase, message of the deciding condition) from a run's main object."""
     status = obj.get("status") or {}
     conditions = [c for c in status.get("conditions") or [] if str(c.get("status")) == "True"]
     by_type = {c.get("type"): c for c in conditions}
@@ -116,41 +117,20 @@ def run_phase(obj: dict) -> tuple[str, str | None]:
         for kind in kinds:
             if kind in by_type:
                 return phase, by_type[kind].get("message")
-    if _spec_suspended(obj):
+    backend = backends.of_object(obj)
+    if backend is not None and backend.suspended(obj):
         return SUSPENDED, None
-    if obj.get("kind") == "Job" and (status.get("active") or 0) > 0:
-        return RUNNING, None
-    if any((j.get("active") or 0) > 0 for j in status.get("jobsStatus") or []):  # TrainJob
+    if backend is not None and backend.running(obj):
         return RUNNING, None
     return PENDING, None
 
 
-def _spec_suspended(obj: dict) -> bool:
-    spec = obj.get("spec") or {}
-    return spec.get("suspend") is True or (spec.get("runPolicy") or {}).get("suspend") is True
-
-
 def shape(obj: dict) -> tuple[str | None, int, str | None]:
     """(nodes, accelerators per node, accelerator resource) as the run's object requests them."""
-    spec = obj.get("spec") or {}
-    kind = obj.get("kind")
-    if kind == "PyTorchJob":
-        replicas = spec.get("pytorchReplicaSpecs") or {}
-        total = sum(int(r.get("replicas") or 0) for r in replicas.values())
-        elastic = spec.get("elasticPolicy") or {}
-        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
-        nodes = f"{low}:{high}" if elastic and low is not None and high is not None and low != high else str(total)
-        first = replicas.get("Master") or replicas.get("Worker") or {}
-        resources = _first_container(first.get("template") or {}).get("resources") or {}
-    elif kind == "TrainJob":
-        trainer = spec.get("trainer") or {}
-        nodes = str(trainer.get("numNodes") or 1)
-        resources = trainer.get("resourcesPerNode") or {}
-    elif kind == "Job":
-        nodes = str(spec.get("parallelism") or spec.get("completions") or 1)
-        resources = _first_container(spec.get("template") or {}).get("resources") or {}
-    else:
+    backend = backends.of_object(obj)
+    if backend is None:
         return None, 0, None
+    nodes, resources = backend.shape(obj)
     return (nodes, *accelerators(resources))
 
 
@@ -164,8 +144,3 @@ def accelerators(resources: dict) -> tuple[int, str | None]:
                 except ValueError:
                     return 0, name
     return 0, None
-
-
-def _first_container(template: dict) -> dict:
-    containers = (template.get("spec") or {}).get("containers") or [{}]
-    return containers[0]

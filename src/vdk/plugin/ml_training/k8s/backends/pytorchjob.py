@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import pod
+from vdk.plugin.ml_training.k8s.backends.base import Backend
+from vdk.plugin.ml_training.k8s.backends.base import Discovery
+from vdk.plugin.ml_training.k8s.backends.base import as_int
+from vdk.plugin.ml_training.k8s.backends.base import first_container
+from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run import RunInfo
 
 GROUP = "kubeflow.org"
@@ -16,6 +21,21 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "PyTorchJob"
 PLURAL = "pytorchjobs"
 CONTAINER = "pytorch"  # the operator's webhook requires this name
+INSTALL = (
+    "install the Kubeflow Training Operator v1 (it serves PyTorchJob): "
+    'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4"'
+)
+PYTORCHJOB = ResourceType(
+    KIND,
+    GROUP,
+    VERSION,
+    PLURAL,
+    not_served_fix="install the Kubeflow Training Operator v1 (it serves PyTorchJob), or deploy with backend = job",
+)
+# Labels the operator puts on the pods: Master is rank 0, Worker i is rank i + 1.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 PORT_NAME = "pytorchjob-port"
 PORT = 23456
 # OnFailure restarts a failed container in place; backoffLimit bounds how often.
@@ -83,3 +103,58 @@ def _run_policy(spec: MLJobSpec) -> dict:
 
 def limitations(spec: MLJobSpec) -> list[str]:
     return []
+
+
+def rank_of(pod_object: dict) -> tuple[int | None, str]:
+    metadata = pod_object.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    index = as_int(labels.get(REPLICA_INDEX_LABEL))
+    replica_type = (labels.get(REPLICA_TYPE_LABEL) or "").lower()
+    if replica_type == "master":
+        return 0, "0"
+    if replica_type == "worker" and index is not None:
+        return index + 1, str(index + 1)
+    return None, replica_type or metadata.get("name", "?")
+
+
+def shape(obj: dict) -> tuple[str, dict]:
+    spec = obj.get("spec") or {}
+    replicas = spec.get("pytorchReplicaSpecs") or {}
+    total = sum(int(r.get("replicas") or 0) for r in replicas.values())
+    elastic = spec.get("elasticPolicy") or {}
+    low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+    nodes = f"{low}:{high}" if elastic and low is not None and high is not None and low != high else str(total)
+    first = replicas.get("Master") or replicas.get("Worker") or {}
+    return nodes, first_container(first.get("template") or {}).get("resources") or {}
+
+
+class PyTorchJobBackend(Backend):
+    name = "pytorchjob"
+    main = PYTORCHJOB
+    creates = (PYTORCHJOB,)
+    container = CONTAINER
+    elastic = True
+    install = INSTALL
+
+    def render(
+        self, spec: MLJobSpec, image: str, run: RunInfo, namespace: str, cluster: Discovery | None
+    ) -> list[dict]:
+        return render(spec, image, run, namespace)
+
+    def limitations(self, spec: MLJobSpec, cluster: Discovery | None) -> list[str]:
+        return limitations(spec)
+
+    def pod_selector(self, run_name: str) -> str:
+        return f"{JOB_NAME_LABEL}={run_name}"
+
+    def rank_of(self, pod: dict) -> tuple[int | None, str]:
+        return rank_of(pod)
+
+    def suspended(self, obj: dict) -> bool:
+        return super().suspended(obj) or ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+
+    def shape(self, obj: dict) -> tuple[str, dict]:
+        return shape(obj)
+
+
+BACKEND = PyTorchJobBackend()

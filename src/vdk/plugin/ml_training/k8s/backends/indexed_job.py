@@ -7,13 +7,20 @@ the whole Job (podFailurePolicy FailJob), so no rank waits for a dead peer. Need
 
 from __future__ import annotations
 
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import pod
+from vdk.plugin.ml_training.k8s.backends.base import COMPLETION_INDEX
+from vdk.plugin.ml_training.k8s.backends.base import Backend
+from vdk.plugin.ml_training.k8s.backends.base import Discovery
+from vdk.plugin.ml_training.k8s.backends.base import first_container
+from vdk.plugin.ml_training.k8s.resources import JOB
+from vdk.plugin.ml_training.k8s.resources import SERVICE
 from vdk.plugin.ml_training.k8s.run import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run import RunInfo
 
 CONTAINER = "pytorch"
-COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def master_address(run_name: str) -> str:
@@ -31,7 +38,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
         {"name": "PET_NPROC_PER_NODE", "value": str(spec.procs_per_node)},
         {
             "name": "PET_NODE_RANK",
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}},
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}},
         },
         {"name": "PET_MASTER_ADDR", "value": master_address(run.name)},
         {"name": "PET_MASTER_PORT", "value": str(pod.RENDEZVOUS_PORT)},
@@ -61,14 +68,14 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
     if spec.max_runtime_seconds:
         job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
     job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": JOB.api_version,
+        "kind": JOB.kind,
         "metadata": pod.object_metadata(spec, run, image, namespace, labels),
         "spec": job_spec,
     }
     service = {
-        "apiVersion": "v1",
-        "kind": "Service",
+        "apiVersion": SERVICE.api_version,
+        "kind": SERVICE.kind,
         "metadata": {"name": run.name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
             "clusterIP": "None",
@@ -98,3 +105,45 @@ def limitations(spec: MLJobSpec) -> list[str]:
         "a plain Job cannot restart all nodes together: a failed process fails the run (max_restarts covers pods lost before start)"
     )
     return notes
+
+
+def shape(obj: dict) -> tuple[str, dict]:
+    spec = obj.get("spec") or {}
+    nodes = str(spec.get("parallelism") or spec.get("completions") or 1)
+    return nodes, first_container(spec.get("template") or {}).get("resources") or {}
+
+
+class IndexedJobBackend(Backend):
+    name = "job"
+    main = JOB
+    creates = (JOB, SERVICE)
+    container = CONTAINER
+    operator = False
+
+    def render(
+        self, spec: MLJobSpec, image: str, run: RunInfo, namespace: str, cluster: Discovery | None
+    ) -> list[dict]:
+        return render(spec, image, run, namespace)
+
+    def limitations(self, spec: MLJobSpec, cluster: Discovery | None) -> list[str]:
+        return limitations(spec)
+
+    def pod_selector(self, run_name: str) -> str:
+        return f"{JOB_NAME_LABEL}={run_name}"
+
+    def running(self, obj: dict) -> bool:
+        return ((obj.get("status") or {}).get("active") or 0) > 0
+
+    def shape(self, obj: dict) -> tuple[str, dict]:
+        return shape(obj)
+
+    def unavailable(self, cluster: Discovery) -> MLTrainingError | None:
+        if cluster.serves(self.main):
+            return None
+        return MLTrainingError(
+            "the cluster does not serve batch/v1 Jobs",
+            "check that the kube context points at a Kubernetes cluster (1.27 or newer)",
+        )
+
+
+BACKEND = IndexedJobBackend()

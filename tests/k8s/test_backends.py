@@ -1,0 +1,75 @@
+"""The backend interface: every registered backend renders its main object first and only the types it
+declares, reads its runs back (status, shape, pods, ranks) and says when a cluster cannot run it; and
+only the backend modules know a backend's kinds."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support import cluster_state as cs
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
+from vdk.plugin.ml_training.job import backend_choices
+from vdk.plugin.ml_training.k8s import backends
+from vdk.plugin.ml_training.k8s import status
+from vdk.plugin.ml_training.k8s.backends import Discovery
+
+EACH = pytest.mark.parametrize("backend", backends.REGISTRY, ids=lambda b: b.name)
+
+
+@EACH
+def test_render_puts_the_main_object_first_and_creates_only_declared_types(tmp_path, backend):
+    spec = make_spec(tmp_path, nodes="3", gpus_per_node="2")
+    objects = backend.render(spec, IMAGE, make_run(spec), "ml", None)
+    main = objects[0]
+    assert (main["apiVersion"], main["kind"]) == (backend.main.api_version, backend.main.kind)
+    assert {(o["apiVersion"], o["kind"]) for o in objects} <= {(t.api_version, t.kind) for t in backend.creates}
+    assert backend.creates[0] == backend.main
+    assert backends.of_object(main) is backend
+    # the status of a run reads the shape back as it was rendered
+    assert status.shape(main) == ("3", 2, "nvidia.com/gpu")
+    assert status.run_phase(main) == (status.PENDING, None)
+
+
+@EACH
+def test_its_pods_are_selected_and_ranked(tmp_path, backend):
+    spec = make_spec(tmp_path, nodes="3", gpus_per_node="1")
+    main = backend.render(spec, IMAGE, make_run(spec), "ml", None)[0]
+    run_name = main["metadata"]["name"]
+    pods = [cs.rank_pod(main, backend.name, rank, cs.running()) for rank in range(3)]
+    key, value = backend.pod_selector(run_name).split("=")
+    assert all(pod["metadata"]["labels"][key] == value for pod in pods)
+    assert [backend.rank_of(pod) for pod in pods] == [(0, "0"), (1, "1"), (2, "2")]
+    assert {pod["spec"]["containers"][0]["name"] for pod in pods} == {backend.container}
+
+
+@EACH
+def test_a_cluster_that_does_not_serve_it_is_refused_with_what_to_do(backend):
+    bare = Discovery(resources=frozenset())
+    problem = backend.unavailable(bare)
+    assert problem is not None and problem.fix and not backend.ready(bare)
+    with pytest.raises(type(problem)):
+        backends.choose_backend(bare, backend.name)
+
+
+def test_names_are_unique_and_the_job_config_accepts_exactly_them_and_auto():
+    assert len(set(backends.NAMES)) == len(backends.NAMES) == len(backends.REGISTRY)
+    assert backend_choices() == ("auto", *backends.NAMES)
+    assert sorted(b.name for b in backends.AUTO_PREFERENCE) == sorted(backends.NAMES)
+    assert backends.find("nope") is None and backends.find(None) is None
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        backends.get("nope")
+
+
+def test_only_the_backend_modules_know_backend_kinds():
+    """README's check: `grep -rn "PyTorchJob\\|TrainJob\\|kubeflow.org" src/vdk/plugin/ml_training/k8s`."""
+    k8s = Path(backends.__file__).resolve().parents[1]
+    found = [
+        f"{path.relative_to(k8s)}:{number}"
+        for path in sorted(k8s.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"PyTorchJob|TrainJob|kubeflow.org", line)
+    ]
+    assert found and all(place.startswith("backends/") for place in found), found
