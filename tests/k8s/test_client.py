@@ -326,14 +326,14 @@ def test_a_recorded_run_runs_again_exactly(cluster, spec):
 
 
 def test_in_cluster_service_account_is_used_without_a_kubeconfig(tmp_path, monkeypatch):
-    from vdk.plugin.ml_training.k8s import client as client_module
+    from vdk.plugin.ml_training.k8s import kubeconfig
 
     account = tmp_path / "serviceaccount"
     account.mkdir()
     (account / "token").write_text("pod-token")
     (account / "ca.crt").write_text("not checked until a request is made")
     (account / "namespace").write_text("training")
-    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_DIR", account)
+    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", account)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")

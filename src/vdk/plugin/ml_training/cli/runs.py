@@ -74,19 +74,15 @@ def _wrapped() -> bool:
     return ctx is not None and getattr(ctx.command, "wrapped_command", None) is not None
 
 
-def _kubeconfig_paths() -> list[str]:
-    files = os.environ.get("KUBECONFIG") or "~/.kube/config"
-    return [os.path.expanduser(p) for p in files.split(os.pathsep) if p]
-
-
 def _kube_configured() -> bool:
     """A kube context may be reachable: a kubeconfig file, a configured context, or a pod's service
     account. Local checks only: data-job commands must not pay for a cluster they do not use."""
     from vdk.plugin.ml_training.cli.context import settings_from_click
+    from vdk.plugin.ml_training.k8s import kubeconfig
 
-    if settings_from_click().get("kube_context") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if settings_from_click().get("kube_context") or kubeconfig.in_a_pod():
         return True
-    return any(os.path.isfile(p) for p in _kubeconfig_paths())
+    return any(os.path.isfile(p) for p in kubeconfig.kubeconfig_paths())
 
 
 def _not_listed(error) -> None:
@@ -101,8 +97,9 @@ def _list_is_ml(kwargs: dict[str, Any]) -> bool:
         # The Control Service's list fails next for want of its URL; the user may have been looking
         # for ML runs, so say why there are none. (With a URL, data-job users are not bothered.)
         from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
+        from vdk.plugin.ml_training.k8s.kubeconfig import kubeconfig_paths
 
-        _not_listed(no_cluster_configured(_kubeconfig_paths()))
+        _not_listed(no_cluster_configured(kubeconfig_paths()))
     return False
 
 

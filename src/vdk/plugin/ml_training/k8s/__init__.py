@@ -1,4 +1,4 @@
-"""Kubernetes: pure renderers (spec -> manifests as plain dicts) and one client module.
+"""Kubernetes: pure renderers (spec -> manifests as plain dicts) and the client that applies them.
 
 - `backends/`: one module per backend (`pytorchjob`, `trainjob`, `indexed_job`) implementing one
   interface (`backends.base.Backend`: render, limitations, pods, ranks, status), and the registry
@@ -8,6 +8,8 @@
 - `manifests`: renders a whole run for a backend, run record included; YAML for --dry-run.
 - `record`: the run record (a ConfigMap owned by the run) and re-running a past run.
 - `status`: a run's phase and summary from its object; `diagnose`/`observe`: why it waits or failed.
-- `client`: the only module that talks to a cluster (`KubeClient`); `api_errors`: its failures
-  as actionable `MLTrainingError`s.
+- `client`: run-level operations (`KubeClient`: apply, list, get and delete runs, records, pods,
+  logs, events) over `transport` (the connection, requests, the tolerant GET, log streams) and
+  `discovery` (what the cluster serves); `kubeconfig`: where credentials are (standard library
+  only); `api_errors`: API failures as actionable `MLTrainingError`s.
 """

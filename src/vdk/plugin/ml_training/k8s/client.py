@@ -1,42 +1,28 @@
-"""The one module that talks to a Kubernetes cluster, through the official `kubernetes` client.
+"""Run-level operations on a cluster, for the verbs: apply a run's manifests (all or nothing), list,
+read and delete runs, read run records, and what their pods say (pods, logs, events, Kueue).
 
-Manifests go in and objects come out as plain dicts. Requests go through the client's ApiClient
-(its kubeconfig / in-cluster configuration, auth plugins and transport) on generic resource
-paths, which behave the same on every client generation (<= 36 and the pydantic-based 37+).
-Every API failure becomes an `MLTrainingError` that says what to do (see `api_errors`).
+Manifests go in and objects come out as plain dicts; the requests go through `transport`, and what
+the cluster serves is read by `discovery`. Every API failure is an `MLTrainingError` that says what
+to do (see `api_errors`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
-import logging
-import os
-from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import urllib3
-import yaml
-from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config import ConfigException
-from kubernetes.config import incluster_config
-from kubernetes.config import kube_config
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import record as run_record
-from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
 from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
-from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.k8s.discovery import discover
 from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import EVENT
 from vdk.plugin.ml_training.k8s.resources import KUEUE_JOB_UID_LABEL
@@ -54,45 +40,14 @@ from vdk.plugin.ml_training.k8s.run import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run import label_value
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.k8s.transport import REQUEST_TIMEOUT
+from vdk.plugin.ml_training.k8s.transport import Transport
 
-REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
 # `has_runs` decides whether a data-job command is meant for ML: an unreachable cluster must not stall it.
 PROBE_TIMEOUT = (3, 5)
 # A followed log may stay silent for as long as an evaluation or a checkpoint takes.
 FOLLOW_TIMEOUT = (10, 3600)
-# One attempt per request. Only a GET/DELETE whose pooled connection the server had closed meanwhile
-# is sent again; a server that cannot be reached is reported at once (retrying it three times, as
-# urllib3 does by default, only makes the user wait longer for the same error).
-RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
 FIELD_MANAGER = "vdk-ml-training"
-# Answers of a GET that only make what is read less complete: forbidden, or not there.
-TOLERATED = (403, 404)
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-_OWN_REQUEST = contextvars.ContextVar("vdk_ml_training_kube_request", default=False)
-
-
-class _QuietRetries(logging.Filter):
-    """Drops urllib3's "Retrying ..." warnings about this client's requests: it reports a failure
-    itself, once, with what to do; a retry that succeeds is nothing to report."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (_OWN_REQUEST.get() and str(record.msg).startswith("Retrying"))
-
-
-_QUIET_RETRIES = _QuietRetries()
-logging.getLogger("urllib3.connectionpool").addFilter(_QUIET_RETRIES)
-
-
-@contextmanager
-def _own_request():
-    token = _OWN_REQUEST.set(True)
-    try:
-        yield
-    finally:
-        _OWN_REQUEST.reset(token)
-
 
 # What the client creates: the backends' objects and the run record.
 RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (*backends.created_types(), CONFIG_MAP)}
@@ -114,8 +69,14 @@ class KubeClient:
     kubeconfig's current context and its namespace are used (in a pod: the service account's)."""
 
     def __init__(self, context: str | None = None, namespace: str | None = None, config_file: str | None = None):
-        self.api_client, self.context, default_namespace, self.server = _connect(context, config_file)
-        self.namespace: str = namespace or default_namespace
+        self.transport = Transport(context, config_file)
+        self.context = self.transport.context
+        self.server = self.transport.server
+        self.namespace: str = namespace or self.transport.default_namespace
+
+    def discover(self) -> Discovery:
+        """What the cluster serves of the backends' APIs, and what each served backend needs to know."""
+        return discover(self.transport)
 
     def check_namespace(self) -> None:
         """Raise an error that says what to do when the client's namespace does not exist.
@@ -123,7 +84,7 @@ class KubeClient:
         Users may lack the right to read namespaces (a namespaced Role cannot grant it): a 403
         proves nothing, so it passes, and a missing namespace shows up at the first create."""
         try:
-            self._request(
+            self.transport.request(
                 "GET", NAMESPACE.path(name=self.namespace), action=NAMESPACE.action("get", name=self.namespace)
             )
         except KubeApiError as e:
@@ -132,53 +93,6 @@ class KubeClient:
             if e.status == 404 and not e.not_served:
                 raise missing_namespace(self.namespace, self.context) from None
             raise
-
-    # --- discovery ----------------------------------------------------------------------------
-
-    def discover(self) -> Discovery:
-        """What the cluster serves of the backends' APIs, and what each served backend needs to know."""
-        groups = self._request("GET", "/apis", action=Action("list", "apigroups"))
-        available = {
-            version.get("groupVersion")
-            for group in (groups or {}).get("groups", [])
-            for version in group.get("versions", [])
-        }
-        served: set[tuple[str, str]] = set()
-        for group_version in backends.group_versions():
-            if group_version in available:
-                resources = self._request(
-                    "GET", f"/apis/{group_version}", action=Action("get", "apiresources", group_version)
-                )
-                served |= {
-                    (group_version, r["name"]) for r in (resources or {}).get("resources", []) if "/" not in r["name"]
-                }
-        notes: list[str] = []
-        cluster = Discovery(resources=frozenset(served))
-        facts = {b.name: b.discover(self, notes) for b in backends.REGISTRY if cluster.serves(b.main)}
-        return Discovery(
-            resources=cluster.resources,
-            server_version=self._server_version(),
-            notes=tuple(notes),
-            facts={name: found for name, found in facts.items() if found is not None},
-        )
-
-    def _server_version(self) -> str | None:
-        try:
-            return (self._request("GET", "/version", action=Action("get", "version")) or {}).get("gitVersion")
-        except KubeApiError:  # only ever shown: not worth failing a deploy for
-            return None
-
-    def get_tolerant(
-        self, path: str, action: Action, tolerate: Collection[int] = TOLERATED
-    ) -> tuple[Any, KubeApiError | None]:
-        """(answer, None) of a GET, or (None, the error) when the server answered with a status in
-        `tolerate` (403, 404: a part of what is read that the user may not see, or that is not there)."""
-        try:
-            return self._request("GET", path, action=action), None
-        except KubeApiError as e:
-            if e.status not in tolerate:
-                raise
-            return None, e
 
     # --- apply ----------------------------------------------------------------------------------
 
@@ -222,7 +136,7 @@ class KubeClient:
         query = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"}
         if dry_run:
             query["dryRun"] = "All"
-        return self._request(
+        return self.transport.request(
             "POST",
             rtype.path(namespace),
             query=query,
@@ -245,7 +159,7 @@ class KubeClient:
     def _delete(self, rtype: ResourceType, name: str, namespace: str | None) -> bool:
         """Delete one object (its pods go with it); False if it was already gone."""
         try:
-            self._request(
+            self.transport.request(
                 "DELETE",
                 rtype.path(namespace, name),
                 body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
@@ -268,7 +182,7 @@ class KubeClient:
 
     def _get(self, rtype: ResourceType, name: str) -> dict | None:
         try:
-            return self._request(
+            return self.transport.request(
                 "GET", rtype.path(self.namespace, name), action=rtype.action("get", self.namespace, name)
             )
         except KubeApiError as e:
@@ -287,7 +201,7 @@ class KubeClient:
         one). Decides whether `vdk show/delete/execute -n NAME` is meant for an ML job."""
         if label_value(job_name) != job_name:
             return False  # not a possible label value, so no run carries it
-        listing = self._request(
+        listing = self.transport.request(
             "GET",
             CONFIG_MAP.path(self.namespace),
             query={"labelSelector": f"{LABEL_JOB}={job_name},{LABEL_MANAGED_BY}={MANAGED_BY}", "limit": "1"},
@@ -348,7 +262,7 @@ class KubeClient:
             try:
                 return self._list(rtype, f"{KUEUE_JOB_UID_LABEL}={owner_uid}")
             except KubeApiError as e:
-                if e.status not in TOLERATED:
+                if e.status not in (403, 404):
                     raise
         return []
 
@@ -368,7 +282,7 @@ class KubeClient:
         if limit_bytes is not None:
             options["limit_bytes"] = limit_bytes
         try:
-            response = self._log_response(pod, options, REQUEST_TIMEOUT)
+            response = self.transport.log_response(self.namespace, pod, options, REQUEST_TIMEOUT)
         except KubeApiError as e:
             if e.status in (400, 404) and not e.not_served:
                 return None, e.detail
@@ -384,7 +298,7 @@ class KubeClient:
         options: dict[str, Any] = {"container": container, "follow": True}
         if tail_lines is not None:
             options["tail_lines"] = tail_lines
-        response = self._log_response(pod, options, FOLLOW_TIMEOUT)
+        response = self.transport.log_response(self.namespace, pod, options, FOLLOW_TIMEOUT)
         try:
             buffer = b""
             for chunk in response.stream(amt=None, decode_content=False):
@@ -398,23 +312,6 @@ class KubeClient:
             raise unreachable(self.server, self.context, e) from None
         finally:
             response.release_conn()
-
-    def _log_response(self, pod: str, options: dict[str, Any], timeout) -> Any:
-        """The raw (urllib3) response of a pods/log request; the same call on every client generation."""
-        api = k8s_client.CoreV1Api(self.api_client)
-        options = {k: v for k, v in options.items() if v is not None}
-        action = Action("get", "pods/log", "", "Pod", self.namespace, pod, "v1")
-        try:
-            with _own_request():
-                return api.read_namespaced_pod_log(
-                    pod, self.namespace, _preload_content=False, _request_timeout=timeout, **options
-                )
-        except ApiException as e:
-            if not e.status:
-                raise unreachable(self.server, self.context, e) from None
-            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise unreachable(self.server, self.context, e) from None
 
     def _main_objects(self, run_name: str, backend: str | None) -> list[dict]:
         """A run's main object: one GET when its backend is known, else a labelled list per backend."""
@@ -439,7 +336,7 @@ class KubeClient:
 
     def _list(self, rtype: ResourceType, selector: str, skip_unserved: bool = False) -> list[dict]:
         try:
-            listing = self._request(
+            listing = self.transport.request(
                 "GET",
                 rtype.path(self.namespace),
                 query={"labelSelector": selector} if selector else {},
@@ -463,67 +360,6 @@ class KubeClient:
             "NotFound",
         )
 
-    # --- transport ------------------------------------------------------------------------------
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        action: Action,
-        query: dict | None = None,
-        body: Any = None,
-        timeout=REQUEST_TIMEOUT,
-    ) -> Any:
-        try:
-            with _own_request():
-                return _call(self.api_client, method, path, query or {}, body, timeout)
-        except ApiException as e:
-            if not e.status:  # the client's own wrapping of TLS failures
-                raise unreachable(self.server, self.context, e) from None
-            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise unreachable(self.server, self.context, e) from None
-
-
-def _call(api_client: Any, method: str, path: str, query: dict, body: Any, timeout=REQUEST_TIMEOUT) -> Any:
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    if hasattr(api_client, "param_serialize"):  # kubernetes >= 37
-        params = api_client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(query.items()),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = api_client.call_api(*params, _request_timeout=timeout)
-        response.read()
-        text = response.data.decode("utf-8", "replace") if response.data else ""
-        if not 200 <= response.status <= 299:
-            raise ApiException(status=response.status, reason=response.reason, body=text)
-        return json.loads(text) if text else None
-    # kubernetes <= 36: the raw urllib3 response (the deserialization arguments changed between
-    # those generations); non-2xx answers raise ApiException in its REST layer.
-    response = api_client.call_api(
-        path,
-        method,
-        query_params=list(query.items()),
-        header_params=headers,
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=timeout,
-    )
-    try:
-        text = response.data.decode("utf-8", "replace") if response.data else ""
-    finally:
-        response.release_conn()
-    return json.loads(text) if text else None
-
 
 def _owned_by(body: dict, owner: dict) -> dict:
     """`body` with an ownerReference to `owner` (garbage-collected with it; never blocks deletion)."""
@@ -539,56 +375,3 @@ def _owned_by(body: dict, owner: dict) -> dict:
     ]
     body["metadata"] = metadata
     return body
-
-
-def _connect(context: str | None, config_file: str | None):
-    """(ApiClient, context name, default namespace, server URL) from kubeconfig, else in-cluster."""
-    configuration = k8s_client.Configuration()
-    configuration.retries = RETRIES
-    files = config_file or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    paths = [os.path.expanduser(p) for p in str(files).split(os.pathsep) if p]
-    if any(os.path.isfile(p) for p in paths):
-        try:
-            contexts, active = kube_config.list_kube_config_contexts(config_file=files)
-        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
-            raise MLTrainingError(
-                f"the kubeconfig {files} cannot be read: {e}",
-                "fix it, or point KUBECONFIG at a working one (`kubectl config view` shows what kubectl sees)",
-            ) from None
-        names = [c["name"] for c in contexts or []]
-        name = context or (active or {}).get("name")
-        if not name or name not in names:
-            problem = f"the kube context {name!r} is not in {files}" if name else f"{files} has no current context"
-            raise MLTrainingError(
-                problem,
-                f"use one of: {', '.join(names) or '(none defined)'} — set VDK_ML_TRAINING_KUBE_CONTEXT or "
-                "`kube_context` in [ml-training]",
-            )
-        try:
-            kube_config.load_kube_config(
-                config_file=files, context=name, client_configuration=configuration, persist_config=False
-            )
-        except (ConfigException, OSError, ValueError, yaml.YAMLError) as e:
-            raise MLTrainingError(
-                f"the kube context {name} in {files} cannot be used: {e}",
-                f"check it with `kubectl --context {name} cluster-info`",
-            ) from None
-        namespace = next(c for c in contexts if c["name"] == name).get("context", {}).get("namespace") or "default"
-        return k8s_client.ApiClient(configuration), name, namespace, configuration.host
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        loader = incluster_config.InClusterConfigLoader(
-            token_filename=str(SERVICE_ACCOUNT_DIR / "token"), cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt")
-        )
-        try:
-            loader.load_and_set(configuration)
-        except ConfigException as e:
-            raise MLTrainingError(
-                f"running in a pod, but its service account cannot be used: {e}",
-                "mount a service account token into the pod, or provide a kubeconfig (KUBECONFIG)",
-            ) from None
-        try:
-            namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
-        except OSError:
-            namespace = "default"
-        return k8s_client.ApiClient(configuration), None, namespace, configuration.host
-    raise no_cluster_configured(paths)

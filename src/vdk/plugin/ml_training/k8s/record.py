@@ -8,6 +8,7 @@ carries the full rendered manifests, which are too large and too structured for 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -34,36 +35,6 @@ def record_name(run_name: str) -> str:
     return f"{run_name}{SUFFIX}"
 
 
-def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]) -> dict:
-    """The record ConfigMap for `manifests` (the run's other objects, as rendered)."""
-    data = {
-        KEY_RUN: run.name,
-        KEY_BACKEND: backend,
-        KEY_IMAGE: image,
-        KEY_SPEC: json.dumps(spec.to_dict(), sort_keys=True, indent=1),
-        KEY_PROVENANCE: json.dumps(run.provenance.to_dict(), sort_keys=True, indent=1),
-        KEY_MANIFESTS: json.dumps(manifests, sort_keys=True, indent=1),
-        KEY_DEPENDENCIES: json.dumps(dict(run.dependencies), sort_keys=True, indent=1),
-    }
-    size = sum(len(v.encode()) for v in data.values())
-    if size > MAX_RECORD_BYTES:
-        raise MLTrainingError(
-            f"the run record of {run.name} would be {size} bytes, more than a ConfigMap holds",
-            "shorten [ml-training.env] values or args (the record stores the rendered manifests)",
-        )
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": record_name(run.name),
-            "namespace": namespace,
-            "labels": run.labels(backend),
-            "annotations": {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash},
-        },
-        "data": data,
-    }
-
-
 @dataclass(frozen=True)
 class RunRecord:
     run_name: str
@@ -73,6 +44,50 @@ class RunRecord:
     provenance: dict
     manifests: list[dict]
     dependencies: dict  # name -> version installed in the image ({} for records without them)
+
+
+def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]) -> dict:
+    """The record ConfigMap for `manifests` (the run's other objects, as rendered)."""
+    record = RunRecord(
+        run_name=run.name,
+        backend=backend,
+        image=image,
+        spec=spec.to_dict(),
+        provenance=run.provenance.to_dict(),
+        manifests=manifests,
+        dependencies=dict(run.dependencies),
+    )
+    return _configmap(record, namespace, run.labels(backend), {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash})
+
+
+def _configmap(record: RunRecord, namespace: str | None, labels: dict[str, str], annotations: dict[str, str]) -> dict:
+    """The ConfigMap that holds `record`: the only place a record is written."""
+    data = {
+        KEY_RUN: record.run_name,
+        KEY_BACKEND: record.backend,
+        KEY_IMAGE: record.image,
+        KEY_SPEC: json.dumps(record.spec, sort_keys=True, indent=1),
+        KEY_PROVENANCE: json.dumps(record.provenance, sort_keys=True, indent=1),
+        KEY_MANIFESTS: json.dumps(record.manifests, sort_keys=True, indent=1),
+        KEY_DEPENDENCIES: json.dumps(record.dependencies, sort_keys=True, indent=1),
+    }
+    size = sum(len(v.encode()) for v in data.values())
+    if size > MAX_RECORD_BYTES:
+        raise MLTrainingError(
+            f"the run record of {record.run_name} would be {size} bytes, more than a ConfigMap holds",
+            "shorten [ml-training.env] values or args (the record stores the rendered manifests)",
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": record_name(record.run_name),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "data": data,
+    }
 
 
 def parse(configmap: dict) -> RunRecord:
@@ -118,28 +133,11 @@ def rerun_manifests(
             annotations[run_meta.ANNOTATION_REASON] = reason
         else:
             annotations.pop(run_meta.ANNOTATION_REASON, None)
-    record_copy = _record_for(record, new_run_name, manifests)
-    return manifests + [record_copy]
-
-
-def _record_for(record: RunRecord, new_run_name: str, manifests: list[dict]) -> dict:
     primary = manifests[0]["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": record_name(new_run_name),
-            "namespace": primary.get("namespace"),
-            "labels": {k: v for k, v in primary.get("labels", {}).items() if k.startswith(_RUN_LABEL_PREFIXES)},
-            "annotations": {run_meta.ANNOTATION_RERUN_OF: record.run_name},
-        },
-        "data": {
-            KEY_RUN: new_run_name,
-            KEY_BACKEND: record.backend,
-            KEY_IMAGE: record.image,
-            KEY_SPEC: json.dumps(record.spec, sort_keys=True, indent=1),
-            KEY_PROVENANCE: json.dumps(record.provenance, sort_keys=True, indent=1),
-            KEY_MANIFESTS: json.dumps(manifests, sort_keys=True, indent=1),
-            KEY_DEPENDENCIES: json.dumps(record.dependencies, sort_keys=True, indent=1),
-        },
-    }
+    labels = {k: v for k, v in primary.get("labels", {}).items() if k.startswith(_RUN_LABEL_PREFIXES)}
+    annotations = {run_meta.ANNOTATION_RERUN_OF: record.run_name}
+    spec_hash = (primary.get("annotations") or {}).get(run_meta.ANNOTATION_SPEC_HASH)
+    if spec_hash:
+        annotations[run_meta.ANNOTATION_SPEC_HASH] = spec_hash
+    again = dataclasses.replace(record, run_name=new_run_name, manifests=manifests)
+    return manifests + [_configmap(again, primary.get("namespace"), labels, annotations)]
