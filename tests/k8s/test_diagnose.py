@@ -237,21 +237,6 @@ def test_log_hints_name_well_known_failures():
     assert diagnose.log_hints(["all good"]) == []
 
 
-def test_progress_is_the_last_reported_line():
-    lines = [
-        "[vdk-ml-training] progress step=10 total_steps=1000 loss=2.5 eta=2h",
-        "epoch 1 done",
-        "2026-01-02 rank0 [vdk-ml-training] progress step=120 total_steps=1000 loss=0.43121 eta_s=2100 lr=3e-4",
-        "some other line",
-    ]
-    progress = diagnose.parse_progress(lines)
-    assert (progress.step, progress.total_steps, progress.loss, progress.eta) == (120, 1000, 0.43121, "35m")
-    assert progress.describe() == "step 120/1000, loss 0.4312, ETA 35m, lr 3e-4"
-    short = diagnose.parse_progress(["[vdk-ml-training] progress step=7/50 loss=nan"])
-    assert (short.step, short.total_steps, short.eta) == (7, 50, None)
-    assert diagnose.parse_progress(["no progress here"]) is None
-
-
 def test_events_of_the_run_are_merged_and_ordered(tmp_path):
     run = "mnist-ddp-abcdefgh"
     raw = [

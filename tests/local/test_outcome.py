@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.cli.run import _user_stack
 from vdk.plugin.ml_training.cli.run import failure_fix
 from vdk.plugin.ml_training.cli.run import format_summary
 from vdk.plugin.ml_training.job import load_job_spec
@@ -217,38 +216,6 @@ def test_a_full_run_without_steps_is_not_judged_by_them(tmp_path):
     )
     full = LocalRun(full_plan(run.plan.spec, gpus=0), run.run_dir, 0, 3.0, False)
     assert analyse(full).passed  # evaluation or export scripts train nothing, by design
-
-
-def test_where_a_rank_was_is_its_main_thread_not_a_dataloader_feeder_thread():
-    dump = (
-        "Thread 0x00007fc1f966a6c0 (most recent call first):\n"
-        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
-        '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 231 in _feed\n\n'
-        "Current thread 0x00007fc221dddb80 (most recent call first):\n"
-        '  File "/jobs/hang/train.py", line 60 in main\n'
-        '  File "/jobs/hang/train.py", line 71 in <module>\n'
-    )
-    stack = _user_stack(dump, Path("/jobs/hang"))
-    assert stack and 'train.py", line 60' in stack[0], stack
-
-
-def test_where_a_rank_was_without_a_current_thread_is_the_thread_in_the_jobs_code():
-    dump = (
-        "Fatal Python error: Segmentation fault\n\n"
-        "Thread 0x2 (most recent call first):\n"
-        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n\n'
-        "Thread 0x1 (most recent call first):\n"
-        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
-        '  File "/jobs/crash/train.py", line 9 in step\n'
-        '  File "/jobs/crash/train.py", line 12 in <module>\n'
-    )
-    assert _user_stack(dump, Path("/jobs/crash")) == [
-        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
-        '  File "/jobs/crash/train.py", line 9 in step',
-        '  File "/jobs/crash/train.py", line 12 in <module>',
-    ]
-    # a sibling directory whose name starts like the job's is not the job's code
-    assert _user_stack(dump, Path("/jobs/cra"))[0].endswith("line 327 in wait")
 
 
 def test_a_missing_module_says_to_install_it_and_list_it_in_requirements(tmp_path):

@@ -24,9 +24,9 @@ from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s.diagnose import parse_progress
 from vdk.plugin.ml_training.runtime import progress
 from vdk.plugin.ml_training.runtime.progress import MARK
+from vdk.plugin.ml_training.runtime.progress import parse_progress
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
@@ -70,6 +70,21 @@ def test_what_the_runtime_prints_is_what_vdk_show_reads():
     assert (final.step, final.total_steps, final.eta) == (7, None, None) and math.isnan(final.loss)
     assert final.describe() == "step 7, loss nan, 1234 steps/s, elapsed 1h2m, script failed"
     assert parse_progress([progress.format_line(1)]).describe() == "step 1"
+
+
+def test_progress_is_the_last_reported_line():
+    lines = [
+        "[vdk-ml-training] progress step=10 total_steps=1000 loss=2.5 eta=2h",
+        "epoch 1 done",
+        "2026-01-02 rank0 [vdk-ml-training] progress step=120 total_steps=1000 loss=0.43121 eta_s=2100 lr=3e-4",
+        "some other line",
+    ]
+    last = parse_progress(lines)
+    assert (last.step, last.total_steps, last.loss, last.eta) == (120, 1000, 0.43121, "35m")
+    assert last.describe() == "step 120/1000, loss 0.4312, ETA 35m, lr 3e-4"
+    short = parse_progress(["[vdk-ml-training] progress step=7/50 loss=nan"])
+    assert (short.step, short.total_steps, short.eta) == (7, 50, None)
+    assert parse_progress(["no progress here"]) is None
 
 
 @pytest.mark.parametrize(

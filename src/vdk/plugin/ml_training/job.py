@@ -207,9 +207,14 @@ def backend_choices() -> tuple[str, ...]:
     return (AUTO_BACKEND, *backends.NAMES)
 
 
+def is_kubernetes_job_name(name: str) -> bool:
+    """Whether `name` is a DNS-1035 label short enough for the run and pod names derived from it."""
+    return bool(_DNS_1035.match(name)) and len(name) <= MAX_JOB_NAME_LENGTH
+
+
 def kubernetes_job_name(name: str, config_path: Path) -> str:
-    """`name` if it is a DNS-1035 label short enough for run and pod names, else a JobConfigError."""
-    if _DNS_1035.match(name) and len(name) <= MAX_JOB_NAME_LENGTH:
+    """`name` if it can be a job's name on Kubernetes (`is_kubernetes_job_name`), else a JobConfigError."""
+    if is_kubernetes_job_name(name):
         return name
     suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
     suggestion = re.sub(r"^[^a-z]+", "", suggestion)[:MAX_JOB_NAME_LENGTH].rstrip("-") or "my-job"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
-import os
 import re
 import shutil
 import sys
@@ -19,7 +18,6 @@ import click
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s.diagnose import parse_progress
 from vdk.plugin.ml_training.local.launcher import check_torch
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import MISSING
@@ -30,7 +28,9 @@ from vdk.plugin.ml_training.local.outcome import one_line
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
+from vdk.plugin.ml_training.local.stack_dump import user_stack
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.progress import parse_progress
 from vdk.plugin.ml_training.settings import RUN_MODE
 from vdk.plugin.ml_training.settings import RUN_MODES
 from vdk.plugin.ml_training.settings import job_settings
@@ -329,7 +329,7 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
 
 def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
     lines = []
-    stack = _user_stack(rank.stack, job_dir)
+    stack = user_stack(rank.stack, job_dir)
     if stack:
         lines += ["", f"Python stack of rank {rank.rank} when it died:", *stack]
     if rank.log:
@@ -340,57 +340,10 @@ def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
 
 
 def _where(rank: RankOutcome, job_dir: Path) -> list[str]:
-    stack = _user_stack(rank.stack, job_dir)
+    stack = user_stack(rank.stack, job_dir)
     if not stack:
         return [f"rank {rank.rank}: no stack recorded"]
     return ["", f"rank {rank.rank} was at:", *stack]
-
-
-# Frames of what started the user's code: runpy, imports, torchrun's agent (ranks are forked from
-# it), the plugin.
-_MACHINERY = re.compile(
-    r'File "(<frozen (runpy|importlib)|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
-    r"|.*/vdk/plugin/ml_training/(runtime|local)/)"
-)
-
-
-def _user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
-    """From a faulthandler dump (innermost frame first): where the rank's own thread was, and the
-    job's own frames that led there."""
-    if not dump:
-        return []
-    frames = _frames(_rank_thread(dump, job_dir))
-    if not frames:
-        return []
-    own = [f for f in frames if _is_own(f, job_dir)]
-    shown = frames[:1] + [f for f in own if f != frames[0]][: limit - 1]
-    if len(shown) > 1 and shown[1] != frames[1]:
-        shown.insert(1, "...")  # library frames between where it was and the job's own code
-    return [f"  {f}" for f in shown]
-
-
-def _rank_thread(dump: str, job_dir: Path) -> str:
-    """The dump's block of the thread that was running the job's code.
-
-    faulthandler lists the newest threads first (DataLoader feeder and pin-memory threads) and
-    marks the one that received the signal "Current thread": the main thread on a timeout's
-    SIGTERM, the crashing one on a SIGSEGV. Prefer it when it ran the job's code, then any thread
-    that did, then it anyway."""
-    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if "most recent call first" in b]
-    if not blocks:
-        return dump
-    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
-    own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
-    ranked = [b for b in current if b in own] + own + current + blocks
-    return ranked[0]
-
-
-def _frames(block: str) -> list[str]:
-    return [x.strip() for x in block.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
-
-
-def _is_own(frame: str, job_dir: Path) -> bool:
-    return f'File "{job_dir}{os.sep}' in frame
 
 
 def _tail(path: Path, lines: int) -> list[str]:

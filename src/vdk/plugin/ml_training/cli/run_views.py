@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from datetime import timezone
 
-from vdk.plugin.ml_training.k8s.diagnose import duration
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import shape_text
+from vdk.plugin.ml_training.runtime.progress import approximate_duration
 
 KIND_ML = "ml-training"
 KIND_DATA = "data-job"
@@ -23,7 +23,7 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     except ValueError:
         return "-"
     seconds = max(0.0, ((now or datetime.now(timezone.utc)) - then).total_seconds())
-    return duration(seconds)
+    return approximate_duration(seconds)
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

@@ -16,8 +16,6 @@ from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
 from vdk.plugin.ml_training.k8s.status import RunSummary
-from vdk.plugin.ml_training.runtime import progress as progress_line
-from vdk.plugin.ml_training.runtime.progress import approximate_duration as duration
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -138,36 +136,6 @@ class Event:
     message: str
     count: int
     last_seen: str | None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What the training process last reported (`[vdk-ml-training] progress step=.. loss=..`, printed
-    by runtime/progress.py)."""
-
-    step: int | None
-    total_steps: int | None
-    loss: float | None
-    eta: str | None
-    fields: dict
-    line: str
-
-    def describe(self) -> str:
-        parts = []
-        if self.step is not None:
-            parts.append(f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else ""))
-        if self.loss is not None:
-            parts.append(f"loss {self.loss:.4g}")
-        if self.eta:
-            parts.append(f"ETA {self.eta}")
-        if self.fields.get("steps_per_s"):
-            parts.append(f"{self.fields['steps_per_s']} steps/s")
-        known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds", "steps_per_s"}
-        parts += [f"{k} {v}" for k, v in self.fields.items() if k not in known]
-        return ", ".join(parts) or self.line
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -565,39 +533,6 @@ def log_hints(lines: list[str]) -> list[str]:
     return [hint for pattern, hint in LOG_HINTS if re.search(pattern, text)]
 
 
-# --- progress ------------------------------------------------------------------------------------
-
-PROGRESS_MARK = progress_line.MARK
-
-
-def parse_progress(lines: Iterable[str]) -> Progress | None:
-    """The last progress line the training process printed, e.g.
-    `[vdk-ml-training] progress step=120 total_steps=1000 loss=0.4312 eta=35m`
-    (`step=120/1000` works too; unknown keys are kept)."""
-    for line in reversed(list(lines)):
-        at = line.find(PROGRESS_MARK)
-        if at < 0:
-            continue
-        fields = dict(token.split("=", 1) for token in line[at + len(PROGRESS_MARK) :].split() if "=" in token)
-        step, _, total = fields.get("step", "").partition("/")
-        total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total")
-        eta = fields.get("eta")
-        seconds = _float(
-            fields.get("eta_s")
-            or fields.get("eta_seconds")
-            or (eta if eta and eta.replace(".", "", 1).isdigit() else None)
-        )
-        return Progress(
-            step=_int(step),
-            total_steps=_int(total),
-            loss=_float(fields.get("loss")),
-            eta=duration(seconds) if seconds is not None else eta,
-            fields=fields,
-            line=line[at:].strip(),
-        )
-    return None
-
-
 # --- helpers -------------------------------------------------------------------------------------
 
 
@@ -633,12 +568,5 @@ def _compress(ranks: list[str]) -> str:
 def _int(value) -> int | None:
     try:
         return int(str(value))
-    except (TypeError, ValueError):
-        return None
-
-
-def _float(value) -> float | None:
-    try:
-        return float(str(value))
     except (TypeError, ValueError):
         return None

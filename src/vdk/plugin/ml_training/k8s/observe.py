@@ -21,11 +21,12 @@ from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.diagnose import Event
 from vdk.plugin.ml_training.k8s.diagnose import Finding
-from vdk.plugin.ml_training.k8s.diagnose import Progress
 from vdk.plugin.ml_training.k8s.diagnose import RankState
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.runtime.progress import Progress
+from vdk.plugin.ml_training.runtime.progress import parse_progress
 
 FAILURE_LOG_LINES = 40  # shown of the failing rank
 # Read of a log's end: the failing rank's is searched for well-known errors (torch's launcher prints a
@@ -126,7 +127,7 @@ def _progress(tail: LogTail, ranks: list[RankState]) -> Progress | None:
     if rank0 is None or not rank0.started:
         return None
     text, _ = tail(rank0.pod, rank0.container, False)
-    return diagnose.parse_progress((text or "").splitlines())
+    return parse_progress((text or "").splitlines())
 
 
 # --- logs of every rank ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from vdk.plugin.ml_training.audit import Provenance
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job import is_kubernetes_job_name
 
 LABEL_JOB = "vdk.io/job-name"
 LABEL_TEAM = "vdk.io/team"
@@ -35,14 +36,13 @@ ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
 
 RUN_ID_LENGTH = 8
 _RUN_ID_ALPHABET = string.ascii_lowercase + string.digits
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def new_run_name(job_name: str) -> str:
     """`<job name>-<8 random [a-z0-9]>`: a DNS-1035 label of at most 49 characters, so that the
     names operators derive from it (`<run>-worker-15`, `<run>-node-0-3`) stay within 63."""
-    if not _DNS_1035.match(job_name) or len(job_name) > MAX_JOB_NAME_LENGTH:
+    if not is_kubernetes_job_name(job_name):
         raise MLTrainingError(
             f"the job name {job_name!r} cannot start a Kubernetes run name",
             f"use a name of lower-case letters, digits and '-' that starts with a letter, "

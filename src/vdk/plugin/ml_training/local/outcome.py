@@ -10,6 +10,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from vdk.plugin.ml_training.local import stack_dump
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.protocol import SPAWNED_NOTHING
@@ -20,8 +21,6 @@ _FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode
 _FIRST_FAILURE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 # torchrun stopping the ranks still alive after a failure (forked ranks / fresh interpreters).
 _CLOSED = re.compile(r"(?:Closing process (\d+) via signal|Sending process (\d+) closing signal)")
-# faulthandler's header when the interpreter itself crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL).
-_CRASH = re.compile(r"Fatal Python error: ([^\n]+)")
 _SOURCE_LOCATION = re.compile(r"\[/[^\]\s]+:\d+\] ")
 MISSING = "missing"  # no result file: the rank never got to run its bootstrap
 
@@ -45,8 +44,7 @@ class RankOutcome:
     @property
     def crash(self) -> str | None:
         """'Segmentation fault', ... when the interpreter crashed."""
-        match = _CRASH.search(self.stack)
-        return match.group(1).strip() if match else None
+        return stack_dump.crash(self.stack)
 
     @property
     def succeeded(self) -> bool:

@@ -1,12 +1,12 @@
 """Progress lines printed by rank 0 of a cluster or full local run, for people reading its log and for
-`vdk show` (k8s/diagnose.parse_progress reads them back):
+`vdk show` and a full run's summary (`parse_progress`, below, reads them back):
 
     [vdk-ml-training] progress step=120/1000 loss=0.43121 steps_per_s=2.35 elapsed=51s eta=6m14s
 
 on the first optimizer step, then at the first step at least `period` seconds after the last line,
 and once more when the script ends (with `script=finished` or `script=failed`, no ETA).
 
-Standard library only (the step counter is handed in): the readers import the line format too.
+Standard library only (the step counter is handed in): the readers import this module too.
 Between two lines a step costs one clock read; the loss is read from the device only for a line.
 """
 
@@ -17,6 +17,9 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import asdict
+from dataclasses import dataclass
 from typing import Any
 from typing import TextIO
 
@@ -199,3 +202,77 @@ def start(settings: ProgressSettings | None = None) -> ProgressReporter | None:
 
     hf_progress.follow_trainers(reporter)
     return reporter
+
+
+# --- reading them back -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the training process last reported in a progress line."""
+
+    step: int | None
+    total_steps: int | None
+    loss: float | None
+    eta: str | None
+    fields: dict
+    line: str
+
+    def describe(self) -> str:
+        parts = []
+        if self.step is not None:
+            parts.append(f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else ""))
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4g}")
+        if self.eta:
+            parts.append(f"ETA {self.eta}")
+        if self.fields.get("steps_per_s"):
+            parts.append(f"{self.fields['steps_per_s']} steps/s")
+        known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds", "steps_per_s"}
+        parts += [f"{k} {v}" for k, v in self.fields.items() if k not in known]
+        return ", ".join(parts) or self.line
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_progress(lines: Iterable[str]) -> Progress | None:
+    """The last progress line the training process printed, e.g.
+    `[vdk-ml-training] progress step=120 total_steps=1000 loss=0.4312 eta=35m`
+    (`step=120/1000` works too; unknown keys are kept)."""
+    for line in reversed(list(lines)):
+        at = line.find(MARK)
+        if at < 0:
+            continue
+        fields = dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
+        step, _, total = fields.get("step", "").partition("/")
+        total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total")
+        eta = fields.get("eta")
+        seconds = _float(
+            fields.get("eta_s")
+            or fields.get("eta_seconds")
+            or (eta if eta and eta.replace(".", "", 1).isdigit() else None)
+        )
+        return Progress(
+            step=_int(step),
+            total_steps=_int(total),
+            loss=_float(fields.get("loss")),
+            eta=approximate_duration(seconds) if seconds is not None else eta,
+            fields=fields,
+            line=line[at:].strip(),
+        )
+    return None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(str(value))
+    except (TypeError, ValueError):
+        return None

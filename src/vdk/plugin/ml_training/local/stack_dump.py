@@ -1,0 +1,66 @@
+"""faulthandler's dumps, as the runtime writes them for a rank that crashed or was stopped (runtime/
+bootstrap.py enables faulthandler into the rank's stack file): whether the interpreter crashed, and
+where the rank's own thread was in the job's code."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+# faulthandler's header when the interpreter itself crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL).
+_CRASH = re.compile(r"Fatal Python error: ([^\n]+)")
+
+
+def crash(dump: str) -> str | None:
+    """'Segmentation fault', ... when the dump says the interpreter crashed; None for a stack dumped
+    on request (faulthandler's answer to SIGTERM)."""
+    match = _CRASH.search(dump)
+    return match.group(1).strip() if match else None
+
+
+# Frames of what started the user's code: runpy, imports, torchrun's agent (ranks are forked from
+# it), the plugin.
+_MACHINERY = re.compile(
+    r'File "(<frozen (runpy|importlib)|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
+    r"|.*/vdk/plugin/ml_training/(runtime|local)/)"
+)
+
+
+def user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
+    """From a faulthandler dump (innermost frame first): where the rank's own thread was, and the
+    job's own frames that led there."""
+    if not dump:
+        return []
+    frames = _frames(_rank_thread(dump, job_dir))
+    if not frames:
+        return []
+    own = [f for f in frames if _is_own(f, job_dir)]
+    shown = frames[:1] + [f for f in own if f != frames[0]][: limit - 1]
+    if len(shown) > 1 and shown[1] != frames[1]:
+        shown.insert(1, "...")  # library frames between where it was and the job's own code
+    return [f"  {f}" for f in shown]
+
+
+def _rank_thread(dump: str, job_dir: Path) -> str:
+    """The dump's block of the thread that was running the job's code.
+
+    faulthandler lists the newest threads first (DataLoader feeder and pin-memory threads) and
+    marks the one that received the signal "Current thread": the main thread on a timeout's
+    SIGTERM, the crashing one on a SIGSEGV. Prefer it when it ran the job's code, then any thread
+    that did, then it anyway."""
+    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if "most recent call first" in b]
+    if not blocks:
+        return dump
+    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
+    own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
+    ranked = [b for b in current if b in own] + own + current + blocks
+    return ranked[0]
+
+
+def _frames(block: str) -> list[str]:
+    return [x.strip() for x in block.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
+
+
+def _is_own(frame: str, job_dir: Path) -> bool:
+    return f'File "{job_dir}{os.sep}' in frame

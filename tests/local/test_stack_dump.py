@@ -1,0 +1,49 @@
+"""Reading faulthandler's dumps as ranks write them: whether the interpreter crashed, and where the
+rank's own thread was in the job's code (not a DataLoader thread, not the launcher's frames)."""
+
+from pathlib import Path
+
+from vdk.plugin.ml_training.local.stack_dump import crash
+from vdk.plugin.ml_training.local.stack_dump import user_stack
+
+
+def test_where_a_rank_was_is_its_main_thread_not_a_dataloader_feeder_thread():
+    dump = (
+        "Thread 0x00007fc1f966a6c0 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+        '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 231 in _feed\n\n'
+        "Current thread 0x00007fc221dddb80 (most recent call first):\n"
+        '  File "/jobs/hang/train.py", line 60 in main\n'
+        '  File "/jobs/hang/train.py", line 71 in <module>\n'
+    )
+    stack = user_stack(dump, Path("/jobs/hang"))
+    assert stack and 'train.py", line 60' in stack[0], stack
+
+
+def test_where_a_rank_was_without_a_current_thread_is_the_thread_in_the_jobs_code():
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Thread 0x2 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n\n'
+        "Thread 0x1 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n'
+        '  File "/jobs/crash/train.py", line 9 in step\n'
+        '  File "/jobs/crash/train.py", line 12 in <module>\n'
+    )
+    assert user_stack(dump, Path("/jobs/crash")) == [
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
+        '  File "/jobs/crash/train.py", line 9 in step',
+        '  File "/jobs/crash/train.py", line 12 in <module>',
+    ]
+    # a sibling directory whose name starts like the job's is not the job's code
+    assert user_stack(dump, Path("/jobs/cra"))[0].endswith("line 327 in wait")
+
+
+def test_a_crash_is_told_from_a_stack_dumped_on_request():
+    assert crash("Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n") == (
+        "Segmentation fault"
+    )
+    assert (
+        crash('Current thread 0x1 (most recent call first):\n  File "/jobs/a/train.py", line 3 in <module>\n') is None
+    )
+    assert user_stack("", Path("/jobs/a")) == []
