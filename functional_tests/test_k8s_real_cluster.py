@@ -28,7 +28,7 @@ from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.observe import inspect_run
 from vdk.plugin.ml_training.k8s.observe import rank_logs
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.k8s.status import FAILED
 from vdk.plugin.ml_training.k8s.status import SUCCEEDED
 

@@ -659,6 +659,6 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
 
 
 def test_importing_the_verbs_does_not_import_kubernetes():
-    code = "import sys, vdk.plugin.ml_training.cli.runs; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3', 'yaml') or m.startswith('vdk.plugin.ml_training.k8s')))"
+    code = "import sys, vdk.plugin.ml_training.cli.cluster_runs; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3', 'yaml') or m.startswith('vdk.plugin.ml_training.k8s')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

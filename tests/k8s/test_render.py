@@ -25,7 +25,7 @@ from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.manifests import to_yaml
-from vdk.plugin.ml_training.k8s.run import new_run_name
+from vdk.plugin.ml_training.k8s.run_identity import new_run_name
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 

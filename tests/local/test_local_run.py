@@ -22,7 +22,7 @@ from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
-from vdk.plugin.ml_training.cli.run import format_start
+from vdk.plugin.ml_training.cli.local_run import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV

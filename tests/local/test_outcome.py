@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.cli.run import failure_fix
-from vdk.plugin.ml_training.cli.run import format_summary
+from vdk.plugin.ml_training.cli.local_run import failure_fix
+from vdk.plugin.ml_training.cli.local_run import format_summary
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import LocalRun

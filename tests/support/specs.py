@@ -11,7 +11,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 IMAGE = "registry.example.com/ml/mnist-ddp@sha256:" + "ab" * 32
 PROVENANCE = Provenance(

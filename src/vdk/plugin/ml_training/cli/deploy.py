@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import click
@@ -26,6 +28,12 @@ from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import ml_config_problem
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image.build import PushedImage
+    from vdk.plugin.ml_training.k8s.backends import Discovery
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 # What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
 DRY_RUN_AUTO_BACKEND = "job"
@@ -52,6 +60,30 @@ def _stderr(text: str) -> None:
     click.echo(text, err=True)
 
 
+@dataclass(frozen=True)
+class DeployRequest:
+    """What `vdk deploy -p JOB` was asked to do (its options)."""
+
+    job_path: Path
+    name: str | None = None
+    team: str | None = None
+    reason: str | None = None
+    output: str = "text"  # text | json
+    dry_run: bool = False
+    skip_smoke: bool = False
+    build_only: bool = False
+    backend: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """Where a run goes: a connected cluster, what it serves, and the backend chosen there."""
+
+    client: KubeClient
+    discovery: Discovery
+    backend: str
+
+
 def deploy_ml(
     job_path: str,
     name: str | None,
@@ -63,49 +95,49 @@ def deploy_ml(
     build_only: bool,
     backend: str | None,
 ) -> None:
+    request = DeployRequest(
+        Path(job_path), name, team, reason, (output or "text").lower(), dry_run, skip_smoke, build_only, backend
+    )
     try:
-        _deploy(
-            Path(job_path), name, team, reason, (output or "text").lower(), dry_run, skip_smoke, build_only, backend
-        )
+        _deploy(request)
     except MLTrainingError as e:
         fail(e)
 
 
-def _deploy(job_path, name, team, reason, output, dry_run, skip_smoke, build_only, backend) -> None:
-    if dry_run and build_only:
+def _deploy(request: DeployRequest) -> None:
+    if request.dry_run and request.build_only:
         raise MLTrainingError(
             "--dry-run and --build-only exclude each other",
             "use --dry-run to see what would be built and started (nothing is contacted), "
             "or --build-only to build and push the image",
         )
-    spec = _spec(job_path, name, team, backend)
+    spec = _spec(request)
     provenance = audit.collect(spec.job_dir)
-    if dry_run:
-        return _dry_run(spec, provenance, reason)
+    if request.dry_run:
+        return _dry_run(spec, provenance, request.reason)
     registry = _require_registry(spec)
-    client = chosen = discovery = None
-    if not build_only:  # cluster problems are found in a second, not after a smoke run and a build
-        client, discovery, chosen = _cluster(spec)
-    if not skip_smoke:
+    # Cluster problems are found in a second, not after a smoke run and a build.
+    target = None if request.build_only else _cluster(spec)
+    if not request.skip_smoke:
         _smoke_check(spec)
     image = _build(spec, registry, provenance)
-    if build_only:
-        if output == "json":
+    if target is None:
+        if request.output == "json":
             click.echo(json.dumps(image.to_dict(), indent=2))
         else:
             _stderr(f"Built {spec.name}: {len(image.dependencies)} dependencies, {len(image.layers)} layers")
             click.echo(image.reference)
         return
-    _apply(spec, image, provenance, reason, client, discovery, chosen, output)
+    _apply(spec, image, provenance, request, target)
 
 
-def _spec(job_path: Path, name: str | None, team: str | None, backend: str | None) -> MLJobSpec:
-    spec = load_job_spec(job_path, settings_from_click())
-    changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
-    if team:
-        changes["team"] = team
-    if backend:
-        changes["backend"] = backend
+def _spec(request: DeployRequest) -> MLJobSpec:
+    spec = load_job_spec(request.job_path, settings_from_click())
+    changes: dict[str, Any] = {"name": spec.kubernetes_name(request.name)}
+    if request.team:
+        changes["team"] = request.team
+    if request.backend:
+        changes["backend"] = request.backend
     return dataclasses.replace(spec, **changes)
 
 
@@ -120,7 +152,7 @@ def _require_registry(spec: MLJobSpec) -> str:
 
 
 def _smoke_check(spec: MLJobSpec) -> None:
-    from vdk.plugin.ml_training.cli.run import run_locally
+    from vdk.plugin.ml_training.cli.local_run import run_locally
     from vdk.plugin.ml_training.local.plan import smoke_plan
 
     _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
@@ -132,7 +164,7 @@ def _smoke_check(spec: MLJobSpec) -> None:
         )
 
 
-def _cluster(spec: MLJobSpec):
+def _cluster(spec: MLJobSpec) -> ClusterTarget:
     """Connect and pick the backend first: a cluster problem should cost no smoke run and no build."""
     from vdk.plugin.ml_training.k8s.backends import choose_backend
     from vdk.plugin.ml_training.k8s.backends import describe_choice
@@ -143,27 +175,41 @@ def _cluster(spec: MLJobSpec):
     client.check_namespace()
     chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
     _stderr(
-        f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; {describe_choice(discovery, spec.backend, chosen)}"
+        f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; "
+        f"{describe_choice(discovery, spec.backend, chosen)}"
     )
-    return client, discovery, chosen
+    return ClusterTarget(client, discovery, chosen)
 
 
-def _build(spec: MLJobSpec, registry: str, provenance: audit.Provenance):
+def _build(spec: MLJobSpec, registry: str, provenance: audit.Provenance) -> PushedImage:
     from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image import build_and_push
 
     return build_and_push(spec, registry, provenance, progress=StderrProgress())
 
 
-def _apply(spec, image, provenance, reason, client, discovery, backend, output) -> None:
+def _render(
+    spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, cluster: Discovery | None
+) -> list[dict]:
+    """The run's manifests, for a deploy and a dry run alike; what the backend cannot honour goes to stderr."""
     from vdk.plugin.ml_training.k8s.manifests import limitations
     from vdk.plugin.ml_training.k8s.manifests import render_run
-    from vdk.plugin.ml_training.k8s.run import RunInfo
 
-    run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest, dependencies=image.dependencies)
-    manifests = render_run(spec, image.reference, run, client.namespace, backend, cluster=discovery)
-    for note in limitations(spec, backend, cluster=discovery):
+    for note in limitations(spec, backend, cluster):
         _stderr(f"note: {note}")
+    return render_run(spec, image, run, namespace, backend, cluster)
+
+
+def _apply(
+    spec: MLJobSpec, image: PushedImage, provenance: audit.Provenance, request: DeployRequest, target: ClusterTarget
+) -> None:
+    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+
+    client, backend = target.client, target.backend
+    run = RunInfo.create(
+        spec, provenance, reason=request.reason, image_digest=image.digest, dependencies=image.dependencies
+    )
+    manifests = _render(spec, image.reference, run, client.namespace, backend, target.discovery)
     created = client.apply(manifests)
     result = {
         "job_name": spec.name,
@@ -177,7 +223,7 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
         "git_dirty": provenance.git_dirty if provenance.git_commit else None,  # None: not in git
         "dependencies": dict(image.dependencies),
     }
-    if output == "json":
+    if request.output == "json":
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(
@@ -196,10 +242,8 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
 def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> None:
     """Manifests on stdout, the image plan on stderr; contacts nothing."""
     from vdk.plugin.ml_training.image import plan_image
-    from vdk.plugin.ml_training.k8s.manifests import limitations
-    from vdk.plugin.ml_training.k8s.manifests import render_run
     from vdk.plugin.ml_training.k8s.manifests import to_yaml
-    from vdk.plugin.ml_training.k8s.run import RunInfo
+    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
     registry = spec.registry
     if not registry:
@@ -214,11 +258,9 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
             f"note: backend = auto is decided by what the cluster serves; a dry run asks no cluster, so it shows "
             f"`{backend}` (see the others with --backend pytorchjob|trainjob)"
         )
-    for note in limitations(spec, backend):
-        _stderr(f"note: {note}")
     namespace = spec.namespace or _local_namespace(spec) or "default"
     run = RunInfo.create(spec, provenance, reason=reason)
-    click.echo(to_yaml(render_run(spec, plan.reference, run, namespace, backend)), nl=False)
+    click.echo(to_yaml(_render(spec, plan.reference, run, namespace, backend, None)), nl=False)
 
 
 def _local_namespace(spec: MLJobSpec) -> str | None:

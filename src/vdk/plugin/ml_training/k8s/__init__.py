@@ -3,7 +3,7 @@
 - `backends/`: one module per backend (`pytorchjob`, `trainjob`, `indexed_job`) implementing one
   interface (`backends.base.Backend`: render, limitations, pods, ranks, status), and the registry
   (`backends`: lookups, `choose_backend`). Only these modules know a backend's kinds and labels.
-- `run`: a run's name, labels and audit annotations (`RunInfo`, `new_run_name`); `pod`: the pod
+- `run_identity`: a run's name, labels and audit annotations (`RunInfo`, `new_run_name`); `pod`: the pod
   pieces every backend shares; `resources`: the built-in resource types.
 - `manifests`: renders a whole run for a backend, run record included; YAML for --dry-run.
 - `record`: the run record (a ConfigMap owned by the run) and re-running a past run.

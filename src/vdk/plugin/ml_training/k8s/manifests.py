@@ -8,7 +8,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import record
 from vdk.plugin.ml_training.k8s.backends import Discovery
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 
 def render_run(

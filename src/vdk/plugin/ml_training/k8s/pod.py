@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s.run import KUEUE_QUEUE_LABEL
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 # Nodes pull multi-GB images at different speeds; torch's defaults (600 s to rendezvous, 60 s per
 # store read) fail jobs whose last node is still pulling. Half an hour covers a cold pull.

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import run as run_meta
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s import run_identity as run_meta
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 SUFFIX = "-record"
 KEY_IMAGE = "image"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import run as run_meta
+from vdk.plugin.ml_training.k8s import run_identity as run_meta
 
 PENDING = "Pending"
 QUEUED = "Queued"  # suspended by Kueue until its queue admits it

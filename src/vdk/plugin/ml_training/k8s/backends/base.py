@@ -19,7 +19,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.resources import ResourceType
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 # The index of a pod of an Indexed Job (a label, and an annotation on older clusters); the JobSet
 # under a TrainJob makes Indexed Jobs too.

@@ -16,8 +16,8 @@ from vdk.plugin.ml_training.k8s.backends.base import Discovery
 from vdk.plugin.ml_training.k8s.backends.base import first_container
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
-from vdk.plugin.ml_training.k8s.run import LABEL_RUN
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 CONTAINER = "pytorch"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"

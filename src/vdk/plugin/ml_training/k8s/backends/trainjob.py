@@ -21,7 +21,7 @@ from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
 from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import CRD
 from vdk.plugin.ml_training.k8s.resources import ResourceType
-from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"

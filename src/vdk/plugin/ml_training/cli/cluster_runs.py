@@ -23,11 +23,19 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Any
 
 import click
 
 from vdk.plugin.ml_training.cli import verbs
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.errors import MLTrainingError
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.status import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +93,7 @@ def _kube_configured() -> bool:
     return any(os.path.isfile(p) for p in kubeconfig.kubeconfig_paths())
 
 
-def _not_listed(error) -> None:
+def _not_listed(error: MLTrainingError) -> None:
     """Why `vdk list` shows no ML jobs while it goes on with the Control Service's data jobs."""
     click.echo(f"ml-training jobs are not listed: {error.message}", err=True)
 
@@ -123,7 +131,16 @@ def _names_ml_job(kwargs: dict[str, Any]) -> bool:
 # --- shared ------------------------------------------------------------------------------------------
 
 
-def _client():
+@dataclass(frozen=True)
+class JobRuns:
+    """The runs a verb works on: those of the job `name` (of `team`, when -t filters) in the client's namespace."""
+
+    client: KubeClient
+    name: str
+    team: str | None
+
+
+def _client() -> KubeClient:
     """One KubeClient per command invocation, for the kube context and namespace of VDK configuration."""
     from vdk.plugin.ml_training.cli.context import settings_from_click
     from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -135,10 +152,10 @@ def _client():
     return ctx.meta[_CLIENT_KEY]
 
 
-def _ml_errors(run_ml):
+def _ml_errors(run_ml: Callable[..., None]) -> Callable[..., None]:
     """MLTrainingError -> the problem and its fix on stderr, exit code 1."""
 
-    def run(**kwargs):
+    def run(**kwargs: Any) -> None:
         from vdk.plugin.ml_training.cli.context import fail
         from vdk.plugin.ml_training.errors import MLTrainingError
 
@@ -174,7 +191,7 @@ def _strict(data: Any) -> Any:
     return data
 
 
-def _where(client) -> str:
+def _where(client: KubeClient) -> str:
     return f"namespace {client.namespace}" + (f" (context {client.context})" if client.context else "")
 
 
@@ -186,13 +203,13 @@ def _require_name(name: str | None, verb: str) -> str:
     return name
 
 
-def _runs_of(client, name: str, team: str | None):
+def _runs_of(job: JobRuns) -> list[RunSummary]:
     from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 
-    runs = client.list_runs(job_name=name, team=team)
+    runs = job.client.list_runs(job_name=job.name, team=job.team)
     if not runs:
         raise KubeApiError(
-            f"there are no runs of {name}{f' of team {team}' if team else ''} in {_where(client)}",
+            f"there are no runs of {job.name}{f' of team {job.team}' if job.team else ''} in {_where(job.client)}",
             "`vdk list` shows the ml-training jobs there; set another namespace with VDK_ML_TRAINING_NAMESPACE",
             404,
             "NotFound",
@@ -200,19 +217,19 @@ def _runs_of(client, name: str, team: str | None):
     return runs
 
 
-def _pick_run(client, name: str, team: str | None, run_id: str | None):
+def _pick_run(job: JobRuns, run_id: str | None) -> RunSummary:
     """The run `-i` names (its full name or the part after `<job>-`), else the job's latest."""
     from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 
-    runs = _runs_of(client, name, team)
+    runs = _runs_of(job)
     if not run_id:
         return runs[0]
-    wanted = run_id if run_id.startswith(f"{name}-") else f"{name}-{run_id}"
+    wanted = run_id if run_id.startswith(f"{job.name}-") else f"{job.name}-{run_id}"
     for run in runs:
         if run.name == wanted:
             return run
     raise KubeApiError(
-        f"{name} has no run {wanted} in {_where(client)}",
+        f"{job.name} has no run {wanted} in {_where(job.client)}",
         f"its runs are: {', '.join(r.name for r in runs)}",
         404,
         "NotFound",
@@ -241,24 +258,24 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     if as_json:
         merged = list(entries or [])
         if data_jobs:
-            from vdk.plugin.ml_training.cli.run_views import KIND_DATA
+            from vdk.plugin.ml_training.cli.cluster_views import KIND_DATA
 
             merged += [{"kind": KIND_DATA, **job} for job in _data_jobs_json(ctx, original)]
         _json(merged)
         return
     if entries is not None:
-        from vdk.plugin.ml_training.cli import run_views
+        from vdk.plugin.ml_training.cli import cluster_views
 
-        click.echo(run_views.jobs_text(entries, where, team))
+        click.echo(cluster_views.jobs_text(entries, where, team))
     if data_jobs:
         click.echo("\nData jobs (Control Service):")
         ctx.invoke(original.callback, **_original_kwargs(ctx, original))
 
 
 def _ml_jobs(team: str | None) -> tuple[list[dict], str]:
-    from vdk.plugin.ml_training.cli import run_views
+    from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s import diagnose
-    from vdk.plugin.ml_training.k8s.run import LABEL_RUN
+    from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 
     client = _client()
     runs = client.list_runs(team=team)
@@ -276,7 +293,7 @@ def _ml_jobs(team: str | None) -> tuple[list[dict], str]:
         phase = diagnose.effective_phase(
             latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend)
         )
-        entries.append(run_views.job_entry(job_runs, phase))
+        entries.append(cluster_views.job_entry(job_runs, phase))
     return entries, _where(client)
 
 
@@ -320,18 +337,18 @@ LIST = verbs.Verb(
 
 
 def show_ml(name: str | None, team: str | None, output: str | None) -> None:
-    from vdk.plugin.ml_training.cli import run_views
+    from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.observe import inspect_run
 
     name = _require_name(name, "show")
     client = _client()
-    runs = _runs_of(client, name, _team_filter(team))
+    runs = _runs_of(JobRuns(client, name, _team_filter(team)))
     detail = inspect_run(client, runs[0])
     phases = {detail.run.name: detail.phase}
     if (output or "text").lower() == "json":
         _json(
             {
-                "kind": run_views.KIND_ML,
+                "kind": cluster_views.KIND_ML,
                 "job_name": name,
                 "namespace": client.namespace,
                 "context": client.context,
@@ -341,10 +358,10 @@ def show_ml(name: str | None, team: str | None, output: str | None) -> None:
         )
         return
     click.echo(f"{name}: {len(runs)} run(s) in {_where(client)}\n")
-    click.echo(run_views.runs_text(runs[:SHOW_RUNS], phases))
+    click.echo(cluster_views.runs_text(runs[:SHOW_RUNS], phases))
     if len(runs) > SHOW_RUNS:
         click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list -n {name}")
-    click.echo("\n" + run_views.detail_text(detail, title="Latest run"))
+    click.echo("\n" + cluster_views.detail_text(detail, title="Latest run"))
     click.echo(f"\nLogs of every rank: vdk execute --logs -n {name}")
 
 
@@ -366,13 +383,13 @@ SHOW = verbs.Verb(
 
 
 def delete_ml(name: str | None, team: str | None, yes: bool) -> None:
-    from vdk.plugin.ml_training.cli import run_views
+    from vdk.plugin.ml_training.cli import cluster_views
 
     name = _require_name(name, "delete")
     client = _client()
-    runs = _runs_of(client, name, _team_filter(team))
+    runs = _runs_of(JobRuns(client, name, _team_filter(team)))
     click.echo(f"Runs of {name} in {_where(client)}:", err=True)
-    click.echo(run_views.runs_text(runs), err=True)
+    click.echo(cluster_views.runs_text(runs), err=True)
     if not yes:
         click.confirm(
             f"Delete these {len(runs)} run(s) of {name}, their pods (running ones stop) and run records?",
@@ -415,45 +432,45 @@ def execute_ml(
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
-    client = _client()
-    team = _team_filter(team)
+    job = JobRuns(_client(), name, _team_filter(team))
     if operation == "list":
-        _execute_list(client, name, team, as_json)
+        _execute_list(job, as_json)
     elif operation == "show":
-        _execute_show(client, name, team, execution_id, as_json)
+        _execute_show(job, execution_id, as_json)
     elif operation == "logs":
-        _execute_logs(client, name, team, execution_id, as_json, follow)
+        _execute_logs(job, execution_id, as_json, follow)
     elif operation == "start":
-        _execute_start(client, name, team, execution_id, reason, as_json)
+        _execute_start(job, execution_id, reason, as_json)
     else:
-        _execute_cancel(client, name, team, execution_id, as_json)
+        _execute_cancel(job, execution_id, as_json)
 
 
-def _execute_list(client, name, team, as_json) -> None:
-    from vdk.plugin.ml_training.cli import run_views
+def _execute_list(job: JobRuns, as_json: bool) -> None:
+    from vdk.plugin.ml_training.cli import cluster_views
 
-    runs = _runs_of(client, name, team)
+    runs = _runs_of(job)
     if as_json:
         _json([r.to_dict() for r in runs])
     else:
-        click.echo(run_views.runs_text(runs))
+        click.echo(cluster_views.runs_text(runs))
 
 
-def _execute_show(client, name, team, execution_id, as_json) -> None:
-    from vdk.plugin.ml_training.cli import run_views
+def _execute_show(job: JobRuns, execution_id: str | None, as_json: bool) -> None:
+    from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.observe import inspect_run
 
-    detail = inspect_run(client, _pick_run(client, name, team, execution_id))
+    detail = inspect_run(job.client, _pick_run(job, execution_id))
     if as_json:
         _json(detail.to_dict())
     else:
-        click.echo(run_views.detail_text(detail))
+        click.echo(cluster_views.detail_text(detail))
 
 
-def _execute_logs(client, name, team, execution_id, as_json, follow) -> None:
+def _execute_logs(job: JobRuns, execution_id: str | None, as_json: bool, follow: bool) -> None:
     from vdk.plugin.ml_training.k8s import observe
 
-    run = _pick_run(client, name, team, execution_id)
+    client = job.client
+    run = _pick_run(job, execution_id)
     if follow:
         return _follow(client, run)
     logs = list(observe.rank_logs(client, run))
@@ -476,13 +493,13 @@ def _echo_prefixed(prefix: str, text: str) -> None:
     click.echo("".join(f"{prefix}{line}\n" for line in text.splitlines()), nl=False)
 
 
-def _explain_no_pods(client, run) -> None:
+def _explain_no_pods(client: KubeClient, run: RunSummary) -> None:
     from vdk.plugin.ml_training.k8s.observe import why_no_pods
 
     click.echo(f"{run.name} has no pods, so no logs: {why_no_pods(client, run)}", err=True)
 
 
-def _follow(client, run) -> None:
+def _follow(client: KubeClient, run: RunSummary) -> None:
     from vdk.plugin.ml_training.k8s.observe import follow_logs
 
     click.echo(f"Following {run.name} (Ctrl-C stops following; the run goes on)", err=True)
@@ -504,16 +521,17 @@ def _follow(client, run) -> None:
     click.echo(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""), err=True)
 
 
-def _execute_start(client, name, team, execution_id, reason, as_json) -> None:
+def _execute_start(job: JobRuns, execution_id: str | None, reason: str | None, as_json: bool) -> None:
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
     from datetime import datetime
     from datetime import timezone
 
     from vdk.plugin.ml_training import audit
     from vdk.plugin.ml_training.k8s import record
-    from vdk.plugin.ml_training.k8s.run import new_run_name
+    from vdk.plugin.ml_training.k8s.run_identity import new_run_name
 
-    source = _pick_run(client, name, team, execution_id)
+    client, name = job.client, job.name
+    source = _pick_run(job, execution_id)
     rec = client.read_run_record(source.name)
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -538,13 +556,13 @@ def _execute_start(client, name, team, execution_id, reason, as_json) -> None:
     click.echo(f"Follow it:  vdk show -n {name}      logs of every rank:  vdk execute --logs -n {name} --follow")
 
 
-def _execute_cancel(client, name, team, execution_id, as_json) -> None:
+def _execute_cancel(job: JobRuns, execution_id: str | None, as_json: bool) -> None:
     if not execution_id:
         raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
-    run = _pick_run(client, name, team, execution_id)
-    deleted = client.delete_run(run.name, run.backend)
+    run = _pick_run(job, execution_id)
+    deleted = job.client.delete_run(run.name, run.backend)
     if as_json:
-        _json({"job_name": name, "run": run.name, "phase": run.phase, "deleted": deleted})
+        _json({"job_name": job.name, "run": run.name, "phase": run.phase, "deleted": deleted})
         return
     click.echo(f"Cancelled {run.name} (was {run.phase}): deleted {', '.join(deleted)}; its pods stop now")
 
