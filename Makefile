@@ -13,7 +13,10 @@ DEMO_JOB ?= examples/ddp-nccl
 # and so cannot live next to transformers 5: the wrapped verbs are tested there.
 CS_VENV ?= .venv-cs
 
-.PHONY: install install-cs demo test clean
+# What ruff checks and formats (config in pyproject.toml); `make test` stops on any finding.
+LINTED := src tests benchmarks functional_tests
+
+.PHONY: install install-cs demo lint format test clean
 
 install: $(VENV)/.installed
 
@@ -36,8 +39,18 @@ $(CS_VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 demo: install
 	$(VENV)/bin/vdk run $(DEMO_JOB)
 
-# pytest exits 5 when it collected nothing: that is not a failure of the code under test.
-test: install install-cs
+lint: install
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+# Fixes what ruff can fix and formats the tree.
+format: install
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
+
+# Lint first: a lint or format error fails the run before any test. pytest exits 5 when it collected
+# nothing: that is not a failure of the code under test.
+test: install lint install-cs
 	$(VENV)/bin/python -m pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; \
 	$(CS_VENV)/bin/python -m pytest tests -m control_cli; cs=$$?; if [ $$cs -eq 5 ]; then cs=0; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$cs

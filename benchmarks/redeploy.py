@@ -97,7 +97,7 @@ def push_base(registry: Registry, directory: Path, total_mb: int) -> tuple[str, 
             "architecture": "amd64",
             "os": "linux",
             "config": {"Env": ["PATH=/usr/local/bin:/bin"], "Cmd": ["sh"]},
-            "rootfs": {"type": "layers", "diff_ids": [l.diff_id for l in layers]},
+            "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
             "history": [{"created_by": f"layer {i}"} for i in range(len(layers))],
         }
     )
@@ -110,7 +110,10 @@ def push_base(registry: Registry, directory: Path, total_mb: int) -> tuple[str, 
                 "digest": oci.digest_of(config),
                 "size": len(config),
             },
-            "layers": [{"mediaType": oci.LAYER_TYPE[OCI_MANIFEST], "digest": l.digest, "size": l.size} for l in layers],
+            "layers": [
+                {"mediaType": oci.LAYER_TYPE[OCI_MANIFEST], "digest": layer.digest, "size": layer.size}
+                for layer in layers
+            ],
         }
     )
     with RegistryClient(registry.host) as client:
@@ -119,7 +122,7 @@ def push_base(registry: Registry, directory: Path, total_mb: int) -> tuple[str, 
         client.upload("bench/base", oci.digest_of(config), len(config), lambda: [config], "config")
         client.put_manifest("bench/base", "1", manifest, OCI_MANIFEST)
     shutil.rmtree(directory / "blobs")
-    return f"{registry.host}/bench/base:1", sum(l.size for l in layers)
+    return f"{registry.host}/bench/base:1", sum(layer.size for layer in layers)
 
 
 def make_wheel(directory: Path) -> None:
@@ -136,7 +139,8 @@ def make_job(job: Path, base: str, wheelhouse: Path) -> None:
     """A 1 MB job: 40 modules of ~25 KB, an entrypoint, one requirement."""
     (job / "model").mkdir(parents=True)
     (job / "config.ini").write_text(
-        f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base}\nbase_python_version = 3.11\ngpus_per_node = 0\n"
+        f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base}\n"
+        "base_python_version = 3.11\ngpus_per_node = 0\n"
     )
     (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntinydep==1.0\n")
     (job / "train.py").write_text("from model import m00\n\nSTEP = 0\n\nif __name__ == '__main__':\n    m00.run()\n")
@@ -299,7 +303,7 @@ def main() -> None:
         fresh = ours_fresh_process(job, f"{registry.host}/ml")
         rows.append(("b", "one-line change, this builder (fresh python process)", fresh))
         code_mb = sum(p.stat().st_size for p in job.rglob("*") if p.is_file()) / 1e6
-        pushed = sum(l.size for l in image.layers if l.action == "uploaded")
+        pushed = sum(layer.size for layer in image.layers if layer.action == "uploaded")
 
         b_cold = b_warm = None
         if not args.skip_buildah:
@@ -330,7 +334,8 @@ def main() -> None:
         if b_cold:
             print(f"  this builder first build vs buildah cold          {b_cold / cold:8.1f}x faster  (base mounted)")
             print(
-                f"  this builder first build vs buildah cold          {b_cold / streamed:8.1f}x faster  (base streamed from another registry)"
+                f"  this builder first build vs buildah cold          {b_cold / streamed:8.1f}x faster  "
+                "(base streamed from another registry)"
             )
             print(
                 f"  this builder rebuild vs buildah cold              {b_cold / rebuild:8.1f}x faster  (target >= 10x)"
@@ -342,7 +347,8 @@ def main() -> None:
             print("  (buildah skipped)")
         print("targets:")
         print(
-            f"  rebuild+push <= 0.5 s for a 1 MB job: {'met' if rebuild <= 0.5 else 'NOT met'} ({rebuild:.3f} s in-process, {fresh:.3f} s fresh process)"
+            f"  rebuild+push <= 0.5 s for a 1 MB job: {'met' if rebuild <= 0.5 else 'NOT met'} "
+            f"({rebuild:.3f} s in-process, {fresh:.3f} s fresh process)"
         )
         if b_cold:
             print(f"  >= 10x faster than buildah cold:     {'met' if b_cold / rebuild >= 10 else 'NOT met'}")

@@ -181,7 +181,8 @@ def main() -> None:
         print("  median: " + ", ".join(f"{v} {m:.2f} s" for v, m in medians.items()))
         print(
             f"  vdk run / floor = {ratio:.2f}x ({'within' if ratio <= TARGET else 'OVER'} the {TARGET}x target); "
-            f"vdk run / fork floor = {strict:.2f}x; torchrun costs {medians['launcher'] - medians['fork floor']:+.2f} s, "
+            f"vdk run / fork floor = {strict:.2f}x; "
+            f"torchrun costs {medians['launcher'] - medians['fork floor']:+.2f} s, "
             f"the vdk CLI {medians['vdk run'] - medians['launcher']:+.2f} s"
         )
         verdicts.append((ratio <= TARGET, strict <= TARGET))

@@ -23,7 +23,10 @@ from tests.support.vdk_cli import vdk_process
 from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
-GPU_FULL = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+GPU_FULL = (
+    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. "
+    "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+)
 PLURAL = {"pytorchjob": "pytorchjobs", "trainjob": "trainjobs", "job": "jobs"}
 
 
@@ -163,7 +166,8 @@ def test_list_filters_by_team_and_says_when_there_is_nothing(kube, tmp_path):
     kube.deploy()
     assert json.loads(ok(vdk("list", "-t", "Other Team", "-o", "json")).stdout) == []
     assert ok(vdk("list", "-t", "Other Team")).stdout.strip() == (
-        "No ml-training runs of team Other Team in namespace ml (context fake); `vdk list -a` lists the runs of every team."
+        "No ml-training runs of team Other Team in namespace ml (context fake); "
+        "`vdk list -a` lists the runs of every team."
     )
     assert ok(vdk("list", "-t", "Vision Research")).stdout.startswith(
         "ml-training jobs of team Vision Research in namespace ml"
@@ -300,8 +304,8 @@ def test_show_explains_why_a_run_failed_with_the_failing_rank_s_previous_log(kub
     )
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert (
-        f"rank 1 (pod {crashed['metadata']['name']}) was OOMKilled: it used more memory than its limit (memory = 16Gi) (restarted 2 times)"
-        in out
+        f"rank 1 (pod {crashed['metadata']['name']}) was OOMKilled: "
+        "it used more memory than its limit (memory = 16Gi) (restarted 2 times)" in out
     )
     assert "-> raise `memory` in [ml-training]" in out
     assert f"Last lines of the log (rank 1, pod {crashed['metadata']['name']}, previous container):" in out
@@ -356,7 +360,10 @@ def test_show_reports_progress_from_rank_0(kube):
         run,
         0,
         cs.running(),
-        log="[vdk-ml-training] progress step=100 total_steps=1000 loss=0.9 eta_s=4000\nnoise\n[vdk-ml-training] progress step=120 total_steps=1000 loss=0.5 eta_s=2100\nmore noise\n",
+        log=(
+            "[vdk-ml-training] progress step=100 total_steps=1000 loss=0.9 eta_s=4000\nnoise\n"
+            "[vdk-ml-training] progress step=120 total_steps=1000 loss=0.5 eta_s=2100\nmore noise\n"
+        ),
     )
     kube.pod(run, 1, cs.running(), log="[vdk-ml-training] progress step=999 loss=9\n")  # only rank 0 counts
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
@@ -382,7 +389,10 @@ def test_a_diverged_loss_is_null_in_json_and_nan_in_text(kube):
 def test_show_of_a_queued_run_quotes_kueue(kube):
     run = kube.deploy(queue="team-a-queue")
     kube.status(run, conditions=[{"type": "Suspended", "status": "True", "message": "PyTorchJob is suspended"}])
-    quota = "couldn't assign flavors to pod set master: insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 16 more needed"
+    quota = (
+        "couldn't assign flavors to pod set master: "
+        "insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 16 more needed"
+    )
     wl = kube.fake.add(
         "workloads",
         cs.workload(run, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}]),
@@ -659,6 +669,10 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
 
 
 def test_importing_the_verbs_does_not_import_kubernetes():
-    code = "import sys, vdk.plugin.ml_training.cli.cluster_runs; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3', 'yaml') or m.startswith('vdk.plugin.ml_training.k8s')))"
+    code = (
+        "import sys, vdk.plugin.ml_training.cli.cluster_runs; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3', 'yaml') "
+        "or m.startswith('vdk.plugin.ml_training.k8s')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -56,7 +56,8 @@ def test_ml_invocations_are_not_prompted(root):
             ["-n", "data"],
             "team-x\ny\n",
             0,
-            "Job Team: team-x\nAre you sure you want to delete the data job? [y/N]: y\ndata job data of team-x deleted\n",
+            "Job Team: team-x\nAre you sure you want to delete the data job? [y/N]: y\n"
+            "data job data of team-x deleted\n",
         ),
         (
             ["-n", "data"],
@@ -69,7 +70,8 @@ def test_ml_invocations_are_not_prompted(root):
             [],
             "data\nteam-y\ny\n",
             0,
-            "Job Name: data\nJob Team: team-y\nAre you sure you want to delete the data job? [y/N]: y\ndata job data of team-y deleted\n",
+            "Job Name: data\nJob Team: team-y\nAre you sure you want to delete the data job? [y/N]: y\n"
+            "data job data of team-y deleted\n",
         ),
     ],
 )

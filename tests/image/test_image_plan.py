@@ -46,7 +46,7 @@ def test_plan_reports_layers_exclusions_warnings_and_reference_without_contactin
     plan = plan_image(spec, "registry.example.com/ml", provenance(job))
 
     assert plan.reference.startswith("registry.example.com/ml/train-job:")
-    assert [l.name for l in plan.layers] == ["dependencies", "runtime", "code"]
+    assert [layer.name for layer in plan.layers] == ["dependencies", "runtime", "code"]
     code = plan.layers[-1]
     assert code.directory == "/opt/vdk-ml/job" and code.files == 9
     assert plan.requirements == ("transformers>=5", "datasets")
@@ -101,7 +101,10 @@ def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_networ
 
 def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):
     job = image_job(tmp_path / "repo" / "train-job", BASE)
-    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True, capture_output=True)
+
+    def run(*args):
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), *args], check=True, capture_output=True)
+
     run("init", "-q")
     run("remote", "add", "origin", "https://ada:ghp_secret@github.com/org/repo.git")  # as CI clones write it
     run("add", ".")
@@ -115,7 +118,10 @@ def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):
 
 def test_plan_of_a_real_git_checkout(tmp_path, no_network):
     job = image_job(tmp_path / "repo" / "train-job", BASE)
-    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True, capture_output=True)
+
+    def run(*args):
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), *args], check=True, capture_output=True)
+
     run("init", "-q")
     run("-c", "user.email=a@b.c", "-c", "user.name=A", "add", ".")
     run("-c", "user.email=a@b.c", "-c", "user.name=A", "commit", "-qm", "job")

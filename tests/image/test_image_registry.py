@@ -102,7 +102,7 @@ def test_same_tree_gives_the_same_digest_twice_and_from_two_checkouts(tmp_path, 
     assert first.tag_reference == planned.reference  # the dry run named the tag the build pushed
     _, tag_digest = get_manifest(registry, "ml/train-job", first.tag_reference.rpartition(":")[2])
     assert tag_digest == first.digest
-    assert [l.action for l in again.layers] == ["present"] * len(again.layers)  # HEAD before upload
+    assert [layer.action for layer in again.layers] == ["present"] * len(again.layers)  # HEAD before upload
     assert first.base_reference.startswith(f"{registry.host}/base/busybox@sha256:")
 
 
@@ -123,9 +123,9 @@ def test_one_changed_file_changes_only_the_code_layer_config_and_manifest(tmp_pa
     new, _ = get_manifest(registry, "ml/change-job", after.digest)
     assert after.digest != before.digest
     assert old["config"]["digest"] != new["config"]["digest"]
-    assert [l["digest"] for l in old["layers"][:-1]] == [l["digest"] for l in new["layers"][:-1]]
+    assert [layer["digest"] for layer in old["layers"][:-1]] == [layer["digest"] for layer in new["layers"][:-1]]
     assert old["layers"][-1]["digest"] != new["layers"][-1]["digest"]
-    assert [(l.name, l.action) for l in after.layers] == [
+    assert [(layer.name, layer.action) for layer in after.layers] == [
         ("base", "present"),
         ("runtime", "present"),
         ("code", "uploaded"),
@@ -266,13 +266,13 @@ def test_a_base_in_another_registry_is_streamed_across_and_a_dropped_stream_retr
         job = image_job(tmp_path / "copy-job", base_image.replace(registry.host, proxy.host))
         image = build(job, other_registry.host, retry=FAST_RETRY)
         assert proxy.faults[0].hits == 1
-        base_layers = [l for l in image.layers if l.name == "base"]
-        assert [l.action for l in base_layers] == ["copied"]
+        base_layers = [layer for layer in image.layers if layer.name == "base"]
+        assert [layer.action for layer in base_layers] == ["copied"]
         copied = get_blob(other_registry, "ml/copy-job", base_layers[0].digest)
         original_manifest, _ = get_manifest(registry, "base/busybox", "1")
         assert copied == get_blob(registry, "base/busybox", original_manifest["layers"][0]["digest"])
         again = build(job, other_registry.host, retry=FAST_RETRY)
-        assert again.digest == image.digest and {l.action for l in again.layers} == {"present"}
+        assert again.digest == image.digest and {layer.action for layer in again.layers} == {"present"}
     finally:
         proxy.stop()
 
@@ -322,7 +322,8 @@ def test_credentials_missing_wrong_and_right(tmp_path, base_image, auth_registry
     bin_dir.mkdir()
     helper = bin_dir / "docker-credential-test"
     helper.write_text(
-        '#!/bin/sh\nread server\necho "{\\"ServerURL\\": \\"$server\\", \\"Username\\": \\"ada\\", \\"Secret\\": \\"correct-horse\\"}"\n'
+        "#!/bin/sh\nread server\n"
+        'echo "{\\"ServerURL\\": \\"$server\\", \\"Username\\": \\"ada\\", \\"Secret\\": \\"correct-horse\\"}"\n'
     )
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -356,7 +357,7 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
 
     docker_login(tmp_path, token_registry.host, "ada", "correct-horse")
     first = build(job, token_registry.host, retry=FAST_RETRY)
-    assert {l.action for l in first.layers} == {"copied", "uploaded"}
+    assert {layer.action for layer in first.layers} == {"copied", "uploaded"}
     assert any(
         user == "ada" and "repository:ml/token-job:pull,push" in scopes
         for user, scopes in token_registry.tokens.requests
@@ -379,7 +380,7 @@ def test_bearer_tokens_with_scopes_and_cross_repository_mounts(tmp_path, base_im
     )
     token_registry.tokens.requests.clear()
     derived = build(second, token_registry.host, retry=FAST_RETRY)
-    assert [l.action for l in derived.layers if l.name == "base"] == ["mounted"] * 3
+    assert [layer.action for layer in derived.layers if layer.name == "base"] == ["mounted"] * 3
     assert any(
         "repository:ml/derived-job:pull,push" in scopes and "repository:ml/token-job:pull" in scopes
         for _, scopes in token_registry.tokens.requests
@@ -457,7 +458,7 @@ def test_a_docker_schema2_base_gives_a_docker_schema2_image(tmp_path, registry, 
     manifest, _ = get_manifest(registry, "ml/docker-job", image.digest)
     assert manifest["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
     assert manifest["config"]["mediaType"] == "application/vnd.docker.container.image.v1+json"
-    assert {l["mediaType"] for l in manifest["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
+    assert {layer["mediaType"] for layer in manifest["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
     podman(podman_root, "pull", "--tls-verify=false", image.reference)
     run = podman(
         podman_root,

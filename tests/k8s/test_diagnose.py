@@ -12,7 +12,10 @@ from vdk.plugin.ml_training.k8s import status
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.status import summarize
 
-GPU_FULL = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+GPU_FULL = (
+    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. "
+    "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+)
 
 
 def run_object(tmp_path, backend, **keys):
@@ -106,7 +109,10 @@ def test_kueue_admission_is_explained_from_the_workload(tmp_path):
     obj["status"] = {"conditions": [{"type": "Suspended", "status": "True", "message": "PyTorchJob is suspended"}]}
     run = summarize(obj)
     assert run.phase == status.QUEUED and run.queue == "team-a-queue"
-    quota = "couldn't assign flavors to pod set master: insufficient quota for nvidia.com/gpu in flavor default-flavor, 24 more needed"
+    quota = (
+        "couldn't assign flavors to pod set master: "
+        "insufficient quota for nvidia.com/gpu in flavor default-flavor, 24 more needed"
+    )
     workload = cs.workload(obj, [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}])
     (finding,) = diagnose.why_waiting(run, [], [], [workload])
     assert finding.what == f"queued in team-a-queue (Kueue Workload {workload['metadata']['name']}): {quota}"
@@ -135,7 +141,10 @@ def test_kueue_admission_is_explained_from_the_workload(tmp_path):
 def test_no_pods_yet_shows_the_controller_s_warning(tmp_path):
     obj = run_object(tmp_path, "job")
     run = summarize(obj)
-    quota = 'pods "x-0-abcde" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8'
+    quota = (
+        'pods "x-0-abcde" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, '
+        "used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8"
+    )
     events = diagnose.run_events(
         [cs.event("Job", run.name, "FailedCreate", quota, component="job-controller")], run.name
     )

@@ -30,8 +30,10 @@ VALUE_ERROR = {
 }
 
 # As torchrun's agent logs a failure of ranks it started as fresh interpreters: every failed rank listed.
-SPAWNED_FAILURES = """E1130 07:40:44.229000 6352 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -11) local_rank: 1 (pid: 6413) of binary: python
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+SPAWNED_FAILURES = (
+    "E1130 07:40:44.229000 6352 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -11) "
+    "local_rank: 1 (pid: 6413) of binary: python\n"
+    """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
 bootstrap FAILED
 ------------------------------------------------------------
@@ -54,6 +56,7 @@ Root Cause (first observed failure):
   traceback : Signal 11 (SIGSEGV) received by PID 6413
 ============================================================
 """
+)
 # Forked ranks: only the first rank seen to end is named.
 FORKED_FIRST_FAILURE = (
     "E1130 07:50:30.180000 11015 torch/distributed/elastic/multiprocessing/api.py:836] failed (exitcode: 1) "

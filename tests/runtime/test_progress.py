@@ -7,6 +7,7 @@ them back; smoke runs print none; a failing reporter never fails the script."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import os
@@ -204,7 +205,7 @@ def test_rank_0_reports_at_most_every_period_with_the_optimizer_steps_and_their_
     assert steps[0] == 1 and steps == sorted(set(steps)) and len(steps) >= 3
     at = [seen["times"][s - 1] for s in steps]  # when the script saw each reported step end
     tolerance = 0.05
-    for (before, t_before), (after, t_after) in zip(zip(steps, at), zip(steps[1:], at[1:])):
+    for (_, t_before), (after, t_after) in itertools.pairwise(zip(steps, at, strict=True)):
         assert t_after - t_before >= period - tolerance  # at most every period...
         assert seen["times"][after - 2] - t_before < period + tolerance  # ...and at the first step due
     for p in lines:

@@ -182,7 +182,7 @@ def _list_map_keys(validator, keys, instance, schema):
         key = tuple(item.get(k) for k in keys)
         if key in seen:
             yield jsonschema.ValidationError(
-                f"Duplicate value: {dict(zip(keys, key))} (also at index {seen[key]})", path=[index]
+                f"Duplicate value: {dict(zip(keys, key, strict=True))} (also at index {seen[key]})", path=[index]
             )
         seen[key] = index
 

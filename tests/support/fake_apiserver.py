@@ -397,7 +397,8 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
             return 403, status(
                 403,
                 "Forbidden",
-                f'pods "{name}" is forbidden: User "{USER}" cannot get resource "pods/log" in API group "" in the namespace "{ns}"',
+                f'pods "{name}" is forbidden: User "{USER}" cannot get resource "pods/log" '
+                f'in API group "" in the namespace "{ns}"',
                 {"name": name, "kind": "pods"},
             )
         return _pod_log(fake, ns, name, query)
@@ -406,7 +407,8 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         return 403, status(
             403,
             "Forbidden",
-            f'{kind.resource} is forbidden: User "{USER}" cannot {verb} resource "{kind.plural}" in API group "{kind.group}"{where}',
+            f'{kind.resource} is forbidden: User "{USER}" cannot {verb} resource "{kind.plural}" '
+            f'in API group "{kind.group}"{where}',
             {"group": kind.group, "kind": kind.plural, **({"name": name} if name else {})},
         )
     for fault in fake.faults:
@@ -472,7 +474,8 @@ def _pod_log(fake: FakeKube, ns: str, name: str, query: dict) -> tuple[int, Any]
             return 400, status(
                 400,
                 "BadRequest",
-                f'container "{container}" in pod "{name}" is waiting to start: {waiting.get("reason", "ContainerCreating")}',
+                f'container "{container}" in pod "{name}" is waiting to start: '
+                f"{waiting.get('reason', 'ContainerCreating')}",
             )
     key = (ns, name, container, previous)
 
@@ -558,7 +561,8 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
         return 400, status(
             400,
             "BadRequest",
-            f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict decoding error: {fields}',
+            f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+            f"strict decoding error: {fields}",
         )
     invalid = [e for e in errors if not e.unknown]
     if invalid:

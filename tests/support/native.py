@@ -82,7 +82,7 @@ def _diff(original: Any, written: Any, path: str):
         if not isinstance(written, list) or len(written) != len(original):
             yield FieldError(path, "Invalid value: expected a list")
             return
-        for i, (a, b) in enumerate(zip(original, written)):
+        for i, (a, b) in enumerate(zip(original, written, strict=True)):
             yield from _diff(a, b, f"{path}[{i}]")
     elif type(original) is not type(written) or original != written:
         yield FieldError(path, f"Invalid value: {original!r}: wrong type or value (read back as {written!r})")

@@ -54,7 +54,9 @@ def make_sdist(directory: Path, name: str, version: str) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         for member, data in {
             f"{name}-{version}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-            f"{name}-{version}/setup.py": f"from setuptools import setup\nsetup(name={name!r}, version={version!r})\n".encode(),
+            f"{name}-{version}/setup.py": (
+                f"from setuptools import setup\nsetup(name={name!r}, version={version!r})\n".encode()
+            ),
         }.items():
             info = tarfile.TarInfo(member)
             info.size = len(data)

@@ -288,7 +288,7 @@ def _ml_jobs(team: str | None) -> tuple[list[dict], str]:
         for pod in client.list_pods(LABEL_RUN):
             pods_by_run.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN), []).append(pod)
     entries = []
-    for job, job_runs in sorted(by_job.items()):
+    for _, job_runs in sorted(by_job.items()):
         latest = job_runs[0]
         phase = diagnose.effective_phase(
             latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend)
@@ -367,7 +367,10 @@ def show_ml(name: str | None, team: str | None, output: str | None) -> None:
 
 SHOW = verbs.Verb(
     name="show",
-    help="Show an ml-training job: its recent runs; for the latest, every rank's state, why it waits or failed, progress.",
+    help=(
+        "Show an ml-training job: its recent runs; for the latest, every rank's state, why it waits or failed, "
+        "progress."
+    ),
     ml_help=(
         "ml-training jobs: the job's runs, and for the latest its ranks, why it waits (scheduling, image pulls, "
         "Kueue) or failed (OOMKilled, exit codes, the failing rank's last log lines), its audit trail and progress."

@@ -27,8 +27,8 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows, strict=True)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [headers, *rows]]
     return "\n".join(lines)
 
 

@@ -59,7 +59,7 @@ class PushedImage:
 
     @property
     def uploaded_bytes(self) -> int:
-        return sum(l.size for l in self.layers if l.action in ("uploaded", "copied"))
+        return sum(layer.size for layer in self.layers if layer.action in ("uploaded", "copied"))
 
     def to_dict(self) -> dict:
         return {
@@ -68,7 +68,7 @@ class PushedImage:
             "tag_reference": self.tag_reference,
             "base_reference": self.base_reference,
             "config_digest": self.config_digest,
-            "layers": [l.__dict__ for l in self.layers],
+            "layers": [layer.__dict__ for layer in self.layers],
             "dependencies": {name: version for name, version in self.dependencies},
             "python_version": self.python_version,
         }
@@ -201,8 +201,8 @@ def _assemble_and_push(
     if not pusher.blob_exists(repo, oci.digest_of(config)):
         pusher.upload(repo, oci.digest_of(config), len(config), lambda: [config], "image config")
     digest = pusher.put_manifest(repo, target.tag or "latest", manifest, base.media_type)
-    moved = sum(l.size for l in pushed if l.action in ("uploaded", "copied"))
-    reused = sum(1 for l in pushed if l.action in ("present", "mounted"))
+    moved = sum(layer.size for layer in pushed if layer.action in ("uploaded", "copied"))
+    reused = sum(1 for layer in pushed if layer.action in ("present", "mounted"))
     progress.stage(f"Pushed {target.registry}/{repo}@{digest} ({moved / 1e6:.2f} MB sent, {reused} layers reused)")
     return PushedImage(
         reference=f"{target.registry}/{repo}@{digest}",

@@ -100,7 +100,9 @@ def image_config(
 def manifest(media_type: str, config: bytes, base_layers: list[dict], layers: list[NewLayer]) -> bytes:
     """The manifest of the job image: the base's layer descriptors, then the job's."""
     descriptors = [dict(d) for d in base_layers]
-    descriptors += [{"mediaType": LAYER_TYPE[media_type], "digest": l.digest, "size": l.size} for l in layers]
+    descriptors += [
+        {"mediaType": LAYER_TYPE[media_type], "digest": layer.digest, "size": layer.size} for layer in layers
+    ]
     return canonical_json(
         {
             "schemaVersion": 2,

@@ -256,9 +256,10 @@ class RegistryClient:
                 last = e
                 continue
         if isinstance(last, requests.HTTPError):
+            status = last.response.status_code if last.response is not None else "?"
             raise RegistryError(
                 f"{self.registry} kept failing to {what} ({self.retry.attempts} attempts): "
-                f"HTTP {last.response.status_code if last.response is not None else '?'} {_error_detail(last.response)}",
+                f"HTTP {status} {_error_detail(last.response)}",
                 "the registry has a problem; try again later or ask its operators",
             )
         raise RegistryUnreachableError(

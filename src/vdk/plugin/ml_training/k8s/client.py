@@ -174,7 +174,7 @@ class KubeClient:
     # --- reading and deleting runs --------------------------------------------------------------
 
     def get(self, kind: str, name: str, api_version: str | None = None) -> dict | None:
-        """One object of a kind this client knows (`Job`, `ConfigMap`, a backend's kind) in the namespace; None if absent."""
+        """One object of a kind the client creates (`ConfigMap`, a backend's kinds) in the namespace; None if absent."""
         matches = [t for (v, k), t in RESOURCE_TYPES.items() if k == kind and (api_version in (None, v))]
         if not matches:
             raise ValueError(f"unknown kind {kind!r}")

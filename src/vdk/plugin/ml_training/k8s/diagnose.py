@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
+from typing import NamedTuple
 
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import status as run_status
@@ -20,6 +21,13 @@ from vdk.plugin.ml_training.k8s.status import RunSummary
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 SIGTERM_EXIT = 128 + signal.SIGTERM
+
+
+class Fix(NamedTuple):
+    """What to do (`advice`) when a message matches `pattern` (a regular expression)."""
+
+    pattern: str
+    advice: str
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,7 @@ def rank_states(pods: Iterable[dict], backend: str | None) -> list[RankState]:
     for pod in pods:
         by_rank.setdefault(rank_of(pod, backend)[1], []).append(pod)
     states = []
-    for rank, group in by_rank.items():
+    for group in by_rank.values():
         group.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "", reverse=True)
         states.append(pod_state(group[0], backend, attempts=len(group)))
     return sorted(states, key=lambda s: (s.index is None, s.index if s.index is not None else 0, s.rank))
@@ -251,47 +259,61 @@ def run_events(events: Iterable[dict], run_name: str) -> list[Event]:
 
 # Scheduler message fragments -> what to do.
 _SCHEDULING_FIXES = (
-    (
+    Fix(
         r"Insufficient (nvidia\.com/(gpu|mig-\S+)|amd\.com/gpu)",
-        "no node has that many free GPUs now: wait for running jobs to end, ask for fewer (`gpus_per_node`, `nodes` in [ml-training]) or ask your cluster admin for GPU capacity",
+        "no node has that many free GPUs now: wait for running jobs to end, "
+        "ask for fewer (`gpus_per_node`, `nodes` in [ml-training]) or ask your cluster admin for GPU capacity",
     ),
-    (
+    Fix(
         r"Insufficient memory",
         "no node has that much free memory: lower `memory` in [ml-training] (or wait for capacity)",
     ),
-    (r"Insufficient cpu", "no node has that many free CPUs: lower `cpu` in [ml-training] (or wait for capacity)"),
-    (r"Insufficient ephemeral-storage", "no node has enough free disk: the image or /dev/shm may be too large"),
-    (
-        r"untolerated taint",
-        "the nodes with room are reserved (tainted) for other workloads: ask your cluster admin which node pool ML jobs may use",
+    Fix(
+        r"Insufficient cpu",
+        "no node has that many free CPUs: lower `cpu` in [ml-training] (or wait for capacity)",
     ),
-    (
+    Fix(
+        r"Insufficient ephemeral-storage",
+        "no node has enough free disk: the image or /dev/shm may be too large",
+    ),
+    Fix(
+        r"untolerated taint",
+        "the nodes with room are reserved (tainted) for other workloads: "
+        "ask your cluster admin which node pool ML jobs may use",
+    ),
+    Fix(
         r"didn't match Pod's node affinity/selector",
         "no node matches the pod's node selector: ask your cluster admin for the node labels of the GPU pool",
     ),
-    (
+    Fix(
         r"exceeded quota",
         "the namespace's ResourceQuota is used up: wait for other runs to end, or ask for a larger quota",
     ),
-    (
+    Fix(
         r"didn't trigger scale-up|max node group size reached",
         "the cluster autoscaler cannot add a node that fits: the request is larger than any node type it has",
     ),
-    (r"persistentvolumeclaim", "a volume the pod needs is not available"),
+    Fix(
+        r"persistentvolumeclaim",
+        "a volume the pod needs is not available",
+    ),
 )
 # Image pull message fragments -> what to do.
 _PULL_FIXES = (
-    (
+    Fix(
         r"unauthorized|authentication required|401|403|denied|forbidden",
-        "the cluster's nodes may not pull from the registry: create an image pull secret (`kubectl create secret docker-registry`) and add it to the namespace's default service account (`imagePullSecrets`)",
+        "the cluster's nodes may not pull from the registry: "
+        "create an image pull secret (`kubectl create secret docker-registry`) "
+        "and add it to the namespace's default service account (`imagePullSecrets`)",
     ),
-    (
+    Fix(
         r"not found|manifest unknown|404",
         "the image is not in the registry (deleted, or pushed elsewhere): deploy again",
     ),
-    (
+    Fix(
         r"no such host|i/o timeout|connection refused|dial tcp|tls|x509|certificate",
-        "the nodes cannot reach the registry: it must be reachable from inside the cluster (not localhost) with a certificate the nodes trust",
+        "the nodes cannot reach the registry: it must be reachable from inside the cluster (not localhost) "
+        "with a certificate the nodes trust",
     ),
 )
 
@@ -328,7 +350,8 @@ def why_waiting(run: RunSummary, ranks: list[RankState], events: list[Event], wo
                 Finding(
                     "waiting",
                     "no pods yet: the operator has not created them",
-                    "if this lasts, check that the training operator is running (`kubectl get pods -A | grep -i -e training -e trainer`)",
+                    "if this lasts, check that the training operator is running "
+                    "(`kubectl get pods -A | grep -i -e training -e trainer`)",
                 )
             )
     return findings
@@ -399,34 +422,40 @@ def _kueue_finding(run: RunSummary, workloads: list[dict], events: list[Event]) 
 def _queue_fix(message: str) -> str:
     if "doesn't exist" in message or "is inactive" in message or "not found" in message:
         return "set `queue` in [ml-training] to a LocalQueue of this namespace (`kubectl get localqueues`)"
-    return "the queue's quota is in use by other workloads: it starts when quota frees up (or lower `nodes` / `gpus_per_node`)"
+    return (
+        "the queue's quota is in use by other workloads: "
+        "it starts when quota frees up (or lower `nodes` / `gpus_per_node`)"
+    )
 
 
 # --- why it failed -------------------------------------------------------------------------------
 
 # Well-known failures in the last lines of a rank's log -> what to do.
 LOG_HINTS = (
-    (
+    Fix(
         r"CUDA out of memory|OutOfMemoryError",
         "the GPU ran out of memory: lower the per-device batch size, use gradient accumulation or mixed precision",
     ),
-    (
+    Fix(
         r"exitcode\s*:\s*-9|Signals\.SIGKILL|signal 9",
-        "a training process was killed (SIGKILL): most often it ran out of host memory; raise `memory` in [ml-training]",
+        "a training process was killed (SIGKILL): most often it ran out of host memory; "
+        "raise `memory` in [ml-training]",
     ),
-    (
+    Fix(
         r"Bus error|No space left on device.*shm|unable to (write to|allocate shared memory)",
-        "/dev/shm is too small for the data loader: raise `shm_size` in [ml-training] (or use fewer DataLoader workers)",
+        "/dev/shm is too small for the data loader: "
+        "raise `shm_size` in [ml-training] (or use fewer DataLoader workers)",
     ),
-    (
+    Fix(
         r"NCCL (error|WARN)|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|NCCL communicator was aborted",
-        "NCCL communication between ranks failed: set NCCL_DEBUG=INFO in [ml-training.env] and look at the first rank that failed",
+        "NCCL communication between ranks failed: "
+        "set NCCL_DEBUG=INFO in [ml-training.env] and look at the first rank that failed",
     ),
-    (
+    Fix(
         r"RendezvousTimeoutError|RendezvousClosedError|DistNetworkError|timed out.*rendezvous|Timed out waiting for",
         "not all ranks joined in time: some pods could not start or reach rank 0 (see why the others waited)",
     ),
-    (
+    Fix(
         r"ModuleNotFoundError: No module named '([^']+)'",
         "a module is missing from the image: add the package to the job's requirements.txt and deploy again",
     ),
@@ -454,7 +483,8 @@ def why_failed(run: RunSummary, ranks: list[RankState]) -> Finding | None:
             f"rank {evicted.rank} (pod {evicted.pod}) was {evicted.pod_reason}: {evicted.pod_message or ''}".rstrip(
                 ": "
             ),
-            "the node ran out of a resource or the pod was preempted: deploy again, and raise `memory` if the node was low on memory",
+            "the node ran out of a resource or the pod was preempted: "
+            "deploy again, and raise `memory` if the node was low on memory",
             [evicted.rank],
         )
     if run.phase != run_status.FAILED:
@@ -530,16 +560,17 @@ def termination_meaning(t: Termination, memory_limit: str | None = None) -> tupl
 def log_hints(lines: list[str]) -> list[str]:
     """What the well-known errors in a log tail mean, first match per kind."""
     text = "\n".join(lines)
-    return [hint for pattern, hint in LOG_HINTS if re.search(pattern, text)]
+    return [hint.advice for hint in LOG_HINTS if re.search(hint.pattern, text)]
 
 
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _fix_for(message: str, table) -> str | None:
-    for pattern, fix in table:
-        if re.search(pattern, message or "", re.IGNORECASE):
-            return fix
+def _fix_for(message: str, table: tuple[Fix, ...]) -> str | None:
+    """The advice of the first entry of `table` whose pattern is in `message` (any case)."""
+    for fix in table:
+        if re.search(fix.pattern, message or "", re.IGNORECASE):
+            return fix.advice
     return None
 
 

@@ -99,10 +99,12 @@ def limitations(spec: MLJobSpec) -> list[str]:
     notes = []
     if spec.nodes.elastic:
         notes.append(
-            f"a plain Job has no elastic training: it runs at {spec.nodes.max} nodes (install the Kubeflow Training Operator for {spec.nodes})"
+            f"a plain Job has no elastic training: it runs at {spec.nodes.max} nodes "
+            f"(install the Kubeflow Training Operator for {spec.nodes})"
         )
     notes.append(
-        "a plain Job cannot restart all nodes together: a failed process fails the run (max_restarts covers pods lost before start)"
+        "a plain Job cannot restart all nodes together: a failed process fails the run "
+        "(max_restarts covers pods lost before start)"
     )
     return notes
 

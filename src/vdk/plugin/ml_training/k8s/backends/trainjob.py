@@ -37,7 +37,8 @@ INSTALL = (
 )
 INSTALL_TORCH_RUNTIME = (
     "install Trainer's default runtimes (they include the torch-distributed ClusterTrainingRuntime): "
-    'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=<your Trainer version>"'
+    "kubectl apply --server-side -k "
+    '"github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=<your Trainer version>"'
 )
 _NOT_SERVED_FIX = (
     "install Kubeflow Trainer v2 and its torch-distributed runtime, or deploy with backend = pytorchjob / job"
@@ -152,7 +153,8 @@ def limitations(spec: MLJobSpec, mechanism: str) -> list[str]:
     notes = []
     if spec.nodes.elastic:
         notes.append(
-            f"TrainJob has no elastic training: it runs at {spec.nodes.max} nodes (use backend = pytorchjob for {spec.nodes})"
+            f"TrainJob has no elastic training: it runs at {spec.nodes.max} nodes "
+            f"(use backend = pytorchjob for {spec.nodes})"
         )
     notes.append("TrainJob has no TTL: the finished TrainJob stays until `vdk delete` removes it")
     notes.append("TrainJob restarts follow the runtime's failure policy, not max_restarts")
