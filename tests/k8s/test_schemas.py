@@ -1,11 +1,10 @@
-"""Every rendered manifest validates against what a cluster enforces: the real CRD OpenAPI
-schemas in ../shared/crds/ for PyTorchJob and TrainJob (each Trainer pod-change mechanism), the
+"""Every rendered manifest validates against what a cluster enforces: the real upstream CRD OpenAPI
+schemas (tests/support/upstream_crds) for PyTorchJob and TrainJob (each Trainer pod-change mechanism), the
 `kubernetes` models plus API-server rules for Job, Service and ConfigMap."""
 
 import pytest
 
 from tests.support import crd_schema
-from tests.support.crd_schema import CRDMissing
 from tests.support.native import native_errors
 from tests.support.specs import IMAGE
 from tests.support.specs import MATRIX
@@ -34,15 +33,6 @@ def schema_errors(manifest, mechanism=trainjob.RUNTIME_PATCHES):
     if kind == "TrainJob":
         return crd_schema.trainjob_schema(mechanism).errors(manifest)
     return native_errors(manifest, MODELS[kind])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def crds_present():
-    try:
-        crd_schema.load_crd(crd_schema.PYTORCHJOB_CRD)
-        crd_schema.load_crd(crd_schema.TRAINJOB_CRD)
-    except CRDMissing as e:
-        pytest.fail(str(e))
 
 
 @pytest.mark.parametrize("case", sorted(MATRIX))
@@ -129,13 +119,3 @@ def test_native_checks_reject_what_a_server_would(specs):
     assert [e.field for e in native_errors(service, "V1Service")] == ["spec.ports"]
     record["data"]["huge"] = "x" * (1024 * 1024)
     assert [e.field for e in native_errors(record, "V1ConfigMap")] == ["data"]
-
-
-def test_missing_crds_fail_with_a_clear_message(tmp_path, monkeypatch):
-    monkeypatch.setenv(crd_schema.CRD_DIR_ENV, str(tmp_path))
-    crd_schema.load_crd.cache_clear()
-    try:
-        with pytest.raises(CRDMissing, match=r"kubeflow.org_pytorchjobs.yaml is not in .*shared/crds"):
-            crd_schema.load_crd(crd_schema.PYTORCHJOB_CRD)
-    finally:
-        crd_schema.load_crd.cache_clear()

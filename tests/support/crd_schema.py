@@ -1,8 +1,8 @@
-"""Validation of custom resources against the real CRD OpenAPI v3 schemas in ../shared/crds/.
+"""Validation of custom resources against the real CRD OpenAPI v3 schemas of the upstream projects.
 
-The CRDs are data owned by the upstream projects; they are read from where they lie (override the
-folder with VDK_ML_TRAINING_CRD_DIR), never copied into this project. Their structural schemas are
-turned into JSON Schema the way an API server reads them:
+The CRDs are their data: pinned and found by `upstream_crds` (VDK_ML_TRAINING_CRD_DIR, ../shared/crds/,
+or the cache `make test` fills), never copied into this project; without them, the tests that need
+them skip. Their structural schemas are turned into JSON Schema the way an API server reads them:
 
 - x-kubernetes-int-or-string: integer or string; nullable: null allowed;
 - objects with declared properties and no additionalProperties / preserve-unknown-fields reject
@@ -17,19 +17,18 @@ turned into JSON Schema the way an API server reads them:
 from __future__ import annotations
 
 import copy
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 
-CRD_DIR_ENV = "VDK_ML_TRAINING_CRD_DIR"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from tests.support import upstream_crds
+
 PYTORCHJOB_CRD = "kubeflow.org_pytorchjobs.yaml"
 TRAINJOB_CRD = "trainer.kubeflow.org_trainjobs.yaml"
 
@@ -38,26 +37,17 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-class CRDMissing(RuntimeError):
-    pass
-
-
 class UnsupportedRule(RuntimeError):
     pass
 
 
-def crd_dir() -> Path:
-    return Path(os.environ.get(CRD_DIR_ENV) or PROJECT_ROOT.parent / "shared" / "crds")
-
-
 @cache
 def load_crd(filename: str) -> dict:
-    path = crd_dir() / filename
-    if not path.is_file():
-        raise CRDMissing(
-            f"the CRD {filename} is not in {path.parent}: these tests validate manifests against the real "
-            f"upstream CRDs, kept in ../shared/crds/ beside the project (or set {CRD_DIR_ENV} to their folder)"
-        )
+    """The pinned upstream CRD `filename`; skips the calling test when it is not available."""
+    try:
+        path = upstream_crds.locate(upstream_crds.PINNED[filename])
+    except upstream_crds.CRDUnavailable as e:
+        pytest.skip(str(e))
     with open(path, encoding="utf-8") as f:
         return yaml.safe_load(f)
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.support import crd_schema
+from tests.support import upstream_crds
 from tests.support.base_image import build_rootfs
 from tests.support.base_image import push_base
 from tests.support.fake_apiserver import FakeKube
@@ -31,7 +31,17 @@ MACHINE_SETTINGS = (
 )
 
 
-TEST_SETTINGS = (launcher.RUNS_DIR_ENV, crd_schema.CRD_DIR_ENV)
+TEST_SETTINGS = (launcher.RUNS_DIR_ENV, upstream_crds.CRD_DIR_ENV)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Every test skipped for want of the upstream CRDs is reported at one place, so the summary has one
+    line with the reason (a skip raised in a fixture is otherwise reported at each test)."""
+    report = yield
+    if report.skipped and isinstance(report.longrepr, tuple) and upstream_crds.UNAVAILABLE in report.longrepr[2]:
+        report.longrepr = (upstream_crds.__file__, 1, report.longrepr[2])
+    return report
 
 
 @pytest.fixture(autouse=True)
