@@ -136,6 +136,7 @@ def fetch(
         cache.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=cache, prefix=f".{pin.filename}.", delete=False) as partial:
             partial.write(data)
+        os.chmod(partial.name, 0o644)  # as any checked-out file (temporary files are private)
         os.replace(partial.name, cache / pin.filename)  # never a half-written file under the real name
         report.append(f"{pin.filename}: downloaded {pin.repository} {pin.tag} {pin.path} into {cache}")
     return report
