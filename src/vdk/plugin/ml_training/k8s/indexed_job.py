@@ -11,6 +11,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s.run import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 CONTAINER = "pytorch"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -21,7 +22,7 @@ def master_address(run_name: str) -> str:
     return f"{run_name}-0.{run_name}"
 
 
-def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[dict]:
+def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> list[dict]:
     """The Job first (it owns the Service once created), then the Service. Elastic node ranges
     run at their maximum: a plain Job cannot grow or shrink."""
     labels = run.labels("job")
@@ -63,7 +64,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": pod.object_metadata(spec, run, image, namespace, labels),
+        "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
         "spec": job_spec,
     }
     service = {

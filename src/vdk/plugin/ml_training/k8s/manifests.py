@@ -14,11 +14,12 @@ from vdk.plugin.ml_training.k8s.backends import JOB
 from vdk.plugin.ml_training.k8s.backends import PYTORCHJOB
 from vdk.plugin.ml_training.k8s.backends import TRAINJOB
 from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 
 def render_run(
     spec: MLJobSpec,
-    image: str,
+    image: JobImage,
     run: RunInfo,
     namespace: str,
     backend: str,
@@ -36,7 +37,7 @@ def render_run(
     else:
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     if with_record:
-        objects.append(record.render(spec, image, run, namespace, backend, objects))
+        objects.append(record.render(spec, image.reference, run, namespace, backend, objects))
     return objects
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -22,7 +23,7 @@ PORT = 23456
 RESTART_POLICY = "OnFailure"
 
 
-def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[dict]:
+def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> list[dict]:
     """One PyTorchJob: Master (replicas 1, set explicitly) plus nodes-1 Workers (omitted when 0:
     a Worker with replicas 0 makes the operator create and delete pods in a loop)."""
     labels = run.labels("pytorchjob")
@@ -46,13 +47,13 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": pod.object_metadata(spec, run, image, namespace, labels),
+            "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
             "spec": job_spec,
         }
     ]
 
 
-def _replica(spec: MLJobSpec, image: str, labels: dict[str, str], replicas: int) -> dict:
+def _replica(spec: MLJobSpec, image: JobImage, labels: dict[str, str], replicas: int) -> dict:
     container = pod.container(spec, image, CONTAINER)
     container["ports"] = [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}]
     return {

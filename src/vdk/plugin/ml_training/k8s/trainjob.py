@@ -12,6 +12,7 @@ import re
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s.run import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -55,7 +56,7 @@ def mechanism_from_fields(spec_fields) -> str | None:
 
 def render(
     spec: MLJobSpec,
-    image: str,
+    image: JobImage,
     run: RunInfo,
     namespace: str,
     mechanism: str = NEWEST_MECHANISM,
@@ -68,8 +69,8 @@ def render(
     trainjob_spec: dict = {
         "runtimeRef": {"name": runtime, "apiGroup": GROUP, "kind": RUNTIME_KIND},
         "trainer": {
-            "image": image,
-            "command": pod.command(spec),
+            "image": image.reference,
+            "command": pod.command(spec, image.python),
             "numNodes": spec.nodes.max,
             "numProcPerNode": spec.procs_per_node,
             "resourcesPerNode": pod.resources(spec),
@@ -86,7 +87,7 @@ def render(
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": pod.object_metadata(spec, run, image, namespace, labels),
+            "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
             "spec": trainjob_spec,
         }
     ]
