@@ -7,7 +7,8 @@ CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base
 so torchvision & co. match the base's torch. The finished layer is cached under a key of
 (requirements, Python version, platform, provided and pinned packages), all that uv's answer
 depends on: unchanged requirements cost one directory lookup, also when the base's tag is
-re-pushed (the same inputs give the same layer bytes, whatever the base's digest).
+re-pushed (the same inputs give the same layer bytes, whatever the base's digest). Package
+indexes: see package_index.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.bases import BaseInfo
 from vdk.plugin.ml_training.image.bases import normalise
@@ -196,11 +198,8 @@ def _uv_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # cross-installing needs no other interpreter
     env["UV_NO_PROGRESS"] = "1"
-    # Honour a pip index set in the environment (a company mirror) unless uv has its own.
-    if "PIP_INDEX_URL" in env and not ({"UV_INDEX_URL", "UV_DEFAULT_INDEX"} & env.keys()):
-        env["UV_DEFAULT_INDEX"] = env["PIP_INDEX_URL"]
-    if "PIP_EXTRA_INDEX_URL" in env and not ({"UV_EXTRA_INDEX_URL", "UV_INDEX"} & env.keys()):
-        env["UV_INDEX"] = env["PIP_EXTRA_INDEX_URL"]
+    # pip's indexes and find-links (a company mirror, a directory of wheels) unless uv has its own.
+    env.update(package_index.uv_environment(os.environ))
     return env
 
 
