@@ -1,11 +1,12 @@
 """Fixtures shared by the tests: local runs keep their files in a temporary directory; a real
-registry process and a busybox base in it for the image and deploy tests."""
+registry process, a busybox base and the Debian-built bases in it for the image and deploy tests."""
 
 from __future__ import annotations
 
 import shutil
 
 import pytest
+from base_images import LocalBases
 from image_jobs import build_rootfs
 from image_jobs import push_base
 from image_servers import Registry
@@ -46,3 +47,10 @@ def base_image(registry, podman_root, tmp_path_factory) -> str:
     """`127.0.0.1:PORT/base/busybox:1`: busybox + a fake python, pushed by podman."""
     tarball = build_rootfs(tmp_path_factory.mktemp("base") / "rootfs")
     return push_base(podman_root, tarball, f"{registry.host}/base/busybox:1")
+
+
+@pytest.fixture(scope="session")
+def local_bases(registry, podman_root) -> LocalBases:
+    """Debian-built bases (python3 only, python only, a venv, torch in dist-packages), each built and
+    pushed to the registry when a test first asks for it; see tests/image/base_images.py."""
+    return LocalBases(podman_root, registry.host)
