@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 
@@ -21,3 +23,15 @@ def isolated_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg-runtime"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any connection attempt fails the test (a dry run of a described base contacts nothing)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the dry run must not contact anything")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)

@@ -160,7 +160,7 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
     from vdk.plugin.ml_training.k8s.run import RunInfo
 
     run = RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest, dependencies=image.dependencies)
-    manifests = render_run(spec, image.reference, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
+    manifests = render_run(spec, image.job_image, run, client.namespace, backend, trainer_mechanism=discovery.mechanism)
     for note in limitations(spec, backend, trainer_mechanism=discovery.mechanism):
         _stderr(f"note: {note}")
     created = client.apply(manifests)
@@ -193,18 +193,21 @@ def _apply(spec, image, provenance, reason, client, discovery, backend, output) 
 
 
 def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> None:
-    """Manifests on stdout, the image plan on stderr; contacts nothing."""
+    """Manifests on stdout, the image plan on stderr; contacts no cluster (and no registry but that
+    of a base image the builder has to read)."""
+    from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image import plan_image
     from vdk.plugin.ml_training.k8s.manifests import limitations
     from vdk.plugin.ml_training.k8s.manifests import render_run
     from vdk.plugin.ml_training.k8s.manifests import to_yaml
     from vdk.plugin.ml_training.k8s.run import RunInfo
+    from vdk.plugin.ml_training.layout import JobImage
 
     registry = spec.registry
     if not registry:
         registry = "registry.invalid/set-vdk-ml-training-registry"
         _stderr("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
-    plan = plan_image(spec, registry, provenance)
+    plan = plan_image(spec, registry, provenance, progress=StderrProgress())
     _stderr(plan.render())
     backend = spec.backend
     if backend == "auto":
@@ -217,7 +220,8 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
         _stderr(f"note: {note}")
     namespace = spec.namespace or _local_namespace(spec) or "default"
     run = RunInfo.create(spec, provenance, reason=reason)
-    click.echo(to_yaml(render_run(spec, plan.reference, run, namespace, backend)), nl=False)
+    image = JobImage(plan.reference, plan.base.python)
+    click.echo(to_yaml(render_run(spec, image, run, namespace, backend)), nl=False)
 
 
 def _local_namespace(spec: MLJobSpec) -> str | None:

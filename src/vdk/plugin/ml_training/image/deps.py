@@ -5,9 +5,9 @@ directory that becomes the layer below DEPS_DIR. What the base already provides 
 CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base pins a version
 (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version,
 so torchvision & co. match the base's torch. The finished layer is cached under a key of
-(requirements, Python version, platform, provided and pinned packages), all that uv's answer
-depends on: unchanged requirements cost one directory lookup, also when the base's tag is
-re-pushed (the same inputs give the same layer bytes, whatever the base's digest). Package
+(requirements, Python version, platform, provided and pinned packages, interpreter), all that the
+layer's bytes depend on: unchanged requirements cost one directory lookup, also when the base's tag
+is re-pushed (the same inputs give the same layer bytes, whatever the base's digest). Package
 indexes: see package_index.py.
 """
 
@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.bases import BaseInfo
 from vdk.plugin.ml_training.image.bases import normalise
+from vdk.plugin.ml_training.image.cache import cache_root
 from vdk.plugin.ml_training.image.errors import DependencyError
 from vdk.plugin.ml_training.image.errors import NoWheelError
 from vdk.plugin.ml_training.image.progress import Progress
@@ -37,7 +38,7 @@ from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.job import MLJobSpec
 
 REQUIREMENTS = "requirements.txt"
-_FORMAT = "deps-v2"  # bump when the layer's layout changes, so old cache entries are not reused
+_FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
 _UV_TIMEOUT = 1800
 CACHE_MAX_AGE_DAYS = 30
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
@@ -67,15 +68,6 @@ def requirement_lines(path: Path) -> list[str]:
     return lines
 
 
-def cache_root() -> Path:
-    """$VDK_ML_TRAINING_CACHE_DIR, else $XDG_CACHE_HOME/vdk-ml-training, else ~/.cache/vdk-ml-training."""
-    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
-
-
 def cache_key(requirements: bytes, base: BaseInfo) -> str:
     inputs = {
         "format": _FORMAT,
@@ -84,6 +76,7 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
         "platform": base.wheel_platform,
         "provides": sorted(base.provides),
         "pins": sorted(base.pins),
+        "python_command": base.python,  # console scripts start it
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -153,7 +146,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
         target = work / "target"
         _install(spec.job_dir, requirements, base, work, target)
         packages = installed_packages(target)
-        has_scripts = _fix_scripts(target / "bin")
+        has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)
         staged = work / "layer"
         blob = tarball.write_layer(layout.DEPS_DIR, files, staged, level=tarball.SMALL_GZIP_LEVEL)
@@ -303,23 +296,33 @@ def _packages_without_wheels(stderr: str) -> list[str]:
 
 def installed_packages(target: Path) -> tuple[tuple[str, str], ...]:
     """(name, version) of every distribution installed in a target directory."""
-    found = []
-    for meta in target.glob("*.dist-info/METADATA"):
-        name = version = None
-        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("Name:"):
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("Version:"):
-                version = line.split(":", 1)[1].strip()
-            elif not line.strip():
-                break
-        if name and version:
-            found.append((normalise(name), version))
-    return tuple(sorted(found))
+    found = [_name_and_version(info) for info in target.glob("*.dist-info")]
+    return tuple(sorted(named for named in found if named))
 
 
-def _fix_scripts(bin_dir: Path) -> bool:
-    """Point console scripts at the image's `python`, not at the interpreter that installed them."""
+def _name_and_version(dist_info: Path) -> tuple[str, str] | None:
+    name = version = None
+    try:
+        text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Name:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("Version:"):
+            version = line.split(":", 1)[1].strip()
+        elif not line.strip():
+            break
+    return (normalise(name), version) if name and version else None
+
+
+def shebang(python: str) -> bytes:
+    """The first line of a console script that the image's interpreter runs."""
+    return f"#!{python}".encode() if python.startswith("/") else f"#!/usr/bin/env {python}".encode()
+
+
+def _fix_scripts(bin_dir: Path, python: str) -> bool:
+    """Point console scripts at the base's interpreter, not at the one that installed them."""
     if not bin_dir.is_dir():
         return False
     for script in bin_dir.iterdir():
@@ -330,7 +333,7 @@ def _fix_scripts(bin_dir: Path) -> bool:
         if _ENTRY_SCRIPT.match(first):
             mode = script.stat().st_mode
             script.unlink()  # a fresh file: never write through a link into uv's cache
-            script.write_bytes(b"#!/usr/bin/env python" + newline + rest)
+            script.write_bytes(shebang(python) + newline + rest)
             script.chmod(mode)
     return any(bin_dir.iterdir())
 

@@ -1,9 +1,10 @@
-"""What a job image will hold, worked out without contacting anything: the dry run.
+"""What a job image will hold, worked out without building anything: the dry run.
 
 `plan_image` scans the job directory, the plugin's runtime package and requirements.txt, and
 derives the reference the build would push (`registry/<job>:<tag>`, the tag a hash of every
-input, so a plan and the build that follows name the same tag). `ImagePlan.render()` is the
-report for stderr.
+input, so a plan and the build that follows name the same tag). It contacts nothing, except the
+registry of a base image that neither the table of well-known bases nor `[ml-training]` describes:
+that base is read (once per digest, see inspection.py). `ImagePlan.render()` is the report for stderr.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from pathlib import Path
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.bases import BaseInfo
-from vdk.plugin.ml_training.image.bases import base_info
 from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
+from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.image.sources import FileSet
 from vdk.plugin.ml_training.image.sources import SourceFile
@@ -121,6 +124,7 @@ class ImagePlan:
             f"  reference  {self.reference}  (the digest is known once built)",
             f"  base       {self.base_image}",
             f"             {self.base.describe()}",
+            f"  python     {self.base.python}: {self.base.python_reason}",
             "  layers on top of the base:",
         ]
         for layer in self.layers:
@@ -185,6 +189,7 @@ class Inputs:
             "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
             "base_image": self.spec.base_image,
             "base": [
+                self.base.python,
                 self.base.python_version,
                 self.base.wheel_platform,
                 sorted(self.base.provides),
@@ -205,9 +210,11 @@ def target_repository(registry: str, spec: MLJobSpec) -> tuple[str, str]:
     return host, f"{prefix}/{name}" if prefix else name
 
 
-def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None) -> Inputs:
+def gather(
+    spec: MLJobSpec, registry: str, provenance: audit.Provenance, base: BaseInfo, created: str | None = None
+) -> Inputs:
+    """Everything the image is made of, for a base that is already known (`base`)."""
     host, repository = target_repository(registry, spec)
-    base = base_info(spec)
     base_ref = parse_reference(spec.base_image)
     code = scan_job_dir(spec.job_dir)
     runtime = scan_runtime_package()
@@ -220,13 +227,22 @@ def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created
     requirements = deps.requirements_file(spec)
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
-    command = tuple(layout.launch_command(spec))
+    command = tuple(layout.launch_command(spec, base.python))
     return Inputs(spec, host, repository, base_ref, base, code, runtime, requirements, labels, created, command)
 
 
-def plan_image(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None) -> ImagePlan:
-    """What building the job's image would produce. Reads local files only: no registry, no index."""
-    inputs = gather(spec, registry, provenance, created)
+def plan_image(
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
+    created: str | None = None,
+    progress: Progress | None = None,
+    retry: RetryPolicy | None = None,
+) -> ImagePlan:
+    """What building the job's image would produce. Reads local files, and the base image only when
+    neither the table nor [ml-training] describes it; never a package index."""
+    base = inspection.know_base(spec, progress or Progress(), retry)
+    inputs = gather(spec, registry, provenance, base, created)
     target = inputs.target(
         tarball.diff_id(layout.JOB_DIR, inputs.code.files), tarball.diff_id(layout.LIB_DIR, inputs.runtime.files)
     )
