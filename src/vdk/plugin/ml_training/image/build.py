@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.image import deps
 from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.base_image import BaseImage
 from vdk.plugin.ml_training.image.base_image import resolve_base
 from vdk.plugin.ml_training.image.plan import Inputs
@@ -110,6 +111,12 @@ def build_and_push(
             for f in inputs.code.large_files:
                 progress.stage(f"warning: {large_file_warning(f)}")
             dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
+            if dep_layer is not None:  # said once, before gigabytes go anywhere
+                warning = torch_warning.layer_warning(
+                    dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image
+                )
+                if warning:
+                    progress.stage(f"warning: {warning}")
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
                 return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
 

@@ -51,6 +51,7 @@ class DependencyLayer:
     has_scripts: bool  # console scripts in DEPS_DIR/bin
     cache_key: str
     from_cache: bool
+    sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
 
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
@@ -135,7 +136,7 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
         return None
     blob = tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
     packages = tuple((name, version) for name, version in meta["packages"])
-    return DependencyLayer(blob, packages, meta["has_scripts"], key, True)
+    return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
 
 
 def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
@@ -146,6 +147,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
         target = work / "target"
         _install(spec.job_dir, requirements, base, work, target)
         packages = installed_packages(target)
+        sizes = installed_sizes(target)
         has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)
         staged = work / "layer"
@@ -156,6 +158,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             "diff_id": blob.diff_id,
             "size": blob.size,
             "packages": [list(p) for p in packages],
+            "sizes": sizes,
             "has_scripts": has_scripts,
             "python": base.python_version,
             "platform": base.wheel_platform,
@@ -176,6 +179,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             has_scripts,
             key,
             False,
+            sizes,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -298,6 +302,21 @@ def installed_packages(target: Path) -> tuple[tuple[str, str], ...]:
     """(name, version) of every distribution installed in a target directory."""
     found = [_name_and_version(info) for info in target.glob("*.dist-info")]
     return tuple(sorted(named for named in found if named))
+
+
+def installed_sizes(target: Path) -> dict[str, int]:
+    """Installed bytes of every distribution in a target directory, from the sizes in its RECORD."""
+    sizes = {}
+    for info in target.glob("*.dist-info"):
+        named = _name_and_version(info)
+        if named is None or not (info / "RECORD").is_file():
+            continue
+        total = 0
+        for line in (info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines():
+            size = line.rsplit(",", 1)[-1]
+            total += int(size) if size.isdigit() else 0
+        sizes[named[0]] = total
+    return dict(sorted(sizes.items()))
 
 
 def _name_and_version(dist_info: Path) -> tuple[str, str] | None:

@@ -24,6 +24,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import deps
 from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.bases import BaseInfo
 from vdk.plugin.ml_training.image.errors import ImageBuildError
 from vdk.plugin.ml_training.image.progress import Progress
@@ -113,9 +114,10 @@ class ImagePlan:
     command: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)  # added to the base's environment
     labels: dict[str, str] = field(default_factory=dict)
+    dependency_warning: str | None = None  # torch or CUDA wheels the dependency layer would carry
 
     def warnings(self) -> list[str]:
-        return [large_file_warning(f) for f in self.large_files]
+        return [large_file_warning(f) for f in self.large_files] + [w for w in [self.dependency_warning] if w]
 
     def render(self, max_excluded: int = 25) -> str:
         """The plan as text for a person (stderr)."""
@@ -248,9 +250,15 @@ def plan_image(
     )
     layers = []
     requirement_names: tuple[str, ...] = ()
+    dependency_warning = None
     if inputs.requirements:
         requirement_names = tuple(deps.requirement_lines(inputs.requirements))
         cached = deps.cached_layer(inputs.requirements, inputs.base)
+        dependency_warning = (
+            torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
+            if cached
+            else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
+        )
         detail = f"{len(requirement_names)} lines of requirements.txt, " + (
             f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
             if cached
@@ -286,4 +294,5 @@ def plan_image(
         command=inputs.command,
         env=image_env("$PATH", None, inputs.requirements is not None),
         labels=inputs.labels,
+        dependency_warning=dependency_warning,
     )
