@@ -30,13 +30,17 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 DIR, FILE, SYMLINK, OTHER = "dir", "file", "symlink", "other"
 
 
-@dataclass
+@dataclass(slots=True)  # one per file: a CUDA base has a few hundred thousand
 class Node:
     kind: str  # DIR, FILE, SYMLINK or OTHER (devices, fifos)
     mode: int = 0
     target: str = ""  # of a symbolic link, as written
     data: bytes | None = None  # the first KEPT_BYTES of a wanted file
-    children: dict[str, Node] = field(default_factory=dict)  # of a directory
+    children: dict[str, Node] | None = None  # of a directory (an empty dict per file would double the memory)
+
+    def __post_init__(self) -> None:
+        if self.kind == DIR and self.children is None:
+            self.children = {}
 
     @property
     def executable(self) -> bool:
