@@ -588,7 +588,9 @@ def test_start_runs_a_past_run_again_exactly(kube):
     )
     new = started["run"]
     assert (
-        started["rerun_of"] == first["metadata"]["name"] and started["image"] == IMAGE.reference and started["backend"] == "job"
+        started["rerun_of"] == first["metadata"]["name"]
+        and started["image"] == IMAGE.reference
+        and started["backend"] == "job"
     )
     assert new != first["metadata"]["name"] and new.startswith("mnist-ddp-")
     assert sorted(started["created"]) == sorted([f"Job/{new}", f"Service/{new}", f"ConfigMap/{new}-record"])
