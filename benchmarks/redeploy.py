@@ -140,7 +140,7 @@ def make_job(job: Path, base: str, wheelhouse: Path) -> None:
     (job / "model").mkdir(parents=True)
     (job / "config.ini").write_text(
         f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base}\n"
-        "base_python_version = 3.11\ngpus_per_node = 0\n"
+        "base_python = python\nbase_python_version = 3.11\ngpus_per_node = 0\n"
     )
     (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntinydep==1.0\n")
     (job / "train.py").write_text("from model import m00\n\nSTEP = 0\n\nif __name__ == '__main__':\n    m00.run()\n")
@@ -213,7 +213,7 @@ def buildah_context(ctx: Path, job: Path, base: str) -> None:
         f"FROM {base}\n"
         f"COPY deps {layout.DEPS_DIR}\nCOPY lib {layout.LIB_DIR}\nCOPY job {layout.JOB_DIR}\n"
         f"ENV {' '.join(f'{k}={v}' for k, v in env.items())}\nWORKDIR {layout.JOB_DIR}\n"
-        f"CMD {json.dumps(layout.launch_command(load_job_spec(job)))}\n"
+        f"CMD {json.dumps(layout.launch_command(load_job_spec(job), 'python'))}\n"
     )
 
 

@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training.image.base_image import resolve_base
+from vdk.plugin.ml_training.image.reference import parse_reference
+from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import choose_backend
 from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -31,6 +34,7 @@ from vdk.plugin.ml_training.k8s.observe import rank_logs
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.k8s.status import FAILED
 from vdk.plugin.ml_training.k8s.status import SUCCEEDED
+from vdk.plugin.ml_training.layout import JobImage
 
 PROJECT = Path(__file__).resolve().parents[1]
 KUBECONFIG = os.environ.get("VDK_ML_TRAINING_E2E_KUBECONFIG")
@@ -53,6 +57,13 @@ pytestmark = [
         f"(`vdk deploy -p examples/ddp-nccl --build-only` prints one); {HOW_TO}",
     ),
 ]
+
+
+def _job_image() -> JobImage:
+    """The image, and the interpreter its command starts (the first word of its config's Cmd)."""
+    ref = parse_reference(IMAGE)
+    with RegistryClient(ref.registry) as registry:
+        return JobImage(IMAGE, resolve_base(registry, ref).config["config"]["Cmd"][0])
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +100,7 @@ def test_deploy_run_and_delete(client, spec, backend):
     except Exception as e:  # the cluster does not serve this backend
         pytest.skip(f"{backend}: {e}")
     run = RunInfo.create(spec, audit.collect(spec.job_dir), reason=f"functional test ({backend})")
-    manifests = render_run(spec, IMAGE, run, client.namespace, backend, cluster=discovery)
+    manifests = render_run(spec, _job_image(), run, client.namespace, backend, cluster=discovery)
     created = client.apply(manifests)
     try:
         assert [o["kind"] for o in created] == [m["kind"] for m in manifests]

@@ -167,6 +167,7 @@ def test_bad_setting_names_the_environment_variable(tmp_path):
         ("args = --name 'unclosed", "args", "quote it"),
         ("queue = Team_A", "queue", "queue = "),
         ("base_image = Not An Image", "base_image", "base_image = "),
+        ("base_python = bin/python3", "base_python", "base_python = python3"),
         ("smoke_steps = 0", "smoke_steps", "whole number"),
     ],
 )

@@ -240,7 +240,7 @@ def test_show_explains_why_a_run_waits(kube):
     assert f"rank 2 (pod {p2['metadata']['name']}): cannot pull the image (ImagePullBackOff)" in out
     assert "imagePullSecrets" in out
     # the audit trail of the run
-    assert f"image      {IMAGE}" in out
+    assert f"image      {IMAGE.reference}" in out
     assert "commit     0123456789abcdef0123456789abcdef01234567 (with uncommitted changes)" in out
     assert "deployed   2026-01-02T03:04:05Z by ada@example.com" in out
     assert "reason     nightly retrain" in out
@@ -259,7 +259,7 @@ def test_show_explains_why_a_run_waits(kube):
         ("2", "waiting: ImagePullBackOff"),
     ]
     assert [f["kind"] for f in latest["findings"]] == ["waiting", "waiting"]
-    assert latest["run"]["image_digest"] == IMAGE.split("@")[1]
+    assert latest["run"]["image_digest"] == IMAGE.reference.split("@")[1]
     assert latest["run"]["git_dirty"] is True and latest["run"]["deployer"] == "ada@example.com"
 
 
@@ -597,12 +597,14 @@ def test_start_runs_a_past_run_again_exactly(kube):
     )
     new = started["run"]
     assert (
-        started["rerun_of"] == first["metadata"]["name"] and started["image"] == IMAGE and started["backend"] == "job"
+        started["rerun_of"] == first["metadata"]["name"]
+        and started["image"] == IMAGE.reference
+        and started["backend"] == "job"
     )
     assert new != first["metadata"]["name"] and new.startswith("mnist-ddp-")
     assert sorted(started["created"]) == sorted([f"Job/{new}", f"Service/{new}", f"ConfigMap/{new}-record"])
     again = kube.client.get("Job", new)
-    assert again["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    assert again["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE.reference
     old_spec = json.dumps(first["spec"]["template"]["spec"]).replace(first["metadata"]["name"], new)
     assert json.loads(old_spec) == again["spec"]["template"]["spec"]
     annotations = again["metadata"]["annotations"]

@@ -112,6 +112,35 @@ def _containers(manifest: dict) -> list[dict]:
     return manifest["spec"]["template"]["spec"]["containers"]
 
 
+@pytest.mark.slow
+def test_dry_run_on_a_base_with_only_python3_starts_python3_in_every_backend_and_says_why(
+    tmp_path, local_bases, monkeypatch
+):
+    """A base no table knows and no key describes: the dry run reads it and names its interpreter."""
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
+    job = tmp_path / "debian-job"
+    job.mkdir()
+    (job / "config.ini").write_text(
+        f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {local_bases.debian}\n"
+        "nodes = 2\nprocs_per_node = 2\ngpus_per_node = 0\n"
+    )
+    (job / "train.py").write_text(TRAIN)
+    for backend in ("pytorchjob", "trainjob", "job"):
+        done = subprocess.run(
+            [str(VDK), "deploy", "-p", str(job), "--dry-run", "--backend", backend],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        containers = _containers(next(yaml.safe_load_all(done.stdout)))
+        assert {c["command"][0] for c in containers} == {"python3"}, backend
+        why = "`python3` on the image's PATH: /usr/bin/python3 -> /usr/bin/python3.11; the image has no `python`"
+        assert f"python     python3: {why}" in done.stderr
+        assert "command    python3 -m torch.distributed.run" in done.stderr
+    assert "Reading base image" not in done.stderr  # read by the first dry run, then from the cache
+
+
 def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
     job = deploy_job(tmp_path, "python:3.11", name="Tiny_Train")
     result = vdk("deploy", "-p", str(job), "--dry-run")

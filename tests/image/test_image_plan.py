@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 
 import pytest
@@ -18,16 +17,8 @@ from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.job import load_job_spec
 
 BASE = "registry.example.com/ml/base:1"
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the dry run must not contact anything")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
+# The base described in [ml-training], so that a plan reads nothing of it (see test_image_inspection.py).
+DESCRIBED = "base_python = python\n"
 
 
 def provenance(job, commit="0" * 40, remote="https://git.example.com/ml/jobs.git", dirty=False):
@@ -37,7 +28,7 @@ def provenance(job, commit="0" * 40, remote="https://git.example.com/ml/jobs.git
 
 
 def test_plan_reports_layers_exclusions_warnings_and_reference_without_contacting_anything(tmp_path, no_network):
-    job = image_job(tmp_path / "train-job", BASE)
+    job = image_job(tmp_path / "train-job", BASE, DESCRIBED)
     (job / "requirements.txt").write_text("transformers>=5\n# comment\ndatasets\n")
     with open(job / "weights.bin", "wb") as f:
         f.truncate(LARGE_FILE_BYTES + 10)
@@ -81,7 +72,7 @@ def test_plan_reports_layers_exclusions_warnings_and_reference_without_contactin
 
 
 def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_network, monkeypatch):
-    job = image_job(tmp_path / "train-job", BASE)
+    job = image_job(tmp_path / "train-job", BASE, DESCRIBED)
     spec = load_job_spec(job)
     first = plan_image(spec, "registry.example.com/ml", provenance(job)).reference
     assert plan_image(spec, "registry.example.com/ml", provenance(job)).reference == first
@@ -100,7 +91,7 @@ def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_networ
 
 
 def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):
-    job = image_job(tmp_path / "repo" / "train-job", BASE)
+    job = image_job(tmp_path / "repo" / "train-job", BASE, DESCRIBED)
 
     def run(*args):
         subprocess.run(["git", "-C", str(tmp_path / "repo"), *args], check=True, capture_output=True)
@@ -117,7 +108,7 @@ def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):
 
 
 def test_plan_of_a_real_git_checkout(tmp_path, no_network):
-    job = image_job(tmp_path / "repo" / "train-job", BASE)
+    job = image_job(tmp_path / "repo" / "train-job", BASE, DESCRIBED)
 
     def run(*args):
         subprocess.run(["git", "-C", str(tmp_path / "repo"), *args], check=True, capture_output=True)
@@ -131,10 +122,10 @@ def test_plan_of_a_real_git_checkout(tmp_path, no_network):
 
 
 def test_a_name_that_cannot_be_an_image_name_and_a_broken_install_are_clear_errors(tmp_path, no_network, monkeypatch):
-    job = image_job(tmp_path / "Train_Job", BASE)
+    job = image_job(tmp_path / "Train_Job", BASE, DESCRIBED)
     with pytest.raises(JobConfigError, match="cannot be a Kubernetes name"):
         plan_image(load_job_spec(job), "registry.example.com/ml", provenance(job))
-    good = image_job(tmp_path / "train-job", BASE)
+    good = image_job(tmp_path / "train-job", BASE, DESCRIBED)
     broken = tmp_path / "installed" / "ml_training"  # a copy of the installed package, without its bootstrap
     shutil.copytree(sources.runtime_package_dir(), broken, ignore=shutil.ignore_patterns("__pycache__"))
     (broken / "runtime" / "bootstrap.py").unlink()

@@ -19,6 +19,8 @@ import requests
 from tests.support.base_image import build_rootfs
 from tests.support.base_image import image_job
 from tests.support.base_image import push_base
+from tests.support.debian_base import RUN_OPTIONS
+from tests.support.debian_base import run as run_image
 from tests.support.registry import Fault
 from tests.support.registry import FaultProxy
 from tests.support.registry import Registry
@@ -38,6 +40,8 @@ from vdk.plugin.ml_training.image import StderrProgress
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 pytestmark = pytest.mark.slow
 FAST_RETRY = RetryPolicy(attempts=4, first_delay=0.01, max_delay=0.05)
@@ -155,6 +159,7 @@ def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_im
     (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntinydep==1.0\n")
     image = build(job, registry.host)
     assert image.dependencies == (("tinydep", "1.0"),) and image.python_version == "3.11"
+    assert image.python == "python"  # found in the busybox base: /usr/local/bin/python
 
     podman(podman_root, "pull", "--tls-verify=false", image.reference)
     run = podman(
@@ -170,7 +175,7 @@ def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_im
         image.reference,
     )
     report = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
-    launch = layout.launch_command(load_job_spec(job))
+    launch = layout.launch_command(load_job_spec(job), "python")
     assert report["argv"] == " ".join(launch[1:])  # the image's Cmd is the launch command
     assert report["cwd"] == layout.JOB_DIR
     assert report["PYTHONPATH"] == f"{layout.PYTHONPATH}:/base/lib"  # the base's PYTHONPATH kept after ours
@@ -473,3 +478,89 @@ def test_a_docker_schema2_base_gives_a_docker_schema2_image(tmp_path, registry, 
         image.reference,
     )
     assert f"entrypoint_file={layout.JOB_DIR}/train.py" in run.stdout
+
+
+# Stands in for torch's launcher (torch.distributed.run) in the image test below, so that the
+# image's command runs without the real torch: after torchrun's flags, `-m MODULE ARGS` runs as
+# the only rank. (The end-to-end tests run the real torch from the dependency layer.)
+TORCHRUN_STAND_IN = """import os
+import runpy
+import sys
+
+args = sys.argv[1:]
+flags = []
+while args and args[0] != "-m":
+    flags.append(args.pop(0))
+print("launcher flags:", " ".join(flags), flush=True)
+for name, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+    os.environ.setdefault(name, value)
+sys.argv = args[1:]
+runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+"""
+
+TRAIN_REPORT = """import os
+import sys
+
+if __name__ == "__main__":
+    import torch
+
+    print(f"interpreter={sys.executable} python={sys.version_info[0]}.{sys.version_info[1]}")
+    print(f"torch_from={torch.__file__} cwd={os.getcwd()} args={sys.argv[1:]}")
+"""
+
+
+def _training_container(manifest: dict) -> dict:
+    if manifest["kind"] == "PyTorchJob":
+        return manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    if manifest["kind"] == "TrainJob":
+        return manifest["spec"]["trainer"]
+    return manifest["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_an_image_on_a_base_without_python_runs_its_command_and_every_backends_command(
+    tmp_path, registry, local_bases, podman_root
+):
+    """Debian's CPython has `python3` and no `python`: the image and the manifests must start that."""
+    wheelhouse = tmp_path / "wheels"
+    make_wheel(
+        wheelhouse,
+        "torch",
+        "2.13.0",
+        console_script="torchrun",
+        files={"torch/distributed/__init__.py": b"", "torch/distributed/run.py": TORCHRUN_STAND_IN.encode()},
+    )
+    job = tmp_path / "debian-job"
+    job.mkdir()
+    (job / "config.ini").write_text(
+        f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {local_bases.debian}\n"
+        "nodes = 2\nprocs_per_node = 2\ngpus_per_node = 0\nbackend = job\nargs = --epochs 1\n"
+    )
+    (job / "train.py").write_text(TRAIN_REPORT)
+    (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntorch==2.13.0\n")
+    spec = load_job_spec(job)
+    image = build(job, registry.host)
+    assert image.python == "python3" and image.to_dict()["python"] == "python3"
+
+    done = run_image(podman_root, image.reference)  # the image's own command
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "interpreter=/usr/bin/python3 python=3.11" in done.stdout
+    assert f"torch_from={layout.DEPS_DIR}/torch/__init__.py cwd={layout.JOB_DIR} args=['--epochs', '1']" in done.stdout
+    # Each backend's pod: its command, environment and working directory, executed in the image.
+    container_id = podman(
+        podman_root, "run", "-d", *RUN_OPTIONS, "--entrypoint", "sleep", image.reference, "600"
+    ).stdout.strip()
+    try:
+        script = podman(podman_root, "exec", container_id, f"{layout.DEPS_DIR}/bin/torchrun", check=False)
+        assert (script.returncode, script.stdout.strip()) == (0, "hello")  # console scripts start python3 too
+        run = RunInfo.create(spec, audit.collect(job))
+        for backend in ("pytorchjob", "trainjob", "job"):
+            container = _training_container(render_run(spec, image.job_image, run, "ml", backend)[0])
+            assert container["command"][0] == "python3", backend
+            env = [arg for e in container["env"] if "value" in e for arg in ("-e", f"{e['name']}={e['value']}")]
+            workdir = container.get("workingDir", layout.JOB_DIR)  # a TrainJob keeps the image's
+            pod = podman(podman_root, "exec", "-w", workdir, *env, container_id, *container["command"], check=False)
+            assert pod.returncode == 0, f"{backend}: {pod.stdout}{pod.stderr}"
+            assert "launcher flags: --rdzv-conf=timeout=1800" in pod.stdout, backend
+            assert "interpreter=/usr/bin/python3 python=3.11" in pod.stdout, backend
+    finally:
+        podman(podman_root, "rm", "-f", "-t", "0", container_id, check=False)

@@ -278,13 +278,13 @@ def test_list_show_and_delete_runs(cluster, tmp_path):
         "Pending",
     )
     assert listed[runs["job"]].message == "Pod failed: exit code 1"
-    assert listed[runs["job"]].team == "Vision Research" and listed[runs["job"]].image == IMAGE
+    assert listed[runs["job"]].team == "Vision Research" and listed[runs["job"]].image == IMAGE.reference
     assert {r.name for r in client.list_runs(job_name="mnist-ddp")} == {runs["pytorchjob"], runs["job"]}
 
     assert client.get_run(runs["trainjob"])["kind"] == "TrainJob"
     assert client.get_run(runs["trainjob"], "trainjob")["metadata"]["name"] == runs["trainjob"]
     rec = client.read_run_record(runs["job"])
-    assert (rec.backend, rec.image) == ("job", IMAGE)
+    assert (rec.backend, rec.image) == ("job", IMAGE.reference)
 
     deleted = client.delete_run(runs["job"])
     assert sorted(deleted) == sorted(

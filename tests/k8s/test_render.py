@@ -26,6 +26,7 @@ from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.manifests import to_yaml
 from vdk.plugin.ml_training.k8s.run_identity import new_run_name
+from vdk.plugin.ml_training.layout import JobImage
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -60,10 +61,10 @@ def test_pytorchjob_multi_node_gpus(tmp_path):
     assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 3)
     for rtype, container in containers_of(job).items():
         assert container["name"] == "pytorch"
-        assert container["image"] == IMAGE
+        assert container["image"] == IMAGE.reference
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
         assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
-        assert container["command"] == layout.launch_command(spec, pod.torchrun_flags())
+        assert container["command"] == layout.launch_command(spec, IMAGE.python, pod.torchrun_flags())
         assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         pod_spec = replicas[rtype]["template"]["spec"]
@@ -114,6 +115,22 @@ def test_mig_profile_is_requested_as_its_extended_resource(tmp_path):
         assert "nvidia.com/gpu:" not in text.replace("key: nvidia.com/gpu", "")
 
 
+def test_every_backend_starts_the_interpreter_the_image_has(tmp_path):
+    """The image's interpreter (found in its base) travels with its reference into every manifest."""
+    spec = make_spec(tmp_path, nodes="2", gpus_per_node="0")
+    conda = JobImage(IMAGE.reference, "/opt/conda/bin/python")
+    for backend, path in (
+        ("pytorchjob", ["spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers", 0]),
+        ("trainjob", ["spec", "trainer"]),
+        ("job", ["spec", "template", "spec", "containers", 0]),
+    ):
+        container = render_run(spec, conda, make_run(spec), "ml", backend)[0]
+        for key in path:
+            container = container[key]
+        assert container["command"][:3] == ["/opt/conda/bin/python", "-m", "torch.distributed.run"], backend
+        assert container["image"] == IMAGE.reference
+
+
 def test_labels_annotations_and_environment(tmp_path):
     spec = make_spec(tmp_path, nodes="2", gpus_per_node="0", env={"HF_HOME": "/cache", "PYTHONPATH": "/extra/lib"})
     run = make_run(spec, reason="nightly retrain")
@@ -134,8 +151,8 @@ def test_labels_annotations_and_environment(tmp_path):
             "vdk.io/deployed-by": "ada@example.com",
             "vdk.io/deployed-at": "2026-01-02T03:04:05Z",
             "vdk.io/reason": "nightly retrain",
-            "vdk.io/image": IMAGE,
-            "vdk.io/image-digest": IMAGE.split("@")[1],
+            "vdk.io/image": IMAGE.reference,
+            "vdk.io/image-digest": IMAGE.reference.split("@")[1],
             "vdk.io/spec-sha256": spec.fingerprint(),
             "vdk.io/team": "Vision Research",
         }
@@ -175,8 +192,8 @@ def test_trainjob(tmp_path, mechanism):
         "kind": "ClusterTrainingRuntime",
     }
     trainer = job["spec"]["trainer"]
-    assert trainer["image"] == IMAGE
-    assert trainer["command"] == layout.launch_command(spec, pod.torchrun_flags())
+    assert trainer["image"] == IMAGE.reference
+    assert trainer["command"] == layout.launch_command(spec, IMAGE.python, pod.torchrun_flags())
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (4, 8)
     assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
     assert {"name": "WANDB_MODE", "value": "offline"} in trainer["env"]
@@ -253,7 +270,7 @@ def test_run_record_holds_what_reruns_the_run(tmp_path):
     configmap = manifests[-1]
     assert configmap["metadata"]["name"] == f"{run.name}-record"
     rec = record.parse(configmap)
-    assert (rec.run_name, rec.backend, rec.image) == (run.name, "job", IMAGE)
+    assert (rec.run_name, rec.backend, rec.image) == (run.name, "job", IMAGE.reference)
     assert rec.manifests == manifests[:-1]
     assert rec.spec == spec.to_dict() and rec.provenance["git_commit"] == PROVENANCE.git_commit
 
@@ -263,7 +280,7 @@ def test_run_record_holds_what_reruns_the_run(tmp_path):
     job, service, new_record = again
     renamed = yaml.safe_dump([job, service]).replace(f"vdk.io/rerun-of: {run.name}", "")
     assert "mnist-ddp-zz000001" in renamed and run.name not in renamed
-    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE.reference
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["PET_MASTER_ADDR"] == "mnist-ddp-zz000001-0.mnist-ddp-zz000001"
     annotations = job["metadata"]["annotations"]

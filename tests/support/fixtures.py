@@ -11,6 +11,7 @@ import pytest
 from tests.support import upstream_crds
 from tests.support.base_image import build_rootfs
 from tests.support.base_image import push_base
+from tests.support.base_images import LocalBases
 from tests.support.fake_apiserver import FakeKube
 from tests.support.registry import Registry
 from tests.support.registry import have_registry
@@ -90,6 +91,13 @@ def base_image(registry, podman_root, tmp_path_factory) -> str:
     """`127.0.0.1:PORT/base/busybox:1`: busybox + a fake python, pushed by podman."""
     tarball = build_rootfs(tmp_path_factory.mktemp("base") / "rootfs")
     return push_base(podman_root, tarball, f"{registry.host}/base/busybox:1")
+
+
+@pytest.fixture(scope="session")
+def local_bases(registry, podman_root) -> LocalBases:
+    """Debian-built bases (python3 only, python only, a venv, torch in dist-packages), each built and
+    pushed to the registry when a test first asks for it; see tests/support/base_images.py."""
+    return LocalBases(podman_root, registry.host)
 
 
 @pytest.fixture

@@ -12,8 +12,10 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
-IMAGE = "registry.example.com/ml/mnist-ddp@sha256:" + "ab" * 32
+# The image manifests run: its reference, and the interpreter its base has (a well-known base's `python`).
+IMAGE = JobImage("registry.example.com/ml/mnist-ddp@sha256:" + "ab" * 32, "python")
 PROVENANCE = Provenance(
     git_commit="0123456789abcdef0123456789abcdef01234567",
     git_dirty=True,
@@ -59,7 +61,7 @@ def make_run(
     reason: str | None = "nightly retrain",
     provenance: Provenance = PROVENANCE,
 ) -> RunInfo:
-    return RunInfo.create(spec, provenance, reason=reason, image_digest=IMAGE.split("@")[1], name=name)
+    return RunInfo.create(spec, provenance, reason=reason, image_digest=IMAGE.reference.split("@")[1], name=name)
 
 
 def trainer_cluster(mechanism: str) -> Discovery:

@@ -22,27 +22,30 @@ def make_wheel(
     requires: tuple[str, ...] = (),
     tag: str = "py3-none-any",
     console_script: str | None = None,
+    files: dict[str, bytes] | None = None,
 ) -> Path:
-    """A minimal valid wheel with one module `name` (dashes -> underscores) that knows its version."""
+    """A minimal valid wheel with one module `name` (dashes -> underscores) that knows its version,
+    plus `files` (path in the wheel -> content)."""
     module = name.replace("-", "_")
     dist_info = f"{module}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
         f"Requires-Dist: {r}\n" for r in requires
     )
-    files = {
+    content = {
         f"{module}/__init__.py": f"__version__ = {version!r}\n".encode(),
         f"{dist_info}/METADATA": metadata.encode(),
         f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
+        **(files or {}),
     }
     if console_script:
-        files[f"{dist_info}/entry_points.txt"] = f"[console_scripts]\n{console_script} = {module}:main\n".encode()
-        files[f"{module}/__init__.py"] += b"def main():\n    print('hello')\n"
-    record = "\n".join(_record_line(n, d) for n, d in files.items()) + f"\n{dist_info}/RECORD,,\n"
-    files[f"{dist_info}/RECORD"] = record.encode()
+        content[f"{dist_info}/entry_points.txt"] = f"[console_scripts]\n{console_script} = {module}:main\n".encode()
+        content[f"{module}/__init__.py"] += b"def main():\n    print('hello')\n"
+    record = "\n".join(_record_line(n, d) for n, d in content.items()) + f"\n{dist_info}/RECORD,,\n"
+    content[f"{dist_info}/RECORD"] = record.encode()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{module}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
-        for n, d in files.items():
+        for n, d in content.items():
             zf.writestr(n, d)
     return path
 

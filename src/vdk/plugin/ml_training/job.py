@@ -69,6 +69,8 @@ _IMAGE_REFERENCE = re.compile(
 )
 _REGISTRY = re.compile(rf"^{_HOST}(?:/{_PATH_COMPONENT})*$")
 _PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
+# An interpreter: a command name looked up on the image's PATH, or an absolute path.
+_INTERPRETER = re.compile(r"^(/[^\s]+|[A-Za-z0-9][A-Za-z0-9._+-]*)$")
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class MLJobSpec:
     memory: str
     shm_size: str
     base_image: str
+    base_python: str | None
     base_python_version: str | None
     base_provides: tuple[str, ...]
     backend: str
@@ -417,8 +420,9 @@ KEYS: dict[str, str] = {
     "memory": "memory per node (Kubernetes quantity)",
     "shm_size": "size of the memory-backed /dev/shm",
     "base_image": "image with Python + torch that the code is layered onto",
-    "base_python_version": "Python version of base_image, when it is not a well-known image",
-    "base_provides": "packages base_image already has (comma-separated), when it is not a well-known image",
+    "base_python": "interpreter of base_image (`python3`, `/opt/conda/bin/python`), instead of finding it",
+    "base_python_version": "Python version of base_image, instead of finding it",
+    "base_provides": "packages base_image has (comma-separated), in addition to those found",
     "backend": "auto, pytorchjob, trainjob or job",
     "queue": "Kueue local queue",
     "priority_class": "Kubernetes PriorityClass",
@@ -475,6 +479,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         shm_size=shm_size,
         base_image=keys.matching("base_image", _IMAGE_REFERENCE, "an image reference", DEFAULT_BASE_IMAGE)
         or DEFAULT_BASE_IMAGE,
+        base_python=keys.matching("base_python", _INTERPRETER, "an interpreter name or absolute path", "python3"),
         base_python_version=keys.matching("base_python_version", _PYTHON_VERSION, "a Python version", "3.11"),
         base_provides=_base_provides(keys),
         backend=keys.choice("backend", AUTO_BACKEND, backend_choices()),

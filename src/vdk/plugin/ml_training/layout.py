@@ -1,7 +1,9 @@
-"""Where things live inside a job image. Shared by the image builder and the manifest renderers,
-so that the command a manifest runs finds what the image put there."""
+"""Where things live inside a job image, and how it starts. Shared by the image builder and the
+manifest renderers, so that the command a manifest runs finds what the image put there."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from vdk.plugin.ml_training.job import MLJobSpec
 
@@ -13,12 +15,21 @@ PYTHONPATH = f"{DEPS_DIR}:{LIB_DIR}"
 BOOTSTRAP_MODULE = "vdk.plugin.ml_training.runtime.bootstrap"
 
 
-def launch_command(spec: MLJobSpec, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """torch's own launcher running the user's entrypoint through the runtime bootstrap.
+@dataclass(frozen=True)
+class JobImage:
+    """A job image as manifests run it: its reference, and the interpreter its base has."""
+
+    reference: str  # registry/repo@sha256:... (registry/repo:tag in a dry run)
+    python: str  # what the launch command starts: a name on the image's PATH (`python3`) or an absolute path
+
+
+def launch_command(spec: MLJobSpec, python: str, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """torch's own launcher, started by the base's interpreter `python`, running the user's
+    entrypoint through the runtime bootstrap.
 
     Without flags, torchrun takes its layout from the operator's PET_* variables."""
     return [
-        "python",
+        python,
         "-m",
         "torch.distributed.run",
         *torchrun_flags,

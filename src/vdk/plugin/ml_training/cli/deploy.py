@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.backends import Discovery
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.layout import JobImage
 
 # What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
 DRY_RUN_AUTO_BACKEND = "job"
@@ -189,7 +190,7 @@ def _build(spec: MLJobSpec, registry: str, provenance: audit.Provenance) -> Push
 
 
 def _render(
-    spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, cluster: Discovery | None
+    spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, backend: str, cluster: Discovery | None
 ) -> list[dict]:
     """The run's manifests, for a deploy and a dry run alike; what the backend cannot honour goes to stderr."""
     from vdk.plugin.ml_training.k8s.manifests import limitations
@@ -209,7 +210,7 @@ def _apply(
     run = RunInfo.create(
         spec, provenance, reason=request.reason, image_digest=image.digest, dependencies=image.dependencies
     )
-    manifests = _render(spec, image.reference, run, client.namespace, backend, target.discovery)
+    manifests = _render(spec, image.job_image, run, client.namespace, backend, target.discovery)
     created = client.apply(manifests)
     result = {
         "job_name": spec.name,
@@ -240,16 +241,19 @@ def _apply(
 
 
 def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> None:
-    """Manifests on stdout, the image plan on stderr; contacts nothing."""
+    """Manifests on stdout, the image plan on stderr; contacts no cluster (and no registry but that
+    of a base image the builder has to read)."""
+    from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image import plan_image
     from vdk.plugin.ml_training.k8s.manifests import to_yaml
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.layout import JobImage
 
     registry = spec.registry
     if not registry:
         registry = "registry.invalid/set-vdk-ml-training-registry"
         _stderr("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
-    plan = plan_image(spec, registry, provenance)
+    plan = plan_image(spec, registry, provenance, progress=StderrProgress())
     _stderr(plan.render())
     backend = spec.backend
     if backend == AUTO_BACKEND:
@@ -260,7 +264,9 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
         )
     namespace = spec.namespace or _local_namespace(spec) or "default"
     run = RunInfo.create(spec, provenance, reason=reason)
-    click.echo(to_yaml(_render(spec, plan.reference, run, namespace, backend, None)), nl=False)
+    click.echo(
+        to_yaml(_render(spec, JobImage(plan.reference, plan.base.python), run, namespace, backend, None)), nl=False
+    )
 
 
 def _local_namespace(spec: MLJobSpec) -> str | None:

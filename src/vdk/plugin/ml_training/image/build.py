@@ -9,7 +9,6 @@ failed build leaves no tag behind (only unreferenced blobs, which the registry's
 
 from __future__ import annotations
 
-import json
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -19,17 +18,19 @@ from pathlib import Path
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import tarball
-from vdk.plugin.ml_training.image.errors import BaseImageError
-from vdk.plugin.ml_training.image.oci import INDEX_TYPES
-from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
+from vdk.plugin.ml_training.image import torch_warning
+from vdk.plugin.ml_training.image.base_image import BaseImage
+from vdk.plugin.ml_training.image.base_image import resolve_base
 from vdk.plugin.ml_training.image.plan import Inputs
 from vdk.plugin.ml_training.image.plan import gather
 from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.plan import large_file_warning
+from vdk.plugin.ml_training.image.plan import target_repository
 from vdk.plugin.ml_training.image.progress import Progress
-from vdk.plugin.ml_training.image.reference import ImageReference
+from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.registry import file_chunks
@@ -56,6 +57,12 @@ class PushedImage:
     layers: tuple[PushedLayer, ...]
     dependencies: tuple[tuple[str, str], ...]  # (name, version) installed in the dependency layer
     python_version: str
+    python: str  # the interpreter the image's command starts (found in, or told about, the base)
+
+    @property
+    def job_image(self) -> layout.JobImage:
+        """The image as manifests run it."""
+        return layout.JobImage(self.reference, self.python)
 
     @property
     def uploaded_bytes(self) -> int:
@@ -71,54 +78,8 @@ class PushedImage:
             "layers": [layer.__dict__ for layer in self.layers],
             "dependencies": {name: version for name, version in self.dependencies},
             "python_version": self.python_version,
+            "python": self.python,
         }
-
-
-@dataclass(frozen=True)
-class BaseImage:
-    reference: ImageReference  # pinned by digest
-    media_type: str
-    layers: list[dict]  # descriptors from its manifest
-    config: dict
-
-
-def resolve_base(client: RegistryClient, ref: ImageReference) -> BaseImage:
-    """The base's linux/amd64 manifest (picked from an index if need be) and its config."""
-    data, media_type = client.get_manifest(ref.repository, ref.ref)
-    digest = oci.digest_of(data)
-    if ref.digest and digest != ref.digest:
-        raise BaseImageError(f"{ref} came back with digest {digest}", "the registry is misbehaving; try again")
-    if media_type in INDEX_TYPES:
-        index = json.loads(data)
-        chosen = [
-            m
-            for m in index.get("manifests", [])
-            if (m.get("platform") or {}).get("os") == "linux"
-            and (m.get("platform") or {}).get("architecture") == "amd64"
-        ]
-        if not chosen:
-            platforms = sorted(
-                {
-                    f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}"
-                    for m in index.get("manifests", [])
-                }
-            )
-            raise BaseImageError(
-                f"base image {ref} has no linux/amd64 variant (it has {', '.join(platforms) or 'none'})",
-                "choose a base image built for linux/amd64",
-            )
-        digest = chosen[0]["digest"]
-        data, media_type = client.get_manifest(ref.repository, digest)
-        if oci.digest_of(data) != digest:
-            raise BaseImageError(f"{ref} platform manifest does not match its digest", "try again")
-    if media_type not in MANIFEST_TYPES:
-        raise BaseImageError(
-            f"base image {ref} has a manifest of type {media_type or 'unknown'}, which the builder cannot extend",
-            "use an image pushed as OCI or Docker schema 2 (any image built in the last years is)",
-        )
-    manifest = json.loads(data)
-    config = json.loads(client.get_blob(ref.repository, manifest["config"]["digest"]))
-    return BaseImage(ref.with_digest(digest), media_type, manifest.get("layers", []), config)
 
 
 def build_and_push(
@@ -136,18 +97,26 @@ def build_and_push(
 
     The same inputs give the same digest. Raises MLTrainingError subclasses (see errors.py)."""
     progress = progress or Progress()
-    inputs = gather(spec, registry, provenance, created)
-    for f in inputs.code.large_files:
-        progress.stage(f"warning: {large_file_warning(f)}")
-    same_registry = inputs.base_ref.registry == inputs.host
-    with RegistryClient(inputs.host, progress, retry) as pusher:
+    host, _ = target_repository(registry, spec)
+    base_ref = parse_reference(spec.base_image)
+    same_registry = base_ref.registry == host
+    with RegistryClient(host, progress, retry) as pusher:
         # With the base in the target registry, the pushing client reads it too.
-        with (
-            nullcontext(pusher) if same_registry else RegistryClient(inputs.base_ref.registry, progress, retry)
-        ) as puller:
-            progress.stage(f"Base image {inputs.base_ref}")
-            base = resolve_base(puller, inputs.base_ref)
+        with nullcontext(pusher) if same_registry else RegistryClient(base_ref.registry, progress, retry) as puller:
+            progress.stage(f"Base image {base_ref}")
+            base = resolve_base(puller, base_ref)
+            inputs = gather(
+                spec, registry, provenance, inspection.know_read_base(spec, puller, base, progress), created
+            )
+            for f in inputs.code.large_files:
+                progress.stage(f"warning: {large_file_warning(f)}")
             dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
+            if dep_layer is not None:  # said once, before gigabytes go anywhere
+                warning = torch_warning.layer_warning(
+                    dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image
+                )
+                if warning:
+                    progress.stage(f"warning: {warning}")
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
                 return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
 
@@ -213,6 +182,7 @@ def _assemble_and_push(
         layers=tuple(pushed),
         dependencies=dep_layer.packages if dep_layer else (),
         python_version=inputs.base.python_version,
+        python=inputs.base.python,
     )
 
 

@@ -5,9 +5,10 @@ directory that becomes the layer below DEPS_DIR. What the base already provides 
 CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base pins a version
 (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version,
 so torchvision & co. match the base's torch. The finished layer is cached under a key of
-(requirements, Python version, platform, provided and pinned packages), all that uv's answer
-depends on: unchanged requirements cost one directory lookup, also when the base's tag is
-re-pushed (the same inputs give the same layer bytes, whatever the base's digest).
+(requirements, Python version, platform, provided and pinned packages, interpreter), all that the
+layer's bytes depend on: unchanged requirements cost one directory lookup, also when the base's tag
+is re-pushed (the same inputs give the same layer bytes, whatever the base's digest). Package
+indexes: see package_index.py.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image.bases import BaseInfo
 from vdk.plugin.ml_training.image.bases import normalise
+from vdk.plugin.ml_training.image.cache import cache_root
 from vdk.plugin.ml_training.image.errors import DependencyError
 from vdk.plugin.ml_training.image.errors import NoWheelError
 from vdk.plugin.ml_training.image.progress import Progress
@@ -35,7 +38,7 @@ from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.job import MLJobSpec
 
 REQUIREMENTS = "requirements.txt"
-_FORMAT = "deps-v2"  # bump when the layer's layout changes, so old cache entries are not reused
+_FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
 _UV_TIMEOUT = 1800
 CACHE_MAX_AGE_DAYS = 30
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
@@ -48,6 +51,7 @@ class DependencyLayer:
     has_scripts: bool  # console scripts in DEPS_DIR/bin
     cache_key: str
     from_cache: bool
+    sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
 
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
@@ -65,15 +69,6 @@ def requirement_lines(path: Path) -> list[str]:
     return lines
 
 
-def cache_root() -> Path:
-    """$VDK_ML_TRAINING_CACHE_DIR, else $XDG_CACHE_HOME/vdk-ml-training, else ~/.cache/vdk-ml-training."""
-    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
-
-
 def cache_key(requirements: bytes, base: BaseInfo) -> str:
     inputs = {
         "format": _FORMAT,
@@ -82,6 +77,7 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
         "platform": base.wheel_platform,
         "provides": sorted(base.provides),
         "pins": sorted(base.pins),
+        "python_command": base.python,  # console scripts start it
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -140,7 +136,7 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
         return None
     blob = tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
     packages = tuple((name, version) for name, version in meta["packages"])
-    return DependencyLayer(blob, packages, meta["has_scripts"], key, True)
+    return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
 
 
 def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
@@ -151,7 +147,8 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
         target = work / "target"
         _install(spec.job_dir, requirements, base, work, target)
         packages = installed_packages(target)
-        has_scripts = _fix_scripts(target / "bin")
+        sizes = installed_sizes(target)
+        has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)
         staged = work / "layer"
         blob = tarball.write_layer(layout.DEPS_DIR, files, staged, level=tarball.SMALL_GZIP_LEVEL)
@@ -161,6 +158,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             "diff_id": blob.diff_id,
             "size": blob.size,
             "packages": [list(p) for p in packages],
+            "sizes": sizes,
             "has_scripts": has_scripts,
             "python": base.python_version,
             "platform": base.wheel_platform,
@@ -181,6 +179,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             has_scripts,
             key,
             False,
+            sizes,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -196,11 +195,8 @@ def _uv_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # cross-installing needs no other interpreter
     env["UV_NO_PROGRESS"] = "1"
-    # Honour a pip index set in the environment (a company mirror) unless uv has its own.
-    if "PIP_INDEX_URL" in env and not ({"UV_INDEX_URL", "UV_DEFAULT_INDEX"} & env.keys()):
-        env["UV_DEFAULT_INDEX"] = env["PIP_INDEX_URL"]
-    if "PIP_EXTRA_INDEX_URL" in env and not ({"UV_EXTRA_INDEX_URL", "UV_INDEX"} & env.keys()):
-        env["UV_INDEX"] = env["PIP_EXTRA_INDEX_URL"]
+    # pip's indexes and find-links (a company mirror, a directory of wheels) unless uv has its own.
+    env.update(package_index.uv_environment(os.environ))
     return env
 
 
@@ -304,23 +300,48 @@ def _packages_without_wheels(stderr: str) -> list[str]:
 
 def installed_packages(target: Path) -> tuple[tuple[str, str], ...]:
     """(name, version) of every distribution installed in a target directory."""
-    found = []
-    for meta in target.glob("*.dist-info/METADATA"):
-        name = version = None
-        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("Name:"):
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("Version:"):
-                version = line.split(":", 1)[1].strip()
-            elif not line.strip():
-                break
-        if name and version:
-            found.append((normalise(name), version))
-    return tuple(sorted(found))
+    found = [_name_and_version(info) for info in target.glob("*.dist-info")]
+    return tuple(sorted(named for named in found if named))
 
 
-def _fix_scripts(bin_dir: Path) -> bool:
-    """Point console scripts at the image's `python`, not at the interpreter that installed them."""
+def installed_sizes(target: Path) -> dict[str, int]:
+    """Installed bytes of every distribution in a target directory, from the sizes in its RECORD."""
+    sizes = {}
+    for info in target.glob("*.dist-info"):
+        named = _name_and_version(info)
+        if named is None or not (info / "RECORD").is_file():
+            continue
+        total = 0
+        for line in (info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines():
+            size = line.rsplit(",", 1)[-1]
+            total += int(size) if size.isdigit() else 0
+        sizes[named[0]] = total
+    return dict(sorted(sizes.items()))
+
+
+def _name_and_version(dist_info: Path) -> tuple[str, str] | None:
+    name = version = None
+    try:
+        text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Name:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("Version:"):
+            version = line.split(":", 1)[1].strip()
+        elif not line.strip():
+            break
+    return (normalise(name), version) if name and version else None
+
+
+def shebang(python: str) -> bytes:
+    """The first line of a console script that the image's interpreter runs."""
+    return f"#!{python}".encode() if python.startswith("/") else f"#!/usr/bin/env {python}".encode()
+
+
+def _fix_scripts(bin_dir: Path, python: str) -> bool:
+    """Point console scripts at the base's interpreter, not at the one that installed them."""
     if not bin_dir.is_dir():
         return False
     for script in bin_dir.iterdir():
@@ -331,7 +352,7 @@ def _fix_scripts(bin_dir: Path) -> bool:
         if _ENTRY_SCRIPT.match(first):
             mode = script.stat().st_mode
             script.unlink()  # a fresh file: never write through a link into uv's cache
-            script.write_bytes(b"#!/usr/bin/env python" + newline + rest)
+            script.write_bytes(shebang(python) + newline + rest)
             script.chmod(mode)
     return any(bin_dir.iterdir())
 

@@ -1,9 +1,10 @@
-"""What a job image will hold, worked out without contacting anything: the dry run.
+"""What a job image will hold, worked out without building anything: the dry run.
 
 `plan_image` scans the job directory, the plugin's runtime package and requirements.txt, and
 derives the reference the build would push (`registry/<job>:<tag>`, the tag a hash of every
-input, so a plan and the build that follows name the same tag). `ImagePlan.render()` is the
-report for stderr.
+input, so a plan and the build that follows name the same tag). It contacts nothing, except the
+registry of a base image that neither the table of well-known bases nor `[ml-training]` describes:
+that base is read (once per digest, see inspection.py). `ImagePlan.render()` is the report for stderr.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from pathlib import Path
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.bases import BaseInfo
-from vdk.plugin.ml_training.image.bases import base_info
 from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
+from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.image.sources import FileSet
 from vdk.plugin.ml_training.image.sources import SourceFile
@@ -110,9 +114,10 @@ class ImagePlan:
     command: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)  # added to the base's environment
     labels: dict[str, str] = field(default_factory=dict)
+    dependency_warning: str | None = None  # torch or CUDA wheels the dependency layer would carry
 
     def warnings(self) -> list[str]:
-        return [large_file_warning(f) for f in self.large_files]
+        return [large_file_warning(f) for f in self.large_files] + [w for w in [self.dependency_warning] if w]
 
     def render(self, max_excluded: int = 25) -> str:
         """The plan as text for a person (stderr)."""
@@ -121,6 +126,7 @@ class ImagePlan:
             f"  reference  {self.reference}  (the digest is known once built)",
             f"  base       {self.base_image}",
             f"             {self.base.describe()}",
+            f"  python     {self.base.python}: {self.base.python_reason}",
             "  layers on top of the base:",
         ]
         for layer in self.layers:
@@ -185,6 +191,7 @@ class Inputs:
             "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
             "base_image": self.spec.base_image,
             "base": [
+                self.base.python,
                 self.base.python_version,
                 self.base.wheel_platform,
                 sorted(self.base.provides),
@@ -205,9 +212,11 @@ def target_repository(registry: str, spec: MLJobSpec) -> tuple[str, str]:
     return host, f"{prefix}/{name}" if prefix else name
 
 
-def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None) -> Inputs:
+def gather(
+    spec: MLJobSpec, registry: str, provenance: audit.Provenance, base: BaseInfo, created: str | None = None
+) -> Inputs:
+    """Everything the image is made of, for a base that is already known (`base`)."""
     host, repository = target_repository(registry, spec)
-    base = base_info(spec)
     base_ref = parse_reference(spec.base_image)
     code = scan_job_dir(spec.job_dir)
     runtime = scan_runtime_package()
@@ -220,21 +229,36 @@ def gather(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created
     requirements = deps.requirements_file(spec)
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
-    command = tuple(layout.launch_command(spec))
+    command = tuple(layout.launch_command(spec, base.python))
     return Inputs(spec, host, repository, base_ref, base, code, runtime, requirements, labels, created, command)
 
 
-def plan_image(spec: MLJobSpec, registry: str, provenance: audit.Provenance, created: str | None = None) -> ImagePlan:
-    """What building the job's image would produce. Reads local files only: no registry, no index."""
-    inputs = gather(spec, registry, provenance, created)
+def plan_image(
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
+    created: str | None = None,
+    progress: Progress | None = None,
+    retry: RetryPolicy | None = None,
+) -> ImagePlan:
+    """What building the job's image would produce. Reads local files, and the base image only when
+    neither the table nor [ml-training] describes it; never a package index."""
+    base = inspection.know_base(spec, progress or Progress(), retry)
+    inputs = gather(spec, registry, provenance, base, created)
     target = inputs.target(
         tarball.diff_id(layout.JOB_DIR, inputs.code.files), tarball.diff_id(layout.LIB_DIR, inputs.runtime.files)
     )
     layers = []
     requirement_names: tuple[str, ...] = ()
+    dependency_warning = None
     if inputs.requirements:
         requirement_names = tuple(deps.requirement_lines(inputs.requirements))
         cached = deps.cached_layer(inputs.requirements, inputs.base)
+        dependency_warning = (
+            torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
+            if cached
+            else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
+        )
         detail = f"{len(requirement_names)} lines of requirements.txt, " + (
             f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
             if cached
@@ -270,4 +294,5 @@ def plan_image(spec: MLJobSpec, registry: str, provenance: audit.Provenance, cre
         command=inputs.command,
         env=image_env("$PATH", None, inputs.requirements is not None),
         labels=inputs.labels,
+        dependency_warning=dependency_warning,
     )

@@ -1,4 +1,5 @@
-"""How a build reports what it is doing: stages as lines, big uploads as a progress bar (stderr)."""
+"""How a build reports what it is doing: stages as lines, big transfers (uploads, base layers read)
+as a progress bar (stderr)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ class Progress:
     def stage(self, message: str) -> None:
         """One line about what the build is doing now."""
 
-    def transfer(self, label: str, total: int) -> Transfer:
-        """A blob of `total` bytes starts moving; advance the returned Transfer as bytes go."""
+    def transfer(self, label: str, total: int, action: tuple[str, str] = ("uploading", "uploaded")) -> Transfer:
+        """A blob of `total` bytes starts moving; advance the returned Transfer as bytes go.
+        `action` says what happens to it, while it lasts and when done."""
         return Transfer()
 
 
@@ -32,8 +34,8 @@ class Transfer:
 
 
 class StderrProgress(Progress):
-    """Stage lines on stderr; a tqdm bar for uploads over BAR_THRESHOLD when stderr is a terminal,
-    else one line when such an upload starts and one when it ends (CI logs stay short)."""
+    """Stage lines on stderr; a tqdm bar for transfers over BAR_THRESHOLD when stderr is a terminal,
+    else one line when such a transfer starts and one when it ends (CI logs stay short)."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
@@ -43,13 +45,13 @@ class StderrProgress(Progress):
         with self._lock:
             print(message, file=self.stream, flush=True)
 
-    def transfer(self, label: str, total: int) -> Transfer:
+    def transfer(self, label: str, total: int, action: tuple[str, str] = ("uploading", "uploaded")) -> Transfer:
         if total < BAR_THRESHOLD:
             return Transfer()
         if getattr(self.stream, "isatty", lambda: False)():
-            return _BarTransfer(label, total, self.stream)
-        self.stage(f"  uploading {label} ({total / 1e6:.1f} MB)")
-        return _LineTransfer(self, label, total)
+            return _BarTransfer(f"{action[0]} {label}", total, self.stream)
+        self.stage(f"  {action[0]} {label} ({total / 1e6:.1f} MB)")
+        return _LineTransfer(self, f"{action[1]} {label}", total)
 
 
 class _BarTransfer(Transfer):
@@ -71,8 +73,8 @@ class _BarTransfer(Transfer):
 
 
 class _LineTransfer(Transfer):
-    def __init__(self, owner: StderrProgress, label: str, total: int):
-        self.owner, self.label, self.total = owner, label, total
+    def __init__(self, owner: StderrProgress, done: str, total: int):
+        self.owner, self.done, self.total = owner, done, total
 
     def close(self) -> None:
-        self.owner.stage(f"  uploaded {self.label} ({self.total / 1e6:.1f} MB)")
+        self.owner.stage(f"  {self.done} ({self.total / 1e6:.1f} MB)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import random
@@ -336,6 +337,24 @@ class RegistryClient:
         finally:
             transfer.close()
 
+    def read_blob(
+        self, repository: str, digest: str, size: int, label: str, consume: Callable[[io.BufferedReader], T]
+    ) -> T:
+        """`consume(stream)` of a blob's bytes as they arrive, with progress; run again from the start
+        when the connection drops (so it must start afresh each time). The digest is checked at the end."""
+        transfer = self.progress.transfer(label, size, action=("reading", "read"))
+
+        def attempt() -> T:
+            body = ChunkStream(self._repo(repository).pull_blob(digest, chunk_size=_CHUNK), transfer.advance)
+            result = consume(io.BufferedReader(body, _CHUNK))
+            body.drain()  # python-dxf compares the digest once the body is complete
+            return result
+
+        try:
+            return self._call(repository, f"read {label}", attempt, on_retry=transfer.restart)
+        finally:
+            transfer.close()
+
     def open_blob(self, repository: str, digest: str) -> Iterable[bytes]:
         """A blob's bytes as they arrive (verified against the digest at the end)."""
         return self._repo(repository).pull_blob(digest, chunk_size=_CHUNK)
@@ -377,3 +396,35 @@ def _short(error: Exception | None) -> str:
         if gist in text:
             return gist.lower() if gist[0].isupper() and "_" not in gist else gist
     return text[:300]
+
+
+class ChunkStream(io.RawIOBase):
+    """A file-like view of an iterable of byte chunks (an HTTP body), counting what was read."""
+
+    def __init__(self, chunks: Iterable[bytes], on_read: Callable[[int], None] | None = None):
+        self._chunks = iter(chunks)
+        self._buffer = memoryview(b"")
+        self._on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._buffer:
+            try:
+                self._buffer = memoryview(next(self._chunks))
+            except StopIteration:
+                return 0
+            if self._on_read:
+                self._on_read(len(self._buffer))
+        n = min(len(buffer), len(self._buffer))
+        buffer[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]  # a memoryview: no copy of the rest
+        return n
+
+    def drain(self) -> None:
+        """Read to the end (so that a digest check at the end of the body runs)."""
+        self._buffer = memoryview(b"")
+        for chunk in self._chunks:
+            if self._on_read:
+                self._on_read(len(chunk))

@@ -29,8 +29,8 @@ def torchrun_flags() -> list[str]:
     return [f"--rdzv-conf={conf}"]
 
 
-def command(spec: MLJobSpec) -> list[str]:
-    return layout.launch_command(spec, torchrun_flags())
+def command(spec: MLJobSpec, python: str) -> list[str]:
+    return layout.launch_command(spec, python, torchrun_flags())
 
 
 def resources(spec: MLJobSpec) -> dict:
@@ -74,13 +74,13 @@ def env(spec: MLJobSpec) -> list[dict]:
     return out
 
 
-def container(spec: MLJobSpec, image: str, name: str, extra_env: list[dict] | None = None) -> dict:
+def container(spec: MLJobSpec, image: layout.JobImage, name: str, extra_env: list[dict] | None = None) -> dict:
     """The training container; `extra_env` holds backend-specific launcher variables."""
     return {
         "name": name,
-        "image": image,
+        "image": image.reference,
         "imagePullPolicy": "IfNotPresent",  # images are pinned by digest
-        "command": command(spec),
+        "command": command(spec, image.python),
         "workingDir": layout.JOB_DIR,
         "env": env(spec) + list(extra_env or []),
         "resources": resources(spec),

@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 # The index of a pod of an Indexed Job (a label, and an annotation on older clusters); the JobSet
 # under a TrainJob makes Indexed Jobs too.
@@ -69,7 +70,7 @@ class Backend(ABC):
 
     @abstractmethod
     def render(
-        self, spec: MLJobSpec, image: str, run: RunInfo, namespace: str, cluster: Discovery | None
+        self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
     ) -> list[dict]:
         """The run's objects, main object first; `cluster` is None when no cluster was asked (dry run)."""
 

@@ -18,6 +18,7 @@ from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 CONTAINER = "pytorch"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -28,7 +29,7 @@ def master_address(run_name: str) -> str:
     return f"{run_name}-0.{run_name}"
 
 
-def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[dict]:
+def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> list[dict]:
     """The Job first (it owns the Service once created), then the Service. Elastic node ranges
     run at their maximum: a plain Job cannot grow or shrink."""
     labels = run.labels("job")
@@ -70,7 +71,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
     job = {
         "apiVersion": JOB.api_version,
         "kind": JOB.kind,
-        "metadata": pod.object_metadata(spec, run, image, namespace, labels),
+        "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
         "spec": job_spec,
     }
     service = {
@@ -123,7 +124,7 @@ class IndexedJobBackend(Backend):
     operator = False
 
     def render(
-        self, spec: MLJobSpec, image: str, run: RunInfo, namespace: str, cluster: Discovery | None
+        self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
     ) -> list[dict]:
         return render(spec, image, run, namespace)
 

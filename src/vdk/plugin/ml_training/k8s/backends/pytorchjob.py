@@ -14,6 +14,7 @@ from vdk.plugin.ml_training.k8s.backends.base import as_int
 from vdk.plugin.ml_training.k8s.backends.base import first_container
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -42,7 +43,7 @@ PORT = 23456
 RESTART_POLICY = "OnFailure"
 
 
-def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[dict]:
+def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> list[dict]:
     """One PyTorchJob: Master (replicas 1, set explicitly) plus nodes-1 Workers (omitted when 0:
     a Worker with replicas 0 makes the operator create and delete pods in a loop)."""
     labels = run.labels("pytorchjob")
@@ -66,13 +67,13 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str) -> list[di
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": pod.object_metadata(spec, run, image, namespace, labels),
+            "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
             "spec": job_spec,
         }
     ]
 
 
-def _replica(spec: MLJobSpec, image: str, labels: dict[str, str], replicas: int) -> dict:
+def _replica(spec: MLJobSpec, image: JobImage, labels: dict[str, str], replicas: int) -> dict:
     container = pod.container(spec, image, CONTAINER)
     container["ports"] = [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}]
     return {
@@ -137,7 +138,7 @@ class PyTorchJobBackend(Backend):
     install = INSTALL
 
     def render(
-        self, spec: MLJobSpec, image: str, run: RunInfo, namespace: str, cluster: Discovery | None
+        self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
     ) -> list[dict]:
         return render(spec, image, run, namespace)
 

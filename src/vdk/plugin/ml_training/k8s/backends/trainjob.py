@@ -22,6 +22,7 @@ from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import CRD
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.layout import JobImage
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -87,7 +88,7 @@ def mechanism_from_fields(spec_fields) -> str | None:
 
 def render(
     spec: MLJobSpec,
-    image: str,
+    image: JobImage,
     run: RunInfo,
     namespace: str,
     mechanism: str = NEWEST_MECHANISM,
@@ -100,8 +101,8 @@ def render(
     trainjob_spec: dict = {
         "runtimeRef": {"name": runtime, "apiGroup": GROUP, "kind": RUNTIME_KIND},
         "trainer": {
-            "image": image,
-            "command": pod.command(spec),
+            "image": image.reference,
+            "command": pod.command(spec, image.python),
             "numNodes": spec.nodes.max,
             "numProcPerNode": spec.procs_per_node,
             "resourcesPerNode": pod.resources(spec),
@@ -118,7 +119,7 @@ def render(
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": pod.object_metadata(spec, run, image, namespace, labels),
+            "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
             "spec": trainjob_spec,
         }
     ]
@@ -293,7 +294,7 @@ class TrainJobBackend(Backend):
     install = INSTALL
 
     def render(
-        self, spec: MLJobSpec, image: str, run: RunInfo, namespace: str, cluster: Discovery | None
+        self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
     ) -> list[dict]:
         return render(spec, image, run, namespace, mechanism=trainer_facts(cluster).rendering_mechanism)
 

@@ -1,0 +1,78 @@
+"""Saying when the dependency layer is about to carry torch or CUDA wheels that the base lacks.
+
+On Linux, `pip install torch` brings some 30 NVIDIA wheels with it: measured for torch 2.13, 2.7 GB
+that every change of requirements.txt uploads and every node pulls, where a PyTorch base image has
+them all already. Most often the user meant such a base; the build says so once, before uploading.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vdk.plugin.ml_training.image.bases import BaseInfo
+from vdk.plugin.ml_training.image.bases import normalise
+from vdk.plugin.ml_training.image.bases import public_version
+from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
+
+# torch, its compiler and the CUDA runtime wheels it depends on (not NVML's small Python bindings).
+_TORCH_STACK = re.compile(r"^(torch|triton|pytorch-triton(-.*)?|nvidia-(?!ml-py).*|cuda-.*)$")
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def is_torch_stack(name: str) -> bool:
+    return bool(_TORCH_STACK.match(normalise(name)))
+
+
+def pytorch_base_for(torch_version: str | None) -> str:
+    """The PyTorch base to suggest: the default one when its torch matches, else its family."""
+    default_torch = DEFAULT_BASE_IMAGE.split(":", 1)[1].split("-", 1)[0]
+    if torch_version is None or public_version(torch_version) == default_torch:
+        return f"`base_image = {DEFAULT_BASE_IMAGE}` (the default)"
+    return f"`base_image` to a pytorch/pytorch tag of torch {public_version(torch_version)}"
+
+
+def carried(packages: tuple[tuple[str, str], ...], sizes: dict[str, int]) -> tuple[list[tuple[str, str]], int]:
+    """The torch-stack distributions among `packages`, and their installed bytes."""
+    stack = [(name, version) for name, version in packages if is_torch_stack(name)]
+    return stack, sum(sizes.get(name, 0) for name, _ in stack)
+
+
+def layer_warning(
+    packages: tuple[tuple[str, str], ...], sizes: dict[str, int], compressed: int, base_image: str
+) -> str | None:
+    """What to say about a built dependency layer that carries torch or CUDA wheels; None if it does not."""
+    stack, installed = carried(packages, sizes)
+    if not stack:
+        return None
+    versions = dict(stack)
+    others = len(stack) - (1 if "torch" in versions else 0)
+    what = f"torch {versions['torch']}" if "torch" in versions else ""
+    if others:
+        what += f"{' and ' if what else ''}{others} CUDA/compiler wheels (nvidia-*, triton)"
+    return (
+        f"the dependency layer carries {what}: {_size(installed)} installed, {_size(compressed)} compressed, because "
+        f"base image {base_image} does not have them. Every node pulls them, and every change of requirements.txt "
+        f"uploads them again. A PyTorch base has them already: set {pytorch_base_for(versions.get('torch'))} "
+        "in [ml-training], or use your platform's PyTorch image (requirements.txt may keep torch: what the base "
+        "has is not installed again)"
+    )
+
+
+def requirements_warning(requirement_lines: list[str], base: BaseInfo, base_image: str) -> str | None:
+    """What a dry run says when requirements.txt names torch (or CUDA wheels) the base does not have."""
+    names = {normalise(m.group(1)) for line in requirement_lines if (m := _REQUIREMENT_NAME.match(line))}
+    wanted = sorted(n for n in names if is_torch_stack(n) and n not in base.provides)
+    if not wanted:
+        return None
+    return (
+        f"requirements.txt asks for {', '.join(wanted)}, which base image {base_image} does not have: the dependency "
+        "layer will carry it, and on Linux torch brings its CUDA wheels (2.7 GB for torch 2.13). A PyTorch base has "
+        f"them already: set {pytorch_base_for(None)} in [ml-training], or use your platform's PyTorch image"
+    )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
