@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.plan import large_file_warning
 from vdk.plugin.ml_training.image.plan import target_repository
 from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy
@@ -82,6 +84,38 @@ class PushedImage:
         }
 
 
+@dataclass(frozen=True)
+class AssembledImage:
+    """A job image ready to be pushed or served: its manifest and config, the job's own layers as
+    files on local disk, and the base's layers where they are (its registry)."""
+
+    inputs: Inputs
+    base: BaseImage
+    target: ImageReference  # registry/repo:<content tag>
+    manifest: bytes
+    config: bytes
+    layers: tuple[tuple[str, tarball.LayerBlob, str], ...]  # (name, blob, created_by) of the job's layers
+    dependencies: tuple[tuple[str, str], ...]
+
+    @property
+    def media_type(self) -> str:
+        return self.base.media_type
+
+    @property
+    def digest(self) -> str:
+        """The image's digest: the same wherever it is pushed or served."""
+        return oci.digest_of(self.manifest)
+
+    @property
+    def config_digest(self) -> str:
+        """The image ID that container engines give it."""
+        return oci.digest_of(self.config)
+
+    @property
+    def python(self) -> str:
+        return self.inputs.base.python
+
+
 def build_and_push(
     spec: MLJobSpec,
     registry: str,
@@ -98,39 +132,47 @@ def build_and_push(
     The same inputs give the same digest. Raises MLTrainingError subclasses (see errors.py)."""
     progress = progress or Progress()
     host, _ = target_repository(registry, spec)
-    base_ref = parse_reference(spec.base_image)
-    same_registry = base_ref.registry == host
+    same_registry = parse_reference(spec.base_image).registry == host
     with RegistryClient(host, progress, retry) as pusher:
         # With the base in the target registry, the pushing client reads it too.
-        with nullcontext(pusher) if same_registry else RegistryClient(base_ref.registry, progress, retry) as puller:
-            progress.stage(f"Base image {base_ref}")
-            base = resolve_base(puller, base_ref)
-            inputs = gather(
-                spec, registry, provenance, inspection.know_read_base(spec, puller, base, progress), created
-            )
-            for f in inputs.code.large_files:
-                progress.stage(f"warning: {large_file_warning(f)}")
-            dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
-            if dep_layer is not None:  # said once, before gigabytes go anywhere
-                warning = torch_warning.layer_warning(
-                    dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image
-                )
-                if warning:
-                    progress.stage(f"warning: {warning}")
+        with base_client(spec, progress, retry, pusher if same_registry else None) as puller:
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
-                return _assemble_and_push(inputs, base, dep_layer, pusher, puller, same_registry, Path(tmp), progress)
+                image = assemble(spec, registry, provenance, puller, Path(tmp), progress, created, refresh_dependencies)
+                return _push(image, pusher, puller, same_registry, progress)
 
 
-def _assemble_and_push(
-    inputs: Inputs,
-    base: BaseImage,
-    dep_layer: deps.DependencyLayer | None,
-    pusher: RegistryClient,
+def base_client(
+    spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = None, shared: RegistryClient | None = None
+) -> AbstractContextManager[RegistryClient]:
+    """A client of the registry the job's base image lives in (`shared` when that is the target's)."""
+    if shared is not None:
+        return nullcontext(shared)
+    return RegistryClient(parse_reference(spec.base_image).registry, progress, retry)
+
+
+def assemble(
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
     puller: RegistryClient,
-    same_registry: bool,
     tmp: Path,
     progress: Progress,
-) -> PushedImage:
+    created: str | None = None,
+    refresh_dependencies: bool = False,
+) -> AssembledImage:
+    """Everything of the job's image but the base's layers, on local disk in `tmp` (the dependency
+    layer in its cache): what a push uploads and what a local container engine is served."""
+    base_ref = parse_reference(spec.base_image)
+    progress.stage(f"Base image {base_ref}")
+    base = resolve_base(puller, base_ref)
+    inputs = gather(spec, registry, provenance, inspection.know_read_base(spec, puller, base, progress), created)
+    for f in inputs.code.large_files:
+        progress.stage(f"warning: {large_file_warning(f)}")
+    dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
+    if dep_layer is not None:  # said once, before gigabytes go anywhere
+        warning = torch_warning.layer_warning(dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image)
+        if warning:
+            progress.stage(f"warning: {warning}")
     runtime_blob = tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
     code_blob = tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
     excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""
@@ -157,19 +199,31 @@ def _assemble_and_push(
     config = oci.image_config(
         base.config, new_layers, env, layout.JOB_DIR, list(inputs.command), labels, inputs.created
     )
-    manifest = oci.manifest(base.media_type, config, base.layers, new_layers)
+    return AssembledImage(
+        inputs=inputs,
+        base=base,
+        target=inputs.target(code_blob.diff_id, runtime_blob.diff_id),  # what the dry run names
+        manifest=oci.manifest(base.media_type, config, base.layers, new_layers),
+        config=config,
+        layers=tuple(ours),
+        dependencies=dep_layer.packages if dep_layer else (),
+    )
 
-    target = inputs.target(code_blob.diff_id, runtime_blob.diff_id)  # what the dry run names, from the layers written
+
+def _push(
+    image: AssembledImage, pusher: RegistryClient, puller: RegistryClient, same_registry: bool, progress: Progress
+) -> PushedImage:
+    target, base, config = image.target, image.base, image.config
     repo = target.repository
     progress.stage(f"Pushing to {target.registry}/{repo}")
     # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.
     tasks = [lambda d=d: _push_base_layer(d, base, pusher, puller, repo, same_registry) for d in base.layers]
-    tasks += [lambda n=name, b=blob: _push_file(n, b, pusher, repo) for name, blob, _ in ours]
+    tasks += [lambda n=name, b=blob: _push_file(n, b, pusher, repo) for name, blob, _ in image.layers]
     with ThreadPoolExecutor(max_workers=PARALLEL_BLOBS) as pool:
         pushed = list(pool.map(lambda task: task(), tasks))
-    if not pusher.blob_exists(repo, oci.digest_of(config)):
-        pusher.upload(repo, oci.digest_of(config), len(config), lambda: [config], "image config")
-    digest = pusher.put_manifest(repo, target.tag or "latest", manifest, base.media_type)
+    if not pusher.blob_exists(repo, image.config_digest):
+        pusher.upload(repo, image.config_digest, len(config), lambda: [config], "image config")
+    digest = pusher.put_manifest(repo, target.tag or "latest", image.manifest, image.media_type)
     moved = sum(layer.size for layer in pushed if layer.action in ("uploaded", "copied"))
     reused = sum(1 for layer in pushed if layer.action in ("present", "mounted"))
     progress.stage(f"Pushed {target.registry}/{repo}@{digest} ({moved / 1e6:.2f} MB sent, {reused} layers reused)")
@@ -178,11 +232,11 @@ def _assemble_and_push(
         digest=digest,
         tag_reference=str(target),
         base_reference=str(base.reference),
-        config_digest=oci.digest_of(config),
+        config_digest=image.config_digest,
         layers=tuple(pushed),
-        dependencies=dep_layer.packages if dep_layer else (),
-        python_version=inputs.base.python_version,
-        python=inputs.base.python,
+        dependencies=image.dependencies,
+        python_version=image.inputs.base.python_version,
+        python=image.python,
     )
 
 
