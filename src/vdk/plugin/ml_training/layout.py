@@ -23,6 +23,17 @@ class JobImage:
     python: str  # what the launch command starts: a name on the image's PATH (`python3`) or an absolute path
 
 
+def launch_env(spec: MLJobSpec) -> dict[str, str]:
+    """The environment every training container of the job is started with, on a cluster and in a
+    container run: [ml-training.env] plus what the image layout needs (a user PYTHONPATH goes after ours)."""
+    user = spec.env_dict
+    env = {"PYTHONUNBUFFERED": user.pop("PYTHONUNBUFFERED", "1")}
+    extra_path = user.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = f"{PYTHONPATH}:{extra_path}" if extra_path else PYTHONPATH
+    env.update(user)
+    return env
+
+
 def launch_command(spec: MLJobSpec, python: str, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:
     """torch's own launcher, started by the base's interpreter `python`, running the user's
     entrypoint through the runtime bootstrap.

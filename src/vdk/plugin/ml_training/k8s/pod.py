@@ -63,15 +63,8 @@ def tolerations(spec: MLJobSpec) -> list[dict]:
 
 
 def env(spec: MLJobSpec) -> list[dict]:
-    """[ml-training.env] plus what the image layout needs. A user PYTHONPATH is appended to ours."""
-    user = spec.env_dict
-    out = [{"name": "PYTHONUNBUFFERED", "value": user.pop("PYTHONUNBUFFERED", "1")}]
-    extra_path = user.pop("PYTHONPATH", None)
-    out.append(
-        {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:{extra_path}" if extra_path else layout.PYTHONPATH}
-    )
-    out.extend({"name": name, "value": value} for name, value in user.items())
-    return out
+    """[ml-training.env] plus what the image layout needs (layout.launch_env), as a container's env."""
+    return [{"name": name, "value": value} for name, value in layout.launch_env(spec).items()]
 
 
 def container(spec: MLJobSpec, image: layout.JobImage, name: str, extra_env: list[dict] | None = None) -> dict:
