@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.report import describe
 
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # Prints what a script can observe about how it was started, and pickles a class it defines through a
 # spawned worker process, which fails unless the script is the __main__ module as under `python`.
@@ -160,3 +162,35 @@ def test_the_runtime_imports_nothing_of_the_plugin_outside_runtime():
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_in_an_image_gpu_code_runs_on_cpu_when_the_job_asks_for_it(tmp_path):
+    """VDK_ML_TRAINING_ADAPT_TO_CPU in [ml-training.env]: the smoke run's CPU adaptations for a whole run
+    (rehearsing on CPU-only nodes); without it, code that hard-codes NCCL fails on a machine without GPUs."""
+    shutil.copy(EXAMPLES / "ddp-nccl" / "train.py", tmp_path / "train.py")
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        BOOTSTRAP,
+        "train.py",
+        "--epochs",
+        "1",
+    ]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VDK_ML_TRAINING_", "PET_"))}
+
+    def run(**settings: str) -> subprocess.CompletedProcess:
+        env = {**clean, protocol.PROGRESS_SECONDS: "0", **settings}
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    adapted = run(**{protocol.ADAPT_TO_CPU: "1"})
+    assert adapted.returncode == 0, adapted.stderr
+    assert "[vdk-ml-training] adapted for CPU: nccl->gloo" in adapted.stdout, adapted.stdout
+    assert (tmp_path / "model.pt").is_file()  # the script ran to its end, as it would on GPUs
+
+    as_written = run()
+    assert as_written.returncode != 0
+    assert "nccl" in as_written.stderr.lower() or "cuda" in as_written.stderr.lower(), as_written.stderr

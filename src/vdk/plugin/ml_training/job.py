@@ -651,7 +651,12 @@ def _has_main_guard(path: Path) -> bool:
 
 
 def _check_runtime_setting(name: str, value: str, path: Path) -> None:
-    """Progress settings are checked here, where a mistake is cheap, by the rule the runtime applies."""
+    """Runtime settings are checked here, where a mistake is cheap, by the rule the runtime applies."""
+    if name in protocol.SWITCHES:
+        if value.strip().lower() not in protocol.SWITCH_VALUES:
+            problem = f"{name} is {value!r}, which is neither on nor off"
+            raise JobConfigError(path, problem, "set it to 1 (on) or 0 (off)", ENV_SECTION, name)
+        return
     problems = ProgressSettings({name: value}).problems
     if problems:
         example = "10 (seconds), or 0 for no progress lines" if name == protocol.PROGRESS_SECONDS else "5000"
@@ -673,7 +678,7 @@ def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str]
             raise JobConfigError(
                 path,
                 f"{name} is not a setting the training processes read; VDK_ML_TRAINING_* names are the plugin's own",
-                f"remove {name}; of these names only {' and '.join(protocol.USER_SETTINGS)} may be set here "
+                f"remove {name}; of these names only {', '.join(protocol.USER_SETTINGS)} may be set here "
                 "(VDK settings such as the registry go in [ml-training] or the environment of `vdk`)",
                 ENV_SECTION,
                 name,

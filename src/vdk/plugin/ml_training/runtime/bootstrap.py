@@ -65,18 +65,61 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_in_image(entry: list[str]) -> None:
-    """The user's code and nothing else, but for the progress lines of rank 0."""
-    reporter = _start_progress() if _global_rank() == 0 else None
-    if reporter is None:
-        run_entrypoint(entry)
-        return
-    _when_torch_is_imported(reporter.attach)
+    """The user's code and nothing else, but for the progress lines of rank 0 and what the job's
+    environment asks for: the CPU adaptations, parameter checksums."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    rank = _global_rank()
+    adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
+    reporter = _start_progress() if rank == 0 else None
+    checksum = _checksum()
+    receivers = [x.attach for x in (reporter, checksum) if x is not None]
+    if receivers:
+        _when_torch_is_imported(*receivers)
     try:
         run_entrypoint(entry)
     except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
-        reporter.finish(_ending(e))
+        if reporter is not None:
+            reporter.finish(_ending(e))
+        if _ending(e) == protocol.FINISHED:
+            _end_lines(rank, checksum, adaptations)
         raise
-    reporter.finish(_ending(None))
+    if reporter is not None:
+        reporter.finish(_ending(None))
+    _end_lines(rank, checksum, adaptations)
+
+
+def _adapt_to_cpu():
+    """The smoke run's CPU adaptations without its step limit (VDK_ML_TRAINING_ADAPT_TO_CPU)."""
+    from vdk.plugin.ml_training.runtime import cpu_shims
+    from vdk.plugin.ml_training.runtime import hf_shims
+
+    adaptations = cpu_shims.install()
+    hf_shims.install(adaptations, None, None)
+    return adaptations
+
+
+def _checksum():
+    """A ParameterChecksum when VDK_ML_TRAINING_PARAMETER_CHECKSUM asks for one."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    if not protocol.switched_on(protocol.PARAMETER_CHECKSUM):
+        return None
+    from vdk.plugin.ml_training.runtime.checksum import ParameterChecksum
+
+    return ParameterChecksum()
+
+
+def _end_lines(rank: int, checksum, adaptations) -> None:
+    """After a script that ended well: this rank's parameter checksum; rank 0 names the CPU adaptations."""
+    if checksum is not None:
+        from vdk.plugin.ml_training.runtime.checksum import format_line
+
+        taken = checksum.take(rank)
+        if taken is not None:
+            print(format_line(taken), flush=True)
+    if adaptations is not None and rank == 0 and adaptations.counts:
+        print(f"[vdk-ml-training] adapted for CPU: {', '.join(adaptations.counts)}", flush=True)
 
 
 def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
@@ -96,6 +139,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     report = RankReport(run_dir, rank, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
     adaptations = reporter = None
+    checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
     if mode == protocol.SMOKE:
@@ -103,15 +147,20 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
 
         counter, adaptations = _install_smoke(run_dir)
         counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
+        if checksum is not None:
+            counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
         counters.append(counter)
         stopped_at_limit = (SmokeStepsReached,)
     else:  # full: every rank counts its steps for the summary; rank 0 prints progress lines
         reporter = _start_progress() if rank == 0 else None
+        if protocol.switched_on(protocol.ADAPT_TO_CPU):
+            adaptations = _adapt_to_cpu()
 
         def record_steps(counter) -> None:
             counter.listeners.append(StepRecorder(report, period=FULL_RUN_RECORD_SECONDS))
 
-        _when_torch_is_imported(counters.append, record_steps, *([reporter.attach] if reporter else []))
+        receivers = [x.attach for x in (reporter, checksum) if x is not None]
+        _when_torch_is_imported(counters.append, record_steps, *receivers)
 
     status, error, code = protocol.FINISHED, None, 0
     try:
@@ -126,6 +175,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
         status, code = protocol.FAILED, 1
         error = describe(e)
+    if status != protocol.FAILED and checksum is not None:
+        _end_lines(rank, checksum, None)
     fields: dict = {"error": error}
     if counters:
         fields.update(steps=counters[0].steps, last_loss=json_number(counters[0].loss()))

@@ -1,4 +1,5 @@
-"""Stand-ins that let GPU-targeted PyTorch code run unmodified on CPU, for smoke runs only.
+"""Stand-ins that let GPU-targeted PyTorch code run unmodified on CPU: for smoke runs, and for whole
+runs that ask for them (VDK_ML_TRAINING_ADAPT_TO_CPU: a rehearsal on CPU-only nodes).
 
 Each stand-in replaces one torch entry point in memory; no user file changes. `install()` returns
 the `Adaptations` that counts which stand-ins the user's code actually needed, for the summary.

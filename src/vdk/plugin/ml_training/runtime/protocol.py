@@ -19,7 +19,22 @@ CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stde
 # full local runs.
 PROGRESS_SECONDS = "VDK_ML_TRAINING_PROGRESS_SECONDS"  # between progress lines; 0 = none
 TOTAL_STEPS = "VDK_ML_TRAINING_TOTAL_STEPS"  # optimizer steps of the whole run, when no Trainer tells
-USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS)
+# Read by every rank (runtime/checksum.py): print a digest of the parameters when the script ends.
+PARAMETER_CHECKSUM = "VDK_ML_TRAINING_PARAMETER_CHECKSUM"
+# Read by every rank of a cluster or full local run: the smoke run's CPU adaptations, without its step
+# limit, so that GPU code rehearses on CPU-only nodes.
+ADAPT_TO_CPU = "VDK_ML_TRAINING_ADAPT_TO_CPU"
+USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS, PARAMETER_CHECKSUM, ADAPT_TO_CPU)
+SWITCHES = (PARAMETER_CHECKSUM, ADAPT_TO_CPU)  # 1/true/yes/on, or 0/false/no/off
+SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True}
+SWITCH_VALUES.update({"0": False, "false": False, "no": False, "off": False})
+
+
+def switched_on(name: str, env: dict[str, str] | None = None) -> bool:
+    """Whether a switch among SWITCHES is on in `env` (default: this process's environment)."""
+    value = (os.environ if env is None else env).get(name, "")
+    return SWITCH_VALUES.get(value.strip().lower(), False)
+
 
 SMOKE = "smoke"
 FULL = "full"
