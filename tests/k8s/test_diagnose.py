@@ -178,6 +178,21 @@ def test_the_first_rank_to_fail_is_the_culprit_not_the_ones_stopped_after_it(tmp
     assert "raise `memory`" in finding.fix
 
 
+def test_within_the_same_second_a_killed_rank_is_the_culprit_not_the_peer_that_lost_it(tmp_path):
+    """Node 1 is SIGKILLed; node 0's ranks fail on the broken connection in the same second."""
+    obj = run_object(tmp_path, "job", nodes="2")
+    ranks = diagnose.rank_states(
+        pods(obj, "job", cs.terminated(1, "Error", finished=300), cs.terminated(137, "Error", finished=300)), "job"
+    )
+    rank, termination, _ = diagnose.failing_rank(ranks)
+    assert (rank.rank, termination.signal) == ("1", "SIGKILL")
+    # a second apart, time decides
+    ranks = diagnose.rank_states(
+        pods(obj, "job", cs.terminated(1, "Error", finished=299), cs.terminated(137, "Error", finished=300)), "job"
+    )
+    assert diagnose.failing_rank(ranks)[0].rank == "0"
+
+
 def test_a_restarted_rank_s_previous_container_is_the_culprit(tmp_path):
     obj = run_object(tmp_path, "pytorchjob", nodes="2")
     run = summarize({**obj, "status": {"conditions": [{"type": "Restarting", "status": "True"}]}})

@@ -500,15 +500,19 @@ def why_failed(run: RunSummary, ranks: list[RankState]) -> Finding | None:
 
 def failing_rank(ranks: list[RankState]) -> tuple[RankState, Termination, bool] | None:
     """(rank, its failed termination, whether that is the previous container) of the failure
-    that came first. Ranks stopped by SIGTERM usually only followed another rank's failure."""
+    that came first. Ranks stopped by SIGTERM usually only followed another rank's failure. Within the
+    same second (the API's precision), a container killed by a signal (OOM killer, a lost node) comes
+    before one that exited with an error: its peers' errors follow its death within milliseconds."""
     candidates = []
     for r in ranks:
         for termination, previous in ((r.terminated, False), (r.previous, True)):
             if termination is not None and termination.failed:
+                killed = termination.reason == "OOMKilled" or termination.signal is not None
                 candidates.append(
                     (
                         termination.exit_code == SIGTERM_EXIT,
                         termination.finished_at or "~",
+                        not killed,
                         r.index if r.index is not None else 1 << 30,
                         r,
                         termination,
@@ -518,8 +522,8 @@ def failing_rank(ranks: list[RankState]) -> tuple[RankState, Termination, bool] 
                 break
     if not candidates:
         return None
-    candidates.sort(key=lambda c: c[:3])
-    _, _, _, rank, termination, previous = candidates[0]
+    candidates.sort(key=lambda c: c[:4])
+    _, _, _, _, rank, termination, previous = candidates[0]
     return rank, termination, previous
 
 
