@@ -513,3 +513,15 @@ def test_a_full_run_stopped_at_max_runtime_says_how_far_each_rank_got(tmp_path):
     # the first step is written at once, later ones at most every 5 s: 1 to 3 steps, never "unknown"
     (rank,) = outcome.ranks
     assert rank.steps in (1, 2, 3) and isinstance(rank.last_loss, float)
+
+
+def test_a_full_run_adapts_gpu_code_to_cpu_when_asked(tmp_path):
+    """VDK_ML_TRAINING_ADAPT_TO_CPU from the shell: `vdk run --full` of the NCCL example trains to its end."""
+    job = tmp_path / "ddp-nccl"
+    shutil.copytree(EXAMPLES / "ddp-nccl", job)  # it saves model.pt next to its script
+    done = vdk_run("--full", str(job), env={protocol.ADAPT_TO_CPU: "1"}, timeout=300)
+    assert done.returncode == 0, done.stdout
+    assert "full run PASSED" in done.stdout and "adapted for CPU: nccl->gloo" in done.stdout, done.stdout
+    # 4096 examples, batch 32, 2 ranks, 3 epochs
+    assert re.search(r"rank 0: 192 steps, last loss [0-9.]+, the script ended", done.stdout), done.stdout
+    assert (job / "model.pt").is_file()

@@ -37,12 +37,12 @@ def vdk_configure(config_builder) -> None:
 
 @hookimpl
 def vdk_command_line(root_command) -> None:
-    """`vdk run --full`, and deploy (list, show, execute, delete) for ML jobs. The Control Service
+    """`vdk run --full/--container`, and deploy (list, show, execute, delete) for ML jobs. The Control Service
     CLI's commands, when installed, are wrapped: its hook is tryfirst, so they exist by now."""
     from vdk.plugin.ml_training.cli.commands import install_all
-    from vdk.plugin.ml_training.cli.local_run import add_full_option
+    from vdk.plugin.ml_training.cli.local_run import add_run_flags
 
-    add_full_option(root_command)
+    add_run_flags(root_command)
     install_all(root_command)
     # vdk-control-cli declares `-v` twice on deploy; click warns about it on every wrapped deploy.
     warnings.filterwarnings("ignore", message="The parameter -v is used more than once", category=UserWarning)

@@ -9,7 +9,12 @@ from vdk.plugin.ml_training.job import DEFAULT_SMOKE_TIMEOUT
 from vdk.plugin.ml_training.units import format_duration
 
 RUN_MODE = "ml_training_run_mode"
-RUN_MODES = ("smoke", "full")
+CONTAINER_MODE = "container"  # the smoke run, in the job's image
+RUN_MODES = ("smoke", "full", CONTAINER_MODE)
+CONTAINER_ENGINE = "ml_training_container_engine"
+CONTAINER_RUN_OPTIONS = "ml_training_container_run_options"
+# Settings of the `vdk` command itself, not of a job ([ml-training] has no such keys).
+_NOT_JOB_SETTINGS = (RUN_MODE, CONTAINER_ENGINE, CONTAINER_RUN_OPTIONS)
 
 # key -> (default, description); job-level overrides in [ml-training] drop the "ml_training_" prefix.
 CONFIG_KEYS: dict[str, tuple[Any, str]] = {
@@ -27,8 +32,14 @@ CONFIG_KEYS: dict[str, tuple[Any, str]] = {
     ),
     RUN_MODE: (
         "smoke",
-        "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU) or full (to completion)",
+        "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU), full (to completion) or "
+        "container (the smoke run inside the job's image)",
     ),
+    CONTAINER_ENGINE: (
+        None,
+        "`vdk run --container`: the container engine's command, with global options [podman, else docker]",
+    ),
+    CONTAINER_RUN_OPTIONS: (None, "`vdk run --container`: options added to the engine's `run`, e.g. --network host"),
 }
 
 
@@ -40,7 +51,7 @@ def job_settings(configuration: ConfigurationLike) -> dict[str, Any]:
     """Cluster-wide defaults for `load_job_spec`, keyed as in [ml-training]."""
     out = {}
     for key in CONFIG_KEYS:
-        if key == RUN_MODE:
+        if key in _NOT_JOB_SETTINGS:
             continue
         value = configuration.get_value(key)
         if value is not None and str(value).strip() != "":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib.util
 import logging
 import re
 import shutil
@@ -17,8 +18,10 @@ from typing import Any
 import click
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.local.launcher import check_torch
+from vdk.plugin.ml_training.local.launcher import HostStarter
+from vdk.plugin.ml_training.local.launcher import Starter
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
@@ -31,6 +34,7 @@ from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.local.stack_dump import user_stack
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.settings import RUN_MODE
 from vdk.plugin.ml_training.settings import RUN_MODES
 from vdk.plugin.ml_training.settings import job_settings
@@ -38,53 +42,59 @@ from vdk.plugin.ml_training.units import format_duration
 
 log = logging.getLogger(__name__)
 
-# `vdk run --full` for this invocation; the click group outlives invocations, so the flag is set
-# per call by the wrapped callback, never left behind.
-_full_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_full", default=False)
+# `vdk run --full` / `--container` for this invocation; the click group outlives invocations, so the
+# flags are set per call by the wrapped callback, never left behind.
+_flags_requested: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "vdk_ml_training_run_flags", default=frozenset()
+)
 _FULL_OPTION = "full"
+_CONTAINER_OPTION = "container"
+_RUN_FLAGS = {
+    _FULL_OPTION: "ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no "
+    "step limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
+    _CONTAINER_OPTION: "ml-training jobs: run inside the job's image, the one `vdk deploy` pushes, with podman or "
+    "docker (the smoke run, or with --full the whole run). Same as VDK_ML_TRAINING_RUN_MODE=container.",
+}
 
 
 class LocalRunFailed(MLTrainingError):
     """A local run of an ml-training job did not pass; the summary above it says why."""
 
 
-def add_full_option(root_command: click.Group) -> None:
-    """Give vdk-core's `run` command a `--full` flag; applying it twice changes nothing."""
+def add_run_flags(root_command: click.Group) -> None:
+    """Give vdk-core's `run` command `--full` and `--container`; applying it twice changes nothing."""
     run = root_command.commands.get("run")
     if run is None or any(p.name == _FULL_OPTION for p in run.params):
         return
-    run.params.append(
-        click.Option(
-            ["--full"],
-            is_flag=True,
-            default=False,
-            help="ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU "
-            "stand-ins, no step limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
-        )
-    )
+    for name, text in _RUN_FLAGS.items():
+        run.params.append(click.Option([f"--{name}"], is_flag=True, default=False, help=text))
     original = run.callback
 
     @functools.wraps(original)  # type: ignore[arg-type]
     def callback(*args: Any, **kwargs: Any) -> Any:
-        token = _full_requested.set(bool(kwargs.pop(_FULL_OPTION, False)))
+        flags = frozenset(name for name in _RUN_FLAGS if kwargs.pop(name, False))
+        token = _flags_requested.set(flags)
         try:
             return original(*args, **kwargs)  # type: ignore[misc]
         finally:
-            _full_requested.reset(token)
+            _flags_requested.reset(token)
 
     run.callback = callback
 
 
-def run_mode(configuration: Any) -> str:
-    if _full_requested.get():
-        return protocol.FULL
+def run_mode(configuration: Any) -> tuple[str, bool]:
+    """(smoke or full, whether in the job's image) from the flags, else VDK_ML_TRAINING_RUN_MODE."""
+    flags = _flags_requested.get()
     mode = str(configuration.get_value(RUN_MODE) or protocol.SMOKE).strip().lower()
     if mode not in RUN_MODES:
         raise MLTrainingError(
             f"VDK_ML_TRAINING_RUN_MODE (ml_training_run_mode) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
-            "set it to `smoke` (a few steps on CPU, the default) or `full`, or pass `vdk run --full`",
+            "set it to `smoke` (a few steps on CPU, the default), `full` or `container` (the smoke run in the job's "
+            "image), or pass `vdk run --full` / `--container`",
         )
-    return mode
+    in_container = _CONTAINER_OPTION in flags or mode == CONTAINER_MODE
+    full = _FULL_OPTION in flags or mode == protocol.FULL
+    return (protocol.FULL if full else protocol.SMOKE), in_container
 
 
 def run_ml_job(context: Any) -> Any:
@@ -94,24 +104,38 @@ def run_ml_job(context: Any) -> Any:
     try:
         spec = load_job_spec(context.job_directory, job_settings(context.core_context.configuration))
         step_name = str(spec.entrypoint)
-        mode = run_mode(context.core_context.configuration)
-        plan = smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec)
-        error = run_locally(plan)
+        configuration = context.core_context.configuration
+        mode, in_container = run_mode(configuration)
+        if in_container:
+            error = run_in_container(spec, mode, configuration)
+        else:
+            error = run_locally(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec))
     except MLTrainingError as e:
         error = e
     return _execution_result(context, step_name, started, error)
 
 
-def run_locally(plan: LaunchPlan, err: bool = False) -> LocalRunFailed | None:
+def run_in_container(spec: MLJobSpec, mode: str, configuration: Any) -> LocalRunFailed | None:
+    """The run of `mode` inside the job's image (cli/container_run.py)."""
+    from vdk.plugin.ml_training.cli import container_run
+
+    plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration))
+    with container_run.stop_on_termination():
+        return run_locally(plan, starter=starter)
+
+
+def run_locally(plan: LaunchPlan, err: bool = False, starter: Starter | None = None) -> LocalRunFailed | None:
     """Run the plan, print its summary, and return the error to report, if it did not pass.
 
-    `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result)."""
+    `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result).
+    `starter`: where torchrun runs (default: this machine)."""
     # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
     debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
-    check_torch()  # before the start line: nothing starts without torch
+    starter = starter or HostStarter()
+    starter.check()  # before the start line: nothing starts without torch
     click.echo(format_start(plan), err=err)
     try:
-        run = launch(plan, stdout=sys.stderr if err else None)
+        run = launch(plan, stdout=sys.stderr if err else None, starter=starter)
     except KeyboardInterrupt:
         click.echo(f"\n{plan.mode} run interrupted: every process of it was stopped.", err=True)
         raise
@@ -229,7 +253,8 @@ def failure_fix(outcome: RunOutcome) -> str:
     run = outcome.run
     root = outcome.root_cause
     full = " --full" if run.plan.mode == protocol.FULL else ""
-    again = f"run `vdk run{full} {run.plan.spec.job_dir}` again"
+    container = " --container" if run.engine else ""
+    again = f"run `vdk run{container}{full} {run.plan.spec.job_dir}` again"
     if root is not None and root.error:
         if run.plan.mode == protocol.FULL and not run.plan.gpus and _needs_gpu(root.error):
             return (
@@ -237,6 +262,8 @@ def failure_fix(outcome: RunOutcome) -> str:
                 "where there are GPUs (`vdk deploy`), or check it here with the smoke run (`vdk run` without --full)"
             )
         if root.error.get("type") in _IMPORT_ERRORS:
+            if run.engine:
+                return _missing_in_image_fix(root.error, run.plan.spec.job_dir, again)
             return _missing_package_fix(root.error, run.plan.spec.job_dir, again)
         return f"fix the error in the traceback above (rank {root.rank}), then {again}"
     if outcome.untrained:
@@ -252,10 +279,17 @@ def failure_fix(outcome: RunOutcome) -> str:
             f"see where each rank was (above). If the job needs longer, raise `{run.plan.timeout_setting}` in "
             f"[ml-training]" + (" or VDK_ML_TRAINING_SMOKE_TIMEOUT" if run.plan.mode == protocol.SMOKE else "")
         )
+    if run.engine and _NO_TORCH in _tail_text(run.agent_log):
+        return (
+            f"the image's Python has no torch: list torch in {run.plan.spec.job_dir / 'requirements.txt'} (it goes "
+            "into the image's dependency layer), or set `base_image` in [ml-training] to a base with torch, such as "
+            f"pytorch/pytorch. Then {again}"
+        )
     return f"see torchrun's log {run.agent_log}, then {again}"
 
 
 _IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
+_NO_TORCH = "No module named 'torch'"
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
@@ -274,6 +308,48 @@ def _missing_package_fix(error: dict[str, str], job_dir: Path, again: str) -> st
         "the installed version of a package lacks what the code imports: install the version the code needs "
         f"where vdk runs (`{sys.executable} -m pip install '<package>==<version>'`) and {image}, pinned. Then {again}"
     )
+
+
+def _missing_in_image_fix(error: dict[str, str], job_dir: Path, again: str) -> str:
+    """A module the image lacks: what is installed where vdk runs is not in the image."""
+    requirements = job_dir / "requirements.txt"
+    missing = _NO_MODULE.search(error.get("message", ""))
+    if not missing:
+        return (
+            "the image has another version of a package than the code needs: pin the version the code needs in "
+            f"{requirements} (`<package>==<version>`), the image's dependency layer. Then {again}"
+        )
+    top = missing.group(1).split(".")[0]
+    here = _distributions_here(top)
+    if here:
+        return (
+            f"add {' or '.join(here)} to {requirements}: it provides `{top}` where vdk runs (which is why the "
+            f"smoke run without --container passes), but the image has only what its base and requirements.txt "
+            f"give it. Then {again}"
+        )
+    return (
+        f"add the package that provides `{top}` to {requirements} (its name may differ from the module's): the "
+        f"image has only what its base and requirements.txt give it. Then {again}"
+    )
+
+
+def _distributions_here(module: str) -> list[str]:
+    """The installed distributions that provide a top-level module where vdk runs ("yaml" -> PyYAML)."""
+    import importlib.metadata
+
+    if not _importable_here(module):
+        return []
+    try:
+        return sorted(set(importlib.metadata.packages_distributions().get(module, [])))
+    except Exception:  # noqa: BLE001 - broken metadata of some package: no name to suggest
+        return []
+
+
+def _importable_here(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _untrained_fix(outcome: RunOutcome, again: str) -> str:
@@ -344,6 +420,16 @@ def _where(rank: RankOutcome, job_dir: Path) -> list[str]:
     if not stack:
         return [f"rank {rank.rank}: no stack recorded"]
     return ["", f"rank {rank.rank} was at:", *stack]
+
+
+def _tail_text(path: Path, limit: int = 20000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _tail(path: Path, lines: int) -> list[str]:

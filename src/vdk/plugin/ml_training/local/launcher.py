@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from typing import Protocol
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local.plan import LaunchPlan
@@ -42,6 +43,7 @@ class LocalRun:
     exit_code: int | None
     wall_seconds: float
     timed_out: bool
+    engine: str | None = None  # the container engine that ran the job's image; None: this machine's Python
 
     @property
     def agent_log(self) -> Path:
@@ -68,37 +70,80 @@ def check_torch() -> None:
         )
 
 
-def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> LocalRun:
+class Starter(Protocol):
+    """Where a plan's torchrun runs: on this machine (`HostStarter`), or in the job's image
+    (local/container.py). It starts the process tree and stops all of it."""
+
+    engine: str | None  # the container engine, None for this machine
+
+    def check(self) -> None:
+        """Raise MLTrainingError if nothing could start (before the run directory is made)."""
+
+    def start(
+        self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str], stdout: int, stderr: IO[bytes]
+    ) -> subprocess.Popen:
+        """Start torchrun with `env` (the plan's and the run's variables); its stdout to `stdout`
+        (a file descriptor, or subprocess.PIPE), its own log to `stderr`."""
+
+    def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
+        """Stop every process of the run (terminating first, so that ranks dump their stacks) and wait."""
+
+
+class HostStarter:
+    """torchrun in this interpreter's environment, in its own session."""
+
+    engine = None
+
+    def check(self) -> None:
+        check_torch()
+
+    def start(
+        self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str], stdout: int, stderr: IO[bytes]
+    ) -> subprocess.Popen:
+        return subprocess.Popen(
+            plan.command(run_dir, port),
+            cwd=plan.spec.job_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
+        )
+
+    def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
+        terminate(proc, run_dir)
+
+
+def launch(
+    plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | None = None, starter: Starter | None = None
+) -> LocalRun:
     """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first."""
-    check_torch()
+    starter = starter or HostStarter()
+    starter.check()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     runs = runs_dir()
     runs.mkdir(mode=0o700, parents=True, exist_ok=True)
     _prune_old_runs(runs)
     for attempt in range(PORT_ATTEMPTS):
-        run = _launch_once(plan, runs, stdout, stderr)
+        run = _launch_once(plan, runs, stdout, stderr, starter)
         if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
             return run
         shutil.rmtree(run.run_dir, ignore_errors=True)  # nothing ran: try another port
     raise AssertionError("unreachable")
 
 
-def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str]) -> LocalRun:
+def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str], starter: Starter) -> LocalRun:
     run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=runs))
     started = time.monotonic()
-    with open(run_dir / AGENT_LOG, "wb") as agent_log, _Console(stdout, stderr, run_dir) as console:
+    # A terminal's name means nothing inside a container: rank 0 writes its stderr to a FIFO there.
+    with (
+        open(run_dir / AGENT_LOG, "wb") as agent_log,
+        _Console(stdout, stderr, run_dir, terminal=starter.engine is None) as console,
+    ):
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
         try:
-            proc = subprocess.Popen(
-                plan.command(run_dir, free_port()),
-                cwd=plan.spec.job_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=console.stdout_target,
-                stderr=agent_log,
-                start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
-            )
+            proc = starter.start(plan, run_dir, free_port(), env, console.stdout_target, agent_log)
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: nothing to look at
             raise
@@ -108,11 +153,11 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str])
             proc.wait(timeout=plan.timeout_seconds)
         except subprocess.TimeoutExpired:
             timed_out = True
-            terminate(proc, run_dir)
+            starter.stop(proc, run_dir)
         except BaseException:
-            terminate(proc, run_dir)
+            starter.stop(proc, run_dir)
             raise
-    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out)
+    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out, starter.engine)
 
 
 def free_port() -> int:
@@ -201,10 +246,11 @@ class _Console:
     name, or else a FIFO that a thread copies into `stderr`.
     """
 
-    def __init__(self, stdout: IO[str], stderr: IO[str], run_dir: Path):
+    def __init__(self, stdout: IO[str], stderr: IO[str], run_dir: Path, terminal: bool = True):
         self.stdout, self.stderr, self.run_dir = stdout, stderr, run_dir
+        self.terminal = terminal  # rank 0 may open our terminal by its name
         self.env: dict[str, str] = {}
-        self.stdout_target: int | None = None
+        self.stdout_target: int = subprocess.PIPE
         self._threads: list[threading.Thread] = []
         self._fifo_fds: tuple[int, int] | None = None
         self._fifo: Path | None = None
@@ -213,7 +259,7 @@ class _Console:
         out_fd = _real_fd(self.stdout)
         self.stdout_target = out_fd if out_fd is not None else subprocess.PIPE
         err_fd = _real_fd(self.stderr)
-        if err_fd is not None and os.isatty(err_fd):
+        if self.terminal and err_fd is not None and os.isatty(err_fd):
             self.env[protocol.CONSOLE_STDERR] = os.ttyname(err_fd)
         else:
             try:

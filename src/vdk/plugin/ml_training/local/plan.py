@@ -43,9 +43,10 @@ class LaunchPlan:
     def timeout_setting(self) -> str:
         return "smoke_timeout" if self.mode == protocol.SMOKE else "max_runtime"
 
-    def command(self, run_dir: Path, port: int) -> list[str]:
-        # A static rendezvous on a port we chose: 0.2-0.3 s faster than --standalone's c10d one.
-        flags = [
+    def torchrun_flags(self, run_dir: Path, port: int) -> list[str]:
+        """One node of `processes` ranks; a static rendezvous on a port we chose: 0.2-0.3 s faster than
+        --standalone's c10d one."""
+        return [
             "--rdzv-backend=static",
             "--master-addr=127.0.0.1",
             f"--master-port={port}",
@@ -55,6 +56,9 @@ class LaunchPlan:
             "--max-restarts=0",
             f"--log-dir={run_dir / 'torchrun'}",
         ]
+
+    def command(self, run_dir: Path, port: int) -> list[str]:
+        flags = self.torchrun_flags(run_dir, port)
         if self.start_method == FORK:
             from vdk.plugin.ml_training.runtime import bootstrap
 
@@ -71,9 +75,12 @@ def default_start_method() -> str:
     return FORK if sys.platform.startswith("linux") else SPAWN
 
 
-def smoke_plan(spec: MLJobSpec, start_method: str | None = None) -> LaunchPlan:
+def smoke_plan(
+    spec: MLJobSpec, start_method: str | None = None, inherited: Mapping[str, str] | None = None
+) -> LaunchPlan:
+    """`inherited`: the environment the ranks start from (default: this process's)."""
     processes = spec.smoke_processes
-    env = _user_env(spec)
+    env = _user_env(spec, inherited)
     for name, value in {
         # one process per core at most: two ranks of two threads each on two cores crawl
         "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)),
@@ -99,7 +106,8 @@ def smoke_plan(spec: MLJobSpec, start_method: str | None = None) -> LaunchPlan:
     )
 
 
-def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
+def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, str] | None = None) -> LaunchPlan:
+    """`inherited`: the environment the ranks start from (default: this process's)."""
     gpus = visible_gpus() if gpus is None else gpus
     wanted = spec.procs_per_node
     notes = []
@@ -107,7 +115,7 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:
         notes.append(
             f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs {spec.nodes} × {wanted}"
         )
-    env = _user_env(spec)
+    env = _user_env(spec, inherited)
     if gpus:
         processes = min(wanted, gpus)
         if processes < wanted:
@@ -155,12 +163,12 @@ def visible_gpus() -> int:
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU ")) if listing.returncode == 0 else 0
 
 
-def _user_env(spec: MLJobSpec) -> dict[str, str]:
-    """This process's environment minus another launcher's layout and the plugin's own settings (but
-    those meant for the training processes), plus the job's [ml-training.env]."""
+def _user_env(spec: MLJobSpec, inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (or `inherited`) minus another launcher's layout and the plugin's own
+    settings (but those meant for the training processes), plus the job's [ml-training.env]."""
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in (os.environ if inherited is None else inherited).items()
         if k not in RESERVED_ENV
         and not k.startswith(_FOREIGN_PREFIXES)
         and (not k.startswith("VDK_ML_TRAINING_") or k in protocol.USER_SETTINGS)

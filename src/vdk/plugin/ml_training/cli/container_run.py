@@ -1,0 +1,103 @@
+"""`vdk run --container JOB`: the smoke run (or, with --full, the whole run) inside the job's image.
+
+The image is assembled exactly as `vdk deploy` builds it (same layers, same config, so the same
+digest), then loaded into the local container engine through a loopback endpoint (image/serve.py):
+the engine keeps the base's layers after the first time, and takes only the job's layers later.
+No registry of the user's is involved. The run itself is a local run (local/container.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.local.container import ContainerStarter
+from vdk.plugin.ml_training.local.container import inherited_env
+from vdk.plugin.ml_training.local.engine import LOCAL_REPOSITORY
+from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.engine import find_engine
+from vdk.plugin.ml_training.local.plan import SPAWN
+from vdk.plugin.ml_training.local.plan import LaunchPlan
+from vdk.plugin.ml_training.local.plan import full_plan
+from vdk.plugin.ml_training.local.plan import smoke_plan
+from vdk.plugin.ml_training.local.plan import visible_gpus
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.settings import CONTAINER_ENGINE
+from vdk.plugin.ml_training.settings import CONTAINER_RUN_OPTIONS
+
+
+def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
+    """The local plan of `mode` for a run in the image, and the GPUs it passes in (full runs only)."""
+    if mode == protocol.SMOKE:
+        # fresh interpreters, as the image starts them (the local fork shortcut needs vdk in the image)
+        return smoke_plan(spec, SPAWN, inherited=inherited_env(0)), 0
+    gpus = visible_gpus()
+    return full_plan(spec, gpus, inherited=inherited_env(gpus)), gpus
+
+
+def engine_from(configuration: Any) -> ContainerEngine:
+    return find_engine(configuration.get_value(CONTAINER_ENGINE), configuration.get_value(CONTAINER_RUN_OPTIONS))
+
+
+def prepare(spec: MLJobSpec, mode: str, engine: ContainerEngine) -> tuple[LaunchPlan, ContainerStarter]:
+    """Load the job's image into the engine and plan the run in it; the plan notes which image it is."""
+    engine.check()
+    image, digest = load_image(spec, engine)
+    plan, gpus = container_plan(spec, mode)
+    where = f"in the job's image {image.reference} ({digest}: the image `vdk deploy` pushes), with {engine.name}"
+    gpu_note = [f"{gpus} GPU(s) passed into the container"] if gpus else []
+    plan = dataclasses.replace(plan, notes=(where, *gpu_note, *plan.notes))
+    return plan, ContainerStarter(engine, image, spec, gpus)
+
+
+def load_image(spec: MLJobSpec, engine: ContainerEngine) -> tuple[layout.JobImage, str]:
+    """The job's image in the engine's store, as `vdk deploy` would build it: (its local reference and
+    interpreter, its digest). Built and loaded only when the engine does not have it yet."""
+    from vdk.plugin.ml_training.image import StderrProgress
+    from vdk.plugin.ml_training.image.build import assemble
+    from vdk.plugin.ml_training.image.build import base_client
+    from vdk.plugin.ml_training.image.serve import serve
+
+    progress = StderrProgress()
+    repository = f"{LOCAL_REPOSITORY}/{spec.name}"
+    with base_client(spec, progress) as puller, tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
+        image = assemble(spec, LOCAL_REPOSITORY, audit.collect(spec.job_dir), puller, Path(tmp), progress)
+        local = f"{repository}:{image.target.tag}"
+        if engine.image_id(image.config_digest) is None:
+            progress.stage(
+                f"Loading it into {engine.name} (the base's layers only the first time, then the job's layers)"
+            )
+            with serve(image, puller, spec.name) as served:
+                engine.pull(served, sys.stderr)
+        else:
+            progress.stage(f"{engine.name} has this image already")
+        engine.tag(image.config_digest, local)
+        engine.keep_only(repository, local)  # one image per job: those of earlier runs go
+        return layout.JobImage(local, image.python), image.digest
+
+
+@contextmanager
+def stop_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP end `vdk` as Ctrl-C does, so the container is stopped rather than left running."""
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

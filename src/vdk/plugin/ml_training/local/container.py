@@ -1,0 +1,117 @@
+"""A local run inside the job's image (`vdk run --container`): torchrun started as every backend's pod
+starts it (the image's interpreter, `-m torch.distributed.run`, the runtime bootstrap, the pods'
+environment and working directory, a /dev/shm of `shm_size`), with the local plan's layout and
+settings (ranks, step limit, CPU adaptations) on top. The run directory is shared with the container
+at the same path, so the launcher reads the ranks' result files as for a run on this machine."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.local.engine import RUN_LABEL
+from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.plan import LaunchPlan
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.units import parse_quantity
+
+# After SIGTERM to the container's torchrun (which passes it on to the ranks, which dump their stacks),
+# how long before the engine kills what is left.
+STOP_GRACE_SECONDS = 5
+
+
+def inherited_env(gpus: int) -> dict[str, str]:
+    """What a container run takes from this process's environment: the runtime settings meant for the
+    training processes, and which GPUs to use when it gets any. The rest of the shell (PATH, HOME,
+    a virtualenv) has no business in the image."""
+    names = [*protocol.USER_SETTINGS, *(["CUDA_VISIBLE_DEVICES"] if gpus else [])]
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def container_env(env: dict[str, str], spec: MLJobSpec) -> dict[str, str]:
+    """A run's environment (the plan's and the launcher's), with PYTHONPATH as the pods have it: the
+    image's directories, then the user's."""
+    return {**env, "PYTHONPATH": layout.launch_env(spec)["PYTHONPATH"]}
+
+
+@dataclass
+class ContainerStarter:
+    """Starts a plan's torchrun in a container of `image` (in `container_engine`'s store) and stops it."""
+
+    container_engine: ContainerEngine
+    image: layout.JobImage  # the image's reference in the engine's store, and the interpreter it starts
+    spec: MLJobSpec
+    gpus: int = 0  # > 0: every GPU of this machine is passed through
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"vdk-ml-{self.spec.name}-{secrets.token_hex(4)}"
+
+    @property
+    def engine(self) -> str:
+        return self.container_engine.name
+
+    def check(self) -> None:
+        """Nothing to check here: the engine answered when the image was loaded into it."""
+
+    def argv(self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str]) -> list[str]:
+        engine = self.container_engine
+        command = layout.launch_command(self.spec, self.image.python, plan.torchrun_flags(run_dir, port))
+        return engine.argv(
+            "run",
+            "--rm",
+            "--name",
+            self.name,
+            "--label",
+            f"{RUN_LABEL}={self.spec.name}",
+            "--pull=never",  # the image is in the store; never look for it elsewhere
+            *engine.run_options,
+            "--workdir",
+            layout.JOB_DIR,
+            "--shm-size",
+            str(int(parse_quantity(self.spec.shm_size))),
+            *(engine.gpu_options() if self.gpus else []),
+            "-v",
+            f"{run_dir}:{run_dir}:z",
+            *(arg for name, value in container_env(env, self.spec).items() for arg in ("-e", f"{name}={value}")),
+            "--entrypoint",
+            command[0],
+            self.image.reference,
+            *command[1:],
+        )
+
+    def start(
+        self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str], stdout: int, stderr: IO[bytes]
+    ) -> subprocess.Popen:
+        _share(run_dir)
+        return subprocess.Popen(
+            self.argv(plan, run_dir, port, env),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the container ourselves
+        )
+
+    def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
+        self.container_engine.stop(self.name, STOP_GRACE_SECONDS)
+        try:
+            proc.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _share(run_dir: Path) -> None:
+    """The image's user may be another uid than ours: let it write the result files and open rank 0's
+    FIFO. The run directory is inside our private (0700) runs directory, so nobody else reaches it."""
+    os.chmod(run_dir, 0o777)
+    for entry in run_dir.iterdir():
+        if stat.S_ISFIFO(entry.stat().st_mode):
+            os.chmod(entry, 0o666)

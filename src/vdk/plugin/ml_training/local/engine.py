@@ -1,0 +1,163 @@
+"""The container engine of this machine (podman or Docker), driven through its command line.
+
+`VDK_ML_TRAINING_CONTAINER_ENGINE` (VDK key `ml_training_container_engine`) names the engine's command,
+with any global options (`podman --storage-driver vfs`); without it podman is used if installed, else
+docker. `VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS` adds options to every `run` (`--network host`, `-v ...`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+
+ENGINES = ("podman", "docker")  # in the order they are looked for
+PODMAN = "podman"
+DOCKER = "docker"
+# Where `vdk run --container` keeps the job images it loaded: one tag per job, the older image removed.
+LOCAL_REPOSITORY = "localhost/vdk-ml-training"
+# Containers of container runs carry it (value: the job's name), so that leftovers can be found.
+RUN_LABEL = "io.vdk.ml-training.container-run"
+_QUICK_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class ContainerEngine:
+    """An engine's command (with its global options), its kind, and the options added to every `run`."""
+
+    command: tuple[str, ...]
+    kind: str  # PODMAN or DOCKER (Docker-compatible command lines)
+    run_options: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return Path(self.command[0]).name
+
+    def argv(self, *args: str) -> list[str]:
+        return [*self.command, *args]
+
+    def check(self) -> None:
+        """The engine answers; else an error that says what to do (a Docker daemon that is not running)."""
+        done = self._run("version", timeout=_QUICK_SECONDS)
+        if done.returncode != 0:
+            detail = _last_line(done.stderr) or f"exit code {done.returncode}"
+            other = PODMAN if self.kind == DOCKER else DOCKER
+            raise MLTrainingError(
+                f"the container engine `{shlex.join(self.command)}` does not work: {detail}",
+                f"start it (for Docker: its daemon), or use {other} (VDK_ML_TRAINING_CONTAINER_ENGINE={other})",
+            )
+
+    def image_id(self, reference: str) -> str | None:
+        """The ID (`sha256:...`, the config's digest) of an image in the engine's store, or None."""
+        done = self._run("image", "inspect", "--format", "{{.Id}}", reference, timeout=_QUICK_SECONDS)
+        if done.returncode != 0:
+            return None
+        found = done.stdout.strip().splitlines()
+        if not found:
+            return None
+        return found[0] if found[0].startswith("sha256:") else f"sha256:{found[0]}"
+
+    def pull(self, reference: str, stderr: IO[str]) -> None:
+        """Pull from a loopback registry served over plain HTTP; the engine's own lines go to `stderr`."""
+        insecure = ["--tls-verify=false"] if self.kind == PODMAN else []  # Docker: 127.0.0.0/8 is insecure already
+        proc = subprocess.Popen(
+            self.argv("pull", *insecure, reference),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+        )
+        last = ""
+        assert proc.stderr is not None
+        with proc.stderr:
+            for line in proc.stderr:
+                if line.strip():
+                    last = line.strip()
+                    stderr.write(f"  {self.name}: {last}\n")
+                    stderr.flush()
+        if proc.wait() != 0:
+            hint = (
+                "a rootless Docker daemon or Docker Desktop cannot reach this machine's 127.0.0.1, from where the "
+                "image is served: use podman (VDK_ML_TRAINING_CONTAINER_ENGINE=podman)"
+                if self.kind == DOCKER
+                else "see the engine's message above"
+            )
+            raise MLTrainingError(f"{self.name} could not load the job image: {last or proc.returncode}", hint)
+
+    def tag(self, image: str, reference: str) -> None:
+        self._checked("tag", image, reference)
+
+    def remove_image(self, image: str) -> bool:
+        """Remove an image that no container uses; False if the engine refused (in use, gone)."""
+        return self._run("rmi", image, timeout=_QUICK_SECONDS).returncode == 0
+
+    def keep_only(self, repository: str, keep: str) -> None:
+        """Remove the images tagged `repository:*` but `keep` (those a container uses stay)."""
+        done = self._run("images", "--format", "{{.Repository}}:{{.Tag}}", repository, timeout=_QUICK_SECONDS)
+        for name in done.stdout.split() if done.returncode == 0 else []:
+            if name != keep and name.startswith(f"{repository}:"):
+                self.remove_image(name)
+
+    def stop(self, container: str, grace_seconds: int) -> None:
+        """SIGTERM to the container's first process, SIGKILL after `grace_seconds`; then remove it."""
+        self._run("stop", "-t", str(grace_seconds), container, timeout=grace_seconds + _QUICK_SECONDS)
+        self._run("rm", "-f", container, timeout=_QUICK_SECONDS)
+
+    def gpu_options(self) -> list[str]:
+        """Every GPU of this machine in the container: podman through CDI (nvidia-ctk generates the spec),
+        Docker through the NVIDIA container toolkit."""
+        return ["--device", "nvidia.com/gpu=all"] if self.kind == PODMAN else ["--gpus", "all"]
+
+    def _checked(self, *args: str) -> subprocess.CompletedProcess:
+        done = self._run(*args, timeout=_QUICK_SECONDS)
+        if done.returncode != 0:
+            raise MLTrainingError(
+                f"`{shlex.join(self.argv(*args))}` failed: {_last_line(done.stderr) or done.returncode}",
+                "see the engine's message",
+            )
+        return done
+
+    def _run(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(
+                self.argv(*args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(self.argv(*args), 124, "", f"no answer within {timeout:.0f} s")
+
+
+def find_engine(command: str | None = None, run_options: str | None = None) -> ContainerEngine:
+    """The engine `command` names (VDK_ML_TRAINING_CONTAINER_ENGINE), else podman, else docker."""
+    options = tuple(shlex.split(run_options or ""))
+    if command and command.strip():
+        argv = tuple(shlex.split(command))
+        if shutil.which(argv[0]) is None:
+            raise MLTrainingError(
+                f"VDK_ML_TRAINING_CONTAINER_ENGINE is `{command}`, but `{argv[0]}` is not installed",
+                "install it, or set VDK_ML_TRAINING_CONTAINER_ENGINE to podman or docker",
+            )
+        return ContainerEngine(argv, _kind(argv[0]), options)
+    for name in ENGINES:
+        path = shutil.which(name)
+        if path:
+            return ContainerEngine((name,), name, options)
+    raise MLTrainingError(
+        "`vdk run --container` runs the job's image with podman or docker, and neither is installed",
+        "install podman (`apt-get install podman`, `dnf install podman`) or Docker, or set "
+        "VDK_ML_TRAINING_CONTAINER_ENGINE to the command of another Docker-compatible engine",
+    )
+
+
+def _kind(program: str) -> str:
+    return PODMAN if Path(program).name.startswith(PODMAN) else DOCKER
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
