@@ -244,8 +244,9 @@ def self_signed_cert(directory: Path, ip: str = "127.0.0.1") -> tuple[Path, Path
     return cert, key
 
 
-def podman(root: Path, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
-    """podman with its own storage under `root` (vfs, runc): no daemon, nothing shared with the host."""
+def podman_command(root: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of podman with its own storage under `root` (vfs, runc):
+    no daemon, nothing shared with the host."""
     argv = [
         "podman",
         "--root",
@@ -263,6 +264,12 @@ def podman(root: Path, *args: str, check: bool = True, timeout: int = 120) -> su
     env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_CONFIG", "REGISTRY_AUTH_FILE", "XDG_CONFIG_HOME")}
     env.update(XDG_RUNTIME_DIR=str(root / "xdg"), HOME=str(root))
     (root / "xdg").mkdir(parents=True, exist_ok=True)
+    return argv, env
+
+
+def podman(root: Path, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
+    """podman with its own storage under `root` (vfs, runc): no daemon, nothing shared with the host."""
+    argv, env = podman_command(root, *args)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")

@@ -1,0 +1,139 @@
+"""End to end on the local cluster (tests/support/local_cluster.py): the examples built by the real
+`vdk deploy --build-only` onto a plain Debian base (torch comes in through requirements.txt), rendered
+by `vdk deploy --dry-run` for each backend, and run as the pods each controller would create: one
+container per node, 2 nodes of 2 processes (world size 4), on the host network, CPU only.
+
+The training code is the examples' own. Their config.ini is the example's with nodes, processes and
+resources for this machine, plus two runtime settings in [ml-training.env]: VDK_ML_TRAINING_ADAPT_TO_CPU
+(the code hard-codes NCCL and CUDA) and VDK_ML_TRAINING_PARAMETER_CHECKSUM (each rank prints a digest of
+its parameters when the script ends: equal digests on all four ranks mean the gradients were averaged
+across the two containers)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.support.e2e import TORCH_REQUIREMENT
+from tests.support.e2e import build_only
+from tests.support.e2e import dry_run
+from tests.support.e2e import example_job
+from tests.support.e2e import vdk_environment
+from tests.support.local_cluster import LocalCluster
+
+from vdk.plugin.ml_training.local.launcher import free_port
+from vdk.plugin.ml_training.runtime.checksum import parse_checksums
+from vdk.plugin.ml_training.runtime.progress import MARK as PROGRESS
+
+pytestmark = pytest.mark.slow
+
+WORLD = {"nodes": "2", "procs_per_node": "2", "gpus_per_node": "0", "cpu": "1", "memory": "2Gi"}
+RUNTIME = {"VDK_ML_TRAINING_ADAPT_TO_CPU": "1", "VDK_ML_TRAINING_PARAMETER_CHECKSUM": "1"}
+# examples/ddp-nccl: 4096 samples, batch 32, a DistributedSampler over 4 ranks: 32 steps per epoch
+DDP_STEPS = 32
+# examples/hf-trainer: 2048 samples, 16 per device, 4 ranks: 32 steps per epoch
+HF_STEPS = 32
+
+
+@pytest.fixture(scope="module")
+def env(registry, local_bases, podman_root, tmp_path_factory):
+    return vdk_environment(registry.host, podman_root, tmp_path_factory.mktemp("e2e-env"))
+
+
+@pytest.fixture(scope="module")
+def cluster(podman_root, tmp_path_factory):
+    return LocalCluster(podman_root, tmp_path_factory.mktemp("local-cluster"))
+
+
+@pytest.fixture(scope="module")
+def ddp_job(local_bases, env, tmp_path_factory):
+    """examples/ddp-nccl on the Debian base, built and pushed once by `vdk deploy --build-only`."""
+    job = example_job(
+        "ddp-nccl",
+        tmp_path_factory.mktemp("jobs"),
+        {**WORLD, "base_image": local_bases.debian, "args": "--epochs 1 --batch-size 32"},
+        RUNTIME,
+        [TORCH_REQUIREMENT],
+    )
+    image = build_only(job, env)
+    return job, image
+
+
+def _assert_trained_as_one(result, steps: int) -> None:
+    assert result.succeeded, result.outputs()
+    assert [r.exit_code for r in result.replicas] == [0, 0]
+    checksums = parse_checksums(result.outputs().splitlines())
+    assert sorted(checksums) == [0, 1, 2, 3], result.outputs()
+    assert {c.steps for c in checksums.values()} == {steps}, checksums
+    assert len({c.sha256 for c in checksums.values()}) == 1, checksums  # all-reduced across the containers
+    assert "script=finished" in result.replicas[0].output()  # rank 0's last progress line
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])
+def test_the_ddp_example_trains_as_one_world_on_every_backend(backend, ddp_job, env, cluster):
+    job, image = ddp_job
+    manifests = dry_run(job, backend, env)
+    training = [c for c in _containers(manifests[0]) if c.get("image")]
+    assert {c["image"] for c in training} == {image["tag_reference"]}  # what was pushed, by its content tag
+    result = cluster.run(manifests, backend, free_port(), timeout=900)
+    _assert_trained_as_one(result, DDP_STEPS)
+
+
+def test_the_hugging_face_example_trains_as_one_world(local_bases, env, cluster, tmp_path):
+    job = example_job(
+        "hf-trainer",
+        tmp_path,
+        {**WORLD, "base_image": local_bases.debian, "args": "--output-dir outputs --epochs 1"},
+        RUNTIME,
+        [TORCH_REQUIREMENT, "transformers>=5,<6", "accelerate"],
+    )
+    build_only(job, env, "--skip-smoke")  # its smoke check is the unit tests'
+    result = cluster.run(dry_run(job, "pytorchjob", env), "pytorchjob", free_port(), timeout=900)
+    _assert_trained_as_one(result, HF_STEPS)
+
+
+def test_a_killed_replica_fails_the_run_and_the_other_stops_by_itself(ddp_job, env, cluster, tmp_path):
+    job, _ = ddp_job
+    manifests = dry_run(job, "job", env)
+    _set_args(manifests, "--epochs 200 --batch-size 32")  # long enough to be killed mid-run
+    running = cluster.start(manifests, "job", free_port())
+    assert running.wait_for(0, lambda out: PROGRESS in out, timeout=600), running.replicas[0].output()
+    killed_at = running.kill(1)
+    result = running.wait(timeout=300)
+    assert not result.timed_out, result.outputs()
+    survivor = result.replicas[0]
+    assert survivor.exit_code not in (0, None), result.outputs()
+    assert survivor.ended is not None and survivor.ended - killed_at < STOP_WITHIN_SECONDS, result.outputs()
+    assert result.replicas[1].exit_code == 137
+    blamed, termination = result.first_failure()  # as `vdk show` names it
+    ended = [(r.pod.name, r.exit_code, r.ended_at) for r in result.replicas]
+    assert (blamed.pod, blamed.rank, termination.signal) == (result.replicas[1].pod.name, "1", "SIGKILL"), ended
+
+
+STOP_WITHIN_SECONDS = 60
+
+
+def _containers(main: dict) -> list[dict]:
+    found = []
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            if "containers" in value and isinstance(value["containers"], list):
+                found.extend(value["containers"])
+            if "trainer" in value and isinstance(value["trainer"], dict):
+                found.append(value["trainer"])
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(main)
+    return found
+
+
+def _set_args(manifests: list[dict], args: str) -> None:
+    """Other script arguments in a plain Job's rendered command (where `args` of [ml-training] goes): the
+    same image, trained longer."""
+    container = manifests[0]["spec"]["template"]["spec"]["containers"][0]
+    command = container["command"]
+    at = command.index("train.py") + 1
+    container["command"] = [*command[:at], *args.split()]
