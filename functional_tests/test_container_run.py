@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from tests.support.e2e import TORCH_REQUIREMENT
+from tests.support.e2e import build_only
 from tests.support.e2e import vdk
 from tests.support.e2e import vdk_environment
 from tests.support.jobs import write_job
@@ -34,7 +35,9 @@ def env(registry, local_bases, podman_root, tmp_path_factory):
     return environment
 
 
-def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_listed(local_bases, env, tmp_path):
+def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_listed(
+    local_bases, registry, env, tmp_path
+):
     job = write_job(
         tmp_path,
         "needs-yaml",
@@ -51,8 +54,12 @@ def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_l
     assert f"add PyYAML to {job / 'requirements.txt'}: it provides `yaml` where vdk runs" in output, output
 
     (job / "requirements.txt").write_text(f"{TORCH_REQUIREMENT}\npyyaml\n")
-    listed = vdk("run", "--container", str(job), env=env)
+    listed = vdk("run", str(job), env={**env, "VDK_ML_TRAINING_RUN_MODE": "container"})
     output = listed.stdout + listed.stderr
     assert listed.returncode == 0, output
     assert "smoke run PASSED" in output and "rank 0: 2 steps" in output, output
-    assert "in the job's image localhost/vdk-ml-training/needs-yaml:" in output, output
+    # the very image deploy pushes: same digest
+    pushed = build_only(job, {**env, "VDK_ML_TRAINING_REGISTRY": f"{registry.host}/e2e"}, "--skip-smoke")
+    tag = pushed["tag_reference"].rsplit(":", 1)[1]
+    assert f"in the job's image localhost/vdk-ml-training/needs-yaml:{tag} " in output, output
+    assert f"({pushed['digest']}: the image `vdk deploy` pushes)" in output, output

@@ -29,6 +29,7 @@ def test_pip_check_is_clean():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.needs_transformers  # `make test` runs it in .venv only
 @pytest.mark.skipif(has("vdk-plugin-control-cli"), reason="the Control Service environment has no transformers")
 def test_training_stack_is_installed():
     assert int(md.version("transformers").split(".")[0]) >= 5

@@ -20,7 +20,7 @@ from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 pytestmark = [
-    pytest.mark.control_cli,
+    pytest.mark.needs_control_cli,  # `make test` runs them in .venv-cs only
     pytest.mark.skipif(not HAS_CONTROL_CLI, reason="needs vdk-plugin-control-cli (run in .venv-cs)"),
 ]
 

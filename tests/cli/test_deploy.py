@@ -316,7 +316,7 @@ def test_data_jobs_are_not_taken_over(tmp_path):
     assert "not an ml-training job" in result.output and "control-service" in result.output
 
 
-@pytest.mark.control_cli
+@pytest.mark.needs_control_cli
 def test_ml_only_options_are_refused_for_data_jobs_with_the_control_service_cli(tmp_path):
     control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
     data_job = tmp_path / "data-job"
@@ -328,7 +328,7 @@ def test_ml_only_options_are_refused_for_data_jobs_with_the_control_service_cli(
     assert result.exit_code == 2 and "--dry-run applies to ml-training jobs only" in result.output
 
 
-@pytest.mark.control_cli
+@pytest.mark.needs_control_cli
 def test_data_job_deploy_reaches_the_control_service_cli(tmp_path):
     control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
     data_job = tmp_path / "data-job"
@@ -340,7 +340,7 @@ def test_data_job_deploy_reaches_the_control_service_cli(tmp_path):
         assert "Cannot connect to the Control Service" in result.output  # the original command answered
 
 
-@pytest.mark.control_cli
+@pytest.mark.needs_control_cli
 def test_ml_job_dry_run_through_the_wrapped_deploy(tmp_path):
     control_cli = pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
     result = CliEntryBasedTestRunner(control_cli, plugin).invoke(
@@ -350,7 +350,7 @@ def test_ml_job_dry_run_through_the_wrapped_deploy(tmp_path):
     assert [m["kind"] for m in yaml.safe_load_all(result.stdout)] == ["PyTorchJob", "ConfigMap"]
 
 
-@pytest.mark.control_cli
+@pytest.mark.needs_control_cli
 def test_wrapped_deploy_of_the_real_cli_prints_manifests_without_upstream_warnings():
     pytest.importorskip("vdk.plugin.control_cli_plugin.vdk_plugin_control_cli")
     done = subprocess.run(

@@ -182,6 +182,7 @@ class LocalCluster:
         self.workdir = workdir
         self.run_options = run_options
         self._runs = 0
+        self.pulled: list[str] = []  # images this cluster pulled (see `remove_images`)
 
     def run(self, manifests: list[dict], backend: str, port: int, timeout: float = 600) -> RunResult:
         """Start every pod of the run, and wait until all have ended (or `timeout`, then stop them)."""
@@ -212,6 +213,13 @@ class LocalCluster:
         """imagePullPolicy IfNotPresent: pulled from the registry unless podman has it."""
         if podman(self.podman_root, "image", "exists", image, check=False).returncode != 0:
             podman(self.podman_root, "pull", "--tls-verify=false", image, timeout=900)
+            self.pulled.append(image)
+
+    def remove_images(self) -> None:
+        """Remove the images this cluster pulled (with vfs each is gigabytes: every layer a full copy)."""
+        for image in self.pulled:
+            podman(self.podman_root, "rmi", "--force", image, check=False)
+        self.pulled.clear()
 
     def _run_argv(self, replica: Replica, hosts: list[str], run_dir: Path) -> tuple[list[str], dict[str, str]]:
         pod, container = replica.pod, replica.pod.container
