@@ -18,7 +18,7 @@ from vdk.plugin.ml_training.local.container import ContainerStarter
 from vdk.plugin.ml_training.local.container import inherited_env
 from vdk.plugin.ml_training.local.engine import ContainerEngine
 from vdk.plugin.ml_training.local.engine import find_engine
-from vdk.plugin.ml_training.local.plan import SPAWN
+from vdk.plugin.ml_training.local.plan import FORK
 from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
@@ -97,15 +97,25 @@ def test_a_smoke_run_container_is_started_as_the_pods_are(tmp_path, monkeypatch)
         env={"PYTHONPATH": "/extra", "MY_SETTING": "a b"},
     )
     spec = load_job_spec(job)
-    plan = smoke_plan(spec, SPAWN, inherited=inherited_env(0))
+    plan = smoke_plan(spec, FORK, inherited=inherited_env(0))
     run_dir = tmp_path / "run"
     env = {**plan.env, protocol.RUN_DIR: str(run_dir)}
     argv = _starter(spec).argv(plan, run_dir, 23456, env)
     assert argv[:8] == ["podman", "--storage-driver", "vfs", "run", "--rm", "--name", "c1", "--label"]
     at = argv.index("--entrypoint")
     assert argv[at + 1 : at + 3] == ["python3", "localhost/vdk-ml-training/demo:abc"]
-    # the image's launch command, with the smoke run's single-node layout
-    assert argv[at + 3 :] == layout.launch_command(spec, "python3", plan.torchrun_flags(run_dir, 23456))[1:]
+    # the image's launcher with the smoke run's single-node layout, ranks forked as on this machine
+    assert argv[at + 3 :] == [
+        "-m",
+        "torch.distributed.run",
+        *plan.torchrun_flags(run_dir, 23456),
+        "--run-path",
+        "--start-method=fork",
+        layout.BOOTSTRAP_PATH,
+        "train.py",
+        "--epochs",
+        "1",
+    ]
     assert "--nproc-per-node=2" in argv and "--master-port=23456" in argv
     options = argv[:at]
     assert options[options.index("--workdir") + 1] == layout.JOB_DIR
@@ -129,3 +139,7 @@ def test_a_full_run_passes_every_gpu_in(tmp_path, monkeypatch):
     assert docker[docker.index("--gpus") + 1] == "all"
     passed = dict(docker[i + 1].split("=", 1) for i, a in enumerate(docker) if a == "-e")
     assert passed["CUDA_VISIBLE_DEVICES"] == "0,1" and passed[protocol.MODE] == protocol.FULL
+    # fresh interpreters, as the pods start them: the image's launch command
+    at = docker.index("--entrypoint")
+    command = [docker[at + 1], *docker[at + 3 :]]  # the entrypoint, then the arguments after the image
+    assert command == layout.launch_command(spec, "python3", plan.torchrun_flags(tmp_path, 1))

@@ -48,7 +48,7 @@ def podman_storage_dir(tmp_path_factory) -> Path:
     available, else the session's temporary directory. Storage in memory left by a session that was
     killed is removed first (its owner's pid is gone)."""
     configured = os.environ.get(PODMAN_DIR_ENV)
-    parent = Path(configured) if configured else MEMORY if _memory_is_plenty() else None
+    parent = Path(configured) if configured else MEMORY if memory_is_plenty() else None
     if parent is None:
         return tmp_path_factory.mktemp("podman")
     parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,7 @@ def podman_storage_dir(tmp_path_factory) -> Path:
     return root
 
 
-def _memory_is_plenty() -> bool:
+def memory_is_plenty() -> bool:
     try:
         stats = os.statvfs(MEMORY)
         meminfo = Path("/proc/meminfo").read_text()

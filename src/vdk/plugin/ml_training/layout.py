@@ -13,6 +13,7 @@ DEPS_DIR = f"{ROOT}/deps"  # the job's requirements.txt, installed for the base 
 LIB_DIR = f"{ROOT}/lib"  # the plugin's runtime package (vdk/plugin/ml_training/runtime), nothing else
 PYTHONPATH = f"{DEPS_DIR}:{LIB_DIR}"
 BOOTSTRAP_MODULE = "vdk.plugin.ml_training.runtime.bootstrap"
+BOOTSTRAP_PATH = f"{LIB_DIR}/{BOOTSTRAP_MODULE.replace('.', '/')}.py"  # the same, as a file in the image
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from vdk.plugin.ml_training.local.container import inherited_env
 from vdk.plugin.ml_training.local.engine import LOCAL_REPOSITORY
 from vdk.plugin.ml_training.local.engine import ContainerEngine
 from vdk.plugin.ml_training.local.engine import find_engine
-from vdk.plugin.ml_training.local.plan import SPAWN
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
@@ -38,8 +37,7 @@ from vdk.plugin.ml_training.settings import CONTAINER_RUN_OPTIONS
 def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
     """The local plan of `mode` for a run in the image, and the GPUs it passes in (full runs only)."""
     if mode == protocol.SMOKE:
-        # fresh interpreters, as the image starts them (the local fork shortcut needs vdk in the image)
-        return smoke_plan(spec, SPAWN, inherited=inherited_env(0)), 0
+        return smoke_plan(spec, inherited=inherited_env(0)), 0
     gpus = visible_gpus()
     return full_plan(spec, gpus, inherited=inherited_env(gpus)), gpus
 
@@ -72,16 +70,17 @@ def load_image(spec: MLJobSpec, engine: ContainerEngine) -> tuple[layout.JobImag
     with base_client(spec, progress) as puller, tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
         image = assemble(spec, LOCAL_REPOSITORY, audit.collect(spec.job_dir), puller, Path(tmp), progress)
         local = f"{repository}:{image.target.tag}"
-        if engine.image_id(image.config_digest) is None:
-            progress.stage(
-                f"Loading it into {engine.name} (the base's layers only the first time, then the job's layers)"
-            )
-            with serve(image, puller, spec.name) as served:
-                engine.pull(served, sys.stderr)
-        else:
+        if engine.image_id(local) == image.config_digest:
             progress.stage(f"{engine.name} has this image already")
-        engine.tag(image.config_digest, local)
-        engine.keep_only(repository, local)  # one image per job: those of earlier runs go
+        else:
+            if engine.image_id(image.config_digest) is None:
+                progress.stage(
+                    f"Loading it into {engine.name} (the base's layers only the first time, then the job's layers)"
+                )
+                with serve(image, puller, spec.name) as served:
+                    engine.pull(served, sys.stderr)
+            engine.tag(image.config_digest, local)
+            engine.keep_only(repository, local)  # one image per job: those of earlier runs go
         return layout.JobImage(local, image.python), image.digest
 
 

@@ -57,16 +57,25 @@ class LaunchPlan:
             f"--log-dir={run_dir / 'torchrun'}",
         ]
 
-    def command(self, run_dir: Path, port: int) -> list[str]:
-        flags = self.torchrun_flags(run_dir, port)
+    def bootstrap(self, bootstrap_file: str) -> list[str]:
+        """How torchrun starts the bootstrap: its file, in ranks forked from torchrun's process (FORK), or
+        its module, in fresh interpreters (SPAWN, as job images start it)."""
         if self.start_method == FORK:
-            from vdk.plugin.ml_training.runtime import bootstrap
+            return ["--run-path", "--start-method=fork", bootstrap_file]
+        return ["-m", layout.BOOTSTRAP_MODULE]
 
-            target = ["--run-path", "--start-method=fork", bootstrap.__file__]
-        else:
-            target = ["-m", layout.BOOTSTRAP_MODULE]
+    def command(self, run_dir: Path, port: int) -> list[str]:
+        from vdk.plugin.ml_training.runtime import bootstrap
+
         # torch.distributed.run itself, in a process that skips the interpreter's teardown (local/agent.py)
-        return [sys.executable, "-m", AGENT_MODULE, *flags, *target, *self.spec.command_args()]
+        return [
+            sys.executable,
+            "-m",
+            AGENT_MODULE,
+            *self.torchrun_flags(run_dir, port),
+            *self.bootstrap(bootstrap.__file__),
+            *self.spec.command_args(),
+        ]
 
 
 def default_start_method() -> str:
