@@ -22,6 +22,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.diagnose import parse_progress
 from vdk.plugin.ml_training.local.launcher import check_torch
 from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.outcome import LAUNCHER_RANK
 from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
 from vdk.plugin.ml_training.local.outcome import RunOutcome
@@ -165,9 +166,15 @@ def format_start(plan: LaunchPlan) -> str:
     limit = f", timeout {format_duration(plan.timeout_seconds)}" if plan.timeout_seconds else ""
     if plan.mode == protocol.SMOKE:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
+        gpus = _count(plan.ranks, "virtual GPU")
+        processes = (
+            f"1 launcher process spawning {_count(plan.workers, 'worker')} on {gpus}"
+            if plan.workers
+            else f"{_count(plan.processes, 'process')} on {gpus}"
+        )
         text = (
-            f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {_count(plan.processes, 'process')}, "
-            f"{steps}{' each' if plan.processes > 1 else ''}{limit}"
+            f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {processes}, "
+            f"{steps}{' each' if plan.ranks > 1 else ''}{limit}"
         )
     else:
         text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {_count(plan.processes, 'process')}{limit}"
@@ -182,6 +189,8 @@ def format_summary(outcome: RunOutcome) -> str:
         lines.append(f"{mode} run PASSED in {run.wall_seconds:.1f} s ({_count(len(outcome.ranks), 'process')})")
         lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
         adapted = outcome.adaptations()
+        if outcome.launcher is not None:
+            lines.append(f"  {_rank_line(outcome.launcher, mode)}")
         if adapted:
             lines.append(f"  adapted for CPU: {', '.join(adapted)}")
         lines += [f"  warning: {w}" for w in outcome.warnings]
@@ -206,8 +215,10 @@ def format_summary(outcome: RunOutcome) -> str:
     lines.append("")
     for other in outcome.consequences:
         what = one_line(other.error, width=120) if other.error else other.death()
-        lines.append(f"  then rank {other.rank}: {what}")
+        lines.append(f"  then {other.label}: {what}")
     lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
+    if outcome.launcher is not None:
+        lines.append(f"  {_rank_line(outcome.launcher, mode)}")
     lines += _progress_lines(outcome)
     lines += _log_lines(outcome)
     lines.append(f"  torchrun's log: {run.agent_log}")
@@ -238,7 +249,16 @@ def failure_fix(outcome: RunOutcome) -> str:
             )
         if root.error.get("type") in _IMPORT_ERRORS:
             return _missing_package_fix(root.error, run.plan.spec.job_dir, again)
-        return f"fix the error in the traceback above (rank {root.rank}), then {again}"
+        if root.error.get("virtual_gpu"):
+            return _device_error_fix(root, again)
+        collective = _gloo_limit(root.error)
+        if collective:
+            return (
+                f"{collective} is not available in gloo, the CPU backend that stands in for NCCL in the smoke run: "
+                "this is a limit of the CPU check, not a bug in your code. Check the rest of the code with "
+                f"`smoke_steps` small enough to stop before it, or deploy with --skip-smoke. Then {again}"
+            )
+        return f"fix the error in the traceback above ({root.label}), then {again}"
     if outcome.untrained:
         return _untrained_fix(outcome, again)
     if root is not None:
@@ -253,6 +273,26 @@ def failure_fix(outcome: RunOutcome) -> str:
             f"[ml-training]" + (" or VDK_ML_TRAINING_SMOKE_TIMEOUT" if run.plan.mode == protocol.SMOKE else "")
         )
     return f"see torchrun's log {run.agent_log}, then {again}"
+
+
+def _device_error_fix(root: RankOutcome, again: str) -> str:
+    """The smoke run's virtual GPU raised what CUDA raises: the fix is in the code, or the check is wrong."""
+    return (
+        f"a GPU raises this error at the line above ({root.label}): the smoke run keeps track of which tensors "
+        "your code put on a GPU. Move the tensor where the others are (`.to(device)`, `device=` when creating it, "
+        "`.cpu()` before `.numpy()`), then "
+        f"{again}. If the code is right, the check is wrong: set `smoke_device_tracking = false` in [ml-training] "
+        "to turn it off (and please report it)"
+    )
+
+
+# gloo's answer to a collective it does not implement, e.g. "ProcessGroupGloo does not support alltoall"
+_GLOO_MISSING = re.compile(r"(?:ProcessGroupGloo|Backend gloo|gloo) does not support ([A-Za-z_]+)")
+
+
+def _gloo_limit(error: dict[str, str]) -> str | None:
+    match = _GLOO_MISSING.search(error.get("message", ""))
+    return f"the collective `{match.group(1)}`" if match else None
 
 
 _IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
@@ -307,7 +347,7 @@ def format_agent_log(path: Path) -> str:
 
 def _rank_line(rank: RankOutcome, mode: str) -> str:
     facts = []
-    if rank.steps is not None:
+    if rank.steps is not None and (rank.steps or rank.rank != LAUNCHER_RANK):
         facts.append(_count(rank.steps, "step"))
     if isinstance(rank.last_loss, (int, float)):
         facts.append(f"last loss {rank.last_loss:.4g}")
@@ -324,26 +364,26 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
         }.get(rank.status, "never started")
         if rank.crashed_at_exit:
             status += f", then {rank.death()} while Python shut down"
-    return f"rank {rank.rank}: {', '.join(facts + [status])}"
+    return f"{rank.label}: {', '.join(facts + [status])}"
 
 
 def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
     lines = []
     stack = _user_stack(rank.stack, job_dir)
     if stack:
-        lines += ["", f"Python stack of rank {rank.rank} when it died:", *stack]
+        lines += ["", f"Python stack of {rank.label} when it died:", *stack]
     if rank.log:
         tail = _tail(rank.log, 15)
         if tail:
-            lines += ["", f"last output of rank {rank.rank} ({rank.log}):", *(f"  {t}" for t in tail)]
+            lines += ["", f"last output of {rank.label} ({rank.log}):", *(f"  {t}" for t in tail)]
     return lines
 
 
 def _where(rank: RankOutcome, job_dir: Path) -> list[str]:
     stack = _user_stack(rank.stack, job_dir)
     if not stack:
-        return [f"rank {rank.rank}: no stack recorded"]
-    return ["", f"rank {rank.rank} was at:", *stack]
+        return [f"{rank.label}: no stack recorded"]
+    return ["", f"{rank.label} was at:", *stack]
 
 
 # Frames of what started the user's code: runpy, imports, torchrun's agent (ranks are forked from
