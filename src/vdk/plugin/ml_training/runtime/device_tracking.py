@@ -37,7 +37,7 @@ TAG = "_vdk_device"  # a tensor's device: a virtual GPU's index, or CPU_TAG; abs
 CPU_TAG = -1
 CPU = torch.device("cpu")
 _SAME = object()  # Tensor.to without a device: the result stays where the tensor is
-PLACED = "cuda tensors -> CPU memory, devices tracked"
+PLACED = "cuda tensors -> CPU memory (devices tracked)"
 PLACED_UNTRACKED = "cuda tensors -> CPU memory (smoke_device_tracking off)"
 Tensor = torch.Tensor
 _HANDLING = (__name__, "torch.overrides")
@@ -48,6 +48,14 @@ _FACTORY_NAMES = (
     "linspace logspace eye empty_strided tril_indices triu_indices hann_window hamming_window blackman_window "
     "bartlett_window kaiser_window sparse_coo_tensor frombuffer"
 ).split()
+
+
+def _factories() -> frozenset:
+    """Torch functions that make a tensor out of no tensor: on the default device unless `device=`."""
+    from torch.utils._device import _device_constructors
+
+    named = {getattr(torch, n) for n in _FACTORY_NAMES if hasattr(torch, n)}
+    return frozenset(named | set(_device_constructors()))
 
 
 def _error(kind: type[Exception], message: str) -> Exception:
@@ -135,7 +143,8 @@ class DeviceTracker(TorchFunctionMode):
         self.adaptations = adaptations
         self.track = track
         self.placed = PLACED if track else PLACED_UNTRACKED
-        self._factories = frozenset(getattr(torch, n) for n in _FACTORY_NAMES if hasattr(torch, n))
+        self._factories = _factories()
+        self.default: int | None = None  # the GPU torch.set_default_device("cuda") chose
         self._handlers = self._make_handlers()
 
     def _make_handlers(self) -> dict[Any, Any]:
@@ -318,7 +327,7 @@ class DeviceTracker(TorchFunctionMode):
             if not unknown:
                 mark(out, CPU_TAG)  # only CPU scalars went in
         elif func in self._factories:
-            mark(out, CPU_TAG)
+            mark(out, CPU_TAG if self.default is None else self.default)
         return out
 
     # --- placement ------------------------------------------------------------------------------
@@ -613,6 +622,35 @@ def _wrapper_subclasses(a: Adaptations) -> None:
     a.replace(Tensor, "_make_wrapper_subclass", make)
 
 
+def _default_device(a: Adaptations, tracker: DeviceTracker) -> None:
+    """torch.set_default_device("cuda"): factories make tensors of that virtual GPU. torch keeps its
+    default device in a mode at the bottom of the stack, below this one: it stays the CPU, and the
+    tracker marks what factories make."""
+
+    def set_default(original):
+        def set_default_device(device: Any) -> None:
+            target = tracker._target(device) if device is not None else None
+            if target is not None and target >= 0:
+                tracker.adaptations.note(tracker.placed)
+                tracker.default = target
+                return original(None)
+            tracker.default = None
+            return original(device)
+
+        return set_default_device
+
+    def get_default(original):
+        def get_default_device() -> torch.device:
+            if tracker.default is not None:
+                return tracker.gpus.device(tracker.default)
+            return original()
+
+        return get_default_device
+
+    a.replace(torch, "set_default_device", set_default)
+    a.replace(torch, "get_default_device", get_default)
+
+
 def _checkpoints(a: Adaptations, tracker: DeviceTracker) -> None:
     """torch.load reads into CPU memory; the tensors are marked with the device `map_location` names
     (a GPU, the CPU), and left unmarked when it names none: they return to where they were saved."""
@@ -653,6 +691,7 @@ def install(a: Adaptations, gpus: VirtualGPUs, track: bool) -> DeviceTracker:
     """Enter the device mode for the rest of this process (the caller keeps it for uninstalling)."""
     tracker = DeviceTracker(gpus, a, track)
     _checkpoints(a, tracker)
+    _default_device(a, tracker)
     if track:
         _tagged_sources(a, tracker)
         _wrapper_subclasses(a)

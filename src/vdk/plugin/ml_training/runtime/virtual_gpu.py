@@ -255,7 +255,7 @@ def _cuda_module(a: Adaptations, gpus: VirtualGPUs) -> None:
 
     a.replace(cuda, "is_available", answer("is_available", True))
     a.replace(cuda, "device_count", answer("device_count", lambda: gpus.count))
-    a.replace(cuda, "is_initialized", answer("is_initialized", True))
+    # is_initialized() stays False: torch.cuda.manual_seed() and friends queue their calls, as on CPU
     for name in ("init", "_lazy_init", "synchronize", "empty_cache", "ipc_collect", "set_per_process_memory_fraction"):
         a.replace(cuda, name, lambda original: lambda *args, **kwargs: None)
     for name in ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_accumulated_memory_stats"):
