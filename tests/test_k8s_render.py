@@ -16,6 +16,7 @@ from k8s_support.specs import make_spec
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
+from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s import indexed_job
 from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s import pytorchjob
@@ -295,3 +296,36 @@ def test_run_names_differ_and_bad_job_names_are_refused():
     for bad in ("Job", "9job", "job-", "a" * (MAX_JOB_NAME_LENGTH + 1), "my_job"):
         with pytest.raises(MLTrainingError):
             new_run_name(bad)
+
+
+SPAWNING_SCRIPT = """
+import torch
+import torch.multiprocessing as mp
+
+if __name__ == "__main__":
+    mp.spawn(print, nprocs=torch.cuda.device_count())
+"""
+
+
+def test_a_script_that_spawns_its_workers_gets_one_launcher_process_per_node(tmp_path):
+    job = tmp_path / "spawner"
+    job.mkdir()
+    (job / "train.py").write_text(SPAWNING_SCRIPT)
+    (job / "config.ini").write_text("[job]\ntype = ml-training\n\n[ml-training]\ngpus_per_node = 4\n")
+    spec = load_job_spec(job)
+    run = make_run(spec)
+    assert pytorchjob.render(spec, IMAGE, run, "ml")[0]["spec"]["nprocPerNode"] == "1"
+    assert (
+        trainjob.render(spec, IMAGE, run, "ml", mechanism=trainjob.MECHANISMS[0])[0]["spec"]["trainer"][
+            "numProcPerNode"
+        ]
+        == 1
+    )
+    env = {
+        e["name"]: e.get("value")
+        for e in indexed_job.render(spec, IMAGE, run, "ml")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PET_NPROC_PER_NODE"] == "1"
+    # the launcher gets the node's GPUs, which its workers share
+    container = containers_of(pytorchjob.render(spec, IMAGE, run, "ml")[0])["Master"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"

@@ -124,19 +124,31 @@ def _calls_device_count(node: ast.AST) -> bool:
 
 
 def _names_assigned_from_device_count(tree: ast.AST) -> set[str]:
-    """`world_size = torch.cuda.device_count()` (also `n_gpus = ...`, annotated or not)."""
-    names: set[str] = set()
+    """Names that hold the GPU count: `n_gpus = torch.cuda.device_count()`, then `world_size = n_gpus`."""
+    assignments: list[tuple[list[str], ast.AST]] = []
     for node in ast.walk(tree):
-        targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             targets, value = [node.target], node.value
         else:
             continue
-        if _calls_device_count(value):
-            names.update(_dotted(t) for t in targets if _dotted(t))
+        assignments.append(([name for name in map(_dotted, targets) if name], value))
+    names: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for targets, value in assignments:
+            if set(targets) <= names:
+                continue
+            if _calls_device_count(value) or _mentions(value, names):
+                names.update(targets)
+                grew = True
     return names
+
+
+def _mentions(node: ast.AST, names: set[str]) -> bool:
+    return any(_dotted(n) in names for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)))
 
 
 def _nprocs_per_gpu(call: ast.Call, counted: set[str]) -> bool:
@@ -145,6 +157,4 @@ def _nprocs_per_gpu(call: ast.Call, counted: set[str]) -> bool:
         nprocs = call.args[2]
     if nprocs is None:
         return False
-    if _calls_device_count(nprocs):
-        return True
-    return any(_dotted(n) in counted for n in ast.walk(nprocs) if isinstance(n, (ast.Name, ast.Attribute)))
+    return _calls_device_count(nprocs) or _mentions(nprocs, counted)
