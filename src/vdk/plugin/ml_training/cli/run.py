@@ -203,6 +203,9 @@ def format_summary(outcome: RunOutcome) -> str:
     root = outcome.root_cause
     if root is not None and root.error:
         lines += ["", root.error.get("traceback", "").rstrip()]
+        limit = gloo_limit(root.error)
+        if limit:
+            lines += ["", f"note: {limit}"]
     elif root is not None:
         lines += _death_details(root, run.plan.spec.job_dir)
     elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
@@ -251,12 +254,11 @@ def failure_fix(outcome: RunOutcome) -> str:
             return _missing_package_fix(root.error, run.plan.spec.job_dir, again)
         if root.error.get("virtual_gpu"):
             return _device_error_fix(root, again)
-        collective = _gloo_limit(root.error)
-        if collective:
+        limit = gloo_limit(root.error)
+        if limit:
             return (
-                f"{collective} is not available in gloo, the CPU backend that stands in for NCCL in the smoke run: "
-                "this is a limit of the CPU check, not a bug in your code. Check the rest of the code with "
-                f"`smoke_steps` small enough to stop before it, or deploy with --skip-smoke. Then {again}"
+                f"{limit}. Deploy with `vdk deploy --skip-smoke` if the rest of the run passed, or keep the call "
+                f"out of smoke runs. Then {again}"
             )
         return f"fix the error in the traceback above ({root.label}), then {again}"
     if outcome.untrained:
@@ -277,6 +279,12 @@ def failure_fix(outcome: RunOutcome) -> str:
 
 def _device_error_fix(root: RankOutcome, again: str) -> str:
     """The smoke run's virtual GPU raised what CUDA raises: the fix is in the code, or the check is wrong."""
+    if "No CUDA GPUs are available" in (root.error or {}).get("message", ""):
+        return (
+            "the job asks for no GPU (`gpus_per_node = 0` in [ml-training]): its nodes have none, so CUDA code fails "
+            "there as it does here. Set `gpus_per_node` to the GPUs a node should have, or let the code use the CPU "
+            f"when torch.cuda.is_available() is False. Then {again}"
+        )
     return (
         f"a GPU raises this error at the line above ({root.label}): the smoke run keeps track of which tensors "
         "your code put on a GPU. Move the tensor where the others are (`.to(device)`, `device=` when creating it, "
@@ -286,13 +294,25 @@ def _device_error_fix(root: RankOutcome, again: str) -> str:
     )
 
 
-# gloo's answer to a collective it does not implement, e.g. "ProcessGroupGloo does not support alltoall"
-_GLOO_MISSING = re.compile(r"(?:ProcessGroupGloo|Backend gloo|gloo) does not support ([A-Za-z_]+)")
+# gloo's answers to what it does not implement: "Backend gloo does not support reduce_scatter_tensor_coalesced",
+# "Cannot use ReduceOp.PREMUL_SUM with Gloo"
+_GLOO_MISSING = (
+    (re.compile(r"Backend gloo does not support ([A-Za-z_]+)"), "the collective {}"),
+    (re.compile(r"Cannot use (ReduceOp\.[A-Z_]+) with Gloo"), "{}"),
+)
 
 
-def _gloo_limit(error: dict[str, str]) -> str | None:
-    match = _GLOO_MISSING.search(error.get("message", ""))
-    return f"the collective `{match.group(1)}`" if match else None
+def gloo_limit(error: dict[str, str] | None) -> str | None:
+    """What the smoke run's gloo lacks that NCCL has, said as a limit of the CPU check (None: not that)."""
+    message = (error or {}).get("message", "")
+    for pattern, what in _GLOO_MISSING:
+        match = pattern.search(message)
+        if match:
+            return (
+                f"{what.format(match.group(1))} is not available in gloo, the CPU backend that stands in for NCCL in "
+                "the smoke run: this is a limit of the CPU check, not a bug in your code"
+            )
+    return None
 
 
 _IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
@@ -317,23 +337,18 @@ def _missing_package_fix(error: dict[str, str], job_dir: Path, again: str) -> st
 
 
 def _untrained_fix(outcome: RunOutcome, again: str) -> str:
-    torchrun_style = (
-        "let torchrun start the processes, as `vdk run` and `vdk deploy` do: take the rank, local rank and world "
-        "size from the RANK, LOCAL_RANK and WORLD_SIZE environment variables (examples/ddp-nccl shows how)"
-    )
-    if any(protocol.SPAWNED_NOTHING in r.observed for r in outcome.ranks):
-        # Not papered over with a fake device count: processes that mp.spawn starts are fresh
-        # interpreters without the smoke run's CPU stand-ins, so they would fail on NCCL anyway.
+    plan = outcome.run.plan
+    gpus = plan.env.get(protocol.SMOKE_GPUS, "?")
+    if any(protocol.SPAWNED_NOTHING in r.observed for r in [*outcome.ranks, *filter(None, [outcome.launcher])]):
         return (
-            f"mp.spawn was asked for 0 processes, most likely nprocs=torch.cuda.device_count(), which is 0 on a "
-            f"machine without GPUs. Instead of mp.spawn, {torchrun_style}, and set procs_per_node in "
-            f"[ml-training] to the processes per machine. Then {again}"
+            "mp.spawn was asked for 0 processes: check how the script computes nprocs (the smoke run's node has "
+            f"{gpus} virtual GPU(s), `smoke_processes` in [ml-training]). Then {again}"
         )
     return (
         "a smoke run passes once every rank reaches optimizer.step() of a torch.optim optimizer. Check whether the "
-        "script takes its world size or device count from torch.cuda.device_count(), which is 0 without a GPU ("
-        f"{torchrun_style}), returns early (an argument, an `if torch.cuda.is_available()`, an empty dataset), or "
-        f"steps an optimizer that is not a torch.optim.Optimizer. Then {again}"
+        f"script needs more GPUs than the smoke run's node has ({gpus} virtual GPU(s): raise `smoke_processes` in "
+        "[ml-training] for more), returns early (an argument, an empty dataset), or steps an optimizer that is not "
+        f"a torch.optim.Optimizer. Then {again}"
     )
 
 

@@ -129,8 +129,8 @@ def analyse(run: LocalRun) -> RunOutcome:
     launcher = None
     if run.plan.workers:  # torchrun's one process is the launcher; the workers it spawned are the ranks
         launcher = _rank(run.run_dir, protocol.LAUNCHER, launcher_record, exit_codes.get(0), stopped_pids)
-        numbers = sorted(set(range(run.plan.workers)) | set(records))
-        ranks = [_rank(run.run_dir, rank, records.get(rank), None, set()) for rank in numbers]
+        # the workers that started: the script decides how many (nprocs), the smoke run only offers GPUs
+        ranks = [_rank(run.run_dir, rank, records[rank], None, set()) for rank in sorted(records)]
         first_failed = LAUNCHER_RANK if first_failed == 0 else first_failed
     else:
         ranks = [
@@ -239,10 +239,7 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
 
 def _untrained_headline(ranks: list[RankOutcome]) -> str:
     if any(SPAWNED_NOTHING in r.observed for r in ranks):
-        return (
-            f"no optimizer step was taken: the script called {SPAWNED_NOTHING}, so no training process "
-            "started (torch.cuda.device_count() is 0 without a GPU)"
-        )
+        return f"no optimizer step was taken: the script called {SPAWNED_NOTHING}, so no training process started"
     return "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer"
 
 

@@ -8,6 +8,7 @@ this machine if any.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -97,7 +98,7 @@ def smoke_plan(spec: MLJobSpec, start_method: str | None = None) -> LaunchPlan:
             "CUDA_VISIBLE_DEVICES": "",  # real GPUs stay out of it: the ranks see virtual ones
             protocol.MODE: protocol.SMOKE,
             protocol.SMOKE_STEPS: str(spec.smoke_steps),
-            protocol.SMOKE_GPUS: str(ranks),
+            protocol.SMOKE_GPUS: str(smoke_gpus(spec)),
             protocol.DEVICE_TRACKING: "1" if spec.smoke_device_tracking else "0",
         }
     )
@@ -112,6 +113,17 @@ def smoke_plan(spec: MLJobSpec, start_method: str | None = None) -> LaunchPlan:
         env=env,
         workers=workers,
     )
+
+
+def smoke_gpus(spec: MLJobSpec) -> int:
+    """The virtual GPUs of the smoke run's node: as many per rank as the job's processes have on its nodes
+    (every process of a node sees all of the node's GPUs, as under torchrun), none for a CPU-only job."""
+    devices = spec.gpus_per_node.devices
+    if devices == 0:
+        return 0
+    if spec.spawns_workers:
+        return spec.smoke_processes  # one per worker, as the script asks for
+    return max(1, math.ceil(spec.smoke_processes * devices / spec.procs_per_node))
 
 
 def full_plan(spec: MLJobSpec, gpus: int | None = None) -> LaunchPlan:

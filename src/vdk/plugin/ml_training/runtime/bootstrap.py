@@ -241,7 +241,8 @@ def install_stand_ins(run_dir: str):
     gpus = int(os.environ.get(protocol.SMOKE_GPUS) or os.environ.get("LOCAL_WORLD_SIZE") or "1")
     adaptations = cpu_shims.install(gpus, track_devices=os.environ.get(protocol.DEVICE_TRACKING) != "0")
     hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"))
-    lightning_shims.install(adaptations, gpus, os.path.join(run_dir, "lightning"))
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or "1")
+    lightning_shims.install(adaptations, processes, os.path.join(run_dir, "lightning"))
     spawned.install(adaptations)
     # DTensor's warning about the CPU mesh that stands for the GPU mesh concerns the smoke run, not the code
     warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support on cpu")

@@ -42,6 +42,14 @@ def real_device_count() -> int:
     return int(_REAL["device_count"]())
 
 
+def no_gpus() -> RuntimeError:
+    """What CUDA code meets on a node without GPUs (a job with gpus_per_node = 0)."""
+    error = RuntimeError("No CUDA GPUs are available")
+    error._vdk_virtual_gpu = True  # type: ignore[attr-defined]
+    error._vdk_no_gpus = True  # type: ignore[attr-defined]
+    return error
+
+
 def invalid_ordinal() -> torch.AcceleratorError:
     """CUDA's error for a GPU index that does not exist on this node."""
     error = torch.AcceleratorError(
@@ -54,15 +62,18 @@ def invalid_ordinal() -> torch.AcceleratorError:
 
 
 class VirtualGPUs:
-    """The node's virtual GPUs and the one this process has selected (torch.cuda.set_device)."""
+    """The node's virtual GPUs and the one this process has selected (torch.cuda.set_device). A job
+    without GPUs (gpus_per_node = 0) has none: CUDA code fails as on its nodes."""
 
     def __init__(self, count: int):
-        self.count = max(1, count)
+        self.count = max(0, count)
         self.current = 0
         self.devices = [torch.device("cuda", i) for i in range(self.count)]
 
     def index(self, device: Any = None) -> int:
         """The GPU index `device` names (None, "cuda", "cuda:1", 1, torch.device): checked like CUDA does."""
+        if self.count == 0:
+            raise no_gpus()
         if device is None:
             return self.current
         if isinstance(device, torch.device):
@@ -244,6 +255,8 @@ def _note_for_code(a: Adaptations, what: str) -> None:
 def _cuda_module(a: Adaptations, gpus: VirtualGPUs) -> None:
     cuda = torch.cuda
     told = f"torch.cuda -> {gpus.count} virtual GPU{'s' if gpus.count != 1 else ''}"
+    if gpus.count == 0:
+        told = "torch.cuda -> no GPU (gpus_per_node = 0)"
 
     def answer(name: str, result: Any):
         def stand_in(*args: Any, **kwargs: Any) -> Any:
@@ -253,7 +266,7 @@ def _cuda_module(a: Adaptations, gpus: VirtualGPUs) -> None:
         stand_in.__name__ = name
         return lambda original: stand_in
 
-    a.replace(cuda, "is_available", answer("is_available", True))
+    a.replace(cuda, "is_available", answer("is_available", lambda: gpus.count > 0))
     a.replace(cuda, "device_count", answer("device_count", lambda: gpus.count))
     # is_initialized() stays False: torch.cuda.manual_seed() and friends queue their calls, as on CPU
     for name in ("init", "_lazy_init", "synchronize", "empty_cache", "ipc_collect", "set_per_process_memory_fraction"):
@@ -360,8 +373,13 @@ def _accelerator_module(a: Adaptations, gpus: VirtualGPUs) -> None:
         return lambda original: stand_in
 
     cuda = torch.device("cuda")
-    a.replace(accelerator, "is_available", answer(True))
-    a.replace(accelerator, "current_accelerator", answer(lambda check_available=False: cuda))
+    a.replace(accelerator, "is_available", answer(lambda: gpus.count > 0))
+    # what a CUDA build of torch says: cuda, unless asked whether a GPU is there too and there is none
+    a.replace(
+        accelerator,
+        "current_accelerator",
+        answer(lambda check_available=False: None if check_available and gpus.count == 0 else cuda),
+    )
     a.replace(accelerator, "device_count", answer(lambda: gpus.count))
     for name in ("current_device_index", "current_device_idx"):
         a.replace(accelerator, name, answer(lambda: gpus.current))
