@@ -69,7 +69,7 @@ def _run_in_image(entry: list[str]) -> None:
     launcher process forming their own process group: runtime/spawned.py)."""
     from vdk.plugin.ml_training.runtime import spawned
 
-    spawned.install_in_image()
+    spawned.install_in_image(reports_progress=_global_rank() == 0)
     reporter = _start_progress() if _global_rank() == 0 else None
     if reporter is None:
         run_entrypoint(entry)

@@ -27,8 +27,9 @@ def forget_agent_store() -> None:
     os.environ.pop(AGENT_STORE, None)
 
 
-def install_in_image() -> None:
-    """In a job image: mp.spawn workers of the launcher process form their own process group."""
+def install_in_image(reports_progress: bool) -> None:
+    """In a job image: mp.spawn workers of the launcher process form their own process group; when the
+    launcher is the process that reports progress (rank 0), its worker 0 reports it instead."""
     from vdk.plugin.ml_training.runtime import post_import
 
     def patch(_torch: Any) -> None:
@@ -43,8 +44,38 @@ def install_in_image() -> None:
 
         start_processes._vdk_forgets_agent_store = True  # type: ignore[attr-defined]
         module.start_processes = start_processes  # type: ignore[union-attr]
+        if reports_progress and hasattr(module, "_wrap"):
+            module._wrap = image_worker  # type: ignore[union-attr]
 
     post_import.when_imported("torch", patch)
+
+
+def image_worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
+    """In place of mp.spawn's `_wrap` in a job image: worker 0 prints the progress lines (runtime/progress.py)."""
+    original = sys.modules["torch.multiprocessing.spawn"]._wrap  # this fresh interpreter's own
+    from vdk.plugin.ml_training.runtime import bootstrap
+
+    reporter = bootstrap._start_progress() if i == 0 else None
+    if reporter is None:
+        original(fn, i, args, error_file)
+        return
+    from vdk.plugin.ml_training.runtime.steps import StepCounter
+
+    reporter.attach(StepCounter().install())
+    ended: list[BaseException | None] = []
+
+    def run(index: int, *rest: Any) -> None:
+        try:
+            fn(index, *rest)
+        except BaseException as e:  # noqa: B036 - the last line says how far it got, then mp.spawn's handling
+            ended.append(e)
+            raise
+        ended.append(None)
+
+    try:
+        original(run, i, args, error_file)
+    finally:
+        reporter.finish(bootstrap._ending(ended[0] if ended else None))
 
 
 def install(adaptations: Any) -> None:
