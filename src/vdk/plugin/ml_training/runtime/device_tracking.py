@@ -130,10 +130,6 @@ def mark_tree(value: Any, tag: int | None, only_unmarked: bool = False) -> None:
             stack.extend(item.buffers())
 
 
-def device_of(tensor: Tensor) -> int | None:
-    return tensor.__dict__.get(TAG) if isinstance(tensor, Tensor) else None
-
-
 class DeviceTracker(TorchFunctionMode):
     """Puts GPU tensors in CPU memory; with `track`, marks and checks their devices (module docstring)."""
 
@@ -540,7 +536,10 @@ def _no_torch_function(*args: Any) -> bool:
 
 def _called_from_distributed() -> bool:
     """Whether torch.distributed's own code made the call being handled (the handler's caller's caller)."""
-    frame = sys._getframe(3)
+    try:
+        frame = sys._getframe(3)
+    except ValueError:  # a shallower stack than a handler's: not torch.distributed's call
+        return False
     while frame is not None and frame.f_globals.get("__name__", "").startswith(_HANDLING):
         frame = frame.f_back
     return frame is not None and frame.f_globals.get("__name__", "").startswith("torch.distributed")
