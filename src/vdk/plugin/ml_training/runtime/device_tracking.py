@@ -110,10 +110,11 @@ def mark_tree(value: Any, tag: int | None, only_unmarked: bool = False) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, Tensor):
-            if only_unmarked and TAG in item.__dict__:
+            marks = getattr(item, "__dict__", {})
+            if only_unmarked and TAG in marks:
                 continue
             if tag is None:
-                item.__dict__.pop(TAG, None)
+                marks.pop(TAG, None)
             else:
                 mark(item, tag)
         elif id(item) in seen:

@@ -46,13 +46,12 @@ def no_gpus() -> RuntimeError:
     """What CUDA code meets on a node without GPUs (a job with gpus_per_node = 0)."""
     error = RuntimeError("No CUDA GPUs are available")
     error._vdk_virtual_gpu = True  # type: ignore[attr-defined]
-    error._vdk_no_gpus = True  # type: ignore[attr-defined]
     return error
 
 
-def invalid_ordinal() -> torch.AcceleratorError:
-    """CUDA's error for a GPU index that does not exist on this node."""
-    error = torch.AcceleratorError(
+def invalid_ordinal() -> RuntimeError:
+    """CUDA's error for a GPU index that does not exist on this node (torch.AcceleratorError since 2.8)."""
+    error = getattr(torch, "AcceleratorError", RuntimeError)(
         "CUDA error: invalid device ordinal\nGPU device may be out of range, do you have enough GPUs?\n"
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
         "might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1"
