@@ -438,3 +438,23 @@ def test_a_collective_gloo_lacks_is_named_as_a_limit_of_the_cpu_check(tmp_path):
     assert done.returncode != 0
     assert "ReduceOp.PREMUL_SUM is not available in gloo" in out, out
     assert "a limit of the CPU check, not a bug in your code" in out
+
+
+def test_a_job_without_gpus_sees_none_and_cuda_code_fails_as_on_its_nodes(tmp_path):
+    portable = """
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"running on {device}", flush=True)
+    model = torch.nn.Linear(4, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4, device=device)).sum().backward()
+    optimizer.step()
+    """
+    done = vdk_run(make_job(tmp_path, "cpu-job", portable, "gpus_per_node = 0\n"))
+    assert done.returncode == 0, done.stdout
+    assert "running on cpu" in done.stdout  # the path the job's CPU nodes take
+    hard_coded = portable.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cuda"')
+    done = vdk_run(make_job(tmp_path, "cpu-job-cuda", hard_coded, "gpus_per_node = 0\n"))
+    assert done.returncode != 0
+    assert "RuntimeError: No CUDA GPUs are available" in done.stdout
+    assert "the job asks for no GPU (`gpus_per_node = 0` in [ml-training])" in done.stdout

@@ -126,3 +126,34 @@ def test_data_parallel_runs_the_module_on_one_virtual_gpu(run_python):
     )
     assert out["device"] == "cuda:0" and out["shape"] == [8, 2]
     assert out["counts"]["DataParallel -> one virtual GPU"] == 1
+
+
+def test_a_bare_index_names_a_virtual_gpu_and_a_job_without_gpus_has_none(run_python):
+    out = run_python(
+        """
+        import json, torch
+        from vdk.plugin.ml_training.runtime import cpu_shims
+        cpu_shims.install(gpus=2)
+        answers = {"device(1)": str(torch.device(1)), "module.to(1)": str(torch.nn.Linear(1, 1).to(1).weight.device)}
+        print(json.dumps(answers))
+        """
+    )
+    assert out == {"device(1)": "cuda:1", "module.to(1)": "cuda:1"}
+    none = run_python(
+        """
+        import json, torch
+        from vdk.plugin.ml_training.runtime import cpu_shims
+        cpu_shims.install(gpus=0)  # gpus_per_node = 0: the job's nodes have no GPU
+        answers = {
+            "available": [torch.cuda.is_available(), torch.cuda.device_count(), torch.accelerator.is_available(),
+                          str(torch.accelerator.current_accelerator()),
+                          torch.accelerator.current_accelerator(check_available=True)],
+        }
+        try:
+            torch.ones(1, device="cuda")
+        except RuntimeError as e:
+            answers["cuda tensor"] = str(e)
+        print(json.dumps(answers))
+        """
+    )
+    assert none == {"available": [False, 0, False, "cuda", None], "cuda tensor": "No CUDA GPUs are available"}

@@ -152,6 +152,7 @@ class DeviceTracker(TorchFunctionMode):
             T.pin_memory: lambda func, args, kwargs: args[0],
             T.record_stream: lambda func, args, kwargs: None,
             torch._C._nn._parse_to: self._parse_to,
+            torch.device: self._device_of_index,
         }
         if not self.track:
             return handlers
@@ -391,6 +392,12 @@ class DeviceTracker(TorchFunctionMode):
         if out is not source or target == own:
             mark(out, target)
         return out
+
+    def _device_of_index(self, func, args, kwargs):
+        """torch.device(1): a bare index names the accelerator's device, here a virtual GPU."""
+        if len(args) == 1 and not kwargs and _is_index(args[0]):
+            return self.gpus.device(self.gpus.index(args[0]))
+        return func(*args, **kwargs)
 
     def _parse_to(self, func, args, kwargs):
         """Module.to(1): a bare index names an accelerator, which the CPU build of torch does not have."""
