@@ -318,7 +318,6 @@ def test_a_script_that_spawns_its_workers_runs_one_launcher_process_per_node(tmp
     spec = load_job_spec(make_job(tmp_path, "gpus_per_node = 8", files={"train.py": SPAWNS}))
     assert spec.spawns_workers is True
     assert spec.procs_per_node == 1  # what torchrun starts, and what the cluster manifests say
-    assert spec.workers_per_node == 8
     assert spec.smoke_processes == 2  # two workers on two virtual GPUs
     one_gpu = load_job_spec(make_job(tmp_path, "gpus_per_node = 1", name="one", files={"train.py": SPAWNS}))
     assert (one_gpu.procs_per_node, one_gpu.smoke_processes) == (1, 1)
@@ -331,7 +330,7 @@ def test_a_script_that_spawns_its_workers_runs_one_launcher_process_per_node(tmp
     )
     assert module.spawns_workers
     plain = load_job_spec(make_job(tmp_path, "gpus_per_node = 8", name="plain"))
-    assert (plain.spawns_workers, plain.procs_per_node, plain.workers_per_node) == (False, 8, 8)
+    assert (plain.spawns_workers, plain.procs_per_node) == (False, 8)
 
 
 @pytest.mark.parametrize(

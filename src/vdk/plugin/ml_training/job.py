@@ -174,13 +174,8 @@ class MLJobSpec:
     registry: str | None
     namespace: str | None
     kube_context: str | None
-    # The entrypoint starts one worker per GPU itself (mp.spawn): each node runs one launcher process.
+    # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
-
-    @property
-    def workers_per_node(self) -> int:
-        """Training processes per node: those torchrun starts, or those the launcher spawns."""
-        return self.gpus_per_node.devices if self.spawns_workers else self.procs_per_node
 
     @property
     def env_dict(self) -> dict[str, str]:
