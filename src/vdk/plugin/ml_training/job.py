@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vdk.plugin.ml_training import spawn_scan
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import ProgressSettings
@@ -71,6 +72,7 @@ _REGISTRY = re.compile(rf"^{_HOST}(?:/{_PATH_COMPONENT})*$")
 _PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 # An interpreter: a command name looked up on the image's PATH, or an absolute path.
 _INTERPRETER = re.compile(r"^(/[^\s]+|[A-Za-z0-9][A-Za-z0-9._+-]*)$")
+_BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,16 @@ class Accelerators:
 # Keys that say where and how a job is checked or started, not what it trains: left out of the
 # fingerprint (image labels, run annotations), so that they do not change an image's digest.
 WHERE_IT_RUNS = frozenset(
-    {"registry", "namespace", "kube_context", "backend", "smoke_steps", "smoke_processes", "smoke_timeout_seconds"}
+    {
+        "registry",
+        "namespace",
+        "kube_context",
+        "backend",
+        "smoke_steps",
+        "smoke_processes",
+        "smoke_timeout_seconds",
+        "smoke_device_tracking",
+    }
 )
 
 
@@ -144,7 +155,7 @@ class MLJobSpec:
     args: tuple[str, ...]
     nodes: NodeRange
     gpus_per_node: Accelerators
-    procs_per_node: int
+    procs_per_node: int  # processes the launcher (torchrun) starts per node: 1 when the script spawns its own
     cpu: str
     memory: str
     shm_size: str
@@ -161,10 +172,13 @@ class MLJobSpec:
     smoke_steps: int
     smoke_processes: int
     smoke_timeout_seconds: int
+    smoke_device_tracking: bool
     env: tuple[tuple[str, str], ...]
     registry: str | None
     namespace: str | None
     kube_context: str | None
+    # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
+    spawns_workers: bool = False
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -358,6 +372,15 @@ class _Keys:
             )
         return int(text)
 
+    def boolean(self, key: str, default: bool) -> bool:
+        text = self.raw(key)
+        if text is None:
+            return default
+        value = _BOOLEANS.get(text.lower())
+        if value is None:
+            raise self.error(key, f"{text!r} is not true or false", f"write `{key} = {str(not default).lower()}`")
+        return value
+
     def duration(self, key: str, default: int | None, minimum: int) -> int | None:
         text = self.raw(key)
         if text is None:
@@ -432,6 +455,7 @@ KEYS: dict[str, str] = {
     "smoke_steps": "optimizer steps a smoke run performs",
     "smoke_processes": "processes in a smoke run",
     "smoke_timeout": "a smoke run that takes longer is stopped",
+    "smoke_device_tracking": "false turns off the smoke run's checks of where tensors are (CPU or which GPU)",
     "registry": "OCI registry (and path) the job image is pushed to",
     "namespace": "Kubernetes namespace",
     "kube_context": "kubeconfig context",
@@ -455,7 +479,9 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
 
     nodes = _nodes(keys)
     gpus = _gpus(keys)
-    procs = keys.integer("procs_per_node", default=max(gpus.devices, 1), minimum=1, maximum=1024)
+    entrypoint = _entrypoint(keys, job_dir)
+    spawn = _spawn_call(keys, job_dir, entrypoint, nodes, gpus)
+    procs = keys.integer("procs_per_node", default=1 if spawn else max(gpus.devices, 1), minimum=1, maximum=1024)
     memory = keys.quantity("memory", "16Gi")
     shm_size = keys.quantity("shm_size", format_bytes(parse_quantity(memory) / 2))
     if parse_quantity(shm_size) > parse_quantity(memory):
@@ -464,12 +490,12 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
             f"{shm_size} is more than memory ({memory}); /dev/shm counts against the memory limit",
             "lower shm_size or raise memory (by default shm_size is half of memory)",
         )
-    smoke_default = 2 if nodes.max * procs > 1 else 1
+    smoke_default = 2 if (gpus.devices if spawn else nodes.max * procs) > 1 else 1
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
         team=_team(parser),
-        entrypoint=_entrypoint(keys, job_dir),
+        entrypoint=entrypoint,
         args=_args(keys),
         nodes=nodes,
         gpus_per_node=gpus,
@@ -492,11 +518,51 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         smoke_processes=keys.integer("smoke_processes", default=smoke_default, minimum=1, maximum=64),
         smoke_timeout_seconds=keys.duration("smoke_timeout", default=DEFAULT_SMOKE_TIMEOUT, minimum=1)
         or DEFAULT_SMOKE_TIMEOUT,
+        smoke_device_tracking=keys.boolean("smoke_device_tracking", default=True),
         env=_env(parser, path),
         registry=keys.matching("registry", _REGISTRY, "a registry address", "registry.example.com/ml"),
         namespace=keys.matching("namespace", _DNS_1123_LABEL, "a Kubernetes namespace", "ml-team"),
         kube_context=keys.raw("kube_context"),
+        spawns_workers=spawn is not None,
     )
+
+
+def _entrypoint_file(job_dir: Path, entrypoint: Entrypoint) -> Path:
+    if not entrypoint.is_module:
+        return job_dir / entrypoint.target
+    base = job_dir.joinpath(*entrypoint.target.split("."))
+    return base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__main__.py"
+
+
+def _spawn_call(keys: _Keys, job_dir: Path, entrypoint: Entrypoint, nodes: NodeRange, gpus: Accelerators):
+    """The entrypoint's mp.spawn call when it starts its own workers (spawn_scan), checked against the
+    layout: such a script runs on one node, with one launcher process that spawns the workers."""
+    spawn = spawn_scan.scan_file(_entrypoint_file(job_dir, entrypoint))
+    if spawn is None:
+        return None
+    call = spawn.describe(str(entrypoint))
+    if nodes.max > 1:
+        raise keys.error(
+            "nodes",
+            f"{call} starts its own worker processes on one machine (they meet on localhost), so with nodes = "
+            f"{nodes} every node would train alone",
+            "set `nodes = 1`, or let torchrun start the processes on every node: take the rank, local rank and "
+            "world size from the RANK, LOCAL_RANK and WORLD_SIZE environment variables instead of mp.spawn",
+        )
+    if spawn.per_gpu and gpus.devices == 0:
+        raise keys.error(
+            "gpus_per_node",
+            f"{call} starts one worker per GPU, and gpus_per_node = 0 gives it none",
+            "set `gpus_per_node` to the GPUs the script should train on, e.g. `gpus_per_node = 8`",
+        )
+    procs = keys.raw("procs_per_node")
+    if procs is not None and procs != "1":
+        raise keys.error(
+            "procs_per_node",
+            f"{call} starts its own worker processes: each node runs one launcher process, which spawns them",
+            "remove procs_per_node (or set `procs_per_node = 1`); the workers are one per GPU of gpus_per_node",
+        )
+    return spawn
 
 
 def _check_sections(parser: configparser.ConfigParser, path: Path) -> None:

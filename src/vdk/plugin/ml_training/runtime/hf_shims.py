@@ -8,9 +8,8 @@ from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
 
 
 def adapt_training_arguments(args, smoke_steps: int, output_dir: str | None) -> None:
-    """Edit a TrainingArguments before its validation runs: CPU, full precision, `smoke_steps` steps,
-    nothing saved, reported or pushed."""
-    args.use_cpu = True
+    """Edit a TrainingArguments before its validation runs: full precision, `smoke_steps` steps, nothing
+    saved, reported or pushed. The Trainer trains on the virtual GPUs."""
     for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval", "torch_compile", "push_to_hub"):
         if getattr(args, name, False):
             setattr(args, name, False)
@@ -35,7 +34,7 @@ def _patch_training_arguments(module, a: Adaptations, smoke_steps: int, output_d
 
     def __post_init__(self, *args, **kwargs):
         adapt_training_arguments(self, smoke_steps, output_dir)
-        a.note("HF TrainingArguments set for CPU")
+        a.note("HF TrainingArguments set for the smoke run")
         return original(self, *args, **kwargs)
 
     __post_init__._vdk_smoke = True  # type: ignore[attr-defined]
@@ -52,7 +51,6 @@ def _patch_accelerator(module, a: Adaptations) -> None:
         if arguments.get("mixed_precision") not in (None, "no"):
             a.note("Accelerate mixed precision off")
         arguments["mixed_precision"] = "no"
-        arguments["cpu"] = True
 
     def make(original):
         wrapper = _with_arguments(original, on_cpu)
