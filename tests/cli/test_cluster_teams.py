@@ -239,7 +239,7 @@ def test_delete_removes_only_the_default_team_s_runs_and_says_whose(two_teams):
     two_teams.fake.requests.clear()
     result = ok(vdk("delete", "-n", "mnist", "--yes"))
     assert "Deleting 2 run(s) of mnist of team alpha (--yes)" in result.stderr
-    assert "Kept: mnist's team beta (1 run)" in result.stderr
+    assert "Kept: mnist's runs of team beta (1 run)" in result.stderr
     assert sorted(result.stdout.split()) == sorted(["Deleted", two_teams.alpha, "Deleted", second_alpha])
     assert two_teams.runs() == {"beta": [two_teams.beta]}
     assert two_teams.run_lists() == 3  # the runs were listed once

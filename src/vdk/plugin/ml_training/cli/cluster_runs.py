@@ -66,8 +66,8 @@ def _name_option() -> click.Option:
 def _team_option() -> click.Option:
     return click.Option(
         ["-t", "--team"],
-        help="The team whose runs to work on [your default team (`vdk set-default`), else the job's [owner] "
-        "team]; `-t ''`: the runs without a team.",
+        help="The team whose runs to work on [with -p the job's [owner] team, else your default team "
+        "(`vdk set-default`), else that of the job directory you are in]; `-t ''`: the runs without a team.",
     )
 
 
@@ -457,7 +457,8 @@ def delete_ml(name: str | None, team: str | None, job_path: str | None, yes: boo
         client.delete_run(run.name, run.backend)
         click.echo(f"Deleted {run.name}")
     for other in selection.others:
-        click.echo(f"Kept: {selection.job_name}'s {other.describe()}", err=True)
+        kept = other.describe() if other.label is None else f"runs of {other.describe()}"
+        click.echo(f"Kept: {selection.job_name}'s {kept}", err=True)
 
 
 DELETE = verbs.Verb(
