@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.errors import SettingError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
@@ -140,6 +141,55 @@ def test_settings_are_defaults_that_the_job_overrides(tmp_path):
     assert (spec.registry, spec.namespace, spec.smoke_timeout_seconds) == ("localhost:5000/team", "ml", 30)
 
 
+MAPPINGS = {"team_namespaces": "vision:ml-vision, nlp:ml-nlp", "team_queues": "vision:vision-gpus"}
+
+
+def test_a_team_s_namespace_and_queue_come_from_the_mappings(tmp_path):
+    spec = load_job_spec(make_job(tmp_path), {**MAPPINGS, "namespace": "ml-shared"})
+    assert (spec.team, spec.namespace, spec.queue) == ("vision", "ml-vision", "vision-gpus")
+    assert dict(spec.origins) == {
+        "team": f"[owner] team of {spec.config_path}",
+        "namespace": "ml_training_team_namespaces for team vision",
+        "queue": "ml_training_team_queues for team vision",
+    }
+    # where the job runs is not what it trains: the image and its labels do not change with it
+    assert spec.fingerprint() == load_job_spec(make_job(tmp_path / "b")).fingerprint()
+    assert "origins" not in spec.to_dict()
+
+
+def test_job_keys_win_over_the_mappings(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "namespace = ml-own\nqueue = own-queue"), MAPPINGS)
+    assert (spec.namespace, spec.queue) == ("ml-own", "own-queue")
+    assert spec.origin("namespace") == f"[ml-training] namespace of {spec.config_path}"
+    assert spec.origin("queue") == f"[ml-training] queue of {spec.config_path}"
+
+
+def test_a_team_without_an_entry_uses_the_cluster_wide_namespace_and_no_queue(tmp_path):
+    spec = load_job_spec(make_job(tmp_path), {**MAPPINGS, "namespace": "ml-shared"}, team="robotics")
+    assert (spec.team, spec.namespace, spec.queue) == ("robotics", "ml-shared", None)
+    assert spec.origins == (
+        ("team", "-t"),
+        ("namespace", "ml_training_namespace of VDK configuration (VDK_ML_TRAINING_NAMESPACE)"),
+    )
+
+
+def test_the_team_is_the_option_else_owner_else_the_default_team(tmp_path):
+    job = make_job(tmp_path)
+    assert load_job_spec(job, MAPPINGS, team="nlp").namespace == "ml-nlp"  # -t's team's namespace
+    assert load_job_spec(job, default_team="nlp").team == "vision"  # [owner] team before the default team
+    no_owner = write_job(tmp_path, "no-owner", files={"train.py": TRAIN})
+    spec = load_job_spec(no_owner, MAPPINGS, default_team="nlp")
+    assert (spec.team, spec.namespace, spec.origin("team")) == ("nlp", "ml-nlp", "your default team, `vdk set-default`")
+    assert load_job_spec(no_owner).team is None and load_job_spec(no_owner).origins == ()
+    assert load_job_spec(job, team="").team is None  # -t '': no team
+
+
+def test_a_malformed_mapping_is_reported_before_anything_runs(tmp_path):
+    with pytest.raises(SettingError) as info:
+        load_job_spec(make_job(tmp_path), {"team_namespaces": "vision ml-vision"})
+    assert "VDK_ML_TRAINING_TEAM_NAMESPACES" in str(info.value) and "vision:ml-vision" in str(info.value)
+
+
 def test_bad_setting_names_the_environment_variable(tmp_path):
     err = error_of(make_job(tmp_path), {"registry": "http://bad registry"})
     assert "VDK_ML_TRAINING_REGISTRY" in str(err)
@@ -240,7 +290,7 @@ def test_fingerprint_ignores_where_and_how_a_job_is_checked_or_started(tmp_path)
     elsewhere = load_job_spec(
         make_job(
             tmp_path / "b",
-            "nodes = 2\nnamespace = other\nbackend = job\nsmoke_steps = 3\nsmoke_timeout = 1m\n"
+            "nodes = 2\nnamespace = other\nqueue = q\nbackend = job\nsmoke_steps = 3\nsmoke_timeout = 1m\n"
             "smoke_device_tracking = false",
         ),
         {"registry": "localhost:5000/x", "kube_context": "prod"},

@@ -16,10 +16,12 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training import spawn_scan
+from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import ProgressSettings
@@ -130,10 +132,12 @@ class Accelerators:
 
 # Keys that say where and how a job is checked or started, not what it trains: left out of the
 # fingerprint (image labels, run annotations), so that they do not change an image's digest.
+# The queue too: a team's queue may come from VDK configuration (ml_training_team_queues).
 WHERE_IT_RUNS = frozenset(
     {
         "registry",
         "namespace",
+        "queue",
         "kube_context",
         "backend",
         "smoke_steps",
@@ -179,6 +183,12 @@ class MLJobSpec:
     kube_context: str | None
     # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
+    # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
+    # dry run; not part of what the job is.
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def origin(self, key: str) -> str | None:
+        return dict(self.origins).get(key)
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -196,6 +206,7 @@ class MLJobSpec:
         """A JSON-able view of what defines the training run (not where the job dir lies)."""
         data = dataclasses.asdict(self)
         data.pop("job_dir")
+        data.pop("origins")
         data["entrypoint"] = str(self.entrypoint)
         data["nodes"] = str(self.nodes)
         data["gpus_per_node"] = str(self.gpus_per_node)
@@ -463,11 +474,19 @@ KEYS: dict[str, str] = {
 DEFAULT_SMOKE_TIMEOUT = 600
 
 
-def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None) -> MLJobSpec:
+def load_job_spec(
+    job_dir: Path | str,
+    settings: Mapping[str, Any] | None = None,
+    team: str | None = None,
+    default_team: str | None = None,
+) -> MLJobSpec:
     """Parse and validate a job directory into an `MLJobSpec`.
 
     `settings` are cluster-wide defaults from VDK configuration (`settings.job_settings`), which
-    the job's [ml-training] section overrides. Raises JobConfigError, and nothing else, on bad input.
+    the job's [ml-training] section overrides. The team is `team` (-t), else `[owner] team`, else
+    `default_team` (VDK's default team); its namespace and queue come from the team mappings of
+    `settings` unless the job sets them. Raises JobConfigError (SettingError for a malformed VDK
+    setting), and nothing else, on bad input.
     """
     job_dir = Path(job_dir).resolve()
     parser = read_config(job_dir)
@@ -476,6 +495,10 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
     raw = dict(parser.items(SECTION)) if parser.has_section(SECTION) else {}
     values = _normalise_keys(raw, path)
     keys = _Keys(path, values, settings or {})
+    origins: dict[str, str] = {}
+    team_name = _choose_team(team, _team(parser), default_team, path, origins)
+    namespace = _team_setting(keys, "namespace", teams.TEAM_NAMESPACES, team_name, origins)
+    queue = _team_setting(keys, "queue", teams.TEAM_QUEUES, team_name, origins)
 
     nodes = _nodes(keys)
     gpus = _gpus(keys)
@@ -494,7 +517,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
-        team=_team(parser),
+        team=team_name,
         entrypoint=entrypoint,
         args=_args(keys),
         nodes=nodes,
@@ -509,7 +532,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         base_python_version=keys.matching("base_python_version", _PYTHON_VERSION, "a Python version", "3.11"),
         base_provides=_base_provides(keys),
         backend=keys.choice("backend", AUTO_BACKEND, backend_choices()),
-        queue=keys.matching("queue", _DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
+        queue=queue,
         priority_class=keys.matching("priority_class", _DNS_1123_SUBDOMAIN, "a PriorityClass name", "high-priority"),
         max_restarts=keys.integer("max_restarts", default=3, minimum=0, maximum=1000),
         max_runtime_seconds=keys.duration("max_runtime", default=None, minimum=1),
@@ -521,9 +544,10 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         smoke_device_tracking=keys.boolean("smoke_device_tracking", default=True),
         env=_env(parser, path),
         registry=keys.matching("registry", _REGISTRY, "a registry address", "registry.example.com/ml"),
-        namespace=keys.matching("namespace", _DNS_1123_LABEL, "a Kubernetes namespace", "ml-team"),
+        namespace=namespace,
         kube_context=keys.raw("kube_context"),
         spawns_workers=spawn is not None,
+        origins=tuple(origins.items()),
     )
 
 
@@ -565,6 +589,41 @@ def _spawn_call(keys: _Keys, job_dir: Path, entrypoint: Entrypoint, nodes: NodeR
     return spawn
 
 
+def _choose_team(
+    option: str | None, owner: str | None, default: str | None, path: Path, origins: dict[str, str]
+) -> str | None:
+    """-t, else [owner] team, else VDK's default team (None when none is known; `-t ''` means no team)."""
+    if option is not None:
+        origins["team"] = teams.FROM_OPTION
+        return option.strip() or None
+    for value, source in ((owner, teams.from_owner(path)), (default, teams.FROM_DEFAULT)):
+        if value and value.strip():
+            origins["team"] = source
+            return value.strip()
+    return None
+
+
+_TEAM_KEYS = {
+    "namespace": (_DNS_1123_LABEL, "a Kubernetes namespace", "ml-team"),
+    "queue": (_DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
+}
+
+
+def _team_setting(keys: _Keys, key: str, mapping_key: str, team: str | None, origins: dict[str, str]) -> str | None:
+    """`namespace` or `queue`: the job's key, else the team's entry in the VDK mapping `mapping_key`,
+    else the cluster-wide VDK setting (namespace only)."""
+    pattern, what, example = _TEAM_KEYS[key]
+    mapped = teams.mapping(keys.settings, mapping_key).get(team)
+    if (keys.values.get(key) or "").strip():
+        origins[key] = f"[{SECTION}] {key} of {keys.path}"
+    elif mapped:
+        origins[key] = teams.mapped_from(mapping_key, team or "")
+        return mapped
+    elif keys.raw(key) is not None:
+        origins[key] = f"ml_training_{key} of VDK configuration (VDK_ML_TRAINING_{key.upper()})"
+    return keys.matching(key, pattern, what, example)
+
+
 def _check_sections(parser: configparser.ConfigParser, path: Path) -> None:
     known = (SECTION, ENV_SECTION)
     for section in parser.sections():
@@ -597,6 +656,11 @@ def closest(word: str, options: list[str]) -> str | None:
         return near[0]
     starts = [o for o in options if word and o.startswith(word)]
     return starts[0] if len(starts) == 1 else None
+
+
+def owner_team(job_dir: Path | str) -> str | None:
+    """The `[owner] team` of a job directory's config.ini (None when it has none)."""
+    return _team(read_config(Path(job_dir)))
 
 
 def _team(parser: configparser.ConfigParser) -> str | None:
