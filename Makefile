@@ -20,10 +20,10 @@ LINTED := src tests benchmarks functional_tests
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q 'setuptools<80.9' wheel
-	$(PIP) install -q -e '.[dev]' torch==2.13.0 'transformers>=5,<6' accelerate
+	$(PIP) install -q -e '.[dev]' torch==2.13.0 'transformers>=5,<6' accelerate 'lightning>=2.5,<3'
 	$(PIP) check
 	touch $@
 

@@ -1,6 +1,8 @@
 """Wall time of `vdk run EXAMPLE` (a smoke run) against the floor: the same script, same steps and
-processes, with the same CPU stand-ins, started by a minimal hand-made launcher that sets RANK,
-WORLD_SIZE, MASTER_ADDR/PORT itself (no torchrun, no vdk).
+processes, with the same CPU stand-ins and virtual GPUs but without device tracking, started by a minimal
+hand-made launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT itself (no torchrun, no vdk). `vdk run`
+tracks devices (the default), so the ratio includes what tracking costs; `untracked` is `vdk run` of a
+copy of the example with `smoke_device_tracking = false`, to show that cost by itself.
 
 `vdk run` forks its ranks from torchrun's agent, which has imported torch already, and ranks end
 without an interpreter teardown; the plain floor's ranks each import torch and tear down. So a
@@ -49,11 +51,13 @@ def floor(job: Path) -> float:
     plan = smoke_plan(spec)
     run_dir = Path(tempfile.mkdtemp(prefix="floor-"))
     port = str(_free_port())
+    untracked = {protocol.DEVICE_TRACKING: "0"}
     started = time.monotonic()
     procs = []
     for rank in range(plan.processes):
         env = {
             **plan.env,
+            **untracked,
             protocol.RUN_DIR: str(run_dir),
             "RANK": str(rank),
             "LOCAL_RANK": str(rank),
@@ -111,7 +115,7 @@ def fork_floor(job: Path) -> float:
     spec = load_job_spec(job)
     plan = smoke_plan(spec)
     run_dir = Path(tempfile.mkdtemp(prefix="floor-"))
-    env = {**plan.env, protocol.RUN_DIR: str(run_dir)}
+    env = {**plan.env, protocol.DEVICE_TRACKING: "0", protocol.RUN_DIR: str(run_dir)}
     command = [sys.executable, "-c", FORK_FLOOR, str(plan.processes), str(_free_port()), *spec.command_args()]
     started = time.monotonic()
     done = subprocess.run(command, cwd=job, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -142,6 +146,17 @@ def vdk_run(job: Path) -> float:
     return _timed([str(VDK), "run", str(job)], job)
 
 
+def untracked(job: Path) -> float:
+    """`vdk run` of the example with `smoke_device_tracking = false` (a copy, next to the original)."""
+    copy = Path(tempfile.gettempdir()) / f"vdk-bench-untracked-{os.getpid()}" / job.name
+    if not copy.exists():
+        shutil.copytree(job, copy)
+        config = copy / "config.ini"
+        text = config.read_text(encoding="utf-8")
+        config.write_text(text.replace("[ml-training]\n", "[ml-training]\nsmoke_device_tracking = false\n", 1))
+    return _timed([str(VDK), "run", str(copy)], job)
+
+
 def _timed(command: list[str], job: Path) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
     started = time.monotonic()
@@ -158,7 +173,13 @@ def main() -> None:
     parser.add_argument("examples", nargs="*", default=EXAMPLES)
     args = parser.parse_args()
 
-    variants = {"floor": floor, "fork floor": fork_floor, "launcher": launcher, "vdk run": vdk_run}
+    variants = {
+        "floor": floor,
+        "fork floor": fork_floor,
+        "launcher": launcher,
+        "untracked": untracked,
+        "vdk run": vdk_run,
+    }
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds, variants alternate")
     verdicts = []
     for name in args.examples:
@@ -183,7 +204,8 @@ def main() -> None:
             f"  vdk run / floor = {ratio:.2f}x ({'within' if ratio <= TARGET else 'OVER'} the {TARGET}x target); "
             f"vdk run / fork floor = {strict:.2f}x; "
             f"torchrun costs {medians['launcher'] - medians['fork floor']:+.2f} s, "
-            f"the vdk CLI {medians['vdk run'] - medians['launcher']:+.2f} s"
+            f"the vdk CLI {medians['untracked'] - medians['launcher']:+.2f} s, "
+            f"device tracking {medians['vdk run'] - medians['untracked']:+.2f} s"
         )
         verdicts.append((ratio <= TARGET, strict <= TARGET))
     print(

@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.errors import SettingError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
@@ -140,6 +141,55 @@ def test_settings_are_defaults_that_the_job_overrides(tmp_path):
     assert (spec.registry, spec.namespace, spec.smoke_timeout_seconds) == ("localhost:5000/team", "ml", 30)
 
 
+MAPPINGS = {"team_namespaces": "vision:ml-vision, nlp:ml-nlp", "team_queues": "vision:vision-gpus"}
+
+
+def test_a_team_s_namespace_and_queue_come_from_the_mappings(tmp_path):
+    spec = load_job_spec(make_job(tmp_path), {**MAPPINGS, "namespace": "ml-shared"})
+    assert (spec.team, spec.namespace, spec.queue) == ("vision", "ml-vision", "vision-gpus")
+    assert dict(spec.origins) == {
+        "team": f"[owner] team of {spec.config_path}",
+        "namespace": "ml_training_team_namespaces for team vision",
+        "queue": "ml_training_team_queues for team vision",
+    }
+    # where the job runs is not what it trains: the image and its labels do not change with it
+    assert spec.fingerprint() == load_job_spec(make_job(tmp_path / "b")).fingerprint()
+    assert "origins" not in spec.to_dict()
+
+
+def test_job_keys_win_over_the_mappings(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "namespace = ml-own\nqueue = own-queue"), MAPPINGS)
+    assert (spec.namespace, spec.queue) == ("ml-own", "own-queue")
+    assert spec.origin("namespace") == f"[ml-training] namespace of {spec.config_path}"
+    assert spec.origin("queue") == f"[ml-training] queue of {spec.config_path}"
+
+
+def test_a_team_without_an_entry_uses_the_cluster_wide_namespace_and_no_queue(tmp_path):
+    spec = load_job_spec(make_job(tmp_path), {**MAPPINGS, "namespace": "ml-shared"}, team="robotics")
+    assert (spec.team, spec.namespace, spec.queue) == ("robotics", "ml-shared", None)
+    assert spec.origins == (
+        ("team", "-t"),
+        ("namespace", "ml_training_namespace of VDK configuration (VDK_ML_TRAINING_NAMESPACE)"),
+    )
+
+
+def test_the_team_is_the_option_else_owner_else_the_default_team(tmp_path):
+    job = make_job(tmp_path)
+    assert load_job_spec(job, MAPPINGS, team="nlp").namespace == "ml-nlp"  # -t's team's namespace
+    assert load_job_spec(job, default_team="nlp").team == "vision"  # [owner] team before the default team
+    no_owner = write_job(tmp_path, "no-owner", files={"train.py": TRAIN})
+    spec = load_job_spec(no_owner, MAPPINGS, default_team="nlp")
+    assert (spec.team, spec.namespace, spec.origin("team")) == ("nlp", "ml-nlp", "your default team, `vdk set-default`")
+    assert load_job_spec(no_owner).team is None and load_job_spec(no_owner).origins == ()
+    assert load_job_spec(job, team="").team is None  # -t '': no team
+
+
+def test_a_malformed_mapping_is_reported_before_anything_runs(tmp_path):
+    with pytest.raises(SettingError) as info:
+        load_job_spec(make_job(tmp_path), {"team_namespaces": "vision ml-vision"})
+    assert "VDK_ML_TRAINING_TEAM_NAMESPACES" in str(info.value) and "vision:ml-vision" in str(info.value)
+
+
 def test_bad_setting_names_the_environment_variable(tmp_path):
     err = error_of(make_job(tmp_path), {"registry": "http://bad registry"})
     assert "VDK_ML_TRAINING_REGISTRY" in str(err)
@@ -169,6 +219,7 @@ def test_bad_setting_names_the_environment_variable(tmp_path):
         ("base_image = Not An Image", "base_image", "base_image = "),
         ("base_python = bin/python3", "base_python", "base_python = python3"),
         ("smoke_steps = 0", "smoke_steps", "whole number"),
+        ("smoke_device_tracking = sometimes", "smoke_device_tracking", "smoke_device_tracking = false"),
     ],
 )
 def test_bad_values_name_file_key_and_fix(tmp_path, line, key, expected):
@@ -237,7 +288,11 @@ def test_fingerprint_is_independent_of_location(tmp_path):
 def test_fingerprint_ignores_where_and_how_a_job_is_checked_or_started(tmp_path):
     base = load_job_spec(make_job(tmp_path / "a", "nodes = 2"))
     elsewhere = load_job_spec(
-        make_job(tmp_path / "b", "nodes = 2\nnamespace = other\nbackend = job\nsmoke_steps = 3\nsmoke_timeout = 1m"),
+        make_job(
+            tmp_path / "b",
+            "nodes = 2\nnamespace = other\nqueue = q\nbackend = job\nsmoke_steps = 3\nsmoke_timeout = 1m\n"
+            "smoke_device_tracking = false",
+        ),
         {"registry": "localhost:5000/x", "kube_context": "prod"},
     )
     assert base.fingerprint() == elsewhere.fingerprint()  # same training, same image label
@@ -279,3 +334,60 @@ def test_data_jobs_and_ml_jobs_have_no_ml_config_problem(tmp_path, config):
     job = make_job(tmp_path)
     (job / "config.ini").write_text(config)
     assert ml_config_problem(job) is None
+
+
+def test_device_tracking_is_on_unless_turned_off(tmp_path):
+    assert load_job_spec(make_job(tmp_path / "a")).smoke_device_tracking is True
+    for value in ("false", "no", "off", "0", "False"):
+        spec = load_job_spec(make_job(tmp_path / value, f"smoke_device_tracking = {value}"))
+        assert spec.smoke_device_tracking is False
+
+
+# A script in the style of PyTorch's DDP tutorial: it starts one worker per GPU itself.
+SPAWNS = """
+import torch
+import torch.multiprocessing as mp
+
+
+def main(rank, world_size):
+    pass
+
+
+if __name__ == "__main__":
+    world_size = torch.cuda.device_count()
+    mp.spawn(main, args=(world_size,), nprocs=world_size)
+"""
+
+
+def test_a_script_that_spawns_its_workers_runs_one_launcher_process_per_node(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "gpus_per_node = 8", files={"train.py": SPAWNS}))
+    assert spec.spawns_workers is True
+    assert spec.procs_per_node == 1  # what torchrun starts, and what the cluster manifests say
+    assert spec.smoke_processes == 2  # two workers on two virtual GPUs
+    one_gpu = load_job_spec(make_job(tmp_path, "gpus_per_node = 1", name="one", files={"train.py": SPAWNS}))
+    assert (one_gpu.procs_per_node, one_gpu.smoke_processes) == (1, 1)
+    explicit = load_job_spec(make_job(tmp_path, "procs_per_node = 1", name="explicit", files={"train.py": SPAWNS}))
+    assert explicit.spawns_workers and explicit.procs_per_node == 1
+    module = load_job_spec(
+        make_job(
+            tmp_path, "entrypoint = -m pkg.train", name="module", files={"pkg/__init__.py": "", "pkg/train.py": SPAWNS}
+        )
+    )
+    assert module.spawns_workers
+    plain = load_job_spec(make_job(tmp_path, "gpus_per_node = 8", name="plain"))
+    assert (plain.spawns_workers, plain.procs_per_node) == (False, 8)
+
+
+@pytest.mark.parametrize(
+    "line, key, expected",
+    [
+        ("nodes = 2", "nodes", "every node would train alone"),
+        ("procs_per_node = 8", "procs_per_node", "remove procs_per_node"),
+        ("gpus_per_node = 0", "gpus_per_node", "gives it none"),
+    ],
+)
+def test_layouts_a_spawning_script_cannot_have_are_refused(tmp_path, line, key, expected):
+    err = error_of(make_job(tmp_path, line, files={"train.py": SPAWNS}))
+    assert err.key == key
+    assert "train.py:12 mp.spawn(nprocs=torch.cuda.device_count())" in str(err)
+    assert expected in str(err)

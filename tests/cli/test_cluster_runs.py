@@ -407,7 +407,7 @@ def test_show_of_an_unknown_job_says_what_exists(kube):
     result = vdk("show", "-n", "no-such-job")
     assert result.exit_code == 1 and result.stdout == ""
     assert "there are no runs of no-such-job in namespace ml (context fake)" in result.stderr
-    assert "`vdk list`" in result.stderr
+    assert "`vdk list -a`" in result.stderr
     result = vdk("show")
     assert result.exit_code == 2 and "needs -n/--name" in result.stderr
 
@@ -473,7 +473,7 @@ def test_logs_of_an_earlier_run_by_its_id(kube):
     assert ok(vdk("execute", "--logs", "-n", "mnist-ddp", "-i", run_id)).stdout == "[rank 0] old run\n"
     assert ok(vdk("execute", "--logs", "-n", "mnist-ddp", "-i", old["metadata"]["name"])).stdout == "[rank 0] old run\n"
     result = vdk("execute", "--logs", "-n", "mnist-ddp", "-i", "zzzzzzzz")
-    assert result.exit_code == 1 and "mnist-ddp has no run mnist-ddp-zzzzzzzz" in result.stderr
+    assert result.exit_code == 1 and "mnist-ddp of team Vision Research has no run mnist-ddp-zzzzzzzz" in result.stderr
 
 
 def test_logs_of_a_queued_run_say_why_there_are_none(kube):
@@ -624,8 +624,10 @@ def test_cancel_stops_and_removes_one_run(kube):
     cancel = kube.deploy(created=cs.ago(60))
     result = vdk("execute", "--cancel", "-n", "mnist-ddp")
     assert result.exit_code == 2 and "--cancel needs -i/--execution-id" in result.stderr
-    out = ok(vdk("execute", "--cancel", "-n", "mnist-ddp", "-i", cancel["metadata"]["name"])).stdout
-    assert f"Cancelled {cancel['metadata']['name']}" in out
+    out = ok(
+        vdk("execute", "--cancel", "-n", "mnist-ddp", "-i", cancel["metadata"]["name"], "-t", "Vision Research")
+    ).stdout
+    assert f"Cancelled {cancel['metadata']['name']} of mnist-ddp of team Vision Research (was " in out
     assert kube.run_names() == [keep["metadata"]["name"]]
     assert kube.fake.run_objects() == sorted(
         [f"PyTorchJob/{keep['metadata']['name']}", f"ConfigMap/{keep['metadata']['name']}-record"]
@@ -651,11 +653,12 @@ def test_execute_list_and_show(kube):
 def test_delete_asks_then_removes_every_run_of_the_job(kube):
     runs = [kube.deploy(), kube.deploy(backend="job")]
     other = kube.deploy(job="bert-ft")
-    declined = vdk("delete", "-n", "mnist-ddp", input="n\n")
-    assert declined.exit_code == 1 and "Delete these 2 run(s) of mnist-ddp" in declined.stderr
+    declined = vdk("delete", "-n", "mnist-ddp", "-t", "Vision Research", input="n\n")
+    assert declined.exit_code == 1
+    assert "Delete these 2 run(s) of mnist-ddp of team Vision Research, their pods" in declined.stderr
     assert len(kube.run_names()) == 3
     kube.fake.requests.clear()
-    ok(vdk("delete", "-n", "mnist-ddp", input="y\n"))
+    ok(vdk("delete", "-n", "mnist-ddp", "-t", "Vision Research", input="y\n"))
     # the runs were listed once (one request per backend); each was then deleted by its name
     assert (
         len([p for m, p, _ in kube.fake.requests if m == "GET" and p.endswith(("/pytorchjobs", "/trainjobs", "/jobs"))])
@@ -663,7 +666,7 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
     )
     assert kube.run_names() == [other["metadata"]["name"]]
     assert not [o for o in kube.fake.run_objects() if any(r["metadata"]["name"] in o for r in runs)]
-    ok(vdk("delete", "-n", "bert-ft", "--yes"))
+    ok(vdk("delete", "-n", "bert-ft", "-t", "Vision-Research", "--yes"))  # the label value names the same team
     assert kube.run_names() == [] and kube.fake.run_objects() == []
 
 

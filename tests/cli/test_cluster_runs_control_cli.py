@@ -17,6 +17,8 @@ from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.vdk_cli import HAS_CONTROL_CLI
 from tests.support.vdk_cli import vdk
+from tests.support.vdk_cli import vdk_process
+from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 pytestmark = [
@@ -64,6 +66,7 @@ def test_a_name_without_ml_runs_reaches_the_control_service_command(ml_run, args
 
 def test_ml_names_go_to_the_plugin_without_team_prompts(ml_run):
     fake, client, run = ml_run
+    teams.write_default_team("Vision Research")  # the run's team: deleting it needs no -t
     shown = cs_vdk("show", "-n", "mnist-ddp")  # no -t: the Control Service would prompt "Job Team"
     assert shown.exit_code == 0, everything(shown)
     assert f"Latest run {run['metadata']['name']}: Running" in shown.stdout
@@ -74,6 +77,25 @@ def test_ml_names_go_to_the_plugin_without_team_prompts(ml_run):
     assert "data job" not in declined.stderr  # the plugin's question, not the Control Service's
     deleted = cs_vdk("delete", "-n", "mnist-ddp", "--yes")
     assert deleted.exit_code == 0 and client.list_runs() == []
+
+
+def test_the_control_service_cli_s_default_team_selects_ml_runs(ml_run, tmp_path):
+    fake, client, run = ml_run
+    other = make_spec(tmp_path / "other", name="mnist-ddp", team="beta", nodes="1", gpus_per_node="1")
+    theirs = client.apply(render_run(other, IMAGE, make_run(other), "ml", "job"))[0]["metadata"]["name"]
+    shown = cs_vdk("show", "-n", "mnist-ddp")  # two teams, no default team: which one is asked, not prompted
+    assert shown.exit_code == 1 and "mnist-ddp has runs of 2 teams" in shown.stderr
+    # `vdk set-default` is the Control Service CLI's own command (a new process reads its file afresh)
+    done = vdk_process("set-default", "-t", "beta")
+    assert done.returncode == 0, done.stderr
+    assert teams.default_team() == "beta"
+    shown = cs_vdk("show", "-n", "mnist-ddp", "-o", "json")
+    assert shown.exit_code == 0, everything(shown)
+    assert [r["name"] for r in json.loads(shown.stdout)["runs"]] == [theirs]
+    deleted = cs_vdk("delete", "-n", "mnist-ddp", "--yes")
+    assert deleted.exit_code == 0, everything(deleted)
+    assert "Deleting 1 run(s) of mnist-ddp of team beta (--yes)" in deleted.stderr
+    assert [r.name for r in client.list_runs()] == [run["metadata"]["name"]]  # the other team's run is kept
 
 
 def test_ml_only_options_are_refused_for_data_jobs(ml_run):

@@ -22,6 +22,7 @@ from tests.support.jobs import write_job
 from tests.support.native import native_errors
 from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training import plugin
+from vdk.plugin.ml_training import teams
 
 ROOT = Path(__file__).resolve().parents[2]
 VDK = Path(sys.executable).parent / "vdk"
@@ -149,6 +150,72 @@ def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])
+def test_dry_run_says_where_the_team_namespace_and_queue_come_from(backend, tmp_path, monkeypatch):
+    monkeypatch.setenv("VDK_ML_TRAINING_TEAM_NAMESPACES", "ml-platform:ml-platform-ns")
+    monkeypatch.setenv("VDK_ML_TRAINING_TEAM_QUEUES", "ml-platform:platform-gpus, nlp:nlp-gpus")
+    job = deploy_job(tmp_path, "python:3.11", name="mapped-job")
+    result = vdk("deploy", "-p", str(job), "--dry-run", "--backend", backend)
+    assert result.exit_code == 0, result.output
+    manifests = list(yaml.safe_load_all(result.stdout))
+    assert {m["metadata"]["namespace"] for m in manifests} == {"ml-platform-ns"}
+    assert manifests[0]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "platform-gpus"
+    assert manifests[0]["metadata"]["labels"]["vdk.io/team"] == "ml-platform"
+    assert (
+        "Where it runs:\n"
+        f"  team       ml-platform  ([owner] team of {job / 'config.ini'})\n"
+        "  namespace  ml-platform-ns  (ml_training_team_namespaces for team ml-platform)\n"
+        "  queue      platform-gpus  (ml_training_team_queues for team ml-platform)\n"
+    ) in result.stderr
+    # -t picks another team, and with it that team's queue; a job's own key wins over the mapping
+    other = vdk("deploy", "-p", str(job), "--dry-run", "--backend", backend, "-t", "nlp")
+    assert other.exit_code == 0, other.output
+    assert (
+        "  team       nlp  (-t)\n" in other.stderr and "  queue      nlp-gpus  (ml_training_team_queues" in other.stderr
+    )
+    assert f"  namespace  default  ({NO_NAMESPACE})" in other.stderr
+    own = write_job(tmp_path, "own-job", team="ml-platform", ml="base_image = python:3.11\nnamespace = ml-own\n")
+    result = vdk("deploy", "-p", str(own), "--dry-run", "--backend", backend)
+    assert result.exit_code == 0, result.output
+    assert {m["metadata"]["namespace"] for m in yaml.safe_load_all(result.stdout)} == {"ml-own"}
+    assert f"  namespace  ml-own  ([ml-training] namespace of {own / 'config.ini'})" in result.stderr
+
+
+NO_NAMESPACE = "no namespace is set and no kube context has one"
+
+
+def test_a_job_without_a_team_is_deployed_as_the_default_team_s(tmp_path):
+    job = write_job(tmp_path, "no-owner", ml="base_image = python:3.11\n")
+    result = vdk("deploy", "-p", str(job), "--dry-run", "--backend", "job")
+    assert result.exit_code == 0, result.output
+    assert "vdk.io/team" not in next(yaml.safe_load_all(result.stdout))["metadata"]["labels"]
+    assert "  team       none (no -t, [owner] team or default team)" in result.stderr
+    teams.write_default_team("nlp")
+    result = vdk("deploy", "-p", str(job), "--dry-run", "--backend", "job")
+    assert result.exit_code == 0, result.output
+    assert next(yaml.safe_load_all(result.stdout))["metadata"]["labels"]["vdk.io/team"] == "nlp"
+    assert "  team       nlp  (your default team, `vdk set-default`)" in result.stderr
+
+
+def test_a_team_that_cannot_be_a_label_value_stops_the_deploy_with_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
+    job = write_job(tmp_path, "bad-team-job", team="R&D/Vision", ml="base_image = python:3.11\n")
+    for args in (["--dry-run"], []):
+        result = vdk("deploy", "-p", str(job), *args)
+        assert result.exit_code == 1 and result.stdout == ""
+        assert (
+            f"Error: {job / 'config.ini'} [owner] team: team 'R&D/Vision' cannot be a Kubernetes label value"
+            in result.stderr
+        )
+        assert "Fix: write `team = R-D-Vision` under [owner] (or deploy with `-t R-D-Vision`)" in result.stderr
+        assert "smoke" not in result.stderr and "Image for job" not in result.stderr  # before any work
+    result = vdk("deploy", "-p", str(job), "--dry-run", "-t", "Vision Research")  # normalised: Vision-Research
+    assert result.exit_code == 0, result.output
+    assert next(yaml.safe_load_all(result.stdout))["metadata"]["labels"]["vdk.io/team"] == "Vision-Research"
+    result = vdk("deploy", "-p", str(job), "--dry-run", "-t", "a" * 64)
+    assert result.exit_code == 1 and "-t: team 'aaaa" in result.stderr and "longer than the 63" in result.stderr
+
+
 # --- deploy ------------------------------------------------------------------------------------
 
 
@@ -202,6 +269,28 @@ def test_trainjob_pod_changes_follow_the_installed_trainer(
     assert json.loads(result.stdout)["backend"] == "trainjob"
     (trainjob,) = fake.stored("trainjobs")
     assert mechanism in trainjob["spec"]
+
+
+def test_a_team_s_namespace_and_queue_from_vdk_configuration(tmp_path, registry, base_image, cluster, monkeypatch):
+    fake = cluster(pytorchjob=True, namespaces=("default", "ml", "ml-platform-ns"))[0]
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    monkeypatch.setenv("VDK_ML_TRAINING_TEAM_NAMESPACES", "ml-platform:ml-platform-ns, nlp:ml-nlp")
+    monkeypatch.setenv("VDK_ML_TRAINING_TEAM_QUEUES", "ml-platform:platform-gpus")
+    job = deploy_job(tmp_path, base_image, name="team-job")  # [owner] team = ml-platform, no namespace or queue key
+    result = vdk("deploy", "-p", str(job), "--skip-smoke", "-o", "json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["namespace"], out["job_team"]) == ("ml-platform-ns", "ml-platform")
+    assert fake.run_objects("ml-platform-ns") == sorted([f"PyTorchJob/{out['run']}", f"ConfigMap/{out['run']}-record"])
+    assert fake.run_objects("ml") == []
+    (pytorchjob,) = fake.stored("pytorchjobs", "ml-platform-ns")
+    assert pytorchjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "platform-gpus"
+    assert pytorchjob["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "platform-gpus"
+    assert "  namespace  ml-platform-ns  (ml_training_team_namespaces for team ml-platform)" in result.stderr
+    # the verbs find the team's run in its namespace
+    shown = vdk("show", "-n", "team-job", "-t", "ml-platform", "-o", "json")
+    assert shown.exit_code == 0, shown.output
+    assert [r["name"] for r in json.loads(shown.stdout)["runs"]] == [out["run"]]
 
 
 def test_build_only_prints_the_digest_reference_last(tmp_path, registry, base_image, cluster, monkeypatch):

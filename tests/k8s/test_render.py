@@ -8,6 +8,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.jobs import write_job
 from tests.support.specs import IMAGE
 from tests.support.specs import OUTSIDE_GIT
 from tests.support.specs import PROVENANCE
@@ -17,6 +18,7 @@ from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
+from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s import record
 from vdk.plugin.ml_training.k8s.backends import indexed_job
@@ -313,3 +315,32 @@ def test_run_names_differ_and_bad_job_names_are_refused():
     for bad in ("Job", "9job", "job-", "a" * (MAX_JOB_NAME_LENGTH + 1), "my_job"):
         with pytest.raises(MLTrainingError):
             new_run_name(bad)
+
+
+SPAWNING_SCRIPT = """
+import torch
+import torch.multiprocessing as mp
+
+if __name__ == "__main__":
+    mp.spawn(print, nprocs=torch.cuda.device_count())
+"""
+
+
+def test_a_script_that_spawns_its_workers_gets_one_launcher_process_per_node(tmp_path):
+    spec = load_job_spec(write_job(tmp_path, "spawner", ml="gpus_per_node = 4", files={"train.py": SPAWNING_SCRIPT}))
+    run = make_run(spec)
+    assert pytorchjob.render(spec, IMAGE, run, "ml")[0]["spec"]["nprocPerNode"] == "1"
+    assert (
+        trainjob.render(spec, IMAGE, run, "ml", mechanism=trainjob.MECHANISMS[0])[0]["spec"]["trainer"][
+            "numProcPerNode"
+        ]
+        == 1
+    )
+    env = {
+        e["name"]: e.get("value")
+        for e in indexed_job.render(spec, IMAGE, run, "ml")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PET_NPROC_PER_NODE"] == "1"
+    # the launcher gets the node's GPUs, which its workers share
+    container = containers_of(pytorchjob.render(spec, IMAGE, run, "ml")[0])["Master"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"

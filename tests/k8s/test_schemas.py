@@ -119,3 +119,33 @@ def test_native_checks_reject_what_a_server_would(specs):
     assert [e.field for e in native_errors(service, "V1Service")] == ["spec.ports"]
     record["data"]["huge"] = "x" * (1024 * 1024)
     assert [e.field for e in native_errors(record, "V1ConfigMap")] == ["data"]
+
+
+TEAM_SETTINGS = {"team_namespaces": "vision:ml-vision, nlp:ml-nlp", "team_queues": "vision:vision-gpus"}
+
+
+@pytest.mark.parametrize(
+    "backend, mechanism",
+    [("pytorchjob", None), ("job", None), *[("trainjob", m) for m in trainjob.MECHANISMS]],
+)
+def test_a_team_s_namespace_and_queue_reach_every_backend_s_manifests(tmp_path, backend, mechanism):
+    """The VDK mappings alone (no key in the job) put the run in its team's namespace and Kueue queue."""
+    spec = make_spec(tmp_path, team="vision", settings=TEAM_SETTINGS, nodes="2", gpus_per_node="1")
+    assert (spec.namespace, spec.queue) == ("ml-vision", "vision-gpus")
+    cluster = trainer_cluster(mechanism) if mechanism else None
+    manifests = render_run(spec, IMAGE, make_run(spec), spec.namespace, backend, cluster=cluster)
+    assert {m["metadata"]["namespace"] for m in manifests} == {"ml-vision"}
+    assert all(m["metadata"]["labels"]["vdk.io/team"] == "vision" for m in manifests)
+    main = manifests[0]
+    assert main["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "vision-gpus"
+    if backend == "pytorchjob":
+        assert main["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "vision-gpus"
+    for manifest in manifests:
+        assert schema_errors(manifest, mechanism or trainjob.RUNTIME_PATCHES) == []
+
+
+def test_a_job_s_own_namespace_and_queue_win_over_its_team_s(tmp_path):
+    spec = make_spec(tmp_path, team="vision", settings=TEAM_SETTINGS, namespace="ml-own", queue="own-queue")
+    main = render_run(spec, IMAGE, make_run(spec), spec.namespace, "pytorchjob")[0]
+    assert main["metadata"]["namespace"] == "ml-own"
+    assert main["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "own-queue"

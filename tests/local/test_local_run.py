@@ -96,7 +96,7 @@ def ddp_job(root: Path, name: str, inject: str, condition: str = "rank == 1", ml
     pids = root / f"{name}-pids"
     pids.mkdir()
     script = DDP_LOOP.format(inject=inject, condition=condition)
-    job = make_job(root, name, script, "nodes = 2\ngpus_per_node = 0\nsmoke_steps = 2\n" + ml, f"PID_DIR = {pids}\n")
+    job = make_job(root, name, script, "nodes = 2\ngpus_per_node = 1\nsmoke_steps = 2\n" + ml, f"PID_DIR = {pids}\n")
     return job, pids
 
 
@@ -416,47 +416,58 @@ def test_a_full_run_of_cuda_code_without_a_gpu_says_what_to_do_instead():
     assert "needs a GPU and this machine has none" in str(result.exception)
 
 
-# PyTorch's "Getting Started with Distributed Data Parallel" tutorial: the script starts its own
-# processes, one per GPU.
-MP_SPAWN_TUTORIAL = """
-import os
+# A script that checks for the GPUs of the cluster's nodes and ends quietly without them.
+NEEDS_EIGHT_GPUS = """
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-def setup(rank, world_size):
-    os.environ["MASTER_ADDR"] = "localhost"
-    os.environ["MASTER_PORT"] = "12355"
-    dist.init_process_group("nccl", rank=rank, world_size=world_size)
-
-
-def demo_basic(rank, world_size):
-    setup(rank, world_size)
-    model = torch.nn.Linear(10, 5).to(rank)
-    ddp_model = DDP(model, device_ids=[rank])
-    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.001)
-    optimizer.zero_grad()
-    ddp_model(torch.randn(20, 10)).sum().backward()
-    optimizer.step()
-    dist.destroy_process_group()
-
 
 if __name__ == "__main__":
-    world_size = torch.cuda.device_count()
-    mp.spawn(demo_basic, args=(world_size,), nprocs=world_size, join=True)
+    if torch.cuda.device_count() < 8:
+        print("this example needs 8 GPUs")
+    else:
+        model = torch.nn.Linear(2, 1).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.ones(1, 2, device="cuda")).sum().backward()
+        optimizer.step()
 """
 
 
 def test_a_smoke_run_that_takes_no_optimizer_step_fails_and_says_why(tmp_path):
-    job = make_job(tmp_path, "spawns", MP_SPAWN_TUTORIAL, "gpus_per_node = 4\nprocs_per_node = 1\n")
+    job = make_job(tmp_path, "needs-8", NEEDS_EIGHT_GPUS, "gpus_per_node = 8\n")
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
     assert result.exit_code != 0, result.output
-    assert "smoke run FAILED" in result.output and "rank 0: 0 steps, the script ended" in result.output
+    assert "smoke run FAILED" in result.output and "rank 1: 0 steps, the script ended" in result.output
+    message = str(result.exception)
+    assert "no optimizer step was taken: the script ended without calling step()" in message
+    assert "more GPUs than the smoke run's node has (2 virtual GPU(s): raise `smoke_processes`" in message
+
+    (job / "config.ini").write_text(
+        "[job]\ntype = ml-training\n[ml-training]\ngpus_per_node = 8\nsmoke_processes = 8\n"
+    )
+    assert CliEntryBasedTestRunner(plugin).invoke(["run", str(job)]).exit_code == 0
+
+
+SPAWNS_NOTHING = """
+import sys
+import torch.multiprocessing as mp
+
+
+def main(rank):
+    raise AssertionError("never runs")
+
+
+if __name__ == "__main__":
+    mp.spawn(main, nprocs=len(sys.argv[1:]))
+"""
+
+
+def test_an_mp_spawn_of_no_process_is_named(tmp_path):
+    job = make_job(tmp_path, "spawns-nothing", SPAWNS_NOTHING)
+    result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
+    assert result.exit_code != 0, result.output
+    assert "the launcher process: the script ended" in result.output
     message = str(result.exception)
     assert "no optimizer step was taken: the script called torch.multiprocessing.spawn(nprocs=0)" in message
-    assert "torch.cuda.device_count(), which is 0" in message and "RANK, LOCAL_RANK and WORLD_SIZE" in message
+    assert "mp.spawn was asked for 0 processes" in message
 
 
 def test_a_full_cpu_run_of_the_hugging_face_example_is_distributed(tmp_path):

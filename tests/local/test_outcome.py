@@ -196,8 +196,8 @@ def test_a_smoke_run_without_any_optimizer_step_fails_and_says_what_to_check(tmp
         "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer"
     )
     fix = failure_fix(outcome)
-    assert "torch.cuda.device_count(), which is 0 without a GPU" in fix and "returns early" in fix
-    assert "RANK, LOCAL_RANK and WORLD_SIZE" in fix
+    assert "needs more GPUs than the smoke run's node has (2 virtual GPU(s)" in fix and "returns early" in fix
+    assert "raise `smoke_processes`" in fix
     summary = format_summary(outcome)
     assert "smoke run FAILED" in summary and "rank 0: 0 steps, the script ended" in summary
 
@@ -259,3 +259,43 @@ def test_the_runs_directory_can_be_set_from_the_environment(tmp_path, monkeypatc
     assert runs_dir() == tmp_path / "runs"
     monkeypatch.delenv(RUNS_DIR_ENV)
     assert runs_dir().name.startswith("vdk-ml-training-")
+
+
+def test_a_script_that_spawns_its_workers_is_judged_by_its_workers(tmp_path):
+    import dataclasses
+
+    run = make_run(
+        tmp_path,
+        {
+            0: {"status": "stopped", "steps": 2, "last_loss": 0.5},
+            1: {
+                "status": "failed",
+                "steps": 1,
+                "ended_at": 5.0,
+                "error": {
+                    "type": "ValueError",
+                    "message": "ValueError: worker broke",
+                    "traceback": "Traceback\nValueError",
+                },
+            },
+        },
+        exit_code=1,
+    )
+    plan = dataclasses.replace(run.plan, processes=1, workers=2)
+    protocol.write_json_atomically(
+        protocol.result_path(run.run_dir, protocol.LAUNCHER),
+        {
+            "rank": "launcher",
+            "status": "failed",
+            "steps": 0,
+            "ended_at": 9.0,
+            "error": {"type": "ProcessRaisedException", "message": "ProcessRaisedException: -- Process 1 terminated"},
+        },
+    )
+    outcome = analyse(LocalRun(plan, run.run_dir, 1, 3.0, False))
+    assert not outcome.passed
+    assert outcome.headline == "rank 1 failed: ValueError: worker broke"  # the worker, not the launcher after it
+    assert [r.rank for r in outcome.ranks] == [0, 1] and outcome.launcher is not None
+    summary = format_summary(outcome)
+    assert "then the launcher process: ProcessRaisedException: -- Process 1 terminated" in summary
+    assert "the launcher process: failed" in summary

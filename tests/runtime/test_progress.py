@@ -356,3 +356,41 @@ def test_a_full_run_of_the_hf_trainer_example_knows_its_total_from_the_trainer(t
     assert (lines[-1].step, lines[-1].fields["script"]) == (steps, "finished")
     assert MARK not in (run_dir / "rank-1.log").read_text()
     shutil.rmtree(run_dir)
+
+
+# A script that spawns its workers (mp.spawn) in a job image: torchrun starts one launcher process.
+SPAWNS_WORKERS = """
+import os
+import torch
+import torch.multiprocessing as mp
+
+
+def main(rank, world_size):
+    # torchrun's agent-store flag would make the workers' own env:// rendezvous wait for torchrun's store
+    store = "agent store" if "TORCHELASTIC_USE_AGENT_STORE" in os.environ else "own store"
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(6):
+        model(torch.ones(2, 4)).sum().backward()
+        optimizer.step()
+    print(f"worker {rank} of {world_size} done, {store}", flush=True)
+
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2,), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+def test_in_an_image_the_first_spawned_worker_reports_progress(tmp_path):
+    env = {"RANK": "0", "VDK_ML_TRAINING_PROGRESS_SECONDS": "0", "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    done = bootstrap(tmp_path, SPAWNS_WORKERS, env)
+    assert done.returncode == 0, done.stderr
+    assert "worker 0 of 2 done, own store" in done.stdout and "worker 1 of 2 done, own store" in done.stdout
+    assert progress_lines(done.stdout) == []  # a period of 0: none
+
+    env["VDK_ML_TRAINING_PROGRESS_SECONDS"] = "30"
+    done = bootstrap(tmp_path, SPAWNS_WORKERS, env)
+    assert done.returncode == 0, done.stderr
+    lines = progress_lines(done.stdout)
+    assert [(p.step, p.fields.get("script")) for p in lines] == [(1, None), (6, "finished")]  # worker 0's only

@@ -100,6 +100,15 @@ def local_runs_in_a_temporary_directory(tmp_path_factory, monkeypatch):
     return runs
 
 
+@pytest.fixture(autouse=True)
+def vdk_defaults_in_a_temporary_directory(tmp_path_factory, monkeypatch):
+    """VDK's defaults (the default team of `vdk set-default`) are read from a temporary directory, not the
+    user's ~/.vdk.internal: a developer's default team must not change what a test selects."""
+    folder = tmp_path_factory.mktemp("vdk-defaults")
+    monkeypatch.setenv("VDK_BASE_CONFIG_FOLDER", str(folder))
+    return folder
+
+
 @pytest.fixture
 def isolated_environment(local_runs_in_a_temporary_directory, monkeypatch, tmp_path):
     """No credentials, CA bundles, caches, timestamps, kubeconfigs or plugin settings of the machine

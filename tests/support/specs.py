@@ -45,10 +45,18 @@ MATRIX = {
 
 
 def make_spec(
-    root: Path, name: str = "mnist-ddp", env: dict | None = None, args: str | None = None, **keys: str
+    root: Path,
+    name: str = "mnist-ddp",
+    env: dict | None = None,
+    args: str | None = None,
+    team: str | None = "Vision Research",
+    settings: dict | None = None,
+    **keys: str,
 ) -> MLJobSpec:
+    """The spec of job `name` in `root/name` with [ml-training] `keys`, of `team` (None: no [owner] team),
+    read with VDK `settings` (keyed as in [ml-training], like `settings.job_settings`)."""
     ml = {**keys, **({"args": args} if args else {})}
-    return load_job_spec(write_job(root, name, ml=ml, env=env or None, team="Vision Research"))
+    return load_job_spec(write_job(root, name, ml=ml, env=env or None, team=team), settings)
 
 
 # A job deployed from a directory that is not in a git repository.

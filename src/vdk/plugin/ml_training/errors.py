@@ -38,3 +38,12 @@ class JobConfigError(MLTrainingError):
         elif section:
             where += f" [{section}]"
         super().__init__(f"{where}: {problem}", fix)
+
+
+class SettingError(MLTrainingError):
+    """A VDK configuration key of the plugin (`ml_training_*`, env `VDK_ML_TRAINING_*`) is not valid."""
+
+    def __init__(self, key: str, problem: str, fix: str):
+        self.key = key
+        variable = f"VDK_{key.upper()}"
+        super().__init__(f"VDK configuration {key} ({variable}): {problem}", f"{fix} (in {variable} or `{key}`)")

@@ -16,9 +16,12 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from vdk.plugin.ml_training import spawn_scan
+from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import ProgressSettings
@@ -71,6 +74,7 @@ _REGISTRY = re.compile(rf"^{_HOST}(?:/{_PATH_COMPONENT})*$")
 _PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 # An interpreter: a command name looked up on the image's PATH, or an absolute path.
 _INTERPRETER = re.compile(r"^(/[^\s]+|[A-Za-z0-9][A-Za-z0-9._+-]*)$")
+_BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
 @dataclass(frozen=True)
@@ -128,8 +132,19 @@ class Accelerators:
 
 # Keys that say where and how a job is checked or started, not what it trains: left out of the
 # fingerprint (image labels, run annotations), so that they do not change an image's digest.
+# The queue too: a team's queue may come from VDK configuration (ml_training_team_queues).
 WHERE_IT_RUNS = frozenset(
-    {"registry", "namespace", "kube_context", "backend", "smoke_steps", "smoke_processes", "smoke_timeout_seconds"}
+    {
+        "registry",
+        "namespace",
+        "queue",
+        "kube_context",
+        "backend",
+        "smoke_steps",
+        "smoke_processes",
+        "smoke_timeout_seconds",
+        "smoke_device_tracking",
+    }
 )
 
 
@@ -144,7 +159,7 @@ class MLJobSpec:
     args: tuple[str, ...]
     nodes: NodeRange
     gpus_per_node: Accelerators
-    procs_per_node: int
+    procs_per_node: int  # processes the launcher (torchrun) starts per node: 1 when the script spawns its own
     cpu: str
     memory: str
     shm_size: str
@@ -161,10 +176,19 @@ class MLJobSpec:
     smoke_steps: int
     smoke_processes: int
     smoke_timeout_seconds: int
+    smoke_device_tracking: bool
     env: tuple[tuple[str, str], ...]
     registry: str | None
     namespace: str | None
     kube_context: str | None
+    # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
+    spawns_workers: bool = False
+    # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
+    # dry run; not part of what the job is.
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def origin(self, key: str) -> str | None:
+        return dict(self.origins).get(key)
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -182,6 +206,7 @@ class MLJobSpec:
         """A JSON-able view of what defines the training run (not where the job dir lies)."""
         data = dataclasses.asdict(self)
         data.pop("job_dir")
+        data.pop("origins")
         data["entrypoint"] = str(self.entrypoint)
         data["nodes"] = str(self.nodes)
         data["gpus_per_node"] = str(self.gpus_per_node)
@@ -358,6 +383,15 @@ class _Keys:
             )
         return int(text)
 
+    def boolean(self, key: str, default: bool) -> bool:
+        text = self.raw(key)
+        if text is None:
+            return default
+        value = _BOOLEANS.get(text.lower())
+        if value is None:
+            raise self.error(key, f"{text!r} is not true or false", f"write `{key} = {str(not default).lower()}`")
+        return value
+
     def duration(self, key: str, default: int | None, minimum: int) -> int | None:
         text = self.raw(key)
         if text is None:
@@ -432,6 +466,7 @@ KEYS: dict[str, str] = {
     "smoke_steps": "optimizer steps a smoke run performs",
     "smoke_processes": "processes in a smoke run",
     "smoke_timeout": "a smoke run that takes longer is stopped",
+    "smoke_device_tracking": "false turns off the smoke run's checks of where tensors are (CPU or which GPU)",
     "registry": "OCI registry (and path) the job image is pushed to",
     "namespace": "Kubernetes namespace",
     "kube_context": "kubeconfig context",
@@ -439,11 +474,19 @@ KEYS: dict[str, str] = {
 DEFAULT_SMOKE_TIMEOUT = 600
 
 
-def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None) -> MLJobSpec:
+def load_job_spec(
+    job_dir: Path | str,
+    settings: Mapping[str, Any] | None = None,
+    team: str | None = None,
+    default_team: str | None = None,
+) -> MLJobSpec:
     """Parse and validate a job directory into an `MLJobSpec`.
 
     `settings` are cluster-wide defaults from VDK configuration (`settings.job_settings`), which
-    the job's [ml-training] section overrides. Raises JobConfigError, and nothing else, on bad input.
+    the job's [ml-training] section overrides. The team is `team` (-t), else `[owner] team`, else
+    `default_team` (VDK's default team); its namespace and queue come from the team mappings of
+    `settings` unless the job sets them. Raises JobConfigError (SettingError for a malformed VDK
+    setting), and nothing else, on bad input.
     """
     job_dir = Path(job_dir).resolve()
     parser = read_config(job_dir)
@@ -452,10 +495,16 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
     raw = dict(parser.items(SECTION)) if parser.has_section(SECTION) else {}
     values = _normalise_keys(raw, path)
     keys = _Keys(path, values, settings or {})
+    origins: dict[str, str] = {}
+    team_name = _choose_team(team, _team(parser), default_team, path, origins)
+    namespace = _team_setting(keys, "namespace", teams.TEAM_NAMESPACES, team_name, origins)
+    queue = _team_setting(keys, "queue", teams.TEAM_QUEUES, team_name, origins)
 
     nodes = _nodes(keys)
     gpus = _gpus(keys)
-    procs = keys.integer("procs_per_node", default=max(gpus.devices, 1), minimum=1, maximum=1024)
+    entrypoint = _entrypoint(keys, job_dir)
+    spawn = _spawn_call(keys, job_dir, entrypoint, nodes, gpus)
+    procs = keys.integer("procs_per_node", default=1 if spawn else max(gpus.devices, 1), minimum=1, maximum=1024)
     memory = keys.quantity("memory", "16Gi")
     shm_size = keys.quantity("shm_size", format_bytes(parse_quantity(memory) / 2))
     if parse_quantity(shm_size) > parse_quantity(memory):
@@ -464,12 +513,12 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
             f"{shm_size} is more than memory ({memory}); /dev/shm counts against the memory limit",
             "lower shm_size or raise memory (by default shm_size is half of memory)",
         )
-    smoke_default = 2 if nodes.max * procs > 1 else 1
+    smoke_default = 2 if (gpus.devices if spawn else nodes.max * procs) > 1 else 1
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
-        team=_team(parser),
-        entrypoint=_entrypoint(keys, job_dir),
+        team=team_name,
+        entrypoint=entrypoint,
         args=_args(keys),
         nodes=nodes,
         gpus_per_node=gpus,
@@ -483,7 +532,7 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         base_python_version=keys.matching("base_python_version", _PYTHON_VERSION, "a Python version", "3.11"),
         base_provides=_base_provides(keys),
         backend=keys.choice("backend", AUTO_BACKEND, backend_choices()),
-        queue=keys.matching("queue", _DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
+        queue=queue,
         priority_class=keys.matching("priority_class", _DNS_1123_SUBDOMAIN, "a PriorityClass name", "high-priority"),
         max_restarts=keys.integer("max_restarts", default=3, minimum=0, maximum=1000),
         max_runtime_seconds=keys.duration("max_runtime", default=None, minimum=1),
@@ -492,11 +541,87 @@ def load_job_spec(job_dir: Path | str, settings: Mapping[str, Any] | None = None
         smoke_processes=keys.integer("smoke_processes", default=smoke_default, minimum=1, maximum=64),
         smoke_timeout_seconds=keys.duration("smoke_timeout", default=DEFAULT_SMOKE_TIMEOUT, minimum=1)
         or DEFAULT_SMOKE_TIMEOUT,
+        smoke_device_tracking=keys.boolean("smoke_device_tracking", default=True),
         env=_env(parser, path),
         registry=keys.matching("registry", _REGISTRY, "a registry address", "registry.example.com/ml"),
-        namespace=keys.matching("namespace", _DNS_1123_LABEL, "a Kubernetes namespace", "ml-team"),
+        namespace=namespace,
         kube_context=keys.raw("kube_context"),
+        spawns_workers=spawn is not None,
+        origins=tuple(origins.items()),
     )
+
+
+def _entrypoint_file(job_dir: Path, entrypoint: Entrypoint) -> Path:
+    if not entrypoint.is_module:
+        return job_dir / entrypoint.target
+    base = job_dir.joinpath(*entrypoint.target.split("."))
+    return base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__main__.py"
+
+
+def _spawn_call(keys: _Keys, job_dir: Path, entrypoint: Entrypoint, nodes: NodeRange, gpus: Accelerators):
+    """The entrypoint's mp.spawn call when it starts its own workers (spawn_scan), checked against the
+    layout: such a script runs on one node, with one launcher process that spawns the workers."""
+    spawn = spawn_scan.scan_file(_entrypoint_file(job_dir, entrypoint))
+    if spawn is None:
+        return None
+    call = spawn.describe(str(entrypoint))
+    if nodes.max > 1:
+        raise keys.error(
+            "nodes",
+            f"{call} starts its own worker processes on one machine (they meet on localhost), so with nodes = "
+            f"{nodes} every node would train alone",
+            "set `nodes = 1`, or let torchrun start the processes on every node: take the rank, local rank and "
+            "world size from the RANK, LOCAL_RANK and WORLD_SIZE environment variables instead of mp.spawn",
+        )
+    if spawn.per_gpu and gpus.devices == 0:
+        raise keys.error(
+            "gpus_per_node",
+            f"{call} starts one worker per GPU, and gpus_per_node = 0 gives it none",
+            "set `gpus_per_node` to the GPUs the script should train on, e.g. `gpus_per_node = 8`",
+        )
+    procs = keys.raw("procs_per_node")
+    if procs is not None and procs != "1":
+        raise keys.error(
+            "procs_per_node",
+            f"{call} starts its own worker processes: each node runs one launcher process, which spawns them",
+            "remove procs_per_node (or set `procs_per_node = 1`); the workers are one per GPU of gpus_per_node",
+        )
+    return spawn
+
+
+def _choose_team(
+    option: str | None, owner: str | None, default: str | None, path: Path, origins: dict[str, str]
+) -> str | None:
+    """-t, else [owner] team, else VDK's default team (None when none is known; `-t ''` means no team)."""
+    if option is not None:
+        origins["team"] = teams.FROM_OPTION
+        return option.strip() or None
+    for value, source in ((owner, teams.from_owner(path)), (default, teams.FROM_DEFAULT)):
+        if value and value.strip():
+            origins["team"] = source
+            return value.strip()
+    return None
+
+
+_TEAM_KEYS = {
+    "namespace": (_DNS_1123_LABEL, "a Kubernetes namespace", "ml-team"),
+    "queue": (_DNS_1123_SUBDOMAIN, "a Kueue queue name", "team-a-queue"),
+}
+
+
+def _team_setting(keys: _Keys, key: str, mapping_key: str, team: str | None, origins: dict[str, str]) -> str | None:
+    """`namespace` or `queue`: the job's key, else the team's entry in the VDK mapping `mapping_key`,
+    else the cluster-wide VDK setting (namespace only)."""
+    pattern, what, example = _TEAM_KEYS[key]
+    mapped = teams.mapping(keys.settings, mapping_key).get(team)
+    if (keys.values.get(key) or "").strip():
+        origins[key] = f"[{SECTION}] {key} of {keys.path}"
+    elif mapped:
+        origins[key] = teams.mapped_from(mapping_key, team or "")
+        return mapped
+    elif keys.raw(key) is not None:
+        origins[key] = f"ml_training_{key} of VDK configuration (VDK_ML_TRAINING_{key.upper()})"
+    return keys.matching(key, pattern, what, example)
 
 
 def _check_sections(parser: configparser.ConfigParser, path: Path) -> None:
@@ -531,6 +656,11 @@ def closest(word: str, options: list[str]) -> str | None:
         return near[0]
     starts = [o for o in options if word and o.startswith(word)]
     return starts[0] if len(starts) == 1 else None
+
+
+def owner_team(job_dir: Path | str) -> str | None:
+    """The `[owner] team` of a job directory's config.ini (None when it has none)."""
+    return _team(read_config(Path(job_dir)))
 
 
 def _team(parser: configparser.ConfigParser) -> str | None:

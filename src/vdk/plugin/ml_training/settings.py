@@ -6,6 +6,8 @@ from typing import Any
 from typing import Protocol
 
 from vdk.plugin.ml_training.job import DEFAULT_SMOKE_TIMEOUT
+from vdk.plugin.ml_training.teams import TEAM_NAMESPACES
+from vdk.plugin.ml_training.teams import TEAM_QUEUES
 from vdk.plugin.ml_training.units import format_duration
 
 RUN_MODE = "ml_training_run_mode"
@@ -24,6 +26,15 @@ CONFIG_KEYS: dict[str, tuple[Any, str]] = {
     ),
     "ml_training_namespace": (None, "Kubernetes namespace for ml-training jobs [the kube context's namespace]"),
     "ml_training_kube_context": (None, "kubeconfig context for ml-training jobs [the current context]"),
+    TEAM_NAMESPACES: (
+        None,
+        "each team's Kubernetes namespace, e.g. `vision:ml-vision, nlp:ml-nlp` (a job's `namespace` key wins; "
+        "teams without an entry use ml_training_namespace)",
+    ),
+    TEAM_QUEUES: (
+        None,
+        "each team's Kueue local queue, e.g. `vision:vision-gpus, nlp:nlp-gpus` (a job's `queue` key wins)",
+    ),
     "ml_training_base_image": (None, "default base image (Python + torch) for ml-training jobs"),
     # A text default: VDK converts an environment value to the default's type, and "10m" is no int.
     "ml_training_smoke_timeout": (

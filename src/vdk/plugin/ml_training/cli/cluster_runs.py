@@ -9,12 +9,12 @@ With the Control Service CLI installed these wrap its commands:
   then the Control Service's data jobs when its URL is set. `-o json` prints one array of both,
   each entry with `kind` = "ml-training" or "data-job".
 - `show`, `delete` and `execute -n NAME` are for ML when runs labelled `vdk.io/job-name=NAME` exist
-  in the cluster; otherwise (and whenever the cluster is unconfigured or unreachable) the Control
-  Service's command runs unchanged.
+  in the cluster, or with -p, or when run in an ml-training job's directory; otherwise (and whenever the
+  cluster is unconfigured or unreachable) the Control Service's command runs unchanged.
 Without it, they always mean ML jobs.
 
-Teams: ML runs are filtered by team only when `-t` is given on the command line (a Control
-Service default team does not hide ML runs); `-a` shows all teams.
+Teams: every verb works on the runs of one (team, job) — `Scope` says where the team comes from,
+`k8s.selection` how the runs are chosen; `vdk list -a` shows the jobs of every team.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -35,12 +37,13 @@ from vdk.plugin.ml_training.cli import verbs
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.errors import MLTrainingError
     from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.selection import JobSelection
     from vdk.plugin.ml_training.k8s.status import RunSummary
+    from vdk.plugin.ml_training.teams import TeamChoice
 
 log = logging.getLogger(__name__)
 
-_CLIENT_KEY = "vdk_ml_training.kube_client"
-_EXPLICIT = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+_SCOPE_KEY = "vdk_ml_training.scope"
 # `vdk execute --<operation>` (the Control Service CLI's flags, one option named `operation`)
 OPERATION_HELP = {
     "start": "Run a past run again exactly: same image digest and manifests (-i RUN, default the latest).",
@@ -61,7 +64,19 @@ def _name_option() -> click.Option:
 
 
 def _team_option() -> click.Option:
-    return click.Option(["-t", "--team"], help="Only the runs of this team.")
+    return click.Option(
+        ["-t", "--team"],
+        help="The team whose runs to work on [with -p the job's [owner] team, else your default team "
+        "(`vdk set-default`), else that of the job directory you are in]; `-t ''`: the runs without a team.",
+    )
+
+
+def _job_path_option() -> click.Option:
+    return click.Option(
+        ["-p", "--job-path"],
+        type=click.Path(exists=True, file_okay=False, dir_okay=True, resolve_path=True),
+        help="ml-training: the job directory; its name and [owner] team are the defaults of -n and -t.",
+    )
 
 
 def _output_option() -> click.Option:
@@ -112,17 +127,21 @@ def _list_is_ml(kwargs: dict[str, Any]) -> bool:
 
 
 def _names_ml_job(kwargs: dict[str, Any]) -> bool:
-    """show/delete/execute -n NAME: ML when the cluster has runs of NAME. A cluster that is not
-    configured, not reachable or not readable means "not ML": the data-job command runs."""
-    if not _wrapped():
+    """show/delete/execute: ML with -p, in an ml-training job's directory, or when the cluster has runs of
+    -n NAME. A cluster that is not configured, not reachable or not readable means "not ML": the data-job
+    command runs."""
+    if not _wrapped() or kwargs.get("job_path"):
         return True
-    name = kwargs.get("name")
-    if not name or not _kube_configured():
+    if not _kube_configured():
         return False
     from vdk.plugin.ml_training.errors import MLTrainingError
 
+    name = kwargs.get("name")
     try:
-        return _client().has_runs(name)
+        scope = _scope(name, kwargs.get("team"), None)
+        if scope.job_dir is not None and not name:
+            return True  # run in an ml-training job's directory
+        return bool(scope.job_name) and scope.client.has_runs(scope.job_name)
     except MLTrainingError as e:
         log.debug("Not looking for ml-training runs of %s: %s", name, e.problem)
         return False
@@ -132,24 +151,86 @@ def _names_ml_job(kwargs: dict[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class JobRuns:
-    """The runs a verb works on: those of the job `name` (of `team`, when -t filters) in the client's namespace."""
+class Scope:
+    """What a verb works on, from its options, VDK configuration and the directory it runs in.
 
-    client: KubeClient
-    name: str
-    team: str | None
+    The team: -t, else the `[owner] team` of the job named with -p, else VDK's default team (`vdk
+    set-default`), else the `[owner] team` of the ml-training job directory the command runs in. The job
+    name: -n, else the name of that job directory. The namespace: the job's `namespace` key, else the
+    team's entry of ml_training_team_namespaces, else ml_training_namespace, else the kube context's."""
+
+    team: TeamChoice | None
+    job_name: str | None
+    job_dir: Path | None  # the job named with -p, or the one the command runs in
+    context: str | None
+    namespace: str | None
+
+    @cached_property
+    def client(self) -> KubeClient:
+        from vdk.plugin.ml_training.k8s.client import KubeClient
+
+        return KubeClient(self.context, self.namespace)
 
 
-def _client() -> KubeClient:
-    """One KubeClient per command invocation, for the kube context and namespace of VDK configuration."""
-    from vdk.plugin.ml_training.cli.context import settings_from_click
-    from vdk.plugin.ml_training.k8s.client import KubeClient
-
+def _scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
+    """The invocation's Scope, computed once per command."""
     ctx = click.get_current_context()
-    if _CLIENT_KEY not in ctx.meta:
-        settings = settings_from_click()
-        ctx.meta[_CLIENT_KEY] = KubeClient(settings.get("kube_context"), settings.get("namespace"))
-    return ctx.meta[_CLIENT_KEY]
+    if _SCOPE_KEY not in ctx.meta:
+        ctx.meta[_SCOPE_KEY] = _new_scope(name, team, job_path)
+    return ctx.meta[_SCOPE_KEY]
+
+
+def _new_scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
+    from vdk.plugin.ml_training import teams
+    from vdk.plugin.ml_training.cli.context import settings_from_click
+    from vdk.plugin.ml_training.cli.context import team_option
+    from vdk.plugin.ml_training.job import CONFIG_FILE
+    from vdk.plugin.ml_training.job import is_ml_job
+    from vdk.plugin.ml_training.job import load_job_spec
+    from vdk.plugin.ml_training.job import owner_team
+
+    settings = settings_from_click()
+    option, default = team_option(team)
+    job_dir = Path(job_path) if job_path else None
+    here = Path.cwd() if job_dir is None and is_ml_job(Path.cwd()) else None
+    choice = teams.choose_team(
+        option,
+        job=teams.OwnerTeam(owner_team(job_dir), job_dir / CONFIG_FILE) if job_dir else None,
+        default=default,
+        here=teams.OwnerTeam(owner_team(here), here / CONFIG_FILE) if here else None,
+    )
+    if choice is not None and choice.name:
+        teams.team_label(choice.name)  # a team that cannot be a label value has no runs: say so, with the fix
+    directory = job_dir or here
+    if directory is not None:
+        spec = load_job_spec(directory, settings, team=choice.name if choice else None)
+        return Scope(choice, name or spec.kubernetes_name(), directory, spec.kube_context, spec.namespace)
+    mapped = teams.mapping(settings, teams.TEAM_NAMESPACES).get(choice.name if choice else None)
+    return Scope(choice, name, None, settings.get("kube_context"), mapped or settings.get("namespace"))
+
+
+def _select(
+    name: str | None, team: str | None, job_path: str | None, command: str, changes: bool = False
+) -> JobSelection:
+    """The runs of the (team, job) the options name (see k8s.selection). `command`: the verb and its
+    operation (`execute --cancel -i RUN`), for the commands that errors suggest."""
+    from vdk.plugin.ml_training.k8s.selection import select_job
+
+    scope = _scope(name, team, job_path)
+    verb, _, operation = command.partition(" ")
+    name = _require_name(scope.job_name, verb)
+    suggestion = f"vdk {verb}{' ' + operation if operation else ''} -n {name}"
+    return select_job(scope.client, name, scope.team, suggestion, changes=changes)
+
+
+def _team_args(selection: JobSelection) -> str:
+    """The -t to repeat in a suggested command; none when the default team or the only team was meant."""
+    from vdk.plugin.ml_training.teams import FROM_DEFAULT
+
+    choice = selection.choice
+    if (choice is not None and choice.source == FROM_DEFAULT) or (choice is None and selection.team.label is None):
+        return ""
+    return " " + selection.team.option()
 
 
 def _ml_errors(run_ml: Callable[..., None]) -> Callable[..., None]:
@@ -167,15 +248,6 @@ def _ml_errors(run_ml: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def _explicit(param: str) -> bool:
-    source = click.get_current_context().get_parameter_source(param)
-    return source is not None and source.name in _EXPLICIT
-
-
-def _team_filter(team: str | None, all_teams: bool = False) -> str | None:
-    return team if team and not all_teams and _explicit("team") else None
-
-
 def _json(data: Any) -> None:
     click.echo(json.dumps(_strict(data), indent=2, sort_keys=False, allow_nan=False))
 
@@ -191,49 +263,13 @@ def _strict(data: Any) -> Any:
     return data
 
 
-def _where(client: KubeClient) -> str:
-    return f"namespace {client.namespace}" + (f" (context {client.context})" if client.context else "")
-
-
 def _require_name(name: str | None, verb: str) -> str:
     if not name:
         raise click.UsageError(
-            f"`vdk {verb}` of an ml-training job needs -n/--name: the job name (`vdk list` shows them)"
+            f"`vdk {verb}` of an ml-training job needs -n/--name: the job name (`vdk list` shows them), "
+            "or -p/--job-path: the job directory"
         )
     return name
-
-
-def _runs_of(job: JobRuns) -> list[RunSummary]:
-    from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-
-    runs = job.client.list_runs(job_name=job.name, team=job.team)
-    if not runs:
-        raise KubeApiError(
-            f"there are no runs of {job.name}{f' of team {job.team}' if job.team else ''} in {_where(job.client)}",
-            "`vdk list` shows the ml-training jobs there; set another namespace with VDK_ML_TRAINING_NAMESPACE",
-            404,
-            "NotFound",
-        )
-    return runs
-
-
-def _pick_run(job: JobRuns, run_id: str | None) -> RunSummary:
-    """The run `-i` names (its full name or the part after `<job>-`), else the job's latest."""
-    from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-
-    runs = _runs_of(job)
-    if not run_id:
-        return runs[0]
-    wanted = run_id if run_id.startswith(f"{job.name}-") else f"{job.name}-{run_id}"
-    for run in runs:
-        if run.name == wanted:
-            return run
-    raise KubeApiError(
-        f"{job.name} has no run {wanted} in {_where(job.client)}",
-        f"its runs are: {', '.join(r.name for r in runs)}",
-        404,
-        "NotFound",
-    )
 
 
 # --- vdk list ----------------------------------------------------------------------------------------
@@ -248,13 +284,12 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
     as_json = (output or "text").lower() == "json"
     try:
         # click makes an unset `flag_value="all"` flag the string "False": compare with the value.
-        team = _team_filter(team, operation_all in ("all", True))
-        entries, where = _ml_jobs(team)
+        entries, text = _ml_jobs(team, operation_all in ("all", True))
     except MLTrainingError as e:
         if not data_jobs:
             raise
         _not_listed(e)
-        entries, where = None, None
+        entries, text = None, None
     if as_json:
         merged = list(entries or [])
         if data_jobs:
@@ -263,38 +298,54 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
             merged += [{"kind": KIND_DATA, **job} for job in _data_jobs_json(ctx, original)]
         _json(merged)
         return
-    if entries is not None:
-        from vdk.plugin.ml_training.cli import cluster_views
-
-        click.echo(cluster_views.jobs_text(entries, where, team))
+    if text is not None:
+        click.echo(text)
     if data_jobs:
         click.echo("\nData jobs (Control Service):")
         ctx.invoke(original.callback, **_original_kwargs(ctx, original))
 
 
-def _ml_jobs(team: str | None) -> tuple[list[dict], str]:
+def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
+    """One entry per (team, job) — of the chosen team unless `all_teams` — and the text of `vdk list`."""
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s import diagnose
+    from vdk.plugin.ml_training.k8s.client import team_selector
     from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
+    from vdk.plugin.ml_training.k8s.selection import select_jobs
+    from vdk.plugin.ml_training.k8s.selection import where
 
-    client = _client()
-    runs = client.list_runs(team=team)
-    by_job: dict[str, list] = {}
-    for run in runs:  # newest first
-        by_job.setdefault(run.job_name or run.name, []).append(run)
+    scope = _scope(None, team, None)
+    choice = None if all_teams else scope.team
+    client = scope.client
+    jobs = select_jobs(client, choice)
     # One request for the pods of every run: a run reported Running may still have ranks that cannot start.
     pods_by_run: dict[str, list[dict]] = {}
-    if by_job:
-        for pod in client.list_pods(LABEL_RUN):
+    if jobs:
+        selector = LABEL_RUN + (team_selector(choice.label, unteamed=choice.label is None) if choice else "")
+        for pod in client.list_pods(selector):
             pods_by_run.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN), []).append(pod)
     entries = []
-    for _, job_runs in sorted(by_job.items()):
-        latest = job_runs[0]
+    for job in jobs:
+        latest = job.runs[0]
         phase = diagnose.effective_phase(
             latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend)
         )
-        entries.append(cluster_views.job_entry(job_runs, phase))
-    return entries, _where(client)
+        entries.append(cluster_views.job_entry(job.runs, phase, job.team_name))
+    text = cluster_views.jobs_text(entries, where(client), choice.phrase() if choice else None)
+    elsewhere = _teams_elsewhere(client.namespace)
+    return entries, text + (f"\n{elsewhere}" if elsewhere else "")
+
+
+def _teams_elsewhere(namespace: str) -> str | None:
+    """A note on the teams that ml_training_team_namespaces puts in other namespaces (`vdk list -t TEAM`)."""
+    from vdk.plugin.ml_training import teams
+    from vdk.plugin.ml_training.cli.context import settings_from_click
+
+    mapped = teams.mapping(settings_from_click(), teams.TEAM_NAMESPACES)
+    others = [f"{team} ({ns})" for team, ns in mapped.entries if ns != namespace]
+    if not others:
+        return None
+    return f"Teams with a namespace of their own: {', '.join(others)}; `vdk list -t TEAM` lists a team's jobs."
 
 
 def _original_kwargs(ctx: click.Context, original: click.Command) -> dict[str, Any]:
@@ -336,13 +387,13 @@ LIST = verbs.Verb(
 # --- vdk show ----------------------------------------------------------------------------------------
 
 
-def show_ml(name: str | None, team: str | None, output: str | None) -> None:
+def show_ml(name: str | None, team: str | None, job_path: str | None, output: str | None) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.observe import inspect_run
+    from vdk.plugin.ml_training.k8s.selection import where
 
-    name = _require_name(name, "show")
-    client = _client()
-    runs = _runs_of(JobRuns(client, name, _team_filter(team)))
+    selection = _select(name, team, job_path, "show")
+    client, name, runs = selection.client, selection.job_name, selection.runs
     detail = inspect_run(client, runs[0])
     phases = {detail.run.name: detail.phase}
     if (output or "text").lower() == "json":
@@ -350,6 +401,7 @@ def show_ml(name: str | None, team: str | None, output: str | None) -> None:
             {
                 "kind": cluster_views.KIND_ML,
                 "job_name": name,
+                "job_team": selection.team_name,
                 "namespace": client.namespace,
                 "context": client.context,
                 "runs": [r.to_dict() for r in runs],
@@ -357,12 +409,15 @@ def show_ml(name: str | None, team: str | None, output: str | None) -> None:
             }
         )
         return
-    click.echo(f"{name}: {len(runs)} run(s) in {_where(client)}\n")
+    again = f"-n {name}{_team_args(selection)}"
+    click.echo(f"{selection.heading()}: {len(runs)} run(s) in {where(client)}\n")
     click.echo(cluster_views.runs_text(runs[:SHOW_RUNS], phases))
     if len(runs) > SHOW_RUNS:
-        click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list -n {name}")
+        click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list {again}")
     click.echo("\n" + cluster_views.detail_text(detail, title="Latest run"))
-    click.echo(f"\nLogs of every rank: vdk execute --logs -n {name}")
+    click.echo(f"\nLogs of every rank: vdk execute --logs {again}")
+    for other in selection.others:
+        click.echo(f"note: {name} also has {other.describe()}: vdk show -n {name} {other.option()}")
 
 
 SHOW = verbs.Verb(
@@ -375,8 +430,8 @@ SHOW = verbs.Verb(
         "ml-training jobs: the job's runs, and for the latest its ranks, why it waits (scheduling, image pulls, "
         "Kueue) or failed (OOMKilled, exit codes, the failing rank's last log lines), its audit trail and progress."
     ),
-    params=[_name_option(), _team_option(), _output_option()],
-    ml_only=(),
+    params=[_name_option(), _team_option(), _job_path_option(), _output_option()],
+    ml_only=("job_path",),
     is_ml=_names_ml_job,
     run_ml=_ml_errors(show_ml),
 )
@@ -385,31 +440,41 @@ SHOW = verbs.Verb(
 # --- vdk delete --------------------------------------------------------------------------------------
 
 
-def delete_ml(name: str | None, team: str | None, yes: bool) -> None:
+def delete_ml(name: str | None, team: str | None, job_path: str | None, yes: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
+    from vdk.plugin.ml_training.k8s.selection import where
 
-    name = _require_name(name, "delete")
-    client = _client()
-    runs = _runs_of(JobRuns(client, name, _team_filter(team)))
-    click.echo(f"Runs of {name} in {_where(client)}:", err=True)
+    selection = _select(name, team, job_path, "delete", changes=True)
+    client, runs = selection.client, selection.runs
+    what = f"{len(runs)} run(s) of {selection.describe()}"
+    click.echo(f"Runs of {selection.heading()} in {where(client)}:", err=True)
     click.echo(cluster_views.runs_text(runs), err=True)
-    if not yes:
-        click.confirm(
-            f"Delete these {len(runs)} run(s) of {name}, their pods (running ones stop) and run records?",
-            abort=True,
-            err=True,
-        )
+    if yes:
+        click.echo(f"Deleting {what} (--yes)", err=True)
+    else:
+        click.confirm(f"Delete these {what}, their pods (running ones stop) and run records?", abort=True, err=True)
     for run in runs:
         client.delete_run(run.name, run.backend)
         click.echo(f"Deleted {run.name}")
+    for other in selection.others:
+        kept = other.describe() if other.label is None else f"runs of {other.describe()}"
+        click.echo(f"Kept: {selection.job_name}'s {kept}", err=True)
 
 
 DELETE = verbs.Verb(
     name="delete",
     help="Delete an ml-training job: all its runs (running ones are stopped) and their records.",
-    ml_help="ml-training jobs: deletes every run of the job from the cluster (asks first unless --yes).",
-    params=[_name_option(), _team_option(), click.Option(["--yes"], is_flag=True, help="Do not ask for confirmation.")],
-    ml_only=(),
+    ml_help=(
+        "ml-training jobs: deletes every run of the job of one team from the cluster (asks first unless --yes); "
+        "another team's runs only when that team is named with -t."
+    ),
+    params=[
+        _name_option(),
+        _team_option(),
+        _job_path_option(),
+        click.Option(["--yes"], is_flag=True, help="Do not ask for confirmation."),
+    ],
+    ml_only=("job_path",),
     is_ml=_names_ml_job,
     run_ml=_ml_errors(delete_ml),
 )
@@ -421,13 +486,13 @@ DELETE = verbs.Verb(
 def execute_ml(
     name: str | None,
     team: str | None,
+    job_path: str | None,
     execution_id: str | None,
     operation: str | None,
     output: str | None,
     follow: bool,
     reason: str | None,
 ) -> None:
-    name = _require_name(name, "execute")
     if operation not in OPERATIONS:
         raise click.UsageError("choose what to do: --start, --cancel, --list, --show or --logs")
     if follow and operation != "logs":
@@ -435,45 +500,47 @@ def execute_ml(
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
-    job = JobRuns(_client(), name, _team_filter(team))
+    if operation == "cancel" and not execution_id:
+        raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
+    command = f"execute --{operation}" + (f" -i {execution_id}" if execution_id else "")
+    selection = _select(name, team, job_path, command, changes=operation == "cancel")
     if operation == "list":
-        _execute_list(job, as_json)
+        _execute_list(selection, as_json)
     elif operation == "show":
-        _execute_show(job, execution_id, as_json)
+        _execute_show(selection, execution_id, command, as_json)
     elif operation == "logs":
-        _execute_logs(job, execution_id, as_json, follow)
+        _execute_logs(selection, execution_id, command, as_json, follow)
     elif operation == "start":
-        _execute_start(job, execution_id, reason, as_json)
+        _execute_start(selection, execution_id, command, reason, as_json)
     else:
-        _execute_cancel(job, execution_id, as_json)
+        _execute_cancel(selection, execution_id, command, as_json)
 
 
-def _execute_list(job: JobRuns, as_json: bool) -> None:
+def _execute_list(selection: JobSelection, as_json: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
 
-    runs = _runs_of(job)
     if as_json:
-        _json([r.to_dict() for r in runs])
+        _json([r.to_dict() for r in selection.runs])
     else:
-        click.echo(cluster_views.runs_text(runs))
+        click.echo(cluster_views.runs_text(selection.runs))
 
 
-def _execute_show(job: JobRuns, execution_id: str | None, as_json: bool) -> None:
+def _execute_show(selection: JobSelection, execution_id: str | None, command: str, as_json: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.observe import inspect_run
 
-    detail = inspect_run(job.client, _pick_run(job, execution_id))
+    detail = inspect_run(selection.client, selection.pick(execution_id, f"vdk {command} -n {selection.job_name}"))
     if as_json:
         _json(detail.to_dict())
     else:
         click.echo(cluster_views.detail_text(detail))
 
 
-def _execute_logs(job: JobRuns, execution_id: str | None, as_json: bool, follow: bool) -> None:
+def _execute_logs(selection: JobSelection, execution_id: str | None, command: str, as_json: bool, follow: bool) -> None:
     from vdk.plugin.ml_training.k8s import observe
 
-    client = job.client
-    run = _pick_run(job, execution_id)
+    client = selection.client
+    run = selection.pick(execution_id, f"vdk {command} -n {selection.job_name}")
     if follow:
         return _follow(client, run)
     logs = list(observe.rank_logs(client, run))
@@ -524,7 +591,9 @@ def _follow(client: KubeClient, run: RunSummary) -> None:
     click.echo(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""), err=True)
 
 
-def _execute_start(job: JobRuns, execution_id: str | None, reason: str | None, as_json: bool) -> None:
+def _execute_start(
+    selection: JobSelection, execution_id: str | None, command: str, reason: str | None, as_json: bool
+) -> None:
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
     from datetime import datetime
     from datetime import timezone
@@ -533,8 +602,8 @@ def _execute_start(job: JobRuns, execution_id: str | None, reason: str | None, a
     from vdk.plugin.ml_training.k8s import record
     from vdk.plugin.ml_training.k8s.run_identity import new_run_name
 
-    client, name = job.client, job.name
-    source = _pick_run(job, execution_id)
+    client, name = selection.client, selection.job_name
+    source = selection.pick(execution_id, f"vdk {command} -n {name}")
     rec = client.read_run_record(source.name)
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -542,6 +611,7 @@ def _execute_start(job: JobRuns, execution_id: str | None, reason: str | None, a
     created = client.apply(manifests)
     result = {
         "job_name": name,
+        "job_team": selection.team_name,
         "run": run_name,
         "rerun_of": source.name,
         "backend": rec.backend,
@@ -552,22 +622,33 @@ def _execute_start(job: JobRuns, execution_id: str | None, reason: str | None, a
     if as_json:
         _json(result)
         return
+    again = f"-n {name}{_team_args(selection)}"
     click.echo(
-        f"Started run {run_name} of {name}: a re-run of {source.name} ({rec.backend}, namespace {client.namespace})"
+        f"Started run {run_name} of {selection.describe()}: a re-run of {source.name} "
+        f"({rec.backend}, namespace {client.namespace})"
     )
     click.echo(f"  image   {rec.image}")
-    click.echo(f"Follow it:  vdk show -n {name}      logs of every rank:  vdk execute --logs -n {name} --follow")
+    click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")
 
 
-def _execute_cancel(job: JobRuns, execution_id: str | None, as_json: bool) -> None:
-    if not execution_id:
-        raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
-    run = _pick_run(job, execution_id)
-    deleted = job.client.delete_run(run.name, run.backend)
+def _execute_cancel(selection: JobSelection, execution_id: str | None, command: str, as_json: bool) -> None:
+    run = selection.pick(execution_id, f"vdk {command} -n {selection.job_name}")
+    deleted = selection.client.delete_run(run.name, run.backend)
     if as_json:
-        _json({"job_name": job.name, "run": run.name, "phase": run.phase, "deleted": deleted})
+        _json(
+            {
+                "job_name": selection.job_name,
+                "job_team": selection.team_name,
+                "run": run.name,
+                "phase": run.phase,
+                "deleted": deleted,
+            }
+        )
         return
-    click.echo(f"Cancelled {run.name} (was {run.phase}): deleted {', '.join(deleted)}; its pods stop now")
+    click.echo(
+        f"Cancelled {run.name} of {selection.describe()} (was {run.phase}): deleted {', '.join(deleted)}; "
+        "its pods stop now"
+    )
 
 
 EXECUTE = verbs.Verb(
@@ -582,6 +663,7 @@ EXECUTE = verbs.Verb(
     params=[
         _name_option(),
         _team_option(),
+        _job_path_option(),
         click.Option(
             ["-i", "--execution-id"], help="The run (its name, or the part after the job name); default the latest."
         ),
@@ -594,7 +676,7 @@ EXECUTE = verbs.Verb(
         ),
         click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
     ],
-    ml_only=("follow", "reason"),
+    ml_only=("job_path", "follow", "reason"),
     is_ml=_names_ml_job,
     run_ml=_ml_errors(execute_ml),
 )

@@ -9,6 +9,7 @@ from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import shape_text
 from vdk.plugin.ml_training.runtime.progress import approximate_duration
+from vdk.plugin.ml_training.teams import NO_TEAM_TEXT
 
 KIND_ML = "ml-training"
 KIND_DATA = "data-job"
@@ -35,13 +36,14 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 # --- vdk list --------------------------------------------------------------------------------------
 
 
-def job_entry(runs: list[RunSummary], phase: str) -> dict:
-    """One ML job for `vdk list -o json`: its latest run (`runs` newest first) and how many it has."""
+def job_entry(runs: list[RunSummary], phase: str, team: str | None) -> dict:
+    """One (team, job) for `vdk list -o json`: its latest run (`runs` newest first) and how many it has;
+    `team` is None for runs without a team label."""
     latest = runs[0]
     return {
         "kind": KIND_ML,
         "job_name": latest.job_name,
-        "job_team": latest.team,
+        "job_team": team,
         "namespace": latest.namespace,
         "latest_run": latest.name,
         "backend": latest.backend,
@@ -55,15 +57,15 @@ def job_entry(runs: list[RunSummary], phase: str) -> dict:
 
 
 def jobs_text(entries: list[dict], where: str, team: str | None = None, now: datetime | None = None) -> str:
-    """`vdk list`'s table; `team` is the team filter (-t), if any."""
-    scope = f"of team {team} in {where}" if team else f"in {where}"
+    """`vdk list`'s table, one row per (team, job); `team` is the team filter ("of team vision"), if any."""
+    scope = f"{team} in {where}" if team else f"in {where}"
     if not entries:
         all_teams = "; `vdk list -a` lists the runs of every team" if team else ""
         return f"No ml-training runs {scope}{all_teams}."
     rows = [
         [
             e["job_name"] or "?",
-            e["job_team"] or "-",
+            e["job_team"] or NO_TEAM_TEXT,
             e["latest_run"],
             e["backend"] or "?",
             e["phase"],

@@ -17,5 +17,8 @@ def ml_verbs() -> list[verbs.Verb]:
 
 
 def install_all(root: click.Group) -> None:
+    from vdk.plugin.ml_training.cli import defaults
+
     for verb in ml_verbs():
         verbs.install(root, verb)
+    defaults.install(root)

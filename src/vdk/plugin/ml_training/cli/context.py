@@ -24,6 +24,27 @@ def settings_from_click() -> dict[str, Any]:
     return job_settings(config) if config is not None else {}
 
 
+# Where an option's value came from, when the user gave it (not a default).
+EXPLICIT_SOURCES = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+
+def team_option(team: str | None, param: str = "team") -> tuple[str | None, str | None]:
+    """(-t as the user gave it, VDK's default team) for a verb's `team` parameter.
+
+    With the Control Service CLI installed, its `-t` defaults to the default team: only a value the user
+    gave is an option. A default from VDK's default map (plugins' `get_default_commands_options`) is a
+    default team; otherwise the default team is the one `vdk set-default -t TEAM` wrote."""
+    from vdk.plugin.ml_training import teams
+
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source(param) if ctx is not None else None
+    if source is not None and source.name in EXPLICIT_SOURCES:
+        return team, None
+    if source is not None and source.name == "DEFAULT_MAP" and team:
+        return None, team
+    return None, teams.default_team()
+
+
 class MLCommandError(click.ClickException):
     """An MLTrainingError as click shows it: the problem, then what to do, exit code 1."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,9 +19,12 @@ from typing import Any
 import click
 
 from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.cli.context import settings_from_click
+from vdk.plugin.ml_training.cli.context import team_option
+from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import AUTO_BACKEND
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -67,13 +71,14 @@ class DeployRequest:
 
     job_path: Path
     name: str | None = None
-    team: str | None = None
+    team: str | None = None  # -t as given
     reason: str | None = None
     output: str = "text"  # text | json
     dry_run: bool = False
     skip_smoke: bool = False
     build_only: bool = False
     backend: str | None = None
+    default_team: str | None = None  # VDK's default team (`vdk set-default`)
 
 
 @dataclass(frozen=True)
@@ -96,10 +101,20 @@ def deploy_ml(
     build_only: bool,
     backend: str | None,
 ) -> None:
-    request = DeployRequest(
-        Path(job_path), name, team, reason, (output or "text").lower(), dry_run, skip_smoke, build_only, backend
-    )
     try:
+        option, default_team = team_option(team)
+        request = DeployRequest(
+            Path(job_path),
+            name,
+            option,
+            reason,
+            (output or "text").lower(),
+            dry_run,
+            skip_smoke,
+            build_only,
+            backend,
+            default_team,
+        )
         _deploy(request)
     except MLTrainingError as e:
         fail(e)
@@ -133,13 +148,56 @@ def _deploy(request: DeployRequest) -> None:
 
 
 def _spec(request: DeployRequest) -> MLJobSpec:
-    spec = load_job_spec(request.job_path, settings_from_click())
+    """The job's spec with the team of -t, else [owner] team, else the default team (and that team's
+    namespace and queue); a team that cannot be a label value is an error here, before any work."""
+    spec = load_job_spec(request.job_path, settings_from_click(), team=request.team, default_team=request.default_team)
+    _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(request.name)}
-    if request.team:
-        changes["team"] = request.team
     if request.backend:
         changes["backend"] = request.backend
     return dataclasses.replace(spec, **changes)
+
+
+def _check_team(spec: MLJobSpec) -> None:
+    problem = teams.label_problem(spec.team) if spec.team else None
+    if problem is None:
+        return
+    better = teams.suggested_name(spec.team or "")
+    origin = spec.origin("team")
+    if origin == teams.FROM_OPTION:
+        raise MLTrainingError(f"-t: {problem}", f"deploy with `-t {better}`")
+    if origin == teams.FROM_DEFAULT:
+        raise MLTrainingError(
+            f"your default team (`vdk set-default`): {problem}",
+            f"set it with `vdk set-default -t {better}`, or name the team with -t or `[owner] team` of "
+            f"{spec.config_path}",
+        )
+    raise JobConfigError(
+        spec.config_path,
+        problem,
+        f"write `team = {better}` under [owner] (or deploy with `-t {better}`)",
+        "owner",
+        "team",
+    )
+
+
+def _where_it_runs(spec: MLJobSpec, namespace: str, namespace_origin: str) -> str:
+    """Team, namespace and queue of the run and where each came from (stderr of a deploy and a dry run)."""
+    team = f"{spec.team}  ({spec.origin('team')})" if spec.team else "none (no -t, [owner] team or default team)"
+    lines = ["Where it runs:", f"  team       {team}"]
+    lines.append(f"  namespace  {namespace}  ({spec.origin('namespace') or namespace_origin})")
+    if spec.queue:
+        lines.append(f"  queue      {spec.queue}  ({spec.origin('queue')})")
+    return "\n".join(lines)
+
+
+def _follow_hint(spec: MLJobSpec, default_team: str | None) -> str:
+    """How to follow the run: with -t unless its team is the default team the verbs choose anyway."""
+    label = teams.normalise(spec.team) if spec.team else ""
+    team = "" if teams.same_team(spec.team, default_team) else f" -t {shlex.quote(label)}"
+    return (
+        f"Follow it:  vdk show -n {spec.name}{team}      logs of every rank:  vdk execute --logs -n {spec.name}{team}"
+    )
 
 
 def _require_registry(spec: MLJobSpec) -> str:
@@ -179,6 +237,7 @@ def _cluster(spec: MLJobSpec) -> ClusterTarget:
         f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; "
         f"{describe_choice(discovery, spec.backend, chosen)}"
     )
+    _stderr(_where_it_runs(spec, client.namespace, f"the namespace of kube context {client.context or 'in-cluster'}"))
     return ClusterTarget(client, discovery, chosen)
 
 
@@ -214,6 +273,7 @@ def _apply(
     created = client.apply(manifests)
     result = {
         "job_name": spec.name,
+        "job_team": spec.team,
         "run": run.name,
         "backend": backend,
         "namespace": client.namespace,
@@ -234,7 +294,7 @@ def _apply(
                 f"{spec.nodes} node(s) x {spec.gpus_per_node} GPU(s), {spec.procs_per_node} process(es) per node",
                 f"  image   {image.reference}",
                 f"  created {', '.join(result['created'])}",
-                f"Follow it:  vdk show -n {spec.name}      logs of every rank:  vdk execute --logs -n {spec.name}",
+                _follow_hint(spec, request.default_team),
             ]
         )
     )
@@ -262,7 +322,10 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
             f"note: backend = auto is decided by what the cluster serves; a dry run asks no cluster, so it shows "
             f"`{backend}` (see the others with --backend pytorchjob|trainjob)"
         )
-    namespace = spec.namespace or _local_namespace(spec) or "default"
+    local = None if spec.namespace else _local_namespace(spec)
+    namespace = spec.namespace or local or "default"
+    kube = "the kube context's namespace" if local else "no namespace is set and no kube context has one"
+    _stderr(_where_it_runs(spec, namespace, kube))
     run = RunInfo.create(spec, provenance, reason=reason)
     click.echo(
         to_yaml(_render(spec, JobImage(plan.reference, plan.base.python), run, namespace, backend, None)), nl=False
@@ -294,7 +357,10 @@ DEPLOY = verbs.Verb(
             help="Path to the job directory.",
         ),
         click.Option(["-n", "--name"], help="The job name [the job directory's name]."),
-        click.Option(["-t", "--team"], help="The team the job belongs to [[owner] team of config.ini]."),
+        click.Option(
+            ["-t", "--team"],
+            help="The team the job belongs to [[owner] team of config.ini, else your default team: `vdk set-default`]",
+        ),
         click.Option(["-r", "--reason"], help="Why this deploy: kept in the run's audit trail."),
         click.Option(
             ["-o", "--output"],

@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.launcher import HostStarter
 from vdk.plugin.ml_training.local.launcher import Starter
 from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.outcome import LAUNCHER_RANK
 from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
 from vdk.plugin.ml_training.local.outcome import RunOutcome
@@ -189,9 +190,15 @@ def format_start(plan: LaunchPlan) -> str:
     limit = f", timeout {format_duration(plan.timeout_seconds)}" if plan.timeout_seconds else ""
     if plan.mode == protocol.SMOKE:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
+        gpus = _count(plan.ranks, "virtual GPU")
+        processes = (
+            f"1 launcher process spawning {_count(plan.workers, 'worker')} on {gpus}"
+            if plan.workers
+            else f"{_count(plan.processes, 'process')} on {gpus}"
+        )
         text = (
-            f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {_count(plan.processes, 'process')}, "
-            f"{steps}{' each' if plan.processes > 1 else ''}{limit}"
+            f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {processes}, "
+            f"{steps}{' each' if plan.ranks > 1 else ''}{limit}"
         )
     else:
         text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {_count(plan.processes, 'process')}{limit}"
@@ -206,6 +213,8 @@ def format_summary(outcome: RunOutcome) -> str:
         lines.append(f"{mode} run PASSED in {run.wall_seconds:.1f} s ({_count(len(outcome.ranks), 'process')})")
         lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
         adapted = outcome.adaptations()
+        if outcome.launcher is not None:
+            lines.append(f"  {_rank_line(outcome.launcher, mode)}")
         if adapted:
             lines.append(f"  adapted for CPU: {', '.join(adapted)}")
         lines += [f"  warning: {w}" for w in outcome.warnings]
@@ -218,6 +227,9 @@ def format_summary(outcome: RunOutcome) -> str:
     root = outcome.root_cause
     if root is not None and root.error:
         lines += ["", root.error.get("traceback", "").rstrip()]
+        limit = gloo_limit(root.error)
+        if limit:
+            lines += ["", f"note: {limit}"]
     elif root is not None:
         lines += _death_details(root, run.plan.spec.job_dir)
     elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
@@ -230,8 +242,10 @@ def format_summary(outcome: RunOutcome) -> str:
     lines.append("")
     for other in outcome.consequences:
         what = one_line(other.error, width=120) if other.error else other.death()
-        lines.append(f"  then rank {other.rank}: {what}")
+        lines.append(f"  then {other.label}: {what}")
     lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
+    if outcome.launcher is not None:
+        lines.append(f"  {_rank_line(outcome.launcher, mode)}")
     lines += _progress_lines(outcome)
     lines += _log_lines(outcome)
     lines.append(f"  torchrun's log: {run.agent_log}")
@@ -265,7 +279,15 @@ def failure_fix(outcome: RunOutcome) -> str:
             if run.engine:
                 return _missing_in_image_fix(root.error, run.plan.spec.job_dir, again)
             return _missing_package_fix(root.error, run.plan.spec.job_dir, again)
-        return f"fix the error in the traceback above (rank {root.rank}), then {again}"
+        if root.error.get("virtual_gpu"):
+            return _device_error_fix(root, again)
+        limit = gloo_limit(root.error)
+        if limit:
+            return (
+                f"{limit}. Deploy with `vdk deploy --skip-smoke` if the rest of the run passed, or keep the call "
+                f"out of smoke runs. Then {again}"
+            )
+        return f"fix the error in the traceback above ({root.label}), then {again}"
     if outcome.untrained:
         return _untrained_fix(outcome, again)
     if root is not None:
@@ -286,6 +308,44 @@ def failure_fix(outcome: RunOutcome) -> str:
             f"pytorch/pytorch. Then {again}"
         )
     return f"see torchrun's log {run.agent_log}, then {again}"
+
+
+def _device_error_fix(root: RankOutcome, again: str) -> str:
+    """The smoke run's virtual GPU raised what CUDA raises: the fix is in the code, or the check is wrong."""
+    if "No CUDA GPUs are available" in (root.error or {}).get("message", ""):
+        return (
+            "the job asks for no GPU (`gpus_per_node = 0` in [ml-training]): its nodes have none, so CUDA code fails "
+            "there as it does here. Set `gpus_per_node` to the GPUs a node should have, or let the code use the CPU "
+            f"when torch.cuda.is_available() is False. Then {again}"
+        )
+    return (
+        f"a GPU raises this error at the line above ({root.label}): the smoke run keeps track of which tensors "
+        "your code put on a GPU. Move the tensor where the others are (`.to(device)`, `device=` when creating it, "
+        "`.cpu()` before `.numpy()`), then "
+        f"{again}. If the code is right, the check is wrong: set `smoke_device_tracking = false` in [ml-training] "
+        "to turn it off (and please report it)"
+    )
+
+
+# gloo's answers to what it does not implement: "Backend gloo does not support reduce_scatter_tensor_coalesced",
+# "Cannot use ReduceOp.PREMUL_SUM with Gloo"
+_GLOO_MISSING = (
+    (re.compile(r"Backend gloo does not support ([A-Za-z_]+)"), "the collective {}"),
+    (re.compile(r"Cannot use (ReduceOp\.[A-Z_]+) with Gloo"), "{}"),
+)
+
+
+def gloo_limit(error: dict[str, str] | None) -> str | None:
+    """What the smoke run's gloo lacks that NCCL has, said as a limit of the CPU check (None: not that)."""
+    message = (error or {}).get("message", "")
+    for pattern, what in _GLOO_MISSING:
+        match = pattern.search(message)
+        if match:
+            return (
+                f"{what.format(match.group(1))} is not available in gloo, the CPU backend that stands in for NCCL in "
+                "the smoke run: this is a limit of the CPU check, not a bug in your code"
+            )
+    return None
 
 
 _IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
@@ -353,23 +413,18 @@ def _importable_here(module: str) -> bool:
 
 
 def _untrained_fix(outcome: RunOutcome, again: str) -> str:
-    torchrun_style = (
-        "let torchrun start the processes, as `vdk run` and `vdk deploy` do: take the rank, local rank and world "
-        "size from the RANK, LOCAL_RANK and WORLD_SIZE environment variables (examples/ddp-nccl shows how)"
-    )
-    if any(protocol.SPAWNED_NOTHING in r.observed for r in outcome.ranks):
-        # Not papered over with a fake device count: processes that mp.spawn starts are fresh
-        # interpreters without the smoke run's CPU stand-ins, so they would fail on NCCL anyway.
+    plan = outcome.run.plan
+    gpus = plan.env.get(protocol.SMOKE_GPUS, "?")
+    if any(protocol.SPAWNED_NOTHING in r.observed for r in [*outcome.ranks, *filter(None, [outcome.launcher])]):
         return (
-            f"mp.spawn was asked for 0 processes, most likely nprocs=torch.cuda.device_count(), which is 0 on a "
-            f"machine without GPUs. Instead of mp.spawn, {torchrun_style}, and set procs_per_node in "
-            f"[ml-training] to the processes per machine. Then {again}"
+            "mp.spawn was asked for 0 processes: check how the script computes nprocs (the smoke run's node has "
+            f"{gpus} virtual GPU(s), `smoke_processes` in [ml-training]). Then {again}"
         )
     return (
         "a smoke run passes once every rank reaches optimizer.step() of a torch.optim optimizer. Check whether the "
-        "script takes its world size or device count from torch.cuda.device_count(), which is 0 without a GPU ("
-        f"{torchrun_style}), returns early (an argument, an `if torch.cuda.is_available()`, an empty dataset), or "
-        f"steps an optimizer that is not a torch.optim.Optimizer. Then {again}"
+        f"script needs more GPUs than the smoke run's node has ({gpus} virtual GPU(s): raise `smoke_processes` in "
+        "[ml-training] for more), returns early (an argument, an empty dataset), or steps an optimizer that is not "
+        f"a torch.optim.Optimizer. Then {again}"
     )
 
 
@@ -383,7 +438,7 @@ def format_agent_log(path: Path) -> str:
 
 def _rank_line(rank: RankOutcome, mode: str) -> str:
     facts = []
-    if rank.steps is not None:
+    if rank.steps is not None and (rank.steps or rank.rank != LAUNCHER_RANK):
         facts.append(_count(rank.steps, "step"))
     if isinstance(rank.last_loss, (int, float)):
         facts.append(f"last loss {rank.last_loss:.4g}")
@@ -400,26 +455,26 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
         }.get(rank.status, "never started")
         if rank.crashed_at_exit:
             status += f", then {rank.death()} while Python shut down"
-    return f"rank {rank.rank}: {', '.join(facts + [status])}"
+    return f"{rank.label}: {', '.join(facts + [status])}"
 
 
 def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
     lines = []
     stack = user_stack(rank.stack, job_dir)
     if stack:
-        lines += ["", f"Python stack of rank {rank.rank} when it died:", *stack]
+        lines += ["", f"Python stack of {rank.label} when it died:", *stack]
     if rank.log:
         tail = _tail(rank.log, 15)
         if tail:
-            lines += ["", f"last output of rank {rank.rank} ({rank.log}):", *(f"  {t}" for t in tail)]
+            lines += ["", f"last output of {rank.label} ({rank.log}):", *(f"  {t}" for t in tail)]
     return lines
 
 
 def _where(rank: RankOutcome, job_dir: Path) -> list[str]:
     stack = user_stack(rank.stack, job_dir)
     if not stack:
-        return [f"rank {rank.rank}: no stack recorded"]
-    return ["", f"rank {rank.rank} was at:", *stack]
+        return [f"{rank.label}: no stack recorded"]
+    return ["", f"{rank.label} was at:", *stack]
 
 
 def _tail_text(path: Path, limit: int = 20000) -> str:

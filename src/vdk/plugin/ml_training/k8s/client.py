@@ -190,10 +190,13 @@ class KubeClient:
                 return None
             raise
 
-    def list_runs(self, job_name: str | None = None, team: str | None = None) -> list[RunSummary]:
+    def list_runs(
+        self, job_name: str | None = None, team: str | None = None, unteamed: bool = False
+    ) -> list[RunSummary]:
         """Runs in the namespace (newest first), of every backend the cluster serves; only those
-        of `job_name` and of `team` (as its label value) when given."""
-        runs = [summarize(obj) for obj in self._run_objects(job_name=job_name, team=team)]
+        of `job_name` and of the team label value `team` when given, only those without a team
+        label with `unteamed`. One labelled list per backend, whatever the number of runs."""
+        runs = [summarize(obj) for obj in self._run_objects(job_name=job_name, team=team, unteamed=unteamed)]
         return sorted(runs, key=lambda r: (r.created or "", r.name), reverse=True)
 
     def has_runs(self, job_name: str) -> bool:
@@ -322,13 +325,12 @@ class KubeClient:
         return [found] if found is not None else []
 
     def _run_objects(
-        self, run_name: str | None = None, job_name: str | None = None, team: str | None = None
+        self, run_name: str | None = None, job_name: str | None = None, team: str | None = None, unteamed: bool = False
     ) -> list[dict]:
         selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN
         if job_name:
             selector += f",{LABEL_JOB}={job_name}"
-        if team:
-            selector += f",{LABEL_TEAM}={label_value(team)}"
+        selector += team_selector(team, unteamed)
         found = []
         for backend, rtype in RUN_TYPES.items():
             found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
@@ -359,6 +361,14 @@ class KubeClient:
             404,
             "NotFound",
         )
+
+
+def team_selector(team: str | None, unteamed: bool = False) -> str:
+    """The part of a label selector (",..." or "") that keeps the runs of the team label value `team`,
+    or with `unteamed` those without a team label."""
+    if unteamed:
+        return f",!{LABEL_TEAM}"
+    return f",{LABEL_TEAM}={team}" if team else ""
 
 
 def _owned_by(body: dict, owner: dict) -> dict:

@@ -12,6 +12,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import is_kubernetes_job_name
+from vdk.plugin.ml_training.teams import team_label
 
 LABEL_JOB = "vdk.io/job-name"
 LABEL_TEAM = "vdk.io/team"
@@ -53,7 +54,8 @@ def new_run_name(job_name: str) -> str:
 
 
 def label_value(text: str | None) -> str | None:
-    """`text` made a valid label value (<= 63 of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    """`text` made a valid label value (<= 63 of [A-Za-z0-9._-], alphanumeric at both ends). Not for
+    teams: a team's label value is `teams.team_label` (normalised, validated, never cut)."""
     if not text:
         return None
     value = _LABEL_VALUE_CHARS.sub("-", text)[:63]
@@ -106,9 +108,8 @@ class RunInfo:
             LABEL_BACKEND: backend,
             LABEL_MANAGED_BY: MANAGED_BY,
         }
-        team = label_value(self.team)
-        if team:
-            labels[LABEL_TEAM] = team
+        if self.team:
+            labels[LABEL_TEAM] = team_label(self.team)
         return labels
 
     def annotations(self, image: str) -> dict[str, str]:

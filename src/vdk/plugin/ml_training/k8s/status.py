@@ -43,6 +43,7 @@ class RunSummary:
     gpus_per_node: int = 0
     gpu_resource: str | None = None  # nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...
     uid: str | None = None
+    team_label: str | None = None  # the `vdk.io/team` label value; None for runs without one
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -99,6 +100,7 @@ def summarize(obj: dict) -> RunSummary:
         gpus_per_node=gpus,
         gpu_resource=gpu_resource,
         uid=metadata.get("uid"),
+        team_label=labels.get(run_meta.LABEL_TEAM),
     )
 
 

@@ -23,6 +23,7 @@ _FIRST_FAILURE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 _CLOSED = re.compile(r"(?:Closing process (\d+) via signal|Sending process (\d+) closing signal)")
 _SOURCE_LOCATION = re.compile(r"\[/[^\]\s]+:\d+\] ")
 MISSING = "missing"  # no result file: the rank never got to run its bootstrap
+LAUNCHER_RANK = -1  # the launcher process of a script that spawns its workers (they are the ranks)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class RankOutcome:
     stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
     progress: str | None = None  # rank 0 of a full run: the last progress line it printed
     observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
+
+    @property
+    def label(self) -> str:
+        return "the launcher process" if self.rank == LAUNCHER_RANK else f"rank {self.rank}"
 
     @property
     def crash(self) -> str | None:
@@ -95,6 +100,7 @@ class RunOutcome:
     consequences: list[RankOutcome] = field(default_factory=list)  # ranks that failed after it
     warnings: list[str] = field(default_factory=list)
     untrained: bool = False  # a smoke run whose ranks all ended without an optimizer step
+    launcher: RankOutcome | None = None  # the process that spawned the ranks, if the script spawns them
 
     @property
     def steps(self) -> int | None:
@@ -103,7 +109,7 @@ class RunOutcome:
 
     def adaptations(self) -> list[str]:
         seen: dict[str, int] = {}
-        for rank in self.ranks:
+        for rank in [*self.ranks, *([self.launcher] if self.launcher else [])]:
             for name, count in rank.adaptations.items():
                 seen[name] = max(seen.get(name, 0), count)
         return list(seen)
@@ -112,33 +118,52 @@ class RunOutcome:
 def analyse(run: LocalRun) -> RunOutcome:
     exit_codes, first_failed, stopped_pids = _agent_failures(run.agent_log)
     records = protocol.read_results(run.run_dir)
+    launcher_record = protocol.read_launcher(run.run_dir) if run.plan.workers else None
     if run.exit_code == 0:
         # torchrun saw every rank exit with 0: one without a final word ended by os._exit(0)
-        for record in records.values():
+        for record in [*records.values(), *([launcher_record] if launcher_record else [])]:
             if record.get("status") == protocol.RUNNING:
                 record["status"] = protocol.FINISHED
-    ranks = [
-        _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
-        for rank in range(run.plan.processes)
-    ]
-    passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded and not r.crashed_at_exit for r in ranks)
+    launcher = None
+    if run.plan.workers:  # torchrun's one process is the launcher; the workers it spawned are the ranks
+        launcher = _rank(run.run_dir, protocol.LAUNCHER, launcher_record, exit_codes.get(0), stopped_pids)
+        # the workers that started: the script decides how many (nprocs), the smoke run only offers GPUs
+        ranks = [_rank(run.run_dir, rank, records[rank], None, set()) for rank in sorted(records)]
+        first_failed = LAUNCHER_RANK if first_failed == 0 else first_failed
+    else:
+        ranks = [
+            _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
+            for rank in range(run.plan.processes)
+        ]
+    processes = [*ranks, *([launcher] if launcher else [])]
+    passed = run.exit_code == 0 and not run.timed_out and all(r.succeeded and not r.crashed_at_exit for r in processes)
     warnings = _warnings(run, ranks) if passed else []
     if passed and run.plan.mode == protocol.SMOKE and not any(r.steps for r in ranks):
         # A smoke run is there to show that the code trains: ending without one step shows nothing.
-        return RunOutcome(run, ranks, False, None, _untrained_headline(ranks), warnings=warnings, untrained=True)
+        return RunOutcome(
+            run,
+            ranks,
+            False,
+            None,
+            _untrained_headline(processes),
+            warnings=warnings,
+            untrained=True,
+            launcher=launcher,
+        )
     if passed:
-        return RunOutcome(run, ranks, True, None, "", warnings=warnings)
-    root, headline = _root_cause(run, ranks, first_failed)
-    others = [r for r in ranks if r is not root and (r.status == protocol.FAILED or r.died_abruptly)]
-    return RunOutcome(run, ranks, False, root, headline, others, warnings)
+        return RunOutcome(run, ranks, True, None, "", warnings=warnings, launcher=launcher)
+    root, headline = _root_cause(run, processes, first_failed)
+    others = [r for r in processes if r is not root and (r.status == protocol.FAILED or r.died_abruptly)]
+    return RunOutcome(run, ranks, False, root, headline, others, warnings, launcher=launcher)
 
 
 def _rank(
-    run_dir: Path, rank: int, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
+    run_dir: Path, name: int | str, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
 ) -> RankOutcome:
-    log = protocol.log_path(run_dir, rank)
-    stack_file = protocol.stack_path(run_dir, rank)
+    log = protocol.log_path(run_dir, name)
+    stack_file = protocol.stack_path(run_dir, name)
     stack = stack_file.read_text(encoding="utf-8", errors="replace").strip() if stack_file.exists() else ""
+    rank = name if isinstance(name, int) else LAUNCHER_RANK
     if record is None:
         return RankOutcome(rank, MISSING, exit_code=exit_code, log=log if log.exists() else None, stack=stack)
     return RankOutcome(
@@ -187,17 +212,17 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
     died = [r for r in ranks if r.died_abruptly]
     if died:
         root = next((r for r in died if r.rank == first_failed), died[0])
-        return root, f"rank {root.rank} {root.death()}"
+        return root, f"{root.label} {root.death()}"
     failed = sorted((r for r in ranks if r.status == protocol.FAILED), key=lambda r: r.ended_at or float("inf"))
     if failed:
         root = failed[0]
-        return root, f"rank {root.rank} failed: {one_line(root.error)}"
+        return root, f"{root.label} failed: {one_line(root.error)}"
     at_exit = [r for r in ranks if r.crashed_at_exit]
     if at_exit:
         root = next((r for r in at_exit if r.rank == first_failed), at_exit[0])
-        return root, f"rank {root.rank} {root.death()} after its script ended, while Python shut down"
+        return root, f"{root.label} {root.death()} after its script ended, while Python shut down"
     if run.timed_out:
-        running = [str(r.rank) for r in ranks if not r.succeeded]
+        running = [str(r.rank) for r in ranks if not r.succeeded and r.rank != LAUNCHER_RANK]
         who = f"rank {', '.join(running)} still running" if running else "torchrun still running"
         limit = format_duration(run.plan.timeout_seconds or 0)
         return None, f"timed out after {limit} ({run.plan.timeout_setting}): {who}"
@@ -206,16 +231,13 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
     unfinished = [r for r in ranks if not r.succeeded]
     if unfinished:
         root = unfinished[0]
-        return root, f"rank {root.rank} {root.death()}"
+        return root, f"{root.label} {root.death()}"
     return None, f"torchrun exited with code {run.exit_code}"
 
 
 def _untrained_headline(ranks: list[RankOutcome]) -> str:
     if any(SPAWNED_NOTHING in r.observed for r in ranks):
-        return (
-            f"no optimizer step was taken: the script called {SPAWNED_NOTHING}, so no training process "
-            "started (torch.cuda.device_count() is 0 without a GPU)"
-        )
+        return f"no optimizer step was taken: the script called {SPAWNED_NOTHING}, so no training process started"
     return "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer"
 
 

@@ -1,11 +1,14 @@
 """What a local run starts: the torchrun command, its processes and their environment.
 
-A smoke run starts `smoke_processes` CPU ranks with the CPU stand-ins and the step limit; a full run
-starts the job's own layout for one node, with no stand-ins, on the GPUs of this machine if any.
+A smoke run starts `smoke_processes` CPU ranks with the CPU stand-ins, as many virtual GPUs and the step
+limit (for a script that spawns its own workers: one launcher process, whose `smoke_processes` workers
+are the ranks); a full run starts the job's own layout for one node, with no stand-ins, on the GPUs of
+this machine if any.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -38,6 +41,12 @@ class LaunchPlan:
     env: Mapping[str, str]
     notes: tuple[str, ...] = field(default=())
     gpus: int = 0  # GPUs the ranks may use
+    workers: int = 0  # smoke run of a script that spawns its own workers: how many (they are the ranks)
+
+    @property
+    def ranks(self) -> int:
+        """Training processes: those torchrun starts, or the workers its one process spawns."""
+        return self.workers or self.processes
 
     @property
     def timeout_setting(self) -> str:
@@ -88,11 +97,13 @@ def smoke_plan(
     spec: MLJobSpec, start_method: str | None = None, inherited: Mapping[str, str] | None = None
 ) -> LaunchPlan:
     """`inherited`: the environment the ranks start from (default: this process's)."""
-    processes = spec.smoke_processes
+    workers = spec.smoke_processes if spec.spawns_workers else 0
+    processes = 1 if workers else spec.smoke_processes
+    ranks = workers or processes
     env = _user_env(spec, inherited)
     for name, value in {
         # one process per core at most: two ranks of two threads each on two cores crawl
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)),
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks)),
         "PYTHONUNBUFFERED": "1",  # rank 0's prints show up as they happen
         "WANDB_MODE": "disabled",  # a smoke run is no experiment
         "TOKENIZERS_PARALLELISM": "false",  # else HF tokenizers warn about every fork
@@ -100,11 +111,15 @@ def smoke_plan(
         env.setdefault(name, value)
     env.update(
         {
-            "CUDA_VISIBLE_DEVICES": "",
+            "CUDA_VISIBLE_DEVICES": "",  # real GPUs stay out of it: the ranks see virtual ones
             protocol.MODE: protocol.SMOKE,
             protocol.SMOKE_STEPS: str(spec.smoke_steps),
+            protocol.SMOKE_GPUS: str(smoke_gpus(spec)),
+            protocol.DEVICE_TRACKING: "1" if spec.smoke_device_tracking else "0",
         }
     )
+    if workers:
+        env[protocol.SPAWNED_WORKERS] = str(workers)
     return LaunchPlan(
         spec=spec,
         mode=protocol.SMOKE,
@@ -112,7 +127,19 @@ def smoke_plan(
         timeout_seconds=spec.smoke_timeout_seconds,
         start_method=start_method or default_start_method(),
         env=env,
+        workers=workers,
     )
+
+
+def smoke_gpus(spec: MLJobSpec) -> int:
+    """The virtual GPUs of the smoke run's node: as many per rank as the job's processes have on its nodes
+    (every process of a node sees all of the node's GPUs, as under torchrun), none for a CPU-only job."""
+    devices = spec.gpus_per_node.devices
+    if devices == 0:
+        return 0
+    if spec.spawns_workers:
+        return spec.smoke_processes  # one per worker, as the script asks for
+    return max(1, math.ceil(spec.smoke_processes * devices / spec.procs_per_node))
 
 
 def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, str] | None = None) -> LaunchPlan:
@@ -120,6 +147,8 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, 
     gpus = visible_gpus() if gpus is None else gpus
     wanted = spec.procs_per_node
     notes = []
+    if spec.spawns_workers:
+        notes.append(f"{spec.entrypoint} starts its own workers (mp.spawn): torchrun runs it as one launcher process")
     if spec.nodes.max > 1:
         notes.append(
             f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs {spec.nodes} × {wanted}"

@@ -65,11 +65,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_in_image(entry: list[str]) -> None:
-    """The user's code and nothing else, but for the progress lines of rank 0 and what the job's
+    """The user's code and nothing else, but for the progress lines of rank 0 (and workers spawned by a
+    launcher process forming their own process group: runtime/spawned.py), and what the job's
     environment asks for: the CPU adaptations, parameter checksums."""
     from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime import spawned
 
     rank = _global_rank()
+    spawned.install_in_image(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
     reporter = _start_progress() if rank == 0 else None
     checksum = _checksum()
@@ -90,11 +93,13 @@ def _run_in_image(entry: list[str]) -> None:
 
 
 def _adapt_to_cpu():
-    """The smoke run's CPU adaptations without its step limit (VDK_ML_TRAINING_ADAPT_TO_CPU)."""
+    """The smoke run's CPU adaptations without its step limit (VDK_ML_TRAINING_ADAPT_TO_CPU): each process
+    sees its node's processes as virtual GPUs, gloo for NCCL, full precision. Device tracking, a check of
+    the smoke run that costs time on every operation, stays off."""
     from vdk.plugin.ml_training.runtime import cpu_shims
     from vdk.plugin.ml_training.runtime import hf_shims
 
-    adaptations = cpu_shims.install()
+    adaptations = cpu_shims.install(int(os.environ.get("LOCAL_WORLD_SIZE") or "1"), track_devices=False)
     hf_shims.install(adaptations, None, None)
     return adaptations
 
@@ -131,12 +136,14 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
 
     rank = _global_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    # a script that spawns its own workers runs as one launcher process; its workers are the ranks
+    name = protocol.LAUNCHER if os.environ.get(protocol.SPAWNED_WORKERS) else rank
     _route_output(rank, run_dir)
     _reset_signals()
     _die_with_parent()
-    _dump_stacks_on_crash(protocol.stack_path(run_dir, rank))
+    _dump_stacks_on_crash(protocol.stack_path(run_dir, name))
     # smoke runs count steps from the start: a rank that never steps has taken 0, not an unknown number
-    report = RankReport(run_dir, rank, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
+    report = RankReport(run_dir, name, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
     adaptations = reporter = None
     checksum = _checksum()
@@ -260,18 +267,54 @@ def _skip_teardown(code: int) -> None:
 
 
 def _install_smoke(run_dir: str):
+    adaptations = install_stand_ins(run_dir)
+    return smoke_step_counter(), adaptations
+
+
+_stand_ins = None  # this process's smoke-run Adaptations, once installed
+_smoke_counter = None  # and its StepCounter with the step limit
+
+
+def install_stand_ins(run_dir: str):
+    """The smoke run's stand-ins in this process (once): virtual GPUs, device tracking, gloo, and the
+    adaptations of Hugging Face and Lightning when the code imports them."""
+    global _stand_ins
+    if _stand_ins is not None:
+        return _stand_ins
+    import warnings
+
     from vdk.plugin.ml_training.runtime import cpu_shims
     from vdk.plugin.ml_training.runtime import hf_shims
+    from vdk.plugin.ml_training.runtime import lightning_shims
+    from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime import spawned
+
+    steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
+    gpus = int(os.environ.get(protocol.SMOKE_GPUS) or os.environ.get("LOCAL_WORLD_SIZE") or "1")
+    adaptations = cpu_shims.install(gpus, track_devices=os.environ.get(protocol.DEVICE_TRACKING) != "0")
+    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"))
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or "1")
+    lightning_shims.install(adaptations, processes, os.path.join(run_dir, "lightning"))
+    spawned.install(adaptations)
+    # DTensor's warning about the CPU mesh that stands for the GPU mesh concerns the smoke run, not the code
+    warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support on cpu")
+    _stand_ins = adaptations
+    return adaptations
+
+
+def smoke_step_counter():
+    """This process's step counter with the smoke step limit; a worker forked from a rank starts it afresh."""
+    global _smoke_counter
     from vdk.plugin.ml_training.runtime import protocol
     from vdk.plugin.ml_training.runtime.steps import StepCounter
     from vdk.plugin.ml_training.runtime.steps import StepLimit
 
-    steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
-    adaptations = cpu_shims.install()
-    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"))
-    counter = StepCounter().install()
-    StepLimit(steps).attach(counter)
-    return counter, adaptations
+    if _smoke_counter is not None:
+        _smoke_counter.reset()
+    else:
+        _smoke_counter = StepCounter().install()
+    StepLimit(int(os.environ.get(protocol.SMOKE_STEPS, "1"))).attach(_smoke_counter)
+    return _smoke_counter
 
 
 def _route_output(rank: int, run_dir: str) -> None:

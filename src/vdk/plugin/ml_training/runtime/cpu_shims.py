@@ -8,7 +8,6 @@ Hugging Face libraries are adapted in `hf_shims` when (and if) the user's code i
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 from collections import Counter
@@ -16,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from vdk.plugin.ml_training.runtime import protocol
 
@@ -30,7 +28,7 @@ class Adaptations:
         self.counts: Counter[str] = Counter()
         self.observed: set[str] = set()  # what the code did that explains a failure, e.g. spawning no process
         self._originals: list[tuple[Any, str, Any]] = []
-        self._mode: TorchFunctionMode | None = None
+        self._mode: Any = None  # the device mode (device_tracking.DeviceTracker), left on uninstall
 
     def note(self, what: str) -> None:
         self.counts[what] += 1
@@ -68,38 +66,6 @@ def is_cuda_device(device: Any) -> bool:
     if isinstance(device, str):
         return device.split(":", 1)[0].strip().lower() == "cuda"
     return isinstance(device, int) and not isinstance(device, bool) and device >= 0
-
-
-class CudaToCpu(TorchFunctionMode):
-    """Rewrites CUDA device arguments to CPU on every torch call: `.to(...)`/`.cuda()` of tensors
-    (and so of modules, whose `.to`/`.cuda` call those of their tensors) and `device=` of factories."""
-
-    def __init__(self, adaptations: Adaptations):
-        super().__init__()
-        self.adaptations = adaptations
-        tensor = torch.Tensor
-        self._to = tensor.to
-        # where a device may stand positionally: tensor.to(0) and Module.to(0), which parses with _parse_to
-        self._device_position = {tensor.to: 1, torch._C._nn._parse_to: 0}
-        self._to_cpu = {tensor.cuda}
-        self._identity = {tensor.pin_memory}
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in self._to_cpu:  # tensor.cuda(device=None, non_blocking=False, ...)
-            self.adaptations.note("cuda->cpu")
-            return self._to(args[0], CPU)
-        if func in self._identity:
-            return args[0]
-        device = kwargs.get("device")
-        if device is not None and is_cuda_device(device):
-            self.adaptations.note("cuda->cpu")
-            kwargs = dict(kwargs, device=CPU)
-        position = self._device_position.get(func)
-        if position is not None and len(args) > position and is_cuda_device(args[position]):
-            self.adaptations.note("cuda->cpu")
-            args = (*args[:position], CPU, *args[position + 1 :])
-        return func(*args, **kwargs)
 
 
 def _with_arguments(original: Callable, change: Callable[[dict], None]) -> Callable:
@@ -156,50 +122,40 @@ def _distributed(a: Adaptations) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     def drop_ddp_devices(arguments: dict) -> None:
-        if arguments.get("device_ids") is not None or arguments.get("output_device") is not None:
+        device_ids = arguments.get("device_ids")
+        if device_ids is not None or arguments.get("output_device") is not None:
             a.note("DDP device_ids dropped")
+            if device_ids and len(device_ids) == 1 and "self" in arguments:
+                # DDP moves the inputs of forward() to its device: it still does
+                arguments["self"]._vdk_input_device = _cuda_device(device_ids[0])
             arguments["device_ids"] = None
             arguments["output_device"] = None
 
     a.replace(DistributedDataParallel, "__init__", lambda f: _with_arguments(f, drop_ddp_devices))
 
+    def forward(original):
+        def forward(self, *inputs, **kwargs):
+            device = self.__dict__.get("_vdk_input_device")
+            if device is not None:
+                inputs, kwargs = _moved((inputs, kwargs), device)
+            return original(self, *inputs, **kwargs)
 
-class _NoDevice(contextlib.ContextDecorator):
-    """Stands in for `torch.cuda.device(i)`: selecting a GPU means nothing on CPU."""
+        return forward
 
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+    a.replace(DistributedDataParallel, "forward", forward)
 
 
-def _cuda_calls(a: Adaptations) -> None:
-    """torch.cuda functions that tutorials call unconditionally and that mean nothing on CPU."""
-    cuda = torch.cuda
+def _cuda_device(device: Any) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    return torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
 
-    def ignored(name: str, result: Any = None):
-        def make(original):
-            def stand_in(*args, **kwargs):
-                a.note(f"torch.cuda.{name} ignored")
-                return result
 
-            return stand_in
+def _moved(value: Any, device: torch.device) -> Any:
+    """Every tensor in nested inputs moved to `device`, as DDP and DataParallel do with a forward's inputs."""
+    from torch.utils._pytree import tree_map
 
-        return make
-
-    for name in ("set_device", "synchronize", "empty_cache", "ipc_collect", "set_per_process_memory_fraction"):
-        a.replace(cuda, name, ignored(name))
-    for name in ("reset_peak_memory_stats", "reset_max_memory_allocated", "reset_accumulated_memory_stats"):
-        a.replace(cuda, name, ignored(name))
-    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
-        a.replace(cuda, name, ignored(name, 0))
-    a.replace(cuda, "current_device", ignored("current_device", 0))
-    a.replace(cuda, "get_device_name", ignored("get_device_name", "cpu (smoke run)"))
-    a.replace(cuda, "device", lambda original: _NoDevice)
+    return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, value)
 
 
 def _mixed_precision(a: Adaptations) -> None:
@@ -245,22 +201,6 @@ def _compile(a: Adaptations) -> None:
     a.replace(torch.nn.Module, "compile", module_compile)
 
 
-def _device_defaults(a: Adaptations) -> None:
-    def load_on_cpu(arguments: dict) -> None:
-        location = arguments.get("map_location")
-        if location is None or is_cuda_device(location):
-            arguments["map_location"] = CPU
-
-    a.replace(torch, "load", lambda f: _with_arguments(f, load_on_cpu))
-
-    def default_device(arguments: dict) -> None:
-        if is_cuda_device(arguments.get("device")):
-            a.note("cuda->cpu")
-            arguments["device"] = CPU
-
-    a.replace(torch, "set_default_device", lambda f: _with_arguments(f, default_device))
-
-
 def _data_loading(a: Adaptations) -> None:
     """No pinned memory without a GPU (torch would warn about it in every rank)."""
     from torch.utils.data import DataLoader
@@ -274,8 +214,8 @@ def _data_loading(a: Adaptations) -> None:
 
 
 def _multiprocessing(a: Adaptations) -> None:
-    """Notice `mp.spawn(fn, nprocs=torch.cuda.device_count())` starting no process at all: without
-    a GPU the count is 0, the script trains nothing and ends, and the summary should say why."""
+    """Note the workers an mp.spawn call starts (each is a rank of the smoke run, runtime/spawned.py), and
+    notice one that starts no process at all: the script trains nothing, and the summary should say why."""
     import sys
 
     spawn_module = sys.modules.get("torch.multiprocessing.spawn")  # the name `spawn` is the function
@@ -283,25 +223,33 @@ def _multiprocessing(a: Adaptations) -> None:
         return
 
     def watch(arguments: dict) -> None:
-        if arguments.get("nprocs") == 0:
+        from vdk.plugin.ml_training.runtime.spawned import forget_agent_store
+
+        forget_agent_store()
+        nprocs = arguments.get("nprocs")
+        if nprocs == 0:
             a.observe(protocol.SPAWNED_NOTHING)
+        elif isinstance(nprocs, int):
+            a.note(f"mp.spawn -> {nprocs} worker{'s' if nprocs != 1 else ''} on virtual GPUs")
 
     # mp.spawn calls its module's start_processes; torch.multiprocessing re-exports it
     a.replace(spawn_module, "start_processes", lambda f: _with_arguments(f, watch))
     a.replace(torch.multiprocessing, "start_processes", lambda _: spawn_module.start_processes)
 
 
-def install() -> Adaptations:
-    """Install every CPU stand-in in this process; returns what they will record."""
+def install(gpus: int = 1, track_devices: bool = True) -> Adaptations:
+    """Install every smoke-run stand-in in this process: `gpus` virtual GPUs (virtual_gpu.py), tensors
+    on them in CPU memory with their devices tracked unless `track_devices` is off (device_tracking.py),
+    gloo for NCCL, full precision, no compile; returns what they will record."""
+    from vdk.plugin.ml_training.runtime import device_tracking
+    from vdk.plugin.ml_training.runtime import virtual_gpu
+
     a = Adaptations()
     _distributed(a)
-    _cuda_calls(a)
     _mixed_precision(a)
     _compile(a)
-    _device_defaults(a)
     _data_loading(a)
     _multiprocessing(a)
-    mode = CudaToCpu(a)
-    mode.__enter__()
-    a._mode = mode
+    virtual = virtual_gpu.install(a, gpus)
+    a._mode = device_tracking.install(a, virtual, track_devices)
     return a

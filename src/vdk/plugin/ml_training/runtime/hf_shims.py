@@ -1,5 +1,5 @@
-"""CPU (and smoke-run) adaptations of Hugging Face `transformers` and `accelerate`, applied when the user's code
-imports them (`post_import`), so a script that uses neither never pays for importing them."""
+"""CPU (and smoke-run) adaptations of Hugging Face `transformers` and `accelerate`, applied when the
+user's code imports them (`post_import`), so a script that uses neither never pays for importing them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
 
 
 def adapt_training_arguments(args, smoke_steps: int | None, output_dir: str | None) -> None:
-    """Edit a TrainingArguments before its validation runs: CPU, full precision; for a smoke run
-    (`smoke_steps` given) also `smoke_steps` steps, nothing saved, reported or pushed."""
-    args.use_cpu = True
+    """Edit a TrainingArguments before its validation runs: full precision (the Trainer trains on the
+    virtual GPUs); for a smoke run (`smoke_steps` given) also `smoke_steps` steps, nothing saved,
+    reported or pushed."""
     for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval", "torch_compile"):
         if getattr(args, name, False):
             setattr(args, name, False)
@@ -36,10 +36,11 @@ def _patch_training_arguments(module, a: Adaptations, smoke_steps: int | None, o
     if cls is None or getattr(cls.__post_init__, "_vdk_smoke", False):
         return
     original = cls.__post_init__
+    what = f"HF TrainingArguments set for {'the smoke run' if smoke_steps is not None else 'CPU'}"
 
     def __post_init__(self, *args, **kwargs):
         adapt_training_arguments(self, smoke_steps, output_dir)
-        a.note("HF TrainingArguments set for CPU")
+        a.note(what)
         return original(self, *args, **kwargs)
 
     __post_init__._vdk_smoke = True  # type: ignore[attr-defined]
@@ -56,7 +57,6 @@ def _patch_accelerator(module, a: Adaptations) -> None:
         if arguments.get("mixed_precision") not in (None, "no"):
             a.note("Accelerate mixed precision off")
         arguments["mixed_precision"] = "no"
-        arguments["cpu"] = True
 
     def make(original):
         wrapper = _with_arguments(original, on_cpu)

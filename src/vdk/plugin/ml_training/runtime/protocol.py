@@ -13,6 +13,11 @@ from typing import Any
 MODE = "VDK_ML_TRAINING_MODE"  # "smoke" (CPU shims + step limit) or "full"
 RUN_DIR = "VDK_ML_TRAINING_RUN_DIR"  # where rank-<N>.json / rank-<N>.log are written
 SMOKE_STEPS = "VDK_ML_TRAINING_SMOKE_STEPS"
+SMOKE_GPUS = "VDK_ML_TRAINING_SMOKE_GPUS"  # virtual GPUs of the node in a smoke run
+DEVICE_TRACKING = "VDK_ML_TRAINING_DEVICE_TRACKING"  # "0": tensors on virtual GPUs are not tracked
+# Set when the script starts its own workers (mp.spawn): the one torchrun process is their launcher.
+SPAWNED_WORKERS = "VDK_ML_TRAINING_SPAWNED_WORKERS"
+LAUNCHER = "launcher"  # the launcher's files: rank-launcher.json, .log, .stack; its workers are the ranks
 CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stderr to (a tty or a FIFO)
 
 # Set by the user ([ml-training.env], or the shell for a local run); read by rank 0 of cluster and
@@ -75,6 +80,14 @@ def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
         except OSError:
             pass
         raise
+
+
+def read_launcher(run_dir: Path | str) -> dict[str, Any] | None:
+    """The launcher process's record, in a run whose script spawns its workers."""
+    try:
+        return json.loads(result_path(run_dir, LAUNCHER).read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None
 
 
 def read_results(run_dir: Path | str) -> dict[int, dict[str, Any]]:

@@ -23,35 +23,52 @@ def _is_machinery(frame: traceback.FrameSummary) -> bool:
     return path == _RUNPY or os.path.dirname(path) == _RUNTIME_DIR or frame.filename.startswith("<frozen runpy")
 
 
-def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
+def _trim(te: traceback.TracebackException, seen: set[int], keep_last: bool = True) -> None:
     if id(te) in seen:
         return
     seen.add(id(te))
     frames = list(te.stack)
     kept = [f for f in frames if not _is_machinery(f)]
-    if frames and _is_machinery(frames[-1]):
+    if keep_last and frames and _is_machinery(frames[-1]):
         kept.append(frames[-1])  # the error is in our own code: keep where it happened
     te.stack = traceback.StackSummary.from_list(kept)
     for linked in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
         if linked is not None:
-            _trim(linked, seen)
+            _trim(linked, seen, keep_last)
 
 
-def describe(exc: BaseException) -> dict[str, str]:
-    """type, one-line message and the user's traceback (runpy and bootstrap frames left out)."""
+def describe(exc: BaseException) -> dict[str, Any]:
+    """type, one-line message and the user's traceback (runpy and bootstrap frames left out). An error
+    that the smoke run's virtual GPU raised as CUDA would is marked `virtual_gpu`: it ends at the user's
+    line, as CUDA's does, not in the stand-in that raised it."""
     te = traceback.TracebackException.from_exception(exc)
-    _trim(te, set())
-    return {
+    virtual_gpu = _raised_by_virtual_gpu(exc)
+    _trim(te, set(), keep_last=not virtual_gpu)
+    described: dict[str, Any] = {
         "type": type(exc).__name__,
         "message": "".join(te.format_exception_only()).strip(),
         "traceback": "".join(te.format()),
     }
+    if virtual_gpu:
+        described["virtual_gpu"] = True
+    return described
+
+
+def _raised_by_virtual_gpu(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    chain: BaseException | None = exc
+    while chain is not None and id(chain) not in seen:
+        if getattr(chain, "_vdk_virtual_gpu", False):
+            return True
+        seen.add(id(chain))
+        chain = chain.__cause__ or chain.__context__
+    return False
 
 
 class RankReport:
     """This rank's result file in the launcher's run directory."""
 
-    def __init__(self, run_dir: str, rank: int, local_rank: int, **fields: Any):
+    def __init__(self, run_dir: str, rank: int | str, local_rank: int, **fields: Any):
         self.path = protocol.result_path(run_dir, rank)
         self.data: dict[str, Any] = {
             "rank": rank,

@@ -66,6 +66,14 @@ class StepCounter:
             setattr(owner, name, original)
         self._handles, self._restore = [], []
 
+    def reset(self) -> None:
+        """Forget the steps and listeners so far (a worker forked from a rank that counted its own)."""
+        self.steps = 0
+        self.listeners = []
+        self._counts.clear()
+        self._optimizers.clear()  # in place: Optimizer.__init__'s hook holds this set
+        self._pending, self._last_step, self._scaled = [], [], None
+
     def count(self, optimizer: torch.optim.Optimizer) -> int:
         return self._counts.get(optimizer, 0)
 
