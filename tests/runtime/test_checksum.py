@@ -113,5 +113,7 @@ def test_the_digest_covers_every_stepped_parameter_once_and_changes_with_any():
 
 def test_lines_read_back_among_other_output():
     line = format_line(Checksum(3, 32, "ab" * 32, 4))
+    other = format_line(Checksum(1, 32, "cd" * 32, 4))
     found = parse_checksums(["epoch 0 loss 1.0", f"[rank3]: {line}", "[vdk-ml-training] parameters rank=x"])
     assert found == {3: Checksum(3, 32, "ab" * 32, 4)}
+    assert sorted(parse_checksums([line + other])) == [1, 3]  # two processes' output on one line

@@ -122,9 +122,16 @@ def _end_lines(rank: int, checksum, adaptations) -> None:
 
         taken = checksum.take(rank)
         if taken is not None:
-            print(format_line(taken), flush=True)
+            _write_line(format_line(taken))
     if adaptations is not None and rank == 0 and adaptations.counts:
-        print(f"[vdk-ml-training] adapted for CPU: {', '.join(adaptations.counts)}", flush=True)
+        _write_line(f"[vdk-ml-training] adapted for CPU: {', '.join(adaptations.counts)}")
+
+
+def _write_line(line: str) -> None:
+    """One write with its newline: the ranks of a node share stdout, and under PYTHONUNBUFFERED print()
+    writes the text and the newline apart, so two ranks' lines could merge."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:

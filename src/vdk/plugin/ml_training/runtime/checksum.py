@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 MARK = "[vdk-ml-training] parameters"
+_LINE = re.compile(re.escape(MARK) + r" rank=(\d+) steps=(\d+) sha256=([0-9a-f]{64}) tensors=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -37,15 +39,9 @@ def parse_checksums(lines: Iterable[str]) -> dict[int, Checksum]:
     """rank -> its checksum line, from any log (other output in between is skipped)."""
     found: dict[int, Checksum] = {}
     for line in lines:
-        at = line.find(MARK)
-        if at < 0:
-            continue
-        fields = dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
-        try:
-            checksum = Checksum(int(fields["rank"]), int(fields["steps"]), fields["sha256"], int(fields["tensors"]))
-        except (KeyError, ValueError):
-            continue
-        found[checksum.rank] = checksum
+        for match in _LINE.finditer(line):
+            rank, steps, sha256, tensors = match.groups()
+            found[int(rank)] = Checksum(int(rank), int(steps), sha256, int(tensors))
     return found
 
 
