@@ -133,8 +133,11 @@ def smoke_plan(
 
 def smoke_gpus(spec: MLJobSpec) -> int:
     """The virtual GPUs of the smoke run's node: as many per rank as the job's processes have on its nodes
-    (every process of a node sees all of the node's GPUs, as under torchrun), none for a CPU-only job."""
+    (every process of a node sees all of the node's GPUs, as under torchrun), none for a CPU-only job
+    unless it rehearses GPU code on CPU (VDK_ML_TRAINING_ADAPT_TO_CPU: one per process, as on its nodes)."""
     devices = spec.gpus_per_node.devices
+    if devices == 0 and protocol.switched_on(protocol.ADAPT_TO_CPU, spec.env_dict):
+        devices = spec.procs_per_node  # CPU nodes rehearsing GPU code: a virtual GPU per process, as there
     if devices == 0:
         return 0
     if spec.spawns_workers:
