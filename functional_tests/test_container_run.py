@@ -4,12 +4,20 @@ code imports that the image lacks (installed here, missing from requirements.txt
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from tests.support.e2e import TORCH_REQUIREMENT
 from tests.support.e2e import build_only
 from tests.support.e2e import vdk
 from tests.support.e2e import vdk_environment
 from tests.support.jobs import write_job
+from tests.support.registry import podman
+
+from vdk.plugin.ml_training.local.engine import RUN_LABEL
 
 pytestmark = pytest.mark.slow
 
@@ -63,3 +71,61 @@ def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_l
     tag = pushed["tag_reference"].rsplit(":", 1)[1]
     assert f"in the job's image localhost/vdk-ml-training/needs-yaml:{tag} " in output, output
     assert f"({pushed['digest']}: the image `vdk deploy` pushes)" in output, output
+
+    full = vdk("run", "--container", "--full", str(job), env=env)  # to completion, in the same image
+    output = full.stdout + full.stderr
+    assert full.returncode == 0, output
+    assert "full run PASSED" in output and "rank 0: 3 steps" in output and "has this image already" in output
+
+
+# Trains a step, says so, then hangs: only stopping it ends the run.
+HANGS = """import time
+import torch
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    print("stepped once", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_stopping_vdk_stops_the_container(local_bases, podman_root, env, tmp_path, signal_name):
+    job = write_job(
+        tmp_path,
+        "hangs",
+        ml={"base_image": local_bases.debian, "gpus_per_node": "0", "smoke_steps": "5"},
+        files={"train.py": HANGS, "requirements.txt": f"{TORCH_REQUIREMENT}\n"},
+    )
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("vdk")), "run", "--container", str(job)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line)
+            if "stepped once" in line:
+                break
+        assert _containers(podman_root), "".join(output)  # it runs in a container
+        process.send_signal(getattr(signal, signal_name))
+        rest, _ = process.communicate(timeout=60)
+        output.append(rest)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0
+    assert "smoke run interrupted: every process of it was stopped" in "".join(output), "".join(output)
+    assert _containers(podman_root) == []  # nothing left running, nothing left behind
+
+
+def _containers(podman_root) -> list[str]:
+    listed = podman(podman_root, "ps", "-a", "--filter", f"label={RUN_LABEL}", "--format", "{{.Names}}")
+    return listed.stdout.split()

@@ -120,8 +120,8 @@ def run_in_container(spec: MLJobSpec, mode: str, configuration: Any) -> LocalRun
     """The run of `mode` inside the job's image (cli/container_run.py)."""
     from vdk.plugin.ml_training.cli import container_run
 
-    plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration))
     with container_run.stop_on_termination():
+        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration))
         return run_locally(plan, starter=starter)
 
 

@@ -75,12 +75,17 @@ class ContainerEngine:
         )
         last = ""
         assert proc.stderr is not None
-        with proc.stderr:
-            for line in proc.stderr:
-                if line.strip():
-                    last = line.strip()
-                    stderr.write(f"  {self.name}: {last}\n")
-                    stderr.flush()
+        try:
+            with proc.stderr:
+                for line in proc.stderr:
+                    if line.strip():
+                        last = line.strip()
+                        stderr.write(f"  {self.name}: {last}\n")
+                        stderr.flush()
+        except BaseException:  # Ctrl-C: the pull stops with us
+            proc.terminate()
+            proc.wait()
+            raise
         if proc.wait() != 0:
             hint = (
                 "a rootless Docker daemon or Docker Desktop cannot reach this machine's 127.0.0.1, from where the "
