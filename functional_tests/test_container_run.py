@@ -106,6 +106,7 @@ def test_stopping_vdk_stops_the_container(local_bases, podman_root, env, tmp_pat
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even if the tests run in the background
     )
     output = []
     try:
@@ -121,6 +122,8 @@ def test_stopping_vdk_stops_the_container(local_bases, podman_root, env, tmp_pat
     finally:
         if process.poll() is None:
             process.kill()
+            for name in _containers(podman_root):  # a failure here leaves nothing to the next test
+                podman(podman_root, "rm", "-f", name, check=False)
     assert process.returncode != 0
     assert "smoke run interrupted: every process of it was stopped" in "".join(output), "".join(output)
     assert _containers(podman_root) == []  # nothing left running, nothing left behind

@@ -84,7 +84,7 @@ def test_an_unreadable_defaults_file_is_an_error_that_says_what_to_do():
     assert str(path) in error.value.problem and "vdk set-default -t TEAM" in error.value.fix
 
 
-@pytest.mark.control_cli
+@pytest.mark.needs_control_cli  # `make test` runs it in .venv-cs only
 @pytest.mark.skipif(not HAS_CONTROL_CLI, reason="needs vdk-plugin-control-cli (run in .venv-cs)")
 def test_the_control_service_cli_and_the_plugin_share_the_default_team(vdk_defaults_in_a_temporary_directory):
     from vdk.internal.control.configuration.vdk_config import VDKConfigFolder

@@ -1,85 +1,18 @@
-"""`vdk run --container`'s engine and container: which engine is used, what is said when there is none,
-and the container a run starts (the pods' command, environment and working directory, the plan's layout)."""
+"""The container a `vdk run --container` starts: the pods' command, environment and working directory, with
+the local plan's layout, and this machine's GPUs for a full run."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
-import pytest
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
-
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training import layout
-from vdk.plugin.ml_training import plugin
-from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.container import ContainerStarter
 from vdk.plugin.ml_training.local.container import inherited_env
 from vdk.plugin.ml_training.local.engine import ContainerEngine
-from vdk.plugin.ml_training.local.engine import find_engine
 from vdk.plugin.ml_training.local.plan import FORK
 from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
-
-
-def _programs(directory: Path, *names: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        program = directory / name
-        program.write_text("#!/bin/sh\nexit 0\n")
-        program.chmod(0o755)
-    return directory
-
-
-def test_podman_first_then_docker_then_what_the_setting_names(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(_programs(tmp_path / "both", "podman", "docker")))
-    assert find_engine().command == ("podman",)
-    monkeypatch.setenv("PATH", str(_programs(tmp_path / "docker-only", "docker")))
-    engine = find_engine(None, "--network host --ulimit nofile=1024:1024")
-    assert (engine.command, engine.kind, engine.run_options) == (
-        ("docker",),
-        "docker",
-        ("--network", "host", "--ulimit", "nofile=1024:1024"),
-    )
-    monkeypatch.setenv("PATH", str(_programs(tmp_path / "custom", "podman-remote", "nerdctl")))
-    assert find_engine("podman-remote --connection lab").kind == "podman"
-    assert find_engine("nerdctl --namespace ml").command == ("nerdctl", "--namespace", "ml")
-
-
-def test_without_an_engine_the_error_names_both_and_how_to_get_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(_programs(tmp_path / "none")))
-    with pytest.raises(MLTrainingError) as e:
-        find_engine()
-    assert "podman or docker, and neither is installed" in e.value.problem
-    assert "install podman" in e.value.fix and "VDK_ML_TRAINING_CONTAINER_ENGINE" in e.value.fix
-    with pytest.raises(MLTrainingError) as e:
-        find_engine("podman")
-    assert "VDK_ML_TRAINING_CONTAINER_ENGINE is `podman`, but `podman` is not installed" in e.value.problem
-
-
-def test_vdk_run_container_without_an_engine_stops_before_building(tmp_path, monkeypatch, isolated_environment):
-    job = write_job(tmp_path, "no-engine", ml={"gpus_per_node": "0"})
-    monkeypatch.setenv("PATH", str(_programs(tmp_path / "none")))
-    result = CliEntryBasedTestRunner(plugin).invoke(["run", "--container", str(job)])
-    assert result.exit_code != 0
-    assert "neither is installed" in str(result.exception) and "install podman" in str(result.exception)
-    monkeypatch.setenv("VDK_ML_TRAINING_RUN_MODE", "container")  # the same, from the environment
-    result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
-    assert "neither is installed" in str(result.exception)
-
-
-@pytest.mark.skipif(shutil.which("docker") is None, reason="the docker command line is not installed")
-def test_an_engine_that_does_not_answer_says_so(tmp_path):
-    engine = find_engine("docker")
-    try:
-        engine.check()
-    except MLTrainingError as e:  # here: the docker command line without a daemon
-        assert e.problem.startswith("the container engine `docker` does not work: ")
-        assert "start it (for Docker: its daemon), or use podman" in e.fix
-    else:
-        pytest.skip("this machine's Docker daemon answers")
 
 
 def _starter(spec, kind: str = "podman", gpus: int = 0) -> ContainerStarter:

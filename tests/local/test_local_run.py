@@ -47,6 +47,12 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
 
 
+def interruptible() -> None:
+    """In the child: Ctrl-C's default, even when the tests were started in the background (a shell makes
+    background commands ignore SIGINT, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def vdk_run(*args: str, env: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
     """The real `vdk` executable of this environment; stdout and stderr together, as a user sees them."""
     return subprocess.run(
@@ -230,7 +236,12 @@ def test_a_segfault_shows_the_python_stack_of_the_crashed_rank(tmp_path):
 def test_ctrl_c_stops_every_process(tmp_path, local_runs_in_a_temporary_directory):
     job, pids = ddp_job(tmp_path, "interrupted", "time.sleep(600)", condition="True")
     proc = subprocess.Popen(
-        [str(VDK), "run", str(job)], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [str(VDK), "run", str(job)],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 90
     while len(list(pids.glob("*.pid"))) < 2 and time.monotonic() < deadline:

@@ -90,6 +90,20 @@ def _run_in_image(entry: list[str]) -> None:
     if reporter is not None:
         reporter.finish(_ending(None))
     _end_lines(rank, checksum, adaptations)
+    if adaptations is not None:
+        _end_after_exit_handlers()
+
+
+def _end_after_exit_handlers() -> None:
+    """End a rank whose NCCL became gloo once the script's `atexit` handlers ran, without the rest of the
+    interpreter's teardown: with gloo, it now and then aborts ("terminate called without an active
+    exception") after the script has ended well."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _adapt_to_cpu():
