@@ -6,6 +6,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 # Nodes pull multi-GB images at different speeds; torch's defaults (600 s to rendezvous, 60 s per
 # store read) fail jobs whose last node is still pulling. Half an hour covers a cold pull.
@@ -63,7 +64,8 @@ def tolerations(spec: MLJobSpec) -> list[dict]:
 
 
 def env(spec: MLJobSpec) -> list[dict]:
-    """[ml-training.env] plus what the image layout needs. A user PYTHONPATH is appended to ours."""
+    """[ml-training.env] plus what the image layout needs and the stall watchdog's timeouts. A user
+    PYTHONPATH is appended to ours."""
     user = spec.env_dict
     out = [{"name": "PYTHONUNBUFFERED", "value": user.pop("PYTHONUNBUFFERED", "1")}]
     extra_path = user.pop("PYTHONPATH", None)
@@ -71,7 +73,13 @@ def env(spec: MLJobSpec) -> list[dict]:
         {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:{extra_path}" if extra_path else layout.PYTHONPATH}
     )
     out.extend({"name": name, "value": value} for name, value in user.items())
+    out.extend({"name": name, "value": value} for name, value in watchdog_settings(spec).env().items())
     return out
+
+
+def watchdog_settings(spec: MLJobSpec) -> WatchdogSettings:
+    """The stall watchdog of the job's training processes (cluster runs and full local runs)."""
+    return WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds)
 
 
 def container(spec: MLJobSpec, image: layout.JobImage, name: str, extra_env: list[dict] | None = None) -> dict:
