@@ -14,6 +14,7 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
 RESTARTING = "Restarting"
+STALLED = "Stalled"  # failed because the stall watchdog stopped a rank that took no optimizer step
 FINISHED = (SUCCEEDED, FAILED)
 
 # Extended resources that are accelerators, by prefix (MIG slices are nvidia.com/mig-<profile>).
