@@ -306,11 +306,9 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
 
 
 def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
-    """One entry per (team, job) — of the chosen team unless `all_teams` — and the text of `vdk list`."""
+    """One entry per (team, job) — of the chosen team unless `all_teams` — and the text of `vdk list`: one
+    list per backend, whatever the number of runs (their phases are honest from the operators' status)."""
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.k8s import diagnose
-    from vdk.plugin.ml_training.k8s.client import team_selector
-    from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
     from vdk.plugin.ml_training.k8s.selection import select_jobs
     from vdk.plugin.ml_training.k8s.selection import where
 
@@ -318,19 +316,7 @@ def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
     choice = None if all_teams else scope.team
     client = scope.client
     jobs = select_jobs(client, choice)
-    # One request for the pods of every run: a run reported Running may still have ranks that cannot start.
-    pods_by_run: dict[str, list[dict]] = {}
-    if jobs:
-        selector = LABEL_RUN + (team_selector(choice.label, unteamed=choice.label is None) if choice else "")
-        for pod in client.list_pods(selector):
-            pods_by_run.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN), []).append(pod)
-    entries = []
-    for job in jobs:
-        latest = job.runs[0]
-        phase = diagnose.effective_phase(
-            latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend)
-        )
-        entries.append(cluster_views.job_entry(job.runs, phase, job.team_name))
+    entries = [cluster_views.job_entry(job.runs, job.runs[0].phase, job.team_name) for job in jobs]
     text = cluster_views.jobs_text(entries, where(client), choice.phrase() if choice else None)
     elsewhere = _teams_elsewhere(client.namespace)
     return entries, text + (f"\n{elsewhere}" if elsewhere else "")

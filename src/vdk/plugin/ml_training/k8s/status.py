@@ -75,6 +75,9 @@ def summarize(obj: dict) -> RunSummary:
     queue = labels.get(run_meta.KUEUE_QUEUE_LABEL)
     if phase == SUSPENDED and queue:
         phase = QUEUED
+    backend = backends.of_object(obj)
+    if phase in (RUNNING, RESTARTING) and backend is not None and backend.starting(obj):
+        phase = PENDING  # honest: the operator says Running while ranks cannot start yet
     nodes, gpus, gpu_resource = shape(obj)
     commit = annotations.get(run_meta.ANNOTATION_GIT_COMMIT)
     # Earlier versions annotated git-dirty "false" outside git too: without a commit it means nothing.

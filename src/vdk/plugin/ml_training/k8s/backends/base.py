@@ -92,6 +92,12 @@ class Backend(ABC):
         """Whether the main object's status shows active pods where its conditions do not say Running."""
         return False
 
+    def starting(self, obj: dict) -> bool | None:
+        """Whether the main object's status says some of its training pods are not running yet (pending,
+        pulling their image); None when it cannot tell. Lets `vdk list` show an honest phase without
+        reading pods."""
+        return None
+
     def suspended(self, obj: dict) -> bool:
         """Whether the main object is suspended (by Kueue, until its queue admits it)."""
         return (obj.get("spec") or {}).get("suspend") is True

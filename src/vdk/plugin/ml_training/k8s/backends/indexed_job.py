@@ -137,6 +137,13 @@ class IndexedJobBackend(Backend):
     def running(self, obj: dict) -> bool:
         return ((obj.get("status") or {}).get("active") or 0) > 0
 
+    def starting(self, obj: dict) -> bool | None:
+        # `active` counts pending and running pods, `ready` those whose containers run (Kubernetes 1.24+)
+        status = obj.get("status") or {}
+        if status.get("ready") is None:
+            return None
+        return int(status["ready"]) < int(status.get("active") or 0)
+
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)
 

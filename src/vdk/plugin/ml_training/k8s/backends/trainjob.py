@@ -311,6 +311,13 @@ class TrainJobBackend(Backend):
         status = obj.get("status") or {}
         return any((j.get("active") or 0) > 0 for j in status.get("jobsStatus") or [])
 
+    def starting(self, obj: dict) -> bool | None:
+        # per replicated job, JobSet counts child Jobs: `ready` ones have all their pods ready (or done)
+        nodes = [j for j in (obj.get("status") or {}).get("jobsStatus") or [] if j.get("name") == NODE_JOB]
+        if not nodes:
+            return None
+        return any(int(j.get("ready") or 0) < int(j.get("active") or 0) for j in nodes)
+
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)
 
