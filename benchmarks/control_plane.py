@@ -93,9 +93,8 @@ def main() -> int:
             started = time.perf_counter()
             fake = namespace(root / size, runs, jobs)
             os.environ["KUBECONFIG"] = str(fake.kubeconfig(root / f"kubeconfig-{size}"))
-            print(
-                f"{size}: {runs} runs of {jobs} jobs + 2 runs on 64 nodes, made in {time.perf_counter() - started:.1f} s"
-            )
+            made = time.perf_counter() - started
+            print(f"{size}: {runs} runs of {jobs} jobs + 2 runs on 64 nodes, made in {made:.1f} s")
             results[size] = {label: measure(fake, *argv) for label, argv in VERBS.items()}
             fake.stop()
     print(f"\n{'verb':<28}{'30 runs':>9}{args.runs:>7} runs{'time':>9}  requests ({args.runs} runs)")
