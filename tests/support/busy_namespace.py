@@ -114,10 +114,7 @@ def big_run(fake: FakeKube, root: Path, nodes: int = 64, failed: bool = False, n
             log += "\n".join(stall.lines()) + "\n"
         fake.set_log(pod["metadata"]["name"], "pytorch", log)
     if failed:
-        failure = {
-            "type": "Failed",
-            "status": "True",
-            "message": "PyTorchJob failed because 1 Worker replica(s) failed.",
-        }
-        fake.set_status("pytorchjobs", main["metadata"]["name"], {"conditions": [failure]})
+        status = operator_status("pytorchjob", "Failed", 0, 2010, nodes=nodes)
+        status["conditions"][0]["message"] = "PyTorchJob failed because 1 Worker replica(s) failed."
+        fake.set_status("pytorchjobs", main["metadata"]["name"], status)
     return main

@@ -37,6 +37,7 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_USAGE_OF
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import label_value
 from vdk.plugin.ml_training.k8s.status import RunSummary
@@ -262,6 +263,24 @@ class KubeClient:
                 "the run was deleted, or deployed by another tool; `vdk list` shows the runs that exist",
             )
         return run_record.parse(configmap)
+
+    # --- usage records of deleted runs (k8s/usage.py) -------------------------------------------------
+
+    def usage_records(self, team: str | None = None, unteamed: bool = False) -> list[dict]:
+        """The usage records deleted runs left in the namespace (of the team label value `team`)."""
+        return self._list(CONFIG_MAP, LABEL_USAGE_OF + team_selector(team, unteamed))
+
+    def keep_usage_record(self, configmap: dict) -> None:
+        """Create a deleted run's usage record (one already there is kept: the run was counted)."""
+        rtype, body = self._prepare(configmap)
+        try:
+            self._create(rtype, body)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+
+    def delete_usage_record(self, name: str) -> bool:
+        return self._delete(CONFIG_MAP, name, self.namespace)
 
     # --- what runs are doing: pods, logs, events, Kueue ---------------------------------------------
 

@@ -13,6 +13,7 @@ from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s.backends.base import COMPLETION_INDEX
 from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
+from vdk.plugin.ml_training.k8s.backends.base import as_int
 from vdk.plugin.ml_training.k8s.backends.base import first_container
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
@@ -146,6 +147,9 @@ class IndexedJobBackend(Backend):
 
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)
+
+    def kept_after_finished(self, obj: dict) -> int | None:
+        return as_int((obj.get("spec") or {}).get("ttlSecondsAfterFinished"))
 
     def unavailable(self, cluster: Discovery) -> MLTrainingError | None:
         if cluster.serves(self.main):

@@ -172,6 +172,9 @@ class PyTorchJobBackend(Backend):
     def starting(self, obj: dict) -> bool | None:
         return starting(obj)
 
+    def kept_after_finished(self, obj: dict) -> int | None:
+        return as_int(((obj.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished"))
+
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)
 

@@ -292,6 +292,7 @@ class TrainJobBackend(Backend):
     creates = (TRAINJOB,)
     container = NODE_CONTAINER
     install = INSTALL
+    records_start_time = False  # its status has conditions and its jobs' counts, no start time
 
     def render(
         self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
