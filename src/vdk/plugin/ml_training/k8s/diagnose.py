@@ -515,13 +515,12 @@ def stalled_rank(ranks: list[RankState]) -> tuple[RankState, Stall, bool] | None
     candidates = []
     for r in ranks:
         for termination, previous in ((r.terminated, False), (r.previous, True)):
-            stall = parse_stall(termination.message.splitlines()) if termination and termination.message else None
+            if termination is None or not termination.message:
+                continue
+            stall = parse_stall(termination.message.splitlines())
             if stall is not None:
-                order = (
-                    stall.collective is not None,
-                    termination.finished_at or "~",
-                    r.index if r.index is not None else 1 << 30,
-                )  # type: ignore[union-attr]
+                index = r.index if r.index is not None else 1 << 30
+                order = (stall.collective is not None, termination.finished_at or "~", index)
                 candidates.append((order, r, stall, previous))
                 break
     if not candidates:
