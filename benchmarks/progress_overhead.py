@@ -9,11 +9,15 @@ CPU) runs in alternating rounds:
   reported  the StepCounter and a ProgressReporter with the default 30 s period (no line is due)
   printing  a reporter with a 0 s period: a line, and so a loss read, at every step (the worst case)
   recorded  the StepCounter and the StepRecorder of a full local run (result file at most every 5 s)
+  watched   what a cluster rank runs: the StepCounter, a reporter and the stall watchdog with its default
+            timeouts (a thread that looks at the step count every 10 s; nothing is added to a step)
+  watched+  the same with the watchdog looking every 50 ms (its shortest poll): the cost of the thread itself
 
 Prints the median time per step of each, and the cost per step over `plain` in microseconds and
 percent; then, without the noise of a training step, what each hook costs by itself: the
 optimizer-step hook with and without a reporter between lines, and keeping a backward() loss.
-The goal: counting and reporting cost a few microseconds per step, far below a GPU step (>= 1 ms).
+The goal: counting and reporting cost a few microseconds per step, far below a GPU step (>= 1 ms), and the
+stall watchdog nothing measurable.
 
     .venv/bin/python benchmarks/progress_overhead.py [--steps 2000] [--rounds 5]
 """
@@ -33,6 +37,10 @@ from vdk.plugin.ml_training.runtime.progress import ProgressReporter
 from vdk.plugin.ml_training.runtime.report import RankReport
 from vdk.plugin.ml_training.runtime.report import StepRecorder
 from vdk.plugin.ml_training.runtime.steps import StepCounter
+from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STALL_SECONDS
+from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STARTUP_SECONDS
+from vdk.plugin.ml_training.runtime.watchdog import Watchdog
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 
 def loop(steps: int) -> float:
@@ -65,11 +73,25 @@ def measure(variant: str, steps: int) -> float:
     run_dir = tempfile.TemporaryDirectory()
     if variant == "recorded":
         counter.listeners.append(StepRecorder(RankReport(run_dir.name, 0, 0), period=FULL_RUN_RECORD_SECONDS))
+    watch = None
+    if variant.startswith("watched"):
+        ProgressReporter(period=30, out=sink).attach(counter)
+        settings = WatchdogSettings(DEFAULT_STALL_SECONDS, DEFAULT_STARTUP_SECONDS)
+        if variant == "watched+":
+            settings = WatchdogSettings(1.5, 1.5)  # a poll every 50 ms; no stall: the loop steps all the time
+        watch = Watchdog(settings, "0", lambda: counter.steps, exit=_no_exit).start()
     try:
         return loop(steps)
     finally:
+        if watch is not None:
+            watch.stop()
+            assert watch.fired is None, "a healthy loop was taken for a stalled one"
         counter.uninstall()
         run_dir.cleanup()
+
+
+def _no_exit(code: int) -> None:
+    raise AssertionError(f"the watchdog would have ended the benchmark with {code}")
 
 
 def hook_costs(calls: int = 100_000) -> dict[str, float]:
@@ -92,6 +114,9 @@ def hook_costs(calls: int = 100_000) -> dict[str, float]:
         counter.listeners.append(StepRecorder(RankReport(run_dir, 0, 0), period=3600))
         out["hook + reporter + step recorder"] = per_call(counter._after_step, optimizer, (), {})
     out["keeping a backward() loss"] = per_call(counter._keep, loss)
+    # the watchdog adds no call to a step: its thread looks at the count, every 10 s with the default timeouts
+    watch = Watchdog(WatchdogSettings(DEFAULT_STALL_SECONDS, DEFAULT_STARTUP_SECONDS), "0", lambda: counter.steps)
+    out["watchdog check (its thread, every 10 s)"] = per_call(watch.check)
     return out
 
 
@@ -101,7 +126,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    variants = ["plain", "counted", "reported", "printing", "recorded"]
+    variants = ["plain", "counted", "reported", "printing", "recorded", "watched", "watched+"]
     times: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant in variants:
@@ -113,9 +138,11 @@ def main() -> None:
         median = statistics.median(times[variant])
         cost = (median - base) * 1e6
         print(f"{variant:<10} {median * 1e6:9.1f} {cost:13.2f} {100 * cost / (base * 1e6):7.1f}%")
+    watched = statistics.median(times["watched"]) - statistics.median(times["reported"])
+    print(f"the stall watchdog's own cost (watched - reported): {watched * 1e6:.2f} us/step")
     print()
     for name, micros in hook_costs().items():
-        print(f"{name:<34} {micros:6.2f} us/call")
+        print(f"{name:<42} {micros:6.2f} us/call")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def test_defaults(tmp_path):
     assert spec.smoke_steps == 1
     assert spec.smoke_processes == 1
     assert spec.smoke_timeout_seconds == 600
+    assert (spec.stall_timeout_seconds, spec.startup_timeout_seconds) == (1800, 3600)
     assert spec.env == ()
 
 
@@ -297,6 +298,23 @@ def test_fingerprint_ignores_where_and_how_a_job_is_checked_or_started(tmp_path)
     )
     assert base.fingerprint() == elsewhere.fingerprint()  # same training, same image label
     assert base.fingerprint() != load_job_spec(make_job(tmp_path / "c", "nodes = 2\nargs = --lr 1")).fingerprint()
+
+
+def test_the_stall_watchdog_timeouts_are_durations_and_0_turns_them_off(tmp_path):
+    spec = load_job_spec(make_job(tmp_path / "a", "stall_timeout = 2h\nstartup_timeout = 0"))
+    assert (spec.stall_timeout_seconds, spec.startup_timeout_seconds) == (7200, 0)
+    # VDK configuration sets them for every job; a job's keys win
+    spec = load_job_spec(
+        make_job(tmp_path / "b", "stall_timeout = 45m"), {"stall_timeout": "1h", "startup_timeout": "3h"}
+    )
+    assert (spec.stall_timeout_seconds, spec.startup_timeout_seconds) == (2700, 10800)
+    err = error_of(make_job(tmp_path / "c", "stall_timeout = soon"))
+    assert err.key == "stall_timeout" and err.problem.endswith("stall_timeout: 'soon' is not a duration")
+    assert "`stall_timeout = 12h`" in err.fix
+    err = error_of(make_job(tmp_path / "d"), {"startup_timeout": "-5m"})
+    assert "VDK_ML_TRAINING_STARTUP_TIMEOUT" in err.problem
+    # how a run is watched is not what it trains: the image stays the same
+    assert spec.fingerprint() == load_job_spec(make_job(tmp_path / "e", "")).fingerprint()
 
 
 def test_bad_registry_setting_says_how_to_set_the_variable(tmp_path):

@@ -45,6 +45,35 @@ def test_its_pods_are_selected_and_ranked(tmp_path, backend):
     assert {pod["spec"]["containers"][0]["name"] for pod in pods} == {backend.container}
 
 
+# What each operator writes while 1 of a run's 3 nodes is still pending, and once all 3 run.
+OPERATOR_STATUS = {
+    "pytorchjob": (
+        {"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 1}}},
+        {"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2}}},
+    ),
+    # JobSet counts child Jobs of the `node` replicated job: ready when all their pods are
+    "trainjob": (
+        {"jobsStatus": [{"name": "node", "active": 1, "ready": 0}]},
+        {"jobsStatus": [{"name": "node", "active": 1, "ready": 1}]},
+    ),
+    "job": ({"active": 3, "ready": 2}, {"active": 3, "ready": 3}),  # `active` counts pending pods too
+}
+
+
+@EACH
+def test_its_status_says_whether_ranks_are_still_starting(tmp_path, backend):
+    spec = make_spec(tmp_path, nodes="3", gpus_per_node="1")
+    main = backend.render(spec, IMAGE, make_run(spec), "ml", None)[0]
+    assert backend.starting(main) is None  # no status yet: cannot tell
+    some, every = OPERATOR_STATUS[backend.name]
+    running = {"conditions": [{"type": "Running", "status": "True"}]}
+    assert backend.starting({**main, "status": some}) is True
+    assert backend.starting({**main, "status": every}) is False
+    # `vdk list` shows the honest phase without reading pods
+    assert status.summarize({**main, "status": {**running, **some}}).phase == status.PENDING
+    assert status.summarize({**main, "status": {**running, **every}}).phase == status.RUNNING
+
+
 @EACH
 def test_a_cluster_that_does_not_serve_it_is_refused_with_what_to_do(backend):
     bare = Discovery(resources=frozenset())

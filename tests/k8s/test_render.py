@@ -29,6 +29,8 @@ from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.manifests import to_yaml
 from vdk.plugin.ml_training.k8s.run_identity import new_run_name
 from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.runtime import watchdog
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -162,6 +164,25 @@ def test_labels_annotations_and_environment(tmp_path):
     assert {"name": "HF_HOME", "value": "/cache"} in env
     assert {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:/extra/lib"} in env
     assert [e["name"] for e in env].count("PYTHONPATH") == 1
+
+
+@pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])
+def test_every_backend_gives_its_pods_the_stall_watchdog_settings(tmp_path, backend):
+    def training_env(spec) -> dict[str, str]:
+        main = render_run(spec, IMAGE, make_run(spec), "ml", backend, trainer_cluster("runtimePatches"))[0]
+        if backend == "trainjob":
+            env = main["spec"]["trainer"]["env"]
+        elif backend == "pytorchjob":
+            env = containers_of(main)["Worker"]["env"]
+        else:
+            env = main["spec"]["template"]["spec"]["containers"][0]["env"]
+        return {e["name"]: e.get("value") for e in env}
+
+    default = training_env(make_spec(tmp_path / "a", nodes="2"))
+    assert (default[watchdog.STALL_TIMEOUT], default[watchdog.STARTUP_TIMEOUT]) == ("1800", "3600")
+    off = training_env(make_spec(tmp_path / "b", nodes="2", stall_timeout="0", startup_timeout="90m"))
+    assert (off[watchdog.STALL_TIMEOUT], off[watchdog.STARTUP_TIMEOUT]) == ("0", "5400")
+    assert WatchdogSettings.from_env(off) == WatchdogSettings(0, 5400)  # what the runtime reads of it
 
 
 def test_git_annotations_say_only_what_is_known(tmp_path):

@@ -70,7 +70,8 @@ def test_crd_validation_rejects_what_a_server_would(specs):
     master = job["spec"]["pytorchReplicaSpecs"]["Master"]
     master["replicas"] = "1"
     master["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "16 GB"
-    master["template"]["spec"]["containers"][0]["env"].append({"name": "HF_HOME", "value": "again"})
+    env = master["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "HF_HOME", "value": "again"})
     job["spec"]["nprocPerNode"] = 8  # a string in the CRD
     job["spec"]["runPolicy"]["backoffLimit"] = 2**31
     job["spec"]["elasticPolicy"] = {"minReplicas": "2"}
@@ -79,7 +80,7 @@ def test_crd_validation_rejects_what_a_server_would(specs):
     base = "spec.pytorchReplicaSpecs.Master"
     assert "is not of type 'integer'" in errors[f"{base}.replicas"].message
     assert f"{base}.template.spec.containers[0].resources.limits.memory" in errors
-    assert "Duplicate value" in errors[f"{base}.template.spec.containers[0].env[3]"].message
+    assert "Duplicate value" in errors[f"{base}.template.spec.containers[0].env[{len(env) - 1}]"].message
     assert "is not of type 'string'" in errors["spec.nprocPerNode"].message
     assert "int32" in errors["spec.runPolicy.backoffLimit"].message
     assert "spec.elasticPolicy.minReplicas" in errors

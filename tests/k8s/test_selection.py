@@ -61,7 +61,12 @@ def test_the_chosen_team_s_runs_with_one_labelled_list_per_backend(shared):
     assert [r.name for r in selection.runs] == [names["beta"]]
     assert selection.describe() == "mnist of team Beta Team" and selection.team_name == "Beta Team"
     assert sorted(g.label or "" for g in selection.others) == ["", "alpha"]
-    assert len(run_lists(fake)) == 3  # one per backend, whatever the number of teams and runs
+    # the job's run records (metadata only) name the backends it uses: one list for each of those, whatever
+    # the number of teams and runs
+    assert run_lists(fake) == ["/apis/batch/v1/namespaces/ml/jobs"]
+    assert [q for m, p, q in fake.requests if p.endswith("/configmaps")] == [
+        {"labelSelector": "vdk.io/job-name=mnist,vdk.io/run,app.kubernetes.io/managed-by=vdk-ml-training"}
+    ]
     unlabelled = select_job(client, "mnist", choose_team(""), "vdk show -n mnist")
     assert [r.name for r in unlabelled.runs] == [names["unlabelled"]] and unlabelled.team_name is None
     assert unlabelled.describe() == "mnist (runs without a team)"

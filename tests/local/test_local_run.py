@@ -33,7 +33,9 @@ from vdk.plugin.ml_training.local.plan import SPAWN
 from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime import watchdog
 from vdk.plugin.ml_training.runtime.progress import MARK
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 pytestmark = pytest.mark.slow
 
@@ -479,6 +481,15 @@ def test_an_mp_spawn_of_no_process_is_named(tmp_path):
     message = str(result.exception)
     assert "no optimizer step was taken: the script called torch.multiprocessing.spawn(nprocs=0)" in message
     assert "mp.spawn was asked for 0 processes" in message
+
+
+def test_full_runs_are_watched_for_stalls_and_smoke_runs_are_not(tmp_path, monkeypatch):
+    monkeypatch.setenv(watchdog.STALL_TIMEOUT, "5")  # a value in the shell is not what the job says
+    spec = load_job_spec(make_job(tmp_path, "watched", "import torch\n", ml="stall_timeout = 10m\n"))
+    full = WatchdogSettings.from_env(full_plan(spec, gpus=0).env)
+    assert (full.stall_seconds, full.startup_seconds) == (600, 3600)
+    smoke = smoke_plan(spec).env  # the smoke run has its own timeout
+    assert watchdog.STALL_TIMEOUT not in smoke and watchdog.STARTUP_TIMEOUT not in smoke
 
 
 def test_a_full_cpu_run_of_the_hugging_face_example_is_distributed(tmp_path):

@@ -26,6 +26,7 @@ from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.runtime import progress
+from vdk.plugin.ml_training.runtime import termination
 from vdk.plugin.ml_training.runtime.progress import MARK
 from vdk.plugin.ml_training.runtime.progress import parse_progress
 
@@ -140,9 +141,42 @@ def test_the_reporter_reports_the_first_step_then_the_first_step_due_and_the_end
     assert [p.fields["elapsed"] for p in lines] == ["1s", "11s", "21s", "30s"]
     assert lines[-1].fields["script"] == "finished" and reporter.last_line == lines[-1].line
 
+    assert lines[-1].after_last_step_seconds == 0  # it ended right after its last step
+
     idle = progress.ProgressReporter(out=out).attach(Steps())
     idle.finish("finished")  # never stepped: no line
     assert out.getvalue().count(MARK) == 4
+
+
+def test_the_last_line_says_how_long_the_script_ran_after_its_last_step_and_is_left_as_termination_message(
+    tmp_path, monkeypatch
+):
+    message = tmp_path / "termination-log"
+    message.write_text("")
+    monkeypatch.setattr(termination, "PATH", str(message))
+    now, out, counter = [0.0], io.StringIO(), Steps()
+    reporter = progress.ProgressReporter(period=30, out=out, clock=lambda: now[0]).attach(counter)
+    counter.step(loss=0.5)
+    now[0] += 725  # a final evaluation and a checkpoint, with no optimizer step
+    reporter.finish("finished")
+    last = parse_progress(out.getvalue().splitlines())
+    assert last.fields["after_last_step"] == "12m" and last.after_last_step_seconds == 720
+    assert last.describe() == "step 1, loss 0.5, elapsed 12m, script finished, after the last step 12m"
+    assert parse_progress(message.read_text().splitlines()) == last  # what `vdk list --usage` reads
+
+
+def test_the_loss_curve_is_every_progress_line_with_a_step_and_a_loss():
+    lines = [
+        progress.format_line(1, 100, 2.5),
+        "epoch 1",
+        progress.format_line(40, 100, 1.25),
+        progress.format_line(60, 100),  # no loss
+        "2026-01-02 " + progress.format_line(80, 100, float("nan")),
+        progress.format_line(100, 100, 0.75, script="finished"),
+    ]
+    curve = progress.loss_curve(lines)
+    assert [step for step, _ in curve] == [1, 40, 80, 100]
+    assert curve[0][1] == 2.5 and math.isnan(curve[2][1]) and curve[3][1] == 0.75
 
 
 def test_the_job_config_may_set_the_progress_settings_and_no_other_plugin_variable(tmp_path):

@@ -133,15 +133,21 @@ def terminated(
     node: str = "gpu-node-1",
     restarts: int = 0,
     last: dict | None = None,
+    message: str | None = None,
 ) -> dict:
-    cs = {"ready": False, "restartCount": restarts, "state": {"terminated": termination(exit_code, reason, finished)}}
+    ended = termination(exit_code, reason, finished, message)
+    cs = {"ready": False, "restartCount": restarts, "state": {"terminated": ended}}
     if last:
         cs["lastState"] = {"terminated": last}
     return {"_node": node, "phase": "Succeeded" if exit_code == 0 else "Failed", "containerStatuses": [cs]}
 
 
-def termination(exit_code: int, reason: str = "Error", finished: float = 300) -> dict:
-    return {"exitCode": exit_code, "reason": reason, "startedAt": ts(60), "finishedAt": ts(finished)}
+def termination(exit_code: int, reason: str = "Error", finished: float = 300, message: str | None = None) -> dict:
+    """How a container ended; `message`: what it left in /dev/termination-log (the kubelet's copy)."""
+    ended = {"exitCode": exit_code, "reason": reason, "startedAt": ts(60), "finishedAt": ts(finished)}
+    if message is not None:
+        ended["message"] = message
+    return ended
 
 
 # --- events and Kueue -----------------------------------------------------------------------------------

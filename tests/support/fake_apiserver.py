@@ -1,7 +1,8 @@
 """An HTTP-level fake Kubernetes API server for tests (threaded http.server on 127.0.0.1).
 
 It speaks the wire protocol the real `kubernetes` client uses: discovery (/api, /apis, group
-versions, /version, /openapi/v3), create / get / list (label selectors, limit) / delete of Jobs,
+versions, /version, /openapi/v3), create / get / list (label selectors, limit, metadata-only lists
+as PartialObjectMetadataList) / delete of Jobs,
 Services, ConfigMaps, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes; Pods, Events and Kueue
 Workloads as their controllers write them (test helpers), pods/log with container, previous,
 tailLines, limitBytes and follow (a chunked stream that ends when the container ends), dryRun=All,
@@ -337,6 +338,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._send(400, status(400, "BadRequest", "the request body is not JSON"))
         code, payload = _route(fake, method, url.path, query, body)
+        if code == 200 and _wants_metadata_only(self.headers.get("Accept") or "") and isinstance(payload, dict):
+            payload = _partial_metadata(payload)
         if code == DROP:
             self.close_connection = True
             return
@@ -600,6 +603,27 @@ def _invalid(kind: Kind, name: str, errors: list) -> dict:
             "causes": [{"reason": "FieldValueInvalid", "message": e.message, "field": e.field} for e in errors],
         },
     )
+
+
+def _wants_metadata_only(accept: str) -> bool:
+    """`Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` (the first type offered)."""
+    first = accept.split(",")[0]
+    return "as=PartialObjectMetadataList" in first and "g=meta.k8s.io" in first
+
+
+def _partial_metadata(listing: dict) -> dict:
+    """A list as the API server answers a client that asked for the objects' metadata only."""
+    if not listing.get("kind", "").endswith("List"):
+        return listing
+    return {
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": listing.get("metadata") or {},
+        "items": [
+            {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": item.get("metadata") or {}}
+            for item in listing.get("items") or []
+        ],
+    }
 
 
 def _selected(obj: dict, selector: str) -> bool:

@@ -74,6 +74,9 @@ _REGISTRY = re.compile(rf"^{_HOST}(?:/{_PATH_COMPONENT})*$")
 _PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 # An interpreter: a command name looked up on the image's PATH, or an absolute path.
 _INTERPRETER = re.compile(r"^(/[^\s]+|[A-Za-z0-9][A-Za-z0-9._+-]*)$")
+# The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
+DEFAULT_STALL_TIMEOUT = 1800
+DEFAULT_STARTUP_TIMEOUT = 3600
 _BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
@@ -144,6 +147,8 @@ WHERE_IT_RUNS = frozenset(
         "smoke_processes",
         "smoke_timeout_seconds",
         "smoke_device_tracking",
+        "stall_timeout_seconds",
+        "startup_timeout_seconds",
     }
 )
 
@@ -181,6 +186,9 @@ class MLJobSpec:
     registry: str | None
     namespace: str | None
     kube_context: str | None
+    # The stall watchdog of cluster and full local runs (runtime/watchdog.py), in seconds; 0 turns it off.
+    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT
+    startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT
     # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
     # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
@@ -467,6 +475,8 @@ KEYS: dict[str, str] = {
     "smoke_processes": "processes in a smoke run",
     "smoke_timeout": "a smoke run that takes longer is stopped",
     "smoke_device_tracking": "false turns off the smoke run's checks of where tensors are (CPU or which GPU)",
+    "stall_timeout": "a rank with no optimizer step for this long is stopped (0: never)",
+    "startup_timeout": "the same for the first optimizer step (0: never)",
     "registry": "OCI registry (and path) the job image is pushed to",
     "namespace": "Kubernetes namespace",
     "kube_context": "kubeconfig context",
@@ -546,6 +556,8 @@ def load_job_spec(
         registry=keys.matching("registry", _REGISTRY, "a registry address", "registry.example.com/ml"),
         namespace=namespace,
         kube_context=keys.raw("kube_context"),
+        stall_timeout_seconds=_timeout(keys, "stall_timeout", DEFAULT_STALL_TIMEOUT),
+        startup_timeout_seconds=_timeout(keys, "startup_timeout", DEFAULT_STARTUP_TIMEOUT),
         spawns_workers=spawn is not None,
         origins=tuple(origins.items()),
     )
@@ -696,6 +708,12 @@ def _gpus(keys: _Keys) -> Accelerators:
         f"{text!r} is neither a number of GPUs nor a MIG profile",
         "write `gpus_per_node = 0` for CPU only, `gpus_per_node = 8`, or a MIG profile such as `1g.10gb`",
     )
+
+
+def _timeout(keys: _Keys, key: str, default: int) -> int:
+    """A watchdog timeout: a duration, or 0 for none."""
+    seconds = keys.duration(key, default=default, minimum=0)
+    return default if seconds is None else seconds
 
 
 def _args(keys: _Keys) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 ROOT = "/opt/vdk-ml"
 JOB_DIR = f"{ROOT}/job"  # the job directory (code layer); the working directory
@@ -26,13 +27,20 @@ class JobImage:
 
 def launch_env(spec: MLJobSpec) -> dict[str, str]:
     """The environment every training container of the job is started with, on a cluster and in a
-    container run: [ml-training.env] plus what the image layout needs (a user PYTHONPATH goes after ours)."""
+    container run: [ml-training.env] plus what the image layout needs (a user PYTHONPATH goes after
+    ours) and the stall watchdog's timeouts."""
     user = spec.env_dict
     env = {"PYTHONUNBUFFERED": user.pop("PYTHONUNBUFFERED", "1")}
     extra_path = user.pop("PYTHONPATH", None)
     env["PYTHONPATH"] = f"{PYTHONPATH}:{extra_path}" if extra_path else PYTHONPATH
     env.update(user)
+    env.update(watchdog_settings(spec).env())
     return env
+
+
+def watchdog_settings(spec: MLJobSpec) -> WatchdogSettings:
+    """The stall watchdog of the job's training processes (cluster runs and full local runs)."""
+    return WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds)
 
 
 def launch_command(spec: MLJobSpec, python: str, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:

@@ -6,6 +6,8 @@ from typing import Any
 from typing import Protocol
 
 from vdk.plugin.ml_training.job import DEFAULT_SMOKE_TIMEOUT
+from vdk.plugin.ml_training.job import DEFAULT_STALL_TIMEOUT
+from vdk.plugin.ml_training.job import DEFAULT_STARTUP_TIMEOUT
 from vdk.plugin.ml_training.teams import TEAM_NAMESPACES
 from vdk.plugin.ml_training.teams import TEAM_QUEUES
 from vdk.plugin.ml_training.units import format_duration
@@ -40,6 +42,14 @@ CONFIG_KEYS: dict[str, tuple[Any, str]] = {
     "ml_training_smoke_timeout": (
         format_duration(DEFAULT_SMOKE_TIMEOUT),
         "seconds (or 10m, 1h) after which a smoke run is stopped",
+    ),
+    "ml_training_stall_timeout": (
+        format_duration(DEFAULT_STALL_TIMEOUT),
+        "a rank of a cluster or full local run with no optimizer step for this long is stopped (0: never)",
+    ),
+    "ml_training_startup_timeout": (
+        format_duration(DEFAULT_STARTUP_TIMEOUT),
+        "the same for the first optimizer step of a rank (0: never)",
     ),
     RUN_MODE: (
         "smoke",

@@ -275,13 +275,17 @@ def _require_name(name: str | None, verb: str) -> str:
 # --- vdk list ----------------------------------------------------------------------------------------
 
 
-def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
+def list_ml(
+    team: str | None, operation_all: Any, output: str | None, usage: bool = False, since: str | None = None
+) -> None:
     from vdk.plugin.ml_training.errors import MLTrainingError
 
     ctx = click.get_current_context()
     original = getattr(ctx.command, "wrapped_command", None)
     data_jobs = original is not None and bool(ctx.params.get("rest_api_url"))
     as_json = (output or "text").lower() == "json"
+    if usage or since is not None:
+        return _usage(team, operation_all in ("all", True), since, as_json)
     try:
         # click makes an unset `flag_value="all"` flag the string "False": compare with the value.
         entries, text = _ml_jobs(team, operation_all in ("all", True))
@@ -306,11 +310,9 @@ def list_ml(team: str | None, operation_all: Any, output: str | None) -> None:
 
 
 def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
-    """One entry per (team, job) — of the chosen team unless `all_teams` — and the text of `vdk list`."""
+    """One entry per (team, job) — of the chosen team unless `all_teams` — and the text of `vdk list`: one
+    list per backend, whatever the number of runs (their phases are honest from the operators' status)."""
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.k8s import diagnose
-    from vdk.plugin.ml_training.k8s.client import team_selector
-    from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
     from vdk.plugin.ml_training.k8s.selection import select_jobs
     from vdk.plugin.ml_training.k8s.selection import where
 
@@ -318,22 +320,34 @@ def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
     choice = None if all_teams else scope.team
     client = scope.client
     jobs = select_jobs(client, choice)
-    # One request for the pods of every run: a run reported Running may still have ranks that cannot start.
-    pods_by_run: dict[str, list[dict]] = {}
-    if jobs:
-        selector = LABEL_RUN + (team_selector(choice.label, unteamed=choice.label is None) if choice else "")
-        for pod in client.list_pods(selector):
-            pods_by_run.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN), []).append(pod)
-    entries = []
-    for job in jobs:
-        latest = job.runs[0]
-        phase = diagnose.effective_phase(
-            latest.phase, diagnose.rank_states(pods_by_run.get(latest.name, []), latest.backend)
-        )
-        entries.append(cluster_views.job_entry(job.runs, phase, job.team_name))
+    entries = [cluster_views.job_entry(job.runs, job.runs[0].phase, job.team_name) for job in jobs]
     text = cluster_views.jobs_text(entries, where(client), choice.phrase() if choice else None)
     elsewhere = _teams_elsewhere(client.namespace)
     return entries, text + (f"\n{elsewhere}" if elsewhere else "")
+
+
+def _usage(team: str | None, all_teams: bool, since: str | None, as_json: bool) -> None:
+    """`vdk list --usage`: GPU-hours by team and job, and the wasted ones."""
+    from vdk.plugin.ml_training.cli import cluster_usage
+    from vdk.plugin.ml_training.k8s.selection import where
+
+    seconds = cluster_usage.since_seconds(since)
+    scope = _scope(None, team, None)
+    choice = None if all_teams else scope.team
+    report = cluster_usage.usage_report(scope.client, choice, seconds)
+    if as_json:
+        _json(cluster_usage.usage_json(report, scope.client, choice))
+        return
+    click.echo(cluster_usage.usage_text(report, where(scope.client), choice.phrase() if choice else None))
+
+
+def _keep_usage(client: KubeClient, runs: list[RunSummary]) -> None:
+    """Before runs are deleted: their GPU-hours stay in `vdk list --usage` (a warning when they cannot)."""
+    from vdk.plugin.ml_training import audit
+    from vdk.plugin.ml_training.cli import cluster_usage
+
+    for problem in cluster_usage.keep_usage(client, runs, audit.deployer()):
+        click.echo(f"warning: {problem}", err=True)
 
 
 def _teams_elsewhere(namespace: str) -> str | None:
@@ -366,10 +380,14 @@ def _data_jobs_json(ctx: click.Context, original: click.Command) -> list[dict]:
 
 LIST = verbs.Verb(
     name="list",
-    help="List ml-training jobs: each job's latest run, backend, phase, age and nodes x GPUs.",
+    help=(
+        "List ml-training jobs: each job's latest run, backend, phase, age and nodes x GPUs; "
+        "--usage: GPU-hours by team and job, and the wasted ones."
+    ),
     ml_help=(
         "ml-training jobs of the kube context's namespace are listed first (latest run, backend, phase, age, "
-        "nodes x GPUs). With -o json, ML jobs and data jobs form one array; `kind` tells them apart."
+        "nodes x GPUs). With -o json, ML jobs and data jobs form one array; `kind` tells them apart. "
+        "--usage [--since 30d]: GPU-hours of ml-training runs by team and job, and the wasted ones."
     ),
     params=[
         _team_option(),
@@ -377,8 +395,20 @@ LIST = verbs.Verb(
             ["-a", "--all", "operation_all"], is_flag=True, flag_value="all", default=False, help="Jobs of all teams."
         ),
         _output_option(),
+        click.Option(
+            ["--usage"],
+            is_flag=True,
+            default=False,
+            help="ml-training: allocated GPU-hours by team and job, and the wasted ones (runs that failed, stalled "
+            "or were cancelled; time after a run's last optimizer step).",
+        ),
+        click.Option(
+            ["--since"],
+            help="ml-training, with --usage: only the GPU-hours of this last period, e.g. 30d, 12h, 1w "
+            "[since the oldest run still in the cluster].",
+        ),
     ],
-    ml_only=(),
+    ml_only=("usage", "since"),
     is_ml=_list_is_ml,
     run_ml=_ml_errors(list_ml),
 )
@@ -453,6 +483,7 @@ def delete_ml(name: str | None, team: str | None, job_path: str | None, yes: boo
         click.echo(f"Deleting {what} (--yes)", err=True)
     else:
         click.confirm(f"Delete these {what}, their pods (running ones stop) and run records?", abort=True, err=True)
+    _keep_usage(client, runs)
     for run in runs:
         client.delete_run(run.name, run.backend)
         click.echo(f"Deleted {run.name}")
@@ -633,6 +664,7 @@ def _execute_start(
 
 def _execute_cancel(selection: JobSelection, execution_id: str | None, command: str, as_json: bool) -> None:
     run = selection.pick(execution_id, f"vdk {command} -n {selection.job_name}")
+    _keep_usage(selection.client, [run])
     deleted = selection.client.delete_run(run.name, run.backend)
     if as_json:
         _json(

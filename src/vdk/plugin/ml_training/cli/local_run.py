@@ -35,6 +35,7 @@ from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.local.stack_dump import user_stack
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.runtime.watchdog import STALL_EXIT_CODE
 from vdk.plugin.ml_training.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.settings import RUN_MODE
 from vdk.plugin.ml_training.settings import RUN_MODES
@@ -230,6 +231,8 @@ def format_summary(outcome: RunOutcome) -> str:
         limit = gloo_limit(root.error)
         if limit:
             lines += ["", f"note: {limit}"]
+    elif root is not None and root.stall is not None:
+        lines += _stall_details(root, outcome)
     elif root is not None:
         lines += _death_details(root, run.plan.spec.job_dir)
     elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
@@ -290,6 +293,8 @@ def failure_fix(outcome: RunOutcome) -> str:
         return f"fix the error in the traceback above ({root.label}), then {again}"
     if outcome.untrained:
         return _untrained_fix(outcome, again)
+    if root is not None and root.stall is not None:
+        return stall_fix(f"see where {root.label} was (above)", again)
     if root is not None:
         where = f"its output in {root.log}" if root.log else "its output above"
         return (
@@ -308,6 +313,15 @@ def failure_fix(outcome: RunOutcome) -> str:
             f"pytorch/pytorch. Then {again}"
         )
     return f"see torchrun's log {run.agent_log}, then {again}"
+
+
+def stall_fix(where: str, again: str) -> str:
+    """What to do about a rank that took no optimizer step for stall_timeout."""
+    return (
+        f"{where}: a data loader or queue that waits forever, a collective that another rank never joins, or a "
+        "deadlock. If a step, an evaluation or a checkpoint really takes longer, raise `stall_timeout` "
+        f"(`startup_timeout` before the first step) in [ml-training]; 0 turns the watchdog off. Then {again}"
+    )
 
 
 def _device_error_fix(root: RankOutcome, again: str) -> str:
@@ -451,6 +465,7 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
             protocol.STOPPED: "stopped as planned" if mode == protocol.SMOKE else "stopped",
             protocol.FINISHED: "the script ended",
             protocol.FAILED: "failed",
+            protocol.STALLED: "stalled",
             protocol.RUNNING: "stopped unfinished",
         }.get(rank.status, "never started")
         if rank.crashed_at_exit:
@@ -467,6 +482,19 @@ def _death_details(rank: RankOutcome, job_dir: Path) -> list[str]:
         tail = _tail(rank.log, 15)
         if tail:
             lines += ["", f"last output of {rank.label} ({rank.log}):", *(f"  {t}" for t in tail)]
+    return lines
+
+
+def _stall_details(root: RankOutcome, outcome: RunOutcome) -> list[str]:
+    """Where the stalled rank's threads were (innermost frame first), and where the others were stopped."""
+    stall = root.stall or {}
+    lines = ["", f"{root.label} exited with code {STALL_EXIT_CODE} (the stall watchdog); where it was:"]
+    for thread in stall.get("threads") or []:
+        frames = thread.get("frames") or []
+        lines += [f"  thread {thread.get('name')} (most recent call first):", *(f"  {f}" for f in frames[:16])]
+    for other in outcome.ranks:  # the ranks torchrun stopped: where they waited
+        if other is not root and other.status == protocol.RUNNING:
+            lines += _where(other, outcome.run.plan.spec.job_dir)
     return lines
 
 

@@ -9,6 +9,7 @@ to do (see `api_errors`).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
@@ -36,11 +37,14 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_USAGE_OF
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import label_value
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.k8s.transport import METADATA_ONLY
 from vdk.plugin.ml_training.k8s.transport import REQUEST_TIMEOUT
+from vdk.plugin.ml_training.k8s.transport import Timeout
 from vdk.plugin.ml_training.k8s.transport import Transport
 
 # `has_runs` decides whether a data-job command is meant for ML: an unreachable cluster must not stall it.
@@ -73,6 +77,7 @@ class KubeClient:
         self.context = self.transport.context
         self.server = self.transport.server
         self.namespace: str = namespace or self.transport.default_namespace
+        self._job_backends: dict[str, frozenset[str]] = {}
 
     def discover(self) -> Discovery:
         """What the cluster serves of the backends' APIs, and what each served backend needs to know."""
@@ -196,22 +201,34 @@ class KubeClient:
         """Runs in the namespace (newest first), of every backend the cluster serves; only those
         of `job_name` and of the team label value `team` when given, only those without a team
         label with `unteamed`. One labelled list per backend, whatever the number of runs."""
-        runs = [summarize(obj) for obj in self._run_objects(job_name=job_name, team=team, unteamed=unteamed)]
+        kinds = self.job_backends(job_name) if job_name else None
+        found = self._run_objects(job_name=job_name, team=team, unteamed=unteamed, backends=kinds or None)
+        runs = [summarize(obj) for obj in found]
         return sorted(runs, key=lambda r: (r.created or "", r.name), reverse=True)
 
+    def job_backends(self, job_name: str, timeout: Timeout = REQUEST_TIMEOUT) -> frozenset[str]:
+        """The backends of the runs of `job_name`, from the labels of their run records (every run has one):
+        one metadata-only list, read once per client. A job's runs are then one list per backend it uses,
+        not one per backend the cluster serves."""
+        if job_name not in self._job_backends:
+            listing = self.transport.request(
+                "GET",
+                CONFIG_MAP.path(self.namespace),
+                query={"labelSelector": f"{LABEL_JOB}={job_name},{LABEL_RUN},{LABEL_MANAGED_BY}={MANAGED_BY}"},
+                action=CONFIG_MAP.action("list", self.namespace),
+                timeout=timeout,
+                accept=METADATA_ONLY,
+            )
+            labels = [(item.get("metadata") or {}).get("labels") or {} for item in (listing or {}).get("items", [])]
+            self._job_backends[job_name] = frozenset(filter(None, (lab.get(LABEL_BACKEND) for lab in labels)))
+        return self._job_backends[job_name]
+
     def has_runs(self, job_name: str) -> bool:
-        """Whether a run of `job_name` exists: one quick labelled list of run records (every run has
-        one). Decides whether `vdk show/delete/execute -n NAME` is meant for an ML job."""
+        """Whether a run of `job_name` exists: one quick list of its run records. Decides whether `vdk
+        show/delete/execute -n NAME` is meant for an ML job (and is what those verbs read first anyway)."""
         if label_value(job_name) != job_name:
             return False  # not a possible label value, so no run carries it
-        listing = self.transport.request(
-            "GET",
-            CONFIG_MAP.path(self.namespace),
-            query={"labelSelector": f"{LABEL_JOB}={job_name},{LABEL_MANAGED_BY}={MANAGED_BY}", "limit": "1"},
-            action=CONFIG_MAP.action("list", self.namespace),
-            timeout=PROBE_TIMEOUT,
-        )
-        return bool((listing or {}).get("items"))
+        return bool(self.job_backends(job_name, timeout=PROBE_TIMEOUT))
 
     def get_run(self, run_name: str, backend: str | None = None) -> dict:
         """The main object of a run (of `backend`, when known)."""
@@ -246,6 +263,24 @@ class KubeClient:
                 "the run was deleted, or deployed by another tool; `vdk list` shows the runs that exist",
             )
         return run_record.parse(configmap)
+
+    # --- usage records of deleted runs (k8s/usage.py) -------------------------------------------------
+
+    def usage_records(self, team: str | None = None, unteamed: bool = False) -> list[dict]:
+        """The usage records deleted runs left in the namespace (of the team label value `team`)."""
+        return self._list(CONFIG_MAP, LABEL_USAGE_OF + team_selector(team, unteamed))
+
+    def keep_usage_record(self, configmap: dict) -> None:
+        """Create a deleted run's usage record (one already there is kept: the run was counted)."""
+        rtype, body = self._prepare(configmap)
+        try:
+            self._create(rtype, body)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+
+    def delete_usage_record(self, name: str) -> bool:
+        return self._delete(CONFIG_MAP, name, self.namespace)
 
     # --- what runs are doing: pods, logs, events, Kueue ---------------------------------------------
 
@@ -325,15 +360,22 @@ class KubeClient:
         return [found] if found is not None else []
 
     def _run_objects(
-        self, run_name: str | None = None, job_name: str | None = None, team: str | None = None, unteamed: bool = False
+        self,
+        run_name: str | None = None,
+        job_name: str | None = None,
+        team: str | None = None,
+        unteamed: bool = False,
+        backends: Collection[str] | None = None,
     ) -> list[dict]:
+        """The main objects of the runs the labels select: one list per backend (of `backends` when given)."""
         selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN
         if job_name:
             selector += f",{LABEL_JOB}={job_name}"
         selector += team_selector(team, unteamed)
         found = []
         for backend, rtype in RUN_TYPES.items():
-            found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
+            if backends is None or backend in backends:
+                found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
         return found
 
     def _list(self, rtype: ResourceType, selector: str, skip_unserved: bool = False) -> list[dict]:

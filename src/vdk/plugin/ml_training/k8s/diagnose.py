@@ -1,6 +1,7 @@
 """Why a run is where it is, from the objects read from the cluster (dicts in, dataclasses out):
 the state of every rank's pod, why the run waits (scheduling, image pulls, Kueue), why it failed
-(OOMKilled, exit codes and signals, well-known errors in the log) and how far training got.
+(a rank the stall watchdog stopped, OOMKilled, exit codes and signals, well-known errors in the log)
+and how far training got.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import status as run_status
 from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
 from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.runtime.watchdog import Stall
+from vdk.plugin.ml_training.runtime.watchdog import parse_stall
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -131,9 +134,12 @@ class Finding:
     log_tail: list[str] = field(default_factory=list)
     log_source: str | None = None  # "rank 1, pod x, previous container"
     hints: list[str] = field(default_factory=list)  # what well-known errors in the log mean
+    stall: Stall | None = None  # the rank the stall watchdog stopped: how long, where it was
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["stall"] = self.stall.to_dict() if self.stall is not None else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -463,7 +469,11 @@ LOG_HINTS = (
 
 
 def why_failed(run: RunSummary, ranks: list[RankState]) -> Finding | None:
-    """The first failure of a failed (or failing) run: the rank whose container died first."""
+    """The first failure of a failed (or failing) run: a rank the stall watchdog stopped, else the rank
+    whose container died first."""
+    stalled = stalled_rank(ranks)
+    if stalled is not None:
+        return stall_finding(*stalled)
     culprit = failing_rank(ranks)
     if culprit is not None:
         rank, termination, previous = culprit
@@ -496,6 +506,64 @@ def why_failed(run: RunSummary, ranks: list[RankState]) -> Finding | None:
     elif not ranks:
         fix = "its pods are gone (cleaned up after the failure), and their logs with them"
     return Finding("failed", message, fix)
+
+
+def stalled_rank(ranks: list[RankState]) -> tuple[RankState, Stall, bool] | None:
+    """(rank, its stall, whether in the previous container) of a container whose termination message
+    says the stall watchdog stopped one of its processes: the first stall not inside a collective (the
+    ranks waiting for it stall later), else the first."""
+    candidates = []
+    for r in ranks:
+        for termination, previous in ((r.terminated, False), (r.previous, True)):
+            if termination is None or not termination.message:
+                continue
+            stall = parse_stall(termination.message.splitlines())
+            if stall is not None:
+                index = r.index if r.index is not None else 1 << 30
+                order = (stall.collective is not None, termination.finished_at or "~", index)
+                candidates.append((order, r, stall, previous))
+                break
+    if not candidates:
+        return None
+    _, rank, stall, previous = min(candidates, key=lambda c: c[0])
+    return rank, stall, previous
+
+
+def stall_finding(rank: RankState, stall: Stall, previous: bool) -> Finding:
+    """A rank that took no optimizer step for stall_timeout (or its first for startup_timeout)."""
+    restarted = f", restarted {rank.restarts} times" if rank.restarts else ""
+    if stall.collective:
+        fix = (
+            f"it waited in {stall.collective} for a rank that never joined: look at the other ranks' logs "
+            "(`vdk execute --logs`) for the one that stopped stepping or took another path"
+        )
+    else:
+        fix = (
+            "see where it was (below): a data loader or queue that waits forever, a collective that other ranks "
+            "never join, a deadlock"
+        )
+    fix += (
+        "; if a step, an evaluation or a checkpoint really takes that long, raise `stall_timeout` "
+        "(`startup_timeout` before the first step) in [ml-training]"
+    )
+    return Finding(
+        "failed",
+        f"rank {stall.rank} stalled: {stall.summary()} (pod {rank.pod}{restarted})",
+        fix,
+        [rank.rank],
+        log_source=f"rank {rank.rank}, pod {rank.pod}" + (", previous container" if previous else ""),
+        stall=stall,
+    )
+
+
+def blamed_rank(ranks: list[RankState]) -> tuple[RankState, bool] | None:
+    """(rank, whether its previous container) whose log explains the failure: the stalled one, else the first
+    that failed."""
+    stalled = stalled_rank(ranks)
+    if stalled is not None:
+        return stalled[0], stalled[2]
+    culprit = failing_rank(ranks)
+    return (culprit[0], culprit[2]) if culprit is not None else None
 
 
 def failing_rank(ranks: list[RankState]) -> tuple[RankState, Termination, bool] | None:

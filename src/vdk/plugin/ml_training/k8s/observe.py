@@ -26,12 +26,16 @@ from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
 from vdk.plugin.ml_training.runtime.progress import Progress
+from vdk.plugin.ml_training.runtime.progress import loss_curve
 from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.runtime.watchdog import Stall
+from vdk.plugin.ml_training.runtime.watchdog import parse_stall
 
 FAILURE_LOG_LINES = 40  # shown of the failing rank
-# Read of a log's end: the failing rank's is searched for well-known errors (torch's launcher prints a
-# long summary last), rank 0's for the last progress line (the same read when rank 0 failed).
-LOG_SCAN_LINES = 200
+# Read of a log's end: the failing rank's is searched for a stall and well-known errors (torch's launcher
+# prints a long summary last), rank 0's for its progress lines: the last one and the loss curve (the same
+# read when rank 0 failed). A line every 30 s: 2000 lines hold hours of progress among the script's output.
+LOG_SCAN_LINES = 2000
 LogTail = Callable[[str, str, bool], "tuple[str | None, str | None]"]  # (pod, container, previous)
 FOLLOW_POLL_SECONDS = 2.0
 FOLLOW_ATTEMPTS = 3  # log requests refused for one container before giving up on it
@@ -47,6 +51,12 @@ class RunDetail:
     events: list[Event]
     progress: Progress | None
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) of rank 0's progress lines
+
+    @property
+    def stall(self) -> Stall | None:
+        """The rank the stall watchdog stopped, if that is why the run failed (or restarted)."""
+        return next((f.stall for f in self.findings if f.stall is not None), None)
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +66,8 @@ class RunDetail:
             "findings": [f.to_dict() for f in self.findings],
             "events": [e.to_dict() for e in self.events],
             "progress": self.progress.to_dict() if self.progress else None,
+            "loss_curve": [{"step": step, "loss": loss} for step, loss in self.loss_curve],
+            "stall": self.stall.to_dict() if self.stall is not None else None,
             "notes": list(self.notes),
         }
 
@@ -81,10 +93,14 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     if run.phase != run_status.SUCCEEDED:
         failure = diagnose.why_failed(run, ranks)
         if failure is not None:
-            _allowed(notes, "logs", lambda: _attach_failure_log(tail, failure, ranks, notes), None)
+            failure = _allowed(notes, "logs", lambda: _attach_failure_log(tail, failure, ranks, notes), failure)
             findings.append(failure)
-    progress = _allowed(notes, "logs", lambda: _progress(tail, ranks), None)
-    return RunDetail(run, diagnose.effective_phase(run.phase, ranks), ranks, findings, events, progress, notes)
+    progress, curve = _allowed(notes, "logs", lambda: _progress(tail, ranks), (None, []))
+    phase = diagnose.effective_phase(run.phase, ranks)
+    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve)
+    if run.phase == run_status.FAILED and detail.stall is not None:
+        detail.phase = run_status.STALLED
+    return detail
 
 
 def why_no_pods(client: KubeClient, run: RunSummary) -> str:
@@ -108,26 +124,34 @@ def _allowed(notes: list[str], what: str, read: Callable[[], Any], otherwise: An
         return otherwise
 
 
-def _attach_failure_log(tail: LogTail, failure: Finding, ranks: list[RankState], notes: list[str]) -> None:
-    culprit = diagnose.failing_rank(ranks)
-    if culprit is None or failure.ranks != [culprit[0].rank]:
-        return
-    rank, _, previous = culprit
+def _attach_failure_log(tail: LogTail, failure: Finding, ranks: list[RankState], notes: list[str]) -> Finding:
+    """The failure with the end of the blamed rank's log, what well-known errors in it mean, and the stall
+    its log reports: every thread's stack, where a termination message holds the top frames only."""
+    blamed = diagnose.blamed_rank(ranks)
+    if blamed is None or failure.ranks != [blamed[0].rank]:
+        return failure
+    rank, previous = blamed
     text, why = tail(rank.pod, rank.container, previous)
     if text is None:
         notes.append(f"no log of rank {rank.rank}: {why}")
-        return
+        return failure
     lines = text.splitlines()
+    stall = parse_stall(lines)
+    if stall is not None and (failure.stall is None or failure.stall.rank == stall.rank):
+        failure = diagnose.stall_finding(rank, stall, previous)
     failure.log_tail = lines[-FAILURE_LOG_LINES:]
     failure.hints = diagnose.log_hints(lines)
+    return failure
 
 
-def _progress(tail: LogTail, ranks: list[RankState]) -> Progress | None:
+def _progress(tail: LogTail, ranks: list[RankState]) -> tuple[Progress | None, list[tuple[int, float]]]:
+    """Rank 0's last progress line and the loss of every progress line in the end of its log."""
     rank0 = next((r for r in ranks if r.index == 0), None)
     if rank0 is None or not rank0.started:
-        return None
+        return None, []
     text, _ = tail(rank0.pod, rank0.container, False)
-    return parse_progress((text or "").splitlines())
+    lines = (text or "").splitlines()
+    return parse_progress(lines), loss_curve(lines)
 
 
 # --- logs of every rank ----------------------------------------------------------------------------

@@ -63,7 +63,8 @@ def tolerations(spec: MLJobSpec) -> list[dict]:
 
 
 def env(spec: MLJobSpec) -> list[dict]:
-    """[ml-training.env] plus what the image layout needs (layout.launch_env), as a container's env."""
+    """[ml-training.env] plus what the image layout needs and the stall watchdog's timeouts
+    (layout.launch_env), as a container's env."""
     return [{"name": name, "value": value} for name, value in layout.launch_env(spec).items()]
 
 

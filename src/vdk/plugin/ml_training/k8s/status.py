@@ -14,6 +14,7 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
 RESTARTING = "Restarting"
+STALLED = "Stalled"  # failed because the stall watchdog stopped a rank that took no optimizer step
 FINISHED = (SUCCEEDED, FAILED)
 
 # Extended resources that are accelerators, by prefix (MIG slices are nvidia.com/mig-<profile>).
@@ -44,6 +45,9 @@ class RunSummary:
     gpu_resource: str | None = None  # nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...
     uid: str | None = None
     team_label: str | None = None  # the `vdk.io/team` label value; None for runs without one
+    started: str | None = None  # when its operator started it (None while queued, or never)
+    ended: str | None = None  # when it succeeded or failed
+    kept_seconds: int | None = None  # how long it is kept after it ends (ttl_after_finished); None: until deleted
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -74,6 +78,9 @@ def summarize(obj: dict) -> RunSummary:
     queue = labels.get(run_meta.KUEUE_QUEUE_LABEL)
     if phase == SUSPENDED and queue:
         phase = QUEUED
+    backend = backends.of_object(obj)
+    if phase in (RUNNING, RESTARTING) and backend is not None and backend.starting(obj):
+        phase = PENDING  # honest: the operator says Running while ranks cannot start yet
     nodes, gpus, gpu_resource = shape(obj)
     commit = annotations.get(run_meta.ANNOTATION_GIT_COMMIT)
     # Earlier versions annotated git-dirty "false" outside git too: without a commit it means nothing.
@@ -101,7 +108,40 @@ def summarize(obj: dict) -> RunSummary:
         gpu_resource=gpu_resource,
         uid=metadata.get("uid"),
         team_label=labels.get(run_meta.LABEL_TEAM),
+        started=started_at(obj),
+        ended=ended_at(obj),
+        kept_seconds=backend.kept_after_finished(obj) if backend is not None else None,
     )
+
+
+def started_at(obj: dict) -> str | None:
+    """When the run started: its operator's start time (a backend that records none: its creation, unless it is
+    still suspended)."""
+    status = obj.get("status") or {}
+    if status.get("startTime"):
+        return status["startTime"]
+    backend = backends.of_object(obj)
+    if backend is None or backend.records_start_time:
+        return None  # not started yet
+    if run_phase(obj)[0] in (SUSPENDED, PENDING):
+        return None
+    return (obj.get("metadata") or {}).get("creationTimestamp")
+
+
+def ended_at(obj: dict) -> str | None:
+    """When the run succeeded or failed: its completion time, else when that condition became true."""
+    status = obj.get("status") or {}
+    phase, _ = run_phase(obj)
+    if phase not in FINISHED:
+        return None
+    if status.get("completionTime"):
+        return status["completionTime"]
+    ends = [
+        c.get("lastTransitionTime")
+        for c in status.get("conditions") or []
+        if c.get("type") in ("Failed", "Succeeded", "Complete") and str(c.get("status")) == "True"
+    ]
+    return min(filter(None, ends), default=None)
 
 
 def run_phase(obj: dict) -> tuple[str, str | None]:

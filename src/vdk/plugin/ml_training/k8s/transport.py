@@ -41,6 +41,9 @@ REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
 RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
 # Answers of a GET that only make what is read less complete: forbidden, or not there.
 TOLERATED = (403, 404)
+JSON = "application/json"
+# A list of the objects' metadata only (labels, names, times): what an index needs, without the objects' bodies.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 _OWN_REQUEST = contextvars.ContextVar("vdk_ml_training_kube_request", default=False)
@@ -82,10 +85,11 @@ class Transport:
         query: dict | None = None,
         body: Any = None,
         timeout: Timeout = REQUEST_TIMEOUT,
+        accept: str = JSON,
     ) -> Any:
         try:
             with _own_request():
-                return _call(self.api_client, method, path, query or {}, body, timeout)
+                return _call(self.api_client, method, path, query or {}, body, timeout, accept)
         except ApiException as e:
             if not e.status:  # the client's own wrapping of TLS failures
                 raise unreachable(self.server, self.context, e) from None
@@ -124,8 +128,16 @@ class Transport:
             raise unreachable(self.server, self.context, e) from None
 
 
-def _call(api_client: Any, method: str, path: str, query: dict, body: Any, timeout: Timeout = REQUEST_TIMEOUT) -> Any:
-    headers = {"Accept": "application/json"}
+def _call(
+    api_client: Any,
+    method: str,
+    path: str,
+    query: dict,
+    body: Any,
+    timeout: Timeout = REQUEST_TIMEOUT,
+    accept: str = "application/json",
+) -> Any:
+    headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = "application/json"
     if hasattr(api_client, "param_serialize"):  # kubernetes >= 37

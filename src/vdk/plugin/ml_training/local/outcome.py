@@ -41,6 +41,7 @@ class RankOutcome:
     stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
     progress: str | None = None  # rank 0 of a full run: the last progress line it printed
     observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
+    stall: dict[str, Any] | None = None  # full run: what the stall watchdog saw (runtime/watchdog.Stall.to_dict)
 
     @property
     def label(self) -> str:
@@ -180,6 +181,7 @@ def _rank(
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
         observed=tuple(record.get("observed") or ()),
+        stall=record.get("stall") if isinstance(record.get("stall"), dict) else None,
     )
 
 
@@ -207,6 +209,15 @@ def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None, set[in
 
 
 def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | None) -> tuple[RankOutcome | None, str]:
+    # A rank that stopped stepping is stopped by its watchdog; the ranks waiting for it in a collective
+    # wait a little longer, so the first stall not in a collective is the one to blame.
+    stalled = sorted(
+        (r for r in ranks if r.status == protocol.STALLED),
+        key=lambda r: (bool((r.stall or {}).get("collective")), r.ended_at or float("inf")),
+    )
+    if stalled:
+        root = stalled[0]
+        return root, f"stalled: {(root.stall or {}).get('line') or f'no optimizer step on {root.label}'}"
     # A rank that died without a word (a segfault, the OOM killer) makes its peers fail, never the
     # reverse: a rank that raises reports before it exits.
     died = [r for r in ranks if r.died_abruptly]

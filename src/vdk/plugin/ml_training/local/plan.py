@@ -22,6 +22,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import RESERVED_ENV
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
 # Inherited settings that would make torchrun or the ranks use another run's layout.
@@ -176,6 +177,7 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, 
             "distributed on CPU); code that hard-codes CUDA or NCCL needs a GPU (the smoke run, the default, "
             "adapts it to CPU)"
         )
+    env.update(WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds).env())
     env[protocol.MODE] = protocol.FULL
     return LaunchPlan(
         spec=spec,

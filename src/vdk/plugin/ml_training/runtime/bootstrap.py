@@ -2,10 +2,11 @@
 ENTRYPOINT [ARGS...]`, where ENTRYPOINT is `script.py` or `-m package.module`, under torchrun.
 
 In a job image it runs the user's code exactly as `python script.py` / `python -m module` would, and
-rank 0 prints progress lines (runtime/progress.py). Under the local launcher (VDK_ML_TRAINING_MODE
-set) it also keeps the output of ranks other than 0 in log files, reports how the rank ended in a
-result file (the launcher shows the failing rank's traceback once), and in smoke mode installs the
-CPU stand-ins and the optimizer-step limit instead of progress lines.
+rank 0 prints progress lines (runtime/progress.py); every rank runs the stall watchdog
+(runtime/watchdog.py). Under the local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of
+ranks other than 0 in log files, reports how the rank ended in a result file (the launcher shows the
+failing rank's traceback once), and in smoke mode installs the CPU stand-ins and the optimizer-step
+limit instead of progress lines and the watchdog (a smoke run has its own timeout).
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_in_image(entry: list[str]) -> None:
-    """The user's code and nothing else, but for the progress lines of rank 0 (and workers spawned by a
-    launcher process forming their own process group: runtime/spawned.py), and what the job's
-    environment asks for: the CPU adaptations, parameter checksums."""
+    """The user's code and nothing else, but for the progress lines of rank 0, every rank's stall
+    watchdog (and workers spawned by a launcher process forming their own process group:
+    runtime/spawned.py), and what the job's environment asks for: the CPU adaptations, parameter
+    checksums."""
     from vdk.plugin.ml_training.runtime import protocol
     from vdk.plugin.ml_training.runtime import spawned
 
@@ -76,19 +78,24 @@ def _run_in_image(entry: list[str]) -> None:
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
     reporter = _start_progress() if rank == 0 else None
     checksum = _checksum()
-    receivers = [x.attach for x in (reporter, checksum) if x is not None]
-    if receivers:
-        _when_torch_is_imported(*receivers)
-    try:
+    counters: list = []  # the StepCounter, once the code imported torch
+    watch = _start_watchdog(counters)
+    if reporter is None and watch is None and checksum is None:
         run_entrypoint(entry)
-    except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
+    else:
+        _when_torch_is_imported(counters.append, *[x.attach for x in (reporter, checksum) if x is not None])
+        try:
+            run_entrypoint(entry)
+        except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
+            _stop(watch)
+            if reporter is not None:
+                reporter.finish(_ending(e))
+            if _ending(e) == protocol.FINISHED:
+                _end_lines(rank, checksum, adaptations)
+            raise
+        _stop(watch)
         if reporter is not None:
-            reporter.finish(_ending(e))
-        if _ending(e) == protocol.FINISHED:
-            _end_lines(rank, checksum, adaptations)
-        raise
-    if reporter is not None:
-        reporter.finish(_ending(None))
+            reporter.finish(_ending(None))
     _end_lines(rank, checksum, adaptations)
     if adaptations is not None:
         _end_after_exit_handlers()
@@ -166,7 +173,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     # smoke runs count steps from the start: a rank that never steps has taken 0, not an unknown number
     report = RankReport(run_dir, name, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
-    adaptations = reporter = None
+    adaptations = reporter = watch = None
     checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
@@ -179,7 +186,10 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
             counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
         counters.append(counter)
         stopped_at_limit = (SmokeStepsReached,)
-    else:  # full: every rank counts its steps for the summary; rank 0 prints progress lines
+    else:  # full: every rank counts its steps for the summary and runs the watchdog; rank 0 prints progress lines
+        from vdk.plugin.ml_training.runtime import spawned
+
+        spawned.install_in_image(reports_progress=False)
         reporter = _start_progress() if rank == 0 else None
         if protocol.switched_on(protocol.ADAPT_TO_CPU):
             adaptations = _adapt_to_cpu()
@@ -187,8 +197,12 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         def record_steps(counter) -> None:
             counter.listeners.append(StepRecorder(report, period=FULL_RUN_RECORD_SECONDS))
 
+        def record_stall(stall) -> None:  # the device is not asked for the loss: it may hang too
+            report.finish(protocol.STALLED, stall=stall.to_dict(), steps=counters[0].steps if counters else 0)
+
         receivers = [x.attach for x in (reporter, checksum) if x is not None]
         _when_torch_is_imported(counters.append, record_steps, *receivers)
+        watch = _start_watchdog(counters, record_stall)
 
     status, error, code = protocol.FINISHED, None, 0
     try:
@@ -203,6 +217,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
         status, code = protocol.FAILED, 1
         error = describe(e)
+    _stop(watch)
     if status != protocol.FAILED and checksum is not None:
         _end_lines(rank, checksum, None)
     fields: dict = {"error": error}
@@ -249,6 +264,23 @@ def _start_progress():
     except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
         sys.stderr.write(f"[vdk-ml-training] warning: no progress lines ({type(e).__name__}: {e})\n")
         return None
+
+
+def _start_watchdog(counters: list, on_stall=None):
+    """This rank's stall watchdog over the step counter that `counters` will hold, or None when it is off."""
+    from vdk.plugin.ml_training.runtime import watchdog
+
+    try:
+        return watchdog.start(str(_global_rank()), lambda: counters[0].steps if counters else 0, on_stall)
+    except Exception as e:  # noqa: BLE001 - no watchdog, but the user's code runs as ever
+        sys.stderr.write(f"[vdk-ml-training] warning: no stall watchdog ({type(e).__name__}: {e})\n")
+        return None
+
+
+def _stop(watch) -> None:
+    """The script ended: what it does from here on (teardown) is not training."""
+    if watch is not None:
+        watch.stop()
 
 
 def _when_torch_is_imported(*then) -> None:

@@ -4,7 +4,9 @@
     [vdk-ml-training] progress step=120/1000 loss=0.43121 steps_per_s=2.35 elapsed=51s eta=6m14s
 
 on the first optimizer step, then at the first step at least `period` seconds after the last line,
-and once more when the script ends (with `script=finished` or `script=failed`, no ETA).
+and once more when the script ends (with `script=finished` or `script=failed` and `after_last_step`,
+how long the script ran after its last optimizer step; no ETA). That last line is also left as the
+container's termination message (runtime/termination.py), where `vdk list --usage` reads it.
 
 Standard library only (the step counter is handed in): the readers import this module too.
 Between two lines a step costs one clock read; the loss is read from the device only for a line.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from typing import Any
 from typing import TextIO
 
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime import termination
 
 MARK = "[vdk-ml-training] progress"
 DEFAULT_PERIOD_SECONDS = 30.0
@@ -52,6 +56,7 @@ def format_line(
     elapsed_s: float | None = None,
     eta_s: float | None = None,
     script: str | None = None,
+    after_last_step_s: float | None = None,
 ) -> str:
     """One progress line; values never contain spaces, so `key=value` tokens split on whitespace."""
     parts = [MARK, f"step={step}/{total}" if total else f"step={step}"]
@@ -65,6 +70,8 @@ def format_line(
         parts.append(f"eta={approximate_duration(eta_s)}")
     if script:
         parts.append(f"script={script}")
+    if after_last_step_s is not None:
+        parts.append(f"after_last_step={approximate_duration(after_last_step_s)}")
     return " ".join(parts)
 
 
@@ -116,6 +123,7 @@ class ProgressReporter:
         self._due = 0.0  # the first step is reported at once
         self._first: tuple[float, int] | None = None  # (time, counter steps) of the first report
         self._offset = 0  # shown step = counter steps + offset (a Trainer resumed at global_step N)
+        self._last_step_at: float | None = None  # the clock at the last optimizer step
         self._on = True
 
     def attach(self, counter: Any) -> ProgressReporter:
@@ -134,7 +142,7 @@ class ProgressReporter:
             self._offset = int(done) - (self.counter.steps if self.counter is not None else 0)
 
     def _after_step(self, counter, optimizer) -> None:
-        now = self._clock()
+        now = self._last_step_at = self._clock()
         if now < self._due:
             return
         try:
@@ -150,6 +158,7 @@ class ProgressReporter:
             return
         try:
             self._report(self._clock(), script=script)
+            termination.leave(self.last_line or "")
         except Exception as e:  # noqa: BLE001
             self.fail(e)
         self._turn_off()
@@ -161,11 +170,13 @@ class ProgressReporter:
         first_time, first_steps = self._first
         rate = (steps - first_steps) / (now - first_time) if steps > first_steps and now > first_time else None
         step = steps + self._offset
-        eta = None
+        eta = after = None
         if rate and self.total_steps and script is None:
             eta = max(0, self.total_steps - step) / rate
+        if script is not None and self._last_step_at is not None:
+            after = max(0.0, now - self._last_step_at)
         self.last_line = format_line(
-            step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script
+            step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script, after
         )
         self._out.write(self.last_line + "\n")
         self._out.flush()
@@ -229,11 +240,42 @@ class Progress:
         if self.fields.get("steps_per_s"):
             parts.append(f"{self.fields['steps_per_s']} steps/s")
         known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds", "steps_per_s"}
-        parts += [f"{k} {v}" for k, v in self.fields.items() if k not in known]
+        names = {"after_last_step": "after the last step"}
+        parts += [f"{names.get(k, k)} {v}" for k, v in self.fields.items() if k not in known]
         return ", ".join(parts) or self.line
+
+    @property
+    def after_last_step_seconds(self) -> float | None:
+        """How long the script ran after its last optimizer step (its last line says), in seconds."""
+        text = self.fields.get("after_last_step")
+        return duration_seconds(text) if text else None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def duration_seconds(text: str) -> float:
+    """'1h2m' -> 3720.0: the inverse of approximate_duration (a bare number is seconds)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return float(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", text)))
+
+
+def loss_curve(lines: Iterable[str]) -> list[tuple[int, float]]:
+    """(step, loss) of every progress line in `lines` that has both, in order; a NaN loss stays NaN."""
+    points = []
+    for line in lines:
+        at = line.find(MARK)
+        if at < 0:
+            continue
+        fields = dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
+        step, loss = _int(fields.get("step", "").partition("/")[0]), _float(fields.get("loss"))
+        if step is not None and loss is not None:
+            points.append((step, loss))
+    return points
 
 
 def parse_progress(lines: Iterable[str]) -> Progress | None:

@@ -19,6 +19,8 @@ DEVICE_TRACKING = "VDK_ML_TRAINING_DEVICE_TRACKING"  # "0": tensors on virtual G
 SPAWNED_WORKERS = "VDK_ML_TRAINING_SPAWNED_WORKERS"
 LAUNCHER = "launcher"  # the launcher's files: rank-launcher.json, .log, .stack; its workers are the ranks
 CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stderr to (a tty or a FIFO)
+# Set by a launcher process that reports progress before it spawns its workers: worker 0 reports instead.
+SPAWNED_PROGRESS = "VDK_ML_TRAINING_SPAWNED_PROGRESS"
 
 # Set by the user ([ml-training.env], or the shell for a local run); read by rank 0 of cluster and
 # full local runs.
@@ -49,6 +51,7 @@ RUNNING = "running"  # started; a final status replaces it unless the process di
 STOPPED = "stopped"  # smoke run: stopped by the launcher's step limit, as intended
 FINISHED = "finished"  # the script ended by itself
 FAILED = "failed"  # the script raised (or exited non-zero)
+STALLED = "stalled"  # full run: the stall watchdog ended the rank (no optimizer step for stall_timeout)
 
 # Observed in a smoke run (a rank's "observed" list): the script started no training process.
 SPAWNED_NOTHING = "torch.multiprocessing.spawn(nprocs=0)"

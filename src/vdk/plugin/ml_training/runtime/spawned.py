@@ -28,40 +28,57 @@ def forget_agent_store() -> None:
 
 
 def install_in_image(reports_progress: bool) -> None:
-    """In a job image: mp.spawn workers of the launcher process form their own process group; when the
-    launcher is the process that reports progress (rank 0), its worker 0 reports it instead."""
+    """In a job image (and a full local run): mp.spawn workers of the launcher process form their own
+    process group and each runs its own stall watchdog, while the launcher's stops (it only waits for
+    them); when the launcher is the process that reports progress (rank 0), its worker 0 reports it instead."""
     from vdk.plugin.ml_training.runtime import post_import
 
     def patch(_torch: Any) -> None:
+        global _original_image_wrap
         module = sys.modules.get("torch.multiprocessing.spawn")
         original = getattr(module, "start_processes", None)
         if original is None or getattr(original, "_vdk_forgets_agent_store", False):
             return
 
         def start_processes(*args: Any, **kwargs: Any) -> Any:
+            from vdk.plugin.ml_training.runtime import watchdog
+
             forget_agent_store()
+            watchdog.stop_current()
+            if reports_progress:
+                os.environ[protocol.SPAWNED_PROGRESS] = "1"
             return original(*args, **kwargs)
 
         start_processes._vdk_forgets_agent_store = True  # type: ignore[attr-defined]
         module.start_processes = start_processes  # type: ignore[union-attr]
-        if reports_progress and hasattr(module, "_wrap"):
+        if hasattr(module, "_wrap"):
+            _original_image_wrap = module._wrap  # type: ignore[union-attr]
             module._wrap = image_worker  # type: ignore[union-attr]
 
     post_import.when_imported("torch", patch)
 
 
-def image_worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
-    """In place of mp.spawn's `_wrap` in a job image: worker 0 prints the progress lines (runtime/progress.py)."""
-    original = sys.modules["torch.multiprocessing.spawn"]._wrap  # this fresh interpreter's own
-    from vdk.plugin.ml_training.runtime import bootstrap
+_original_image_wrap: Any = None  # in a forked worker; a spawned one imports mp.spawn's own afresh
 
-    reporter = bootstrap._start_progress() if i == 0 else None
-    if reporter is None:
+
+def image_worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
+    """In place of mp.spawn's `_wrap` in a job image and a full local run: every worker runs the stall
+    watchdog, and worker 0 prints the progress lines (runtime/progress.py) if its launcher would have."""
+    original = _original_image_wrap or sys.modules["torch.multiprocessing.spawn"]._wrap
+    from vdk.plugin.ml_training.runtime import bootstrap
+    from vdk.plugin.ml_training.runtime import watchdog
+
+    reporter = bootstrap._start_progress() if i == 0 and os.environ.get(protocol.SPAWNED_PROGRESS) else None
+    settings = watchdog.WatchdogSettings.from_env()
+    if reporter is None and not settings.on:
         original(fn, i, args, error_file)
         return
     from vdk.plugin.ml_training.runtime.steps import StepCounter
 
-    reporter.attach(StepCounter().install())
+    counter = StepCounter().install()
+    if reporter is not None:
+        reporter.attach(counter)
+    watch = watchdog.Watchdog(settings, str(i), lambda: counter.steps).start() if settings.on else None
     ended: list[BaseException | None] = []
 
     def run(index: int, *rest: Any) -> None:
@@ -75,7 +92,10 @@ def image_worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     try:
         original(run, i, args, error_file)
     finally:
-        reporter.finish(bootstrap._ending(ended[0] if ended else None))
+        if watch is not None:
+            watch.stop()
+        if reporter is not None:
+            reporter.finish(bootstrap._ending(ended[0] if ended else None))
 
 
 def install(adaptations: Any) -> None:

@@ -59,6 +59,7 @@ class Backend(ABC):
     container: ClassVar[str]  # the training container in the run's pods
     elastic: ClassVar[bool] = False  # runs `nodes = MIN:MAX` as an elastic range
     operator: ClassVar[bool] = True  # needs an operator installed in the cluster
+    records_start_time: ClassVar[bool] = True  # its status has `startTime` once the run started
     install: ClassVar[str] = ""  # what to install when the cluster does not serve it
 
     @property
@@ -92,9 +93,19 @@ class Backend(ABC):
         """Whether the main object's status shows active pods where its conditions do not say Running."""
         return False
 
+    def starting(self, obj: dict) -> bool | None:
+        """Whether the main object's status says some of its training pods are not running yet (pending,
+        pulling their image); None when it cannot tell. Lets `vdk list` show an honest phase without
+        reading pods."""
+        return None
+
     def suspended(self, obj: dict) -> bool:
         """Whether the main object is suspended (by Kueue, until its queue admits it)."""
         return (obj.get("spec") or {}).get("suspend") is True
+
+    def kept_after_finished(self, obj: dict) -> int | None:
+        """Seconds the finished run is kept before its TTL deletes it; None: until someone deletes it."""
+        return None
 
     @abstractmethod
     def shape(self, obj: dict) -> tuple[str, dict]:

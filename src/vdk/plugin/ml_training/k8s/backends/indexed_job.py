@@ -13,6 +13,7 @@ from vdk.plugin.ml_training.k8s import pod
 from vdk.plugin.ml_training.k8s.backends.base import COMPLETION_INDEX
 from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
+from vdk.plugin.ml_training.k8s.backends.base import as_int
 from vdk.plugin.ml_training.k8s.backends.base import first_container
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
@@ -137,8 +138,18 @@ class IndexedJobBackend(Backend):
     def running(self, obj: dict) -> bool:
         return ((obj.get("status") or {}).get("active") or 0) > 0
 
+    def starting(self, obj: dict) -> bool | None:
+        # `active` counts pending and running pods, `ready` those whose containers run (Kubernetes 1.24+)
+        status = obj.get("status") or {}
+        if status.get("ready") is None:
+            return None
+        return int(status["ready"]) < int(status.get("active") or 0)
+
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)
+
+    def kept_after_finished(self, obj: dict) -> int | None:
+        return as_int((obj.get("spec") or {}).get("ttlSecondsAfterFinished"))
 
     def unavailable(self, cluster: Discovery) -> MLTrainingError | None:
         if cluster.serves(self.main):

@@ -129,6 +129,21 @@ def shape(obj: dict) -> tuple[str, dict]:
     return nodes, first_container(first.get("template") or {}).get("resources") or {}
 
 
+def starting(obj: dict) -> bool | None:
+    """The operator counts a replica's pods by phase: `active` are the Running ones, so fewer active (and
+    finished) pods than replicas means some are still pending."""
+    statuses = (obj.get("status") or {}).get("replicaStatuses")
+    if not statuses:
+        return None
+    specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    for name, replica in specs.items():
+        counts = statuses.get(name) or {}
+        done = sum(int(counts.get(key) or 0) for key in ("active", "succeeded", "failed"))
+        if done < int(replica.get("replicas") or 0):
+            return True
+    return False
+
+
 class PyTorchJobBackend(Backend):
     name = "pytorchjob"
     main = PYTORCHJOB
@@ -153,6 +168,12 @@ class PyTorchJobBackend(Backend):
 
     def suspended(self, obj: dict) -> bool:
         return super().suspended(obj) or ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+
+    def starting(self, obj: dict) -> bool | None:
+        return starting(obj)
+
+    def kept_after_finished(self, obj: dict) -> int | None:
+        return as_int(((obj.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished"))
 
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)

@@ -292,6 +292,7 @@ class TrainJobBackend(Backend):
     creates = (TRAINJOB,)
     container = NODE_CONTAINER
     install = INSTALL
+    records_start_time = False  # its status has conditions and its jobs' counts, no start time
 
     def render(
         self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
@@ -310,6 +311,13 @@ class TrainJobBackend(Backend):
     def running(self, obj: dict) -> bool:
         status = obj.get("status") or {}
         return any((j.get("active") or 0) > 0 for j in status.get("jobsStatus") or [])
+
+    def starting(self, obj: dict) -> bool | None:
+        # per replicated job, JobSet counts child Jobs: `ready` ones have all their pods ready (or done)
+        nodes = [j for j in (obj.get("status") or {}).get("jobsStatus") or [] if j.get("name") == NODE_JOB]
+        if not nodes:
+            return None
+        return any(int(j.get("ready") or 0) < int(j.get("active") or 0) for j in nodes)
 
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)

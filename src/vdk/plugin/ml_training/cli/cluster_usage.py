@@ -1,0 +1,130 @@
+"""`vdk list --usage`: allocated GPU-hours by team and job and how many were wasted (k8s/usage.py), as a
+table or as JSON; and the usage records that `vdk delete` and `vdk execute --cancel` leave for the runs
+they delete. Five requests whatever the number of runs: one list per backend, their pods, the records."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from datetime import timezone
+
+import click
+
+from vdk.plugin.ml_training.cli.cluster_views import table
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.k8s import usage
+from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.client import team_selector
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.usage import Totals
+from vdk.plugin.ml_training.k8s.usage import UsageReport
+from vdk.plugin.ml_training.runtime.progress import approximate_duration
+from vdk.plugin.ml_training.teams import NO_TEAM_TEXT
+from vdk.plugin.ml_training.teams import TeamChoice
+
+KIND_USAGE = "ml-training-usage"
+MIG_RULE = (
+    "a MIG slice counts as its share of a GPU by its compute slices: 1g.10gb = 1/7, 3g.40gb = 3/7 "
+    "(A100, H100, H200, B200: 7 slices; A30: 4)"
+)
+WASTE_RULE = "wasted: GPU-hours of runs that failed, stalled or were cancelled, and after a run's last optimizer step"
+
+
+def usage_report(client: KubeClient, choice: TeamChoice | None, since_seconds: int | None) -> UsageReport:
+    """The usage of the chosen team's runs (every team's without a choice) in the client's namespace."""
+    team = {"team": choice.label, "unteamed": choice.label is None} if choice else {"team": None}
+    runs = client.list_runs(**team)
+    pods = client.list_pods(LABEL_RUN + team_selector(**team)) if runs else []
+    records = client.usage_records(**team)
+    return usage.report(runs, pods, records, datetime.now(timezone.utc), since_seconds)
+
+
+def usage_json(report: UsageReport, client: KubeClient, choice: TeamChoice | None) -> dict:
+    return {
+        "kind": KIND_USAGE,
+        "namespace": client.namespace,
+        "context": client.context,
+        "team": (choice.name or None) if choice else None,
+        **report.to_dict(),
+    }
+
+
+def usage_text(report: UsageReport, where: str, team: str | None = None) -> str:
+    """The tables of `vdk list --usage`; `team` is the team filter ("of team vision"), if any."""
+    span = approximate_duration((report.now - report.since).total_seconds())
+    heading = f"GPU-hours{' ' + team if team else ''} in {where}, {_time(report.since)} to {_time(report.now)} ({span})"
+    if not report.runs:
+        return f"{heading}: no run held GPUs.\n" + "\n".join(f"note: {n}" for n in report.notes)
+    headers = ["RUNS", "GPU-HOURS", "WASTED", "FAILED", "STALLED", "CANCELLED", "AFTER LAST STEP"]
+    lines = [f"{heading}:", ""]
+    teams = report.by_team()
+    if len(teams) > 1:
+        rows = [[name or NO_TEAM_TEXT, *_cells(totals)] for name, totals in teams]
+        rows.append(["total", *_cells(report.totals())])
+        lines += [table(["TEAM", *headers], rows), ""]
+    rows = [[name or NO_TEAM_TEXT, job, *_cells(totals)] for name, job, totals, _ in report.by_job()]
+    if len(teams) == 1:
+        rows.append(["total", "", *_cells(report.totals())])
+    lines += [table(["TEAM", "JOB", *headers], rows), "", f"{WASTE_RULE}; {MIG_RULE}."]
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def _cells(totals: Totals) -> list[str]:
+    share = f" ({totals.wasted_share:.0%})" if totals.wasted_share is not None else ""
+    return [
+        str(totals.runs),
+        _hours(totals.gpu_hours),
+        _hours(totals.wasted) + share,
+        _hours(totals.failed),
+        _hours(totals.stalled),
+        _hours(totals.cancelled),
+        _hours(totals.after_last_step),
+    ]
+
+
+def _hours(value: float) -> str:
+    if 0 < value < 0.05:
+        return "<0.1"
+    return f"{value:.1f}"
+
+
+def _time(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def since_seconds(text: str | None) -> int | None:
+    """--since: a duration (30d, 12h, 1w)."""
+    if text is None:
+        return None
+    from vdk.plugin.ml_training.units import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise click.BadParameter(f"{text!r} is not a duration: write it like 30d, 12h or 1w", param_hint="--since")
+    return seconds
+
+
+# --- what deleted runs leave -------------------------------------------------------------------------------
+
+
+def keep_usage(client: KubeClient, runs: list[RunSummary], deleted_by: str | None) -> list[str]:
+    """Leave a usage record for each of `runs` about to be deleted, and delete the records that expired.
+    Returns what could not be done: a deletion is not stopped for want of its usage record."""
+    now = datetime.now(timezone.utc)
+    problems = []
+    try:
+        for run in runs:
+            used = usage.run_usage(run, [], now)
+            if used is not None and used.gpus:
+                client.keep_usage_record(usage.usage_record(used, client.namespace, deleted_by, now))
+        for record in client.usage_records():
+            parsed = usage.parse_usage_record(record)
+            if parsed is not None and parsed[1] is not None and parsed[1] <= now:
+                client.delete_usage_record(record["metadata"]["name"])
+    except MLTrainingError as e:
+        problems.append(f"the GPU-hours of the deleted runs are not kept for `vdk list --usage`: {e.problem}")
+    return problems

@@ -1,0 +1,35 @@
+"""How runs look on the terminal: the loss sparkline of `vdk show`."""
+
+import math
+
+from vdk.plugin.ml_training.cli.cluster_views import SPARK_WIDTH
+from vdk.plugin.ml_training.cli.cluster_views import loss_text
+from vdk.plugin.ml_training.cli.cluster_views import sparkline
+
+
+def test_a_sparkline_scales_from_the_lowest_to_the_highest_loss():
+    assert sparkline([8, 7, 6, 5, 4, 3, 2, 1]) == "█▇▆▅▄▃▂▁"
+    assert sparkline([1.0, 1.0, 1.0]) == "▄▄▄"  # nothing to scale: the middle
+    assert sparkline([3, float("nan"), 1, float("inf")]) == "█×▁×"
+    assert sparkline([float("nan")] * 3) == "×××"
+    assert sparkline([8, 1, float("nan")], unicode=False) == "#_x"
+
+
+def test_a_long_curve_is_drawn_as_the_means_of_as_many_buckets_as_the_line_is_wide():
+    values = [1000 - i for i in range(1000)]
+    line = sparkline(values)
+    assert len(line) == SPARK_WIDTH and line[0] == "█" and line[-1] == "▁"
+    assert list(line) == sorted(line, reverse=True)
+    nan_in_bucket = values[:500] + [math.nan] + values[501:]
+    assert sparkline(nan_in_bucket)[20] == "×"  # a NaN anywhere in a bucket shows
+
+
+def test_the_loss_line_says_the_minimum_and_the_last_value():
+    points = [(10, 2.0), (20, 0.5), (30, float("nan")), (40, 0.75)]
+    assert loss_text(points, unicode=True) == (
+        "█▁×▂  min 0.5 at step 20, last 0.75 at step 40, 1 not finite (×) (4 points)"
+    )
+    assert loss_text(points, unicode=False).startswith("#_x.  ")
+    assert loss_text([(1, 1.5), (2, float("nan"))], unicode=True) == (
+        "▄×  min 1.5 at step 1, last nan at step 2, 1 not finite (×) (2 points)"
+    )

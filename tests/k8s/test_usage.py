@@ -1,0 +1,142 @@
+"""GPU-hours and waste from runs with known times: running, succeeded (with time after its last optimizer
+step), failed, stalled, cancelled (a deleted run's usage record), MIG slices, several nodes; the window
+a report covers."""
+
+from datetime import timedelta
+
+import pytest
+
+from tests.support import cluster_state as cs
+from tests.support.busy_namespace import operator_status
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
+from tests.support.specs import trainer_cluster
+from vdk.plugin.ml_training.k8s import usage
+from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.runtime import progress
+from vdk.plugin.ml_training.runtime.watchdog import Stall
+
+NOW = cs.T0 + timedelta(days=2)
+HOUR = 3600
+
+
+@pytest.mark.parametrize(
+    "resource, share",
+    [
+        ("nvidia.com/gpu", 1),
+        ("amd.com/gpu", 1),
+        ("nvidia.com/mig-1g.10gb", 1 / 7),  # A100 80GB, H100
+        ("nvidia.com/mig-3g.40gb", 3 / 7),
+        ("nvidia.com/mig-7g.80gb", 1),
+        ("nvidia.com/mig-1g.20gb", 1 / 7),  # one compute slice with twice the memory
+        ("nvidia.com/mig-1c.3g.40gb", 1 / 7),  # a compute instance of 1 slice in a 3-slice GPU instance
+        ("nvidia.com/mig-2g.12gb", 2 / 4),  # A30: 4 slices
+        ("nvidia.com/mig-1g.6gb+me", 1 / 4),
+        (None, 0),
+    ],
+)
+def test_a_mig_slice_counts_as_its_share_of_a_gpu(resource, share):
+    assert usage.gpu_share(resource) == pytest.approx(share)
+
+
+class Runs:
+    """Runs as their operators leave them (rendered, with status and pods), and their summaries."""
+
+    def __init__(self, root):
+        self.root, self.summaries, self.pods = root, [], []
+
+    def run(self, job, backend, phase, started, ended=None, team="vision", pods=(), **keys):
+        spec = make_spec(self.root / f"{job}-{len(self.summaries)}", name=job, team=team, **keys)
+        main = render_run(spec, IMAGE, make_run(spec), "ml", backend, trainer_cluster("runtimePatches"))[0]
+        main["metadata"]["creationTimestamp"] = cs.ts(started)
+        nodes = int(keys.get("nodes", "1"))
+        main["status"] = operator_status(backend, phase, started, ended, nodes) if phase else {}
+        self.summaries.append(summarize(main))
+        self.pods += [cs.rank_pod(main, backend, rank, state) for rank, state in pods]
+        return self.summaries[-1]
+
+
+def last_line(after_last_step: float) -> str:
+    return progress.format_line(5000, 5000, 0.25, 2.0, 36000, None, "finished", after_last_step)
+
+
+def test_gpu_hours_and_waste_of_runs_with_known_times(tmp_path):
+    runs = Runs(tmp_path)
+    # 2 nodes x 8 GPUs for 10 h; the script ran 30 min after its last optimizer step (its last progress line)
+    done = [(0, cs.terminated(0, "Completed", finished=10 * HOUR, message=last_line(1800)))]
+    runs.run("mnist", "pytorchjob", "Succeeded", 0, 10 * HOUR, nodes="2", gpus_per_node="8", pods=done)
+    runs.run("mnist", "job", "Failed", HOUR, 3 * HOUR, nodes="1", gpus_per_node="4")  # 4 GPUs, 2 h
+    # 3 nodes x 8 GPUs for 1 h, stopped by the stall watchdog
+    stalled = [(1, cs.terminated(1, finished=HOUR, message="\n".join(Stall("9", 1800, 77, None).lines())))]
+    runs.run("bert", "pytorchjob", "Failed", 0, HOUR, team="nlp", nodes="3", gpus_per_node="8", pods=stalled)
+    # 2 nodes of one 1g.10gb MIG slice, running for 7 h
+    start = (NOW - cs.T0).total_seconds() - 7 * HOUR
+    runs.run("bert", "trainjob", "Running", start, team="nlp", nodes="2", gpus_per_node="1g.10gb")
+    queued = runs.run("bert", "job", None, 0, team="nlp", nodes="1", gpus_per_node="8")  # never started
+    assert queued.started is None
+    # a run on 4 GPUs that `vdk execute --cancel` deleted after 30 minutes: its usage record
+    cancelled = usage.RunUsage("bert-x", "bert", "nlp", "nlp", "job", "running", NOW - timedelta(hours=1), None, 4.0)
+    record = usage.usage_record(cancelled, "ml", "ada@example.com", NOW - timedelta(minutes=30))
+
+    report = usage.report(runs.summaries, runs.pods, [record], NOW)
+    outcomes = sorted((u.job, u.outcome, u.gpus) for u in report.runs)
+    assert outcomes == [
+        ("bert", "cancelled", 4.0),
+        ("bert", "running", pytest.approx(2 / 7)),
+        ("bert", "stalled", 24.0),
+        ("mnist", "failed", 4.0),
+        ("mnist", "succeeded", 16.0),
+    ]
+    teams = dict(report.by_team())
+    assert teams["vision"].gpu_hours == pytest.approx(16 * 10 + 4 * 2)
+    assert teams["vision"].wasted == pytest.approx(16 * 0.5 + 4 * 2)  # after the last step, and the failed run
+    assert (teams["vision"].failed, teams["vision"].after_last_step) == (pytest.approx(8), pytest.approx(8))
+    assert teams["nlp"].gpu_hours == pytest.approx(24 + 2 / 7 * 7 + 4 * 0.5)
+    assert (teams["nlp"].stalled, teams["nlp"].cancelled) == (pytest.approx(24), pytest.approx(2))
+    totals = report.totals()
+    assert (totals.runs, totals.gpu_hours, totals.wasted) == (5, pytest.approx(196), pytest.approx(42))
+    assert totals.wasted_share == pytest.approx(42 / 196)
+    assert any("1 run(s) not started" in n for n in report.notes) and any("still running" in n for n in report.notes)
+
+    data = report.to_dict()
+    (bert,) = [j for j in data["jobs"] if j["job"] == "bert"]
+    assert (bert["team"], bert["runs"], bert["stalled"]) == ("nlp", 3, 24.0)
+    assert [r["outcome"] for r in bert["run_usage"]] == ["stalled", "running", "cancelled"]  # by start
+    assert data["totals"]["wasted_share"] == round(42 / 196, 4)
+
+
+def test_a_window_counts_the_hours_inside_it_and_says_which_runs_may_be_gone(tmp_path):
+    runs = Runs(tmp_path)
+    runs.run("mnist", "job", "Succeeded", 0, 10 * HOUR, nodes="1", gpus_per_node="2", ttl_after_finished="1d")
+    # the last 10 hours at 15 h after it started: its hours 5 to 10
+    report = usage.report(runs.summaries, [], [], cs.T0 + timedelta(hours=15), since_seconds=10 * HOUR)
+    assert report.totals().gpu_hours == pytest.approx(2 * 5)
+    everything = usage.report(runs.summaries, [], [], NOW)
+    assert everything.since == cs.T0 and everything.totals().gpu_hours == pytest.approx(20)
+    assert everything.complete_from == NOW - timedelta(days=1)
+    assert any("deleted with their records 1d after they end" in n for n in everything.notes)
+    after = usage.report(runs.summaries, [], [], NOW, since_seconds=HOUR)
+    assert after.runs == [] and after.totals().gpu_hours == 0
+
+
+def test_a_usage_record_keeps_a_deleted_run_until_it_would_have_expired():
+    ended = usage.RunUsage(
+        "a-1", "a", None, None, "job", "succeeded", cs.T0, cs.T0 + timedelta(hours=2), 8.0, 60.0, 86400
+    )
+    record = usage.usage_record(ended, "ml", "ada", cs.T0 + timedelta(hours=3))
+    assert record["metadata"]["name"] == "a-1-usage"
+    assert record["metadata"]["labels"] == {
+        "vdk.io/job-name": "a",
+        "vdk.io/usage-of": "a-1",
+        "app.kubernetes.io/managed-by": "vdk-ml-training",
+        "vdk.io/backend": "job",
+    }  # no vdk.io/run: it is no part of a run, and outlives it
+    read, expires = usage.parse_usage_record(record)
+    assert read == ended and expires == cs.T0 + timedelta(hours=3, days=1)
+    assert usage.report([], [], [record], expires + timedelta(seconds=1)).runs == []  # expired: not counted
+    assert usage.parse_usage_record({"data": {"usage.json": "{"}}) is None
+    still = usage.RunUsage("b-1", "b", None, None, "job", "running", cs.T0, None, 1.0)
+    cancelled, _ = usage.parse_usage_record(usage.usage_record(still, "ml", "ada", cs.T0 + timedelta(hours=1)))
+    assert (cancelled.outcome, cancelled.end) == ("cancelled", cs.T0 + timedelta(hours=1))
