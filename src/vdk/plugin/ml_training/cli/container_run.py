@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.local.container import inherited_env
 from vdk.plugin.ml_training.local.engine import LOCAL_REPOSITORY
 from vdk.plugin.ml_training.local.engine import ContainerEngine
 from vdk.plugin.ml_training.local.engine import find_engine
+from vdk.plugin.ml_training.local.plan import FORK
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.local.plan import full_plan
 from vdk.plugin.ml_training.local.plan import smoke_plan
@@ -36,8 +37,8 @@ from vdk.plugin.ml_training.settings import CONTAINER_RUN_OPTIONS
 
 def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
     """The local plan of `mode` for a run in the image, and the GPUs it passes in (full runs only)."""
-    if mode == protocol.SMOKE:
-        return smoke_plan(spec, inherited=inherited_env(0)), 0
+    if mode == protocol.SMOKE:  # ranks forked from torchrun, as in a local smoke run (the image is Linux)
+        return smoke_plan(spec, FORK, inherited=inherited_env(0)), 0
     gpus = visible_gpus()
     return full_plan(spec, gpus, inherited=inherited_env(gpus)), gpus
 
