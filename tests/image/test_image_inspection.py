@@ -20,6 +20,7 @@ from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import RegistryUnreachableError
 from vdk.plugin.ml_training.image import RetryPolicy
 from vdk.plugin.ml_training.image import StderrProgress
+from vdk.plugin.ml_training.image import base_cache
 from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image.base_image import resolve_base
@@ -295,10 +296,10 @@ def test_no_interpreter_at_all_is_a_clear_error(tmp_path):
 
 def test_findings_survive_the_cache(tmp_path):
     found = facts(tmp_path, {"usr/bin/python3.11": EXE, "usr/bin/python3": "->python3.11"})
-    inspection.store(found)
-    assert inspection.cached(found.digest) == found
+    base_cache.store(found)
+    assert base_cache.cached(found.digest) == found
     path = tmp_path / "cache" / "bases" / f"{found.digest[7:]}.json"
     stale = json.loads(path.read_text())
     stale["format"] = "base-v0"
     path.write_text(json.dumps(stale))
-    assert inspection.cached(found.digest) is None  # findings of an older way of reading are read again
+    assert base_cache.cached(found.digest) is None  # findings of an older way of reading are read again
