@@ -41,6 +41,8 @@ class RankOutcome:
     stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
     progress: str | None = None  # rank 0 of a full run: the last progress line it printed
     observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
+    epoch_end: protocol.EpochEnd | None = None  # smoke run: whether it reached the end of an epoch
+    peak_memory: int | None = None  # bytes: its peak resident memory, as last sampled
 
     @property
     def label(self) -> str:
@@ -107,6 +109,12 @@ class RunOutcome:
         counts = [r.steps for r in self.ranks if r.steps is not None]
         return min(counts) if counts else None
 
+    @property
+    def epoch_end(self) -> protocol.EpochEnd | None:
+        """Whether the smoke run reached the end of an epoch: as the first rank that tells says."""
+        known = [r.epoch_end for r in self.ranks if r.epoch_end is not None]
+        return known[0] if known else None
+
     def adaptations(self) -> list[str]:
         seen: dict[str, int] = {}
         for rank in [*self.ranks, *([self.launcher] if self.launcher else [])]:
@@ -126,13 +134,13 @@ def analyse(run: LocalRun) -> RunOutcome:
                 record["status"] = protocol.FINISHED
     launcher = None
     if run.plan.workers:  # torchrun's one process is the launcher; the workers it spawned are the ranks
-        launcher = _rank(run.run_dir, protocol.LAUNCHER, launcher_record, exit_codes.get(0), stopped_pids)
+        launcher = _rank(run, protocol.LAUNCHER, launcher_record, exit_codes.get(0), stopped_pids)
         # the workers that started: the script decides how many (nprocs), the smoke run only offers GPUs
-        ranks = [_rank(run.run_dir, rank, records[rank], None, set()) for rank in sorted(records)]
+        ranks = [_rank(run, rank, records[rank], None, set()) for rank in sorted(records)]
         first_failed = LAUNCHER_RANK if first_failed == 0 else first_failed
     else:
         ranks = [
-            _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
+            _rank(run, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
             for rank in range(run.plan.processes)
         ]
     processes = [*ranks, *([launcher] if launcher else [])]
@@ -158,20 +166,28 @@ def analyse(run: LocalRun) -> RunOutcome:
 
 
 def _rank(
-    run_dir: Path, name: int | str, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
+    run: LocalRun, name: int | str, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
 ) -> RankOutcome:
+    run_dir = run.run_dir
     log = protocol.log_path(run_dir, name)
     stack_file = protocol.stack_path(run_dir, name)
     stack = stack_file.read_text(encoding="utf-8", errors="replace").strip() if stack_file.exists() else ""
+    stack = _job_paths(run, stack)
     rank = name if isinstance(name, int) else LAUNCHER_RANK
+    memory = run.peak_memory.get(name)
     if record is None:
-        return RankOutcome(rank, MISSING, exit_code=exit_code, log=log if log.exists() else None, stack=stack)
+        return RankOutcome(
+            rank, MISSING, exit_code=exit_code, log=log if log.exists() else None, stack=stack, peak_memory=memory
+        )
+    error = record.get("error")
+    if isinstance(error, dict):  # the ranks ran copies of the job's files: show the job's own
+        error = {k: _job_paths(run, v) if isinstance(v, str) else v for k, v in error.items()}
     return RankOutcome(
         rank=rank,
         status=str(record.get("status", protocol.RUNNING)),
         steps=record.get("steps"),
         last_loss=record.get("last_loss"),
-        error=record.get("error"),
+        error=error,
         ended_at=record.get("ended_at"),
         exit_code=exit_code,
         adaptations=dict(record.get("adaptations") or {}),
@@ -180,7 +196,13 @@ def _rank(
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
         observed=tuple(record.get("observed") or ()),
+        epoch_end=protocol.EpochEnd.from_record(record.get("epoch_end")),
+        peak_memory=memory,
     )
+
+
+def _job_paths(run: LocalRun, text: str) -> str:
+    return run.work.to_job_paths(text) if run.work is not None else text
 
 
 def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None, set[int]]:
@@ -246,12 +268,12 @@ def _warnings(run: LocalRun, ranks: list[RankOutcome]) -> list[str]:
         return []
     wanted = run.plan.spec.smoke_steps
     out = []
-    steps = {r.rank: r.steps or 0 for r in ranks}
-    if any(s for s in steps.values()):
+    if any(r.steps for r in ranks):
         short: dict[int, list[int]] = {}
-        for rank, done in steps.items():
-            if done < wanted:
-                short.setdefault(done, []).append(rank)
+        for r in ranks:
+            # a rank stopped at the second epoch may have taken fewer (gradient accumulation over more batches)
+            if r.status == protocol.FINISHED and (r.steps or 0) < wanted:
+                short.setdefault(r.steps or 0, []).append(r.rank)
         for done, which in sorted(short.items()):
             who = "every rank" if len(which) == len(ranks) > 1 else "rank " + ", ".join(map(str, which))
             out.append(
