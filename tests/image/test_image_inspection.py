@@ -303,3 +303,25 @@ def test_findings_survive_the_cache(tmp_path):
     stale["format"] = "base-v0"
     path.write_text(json.dumps(stale))
     assert base_cache.cached(found.digest) is None  # findings of an older way of reading are read again
+
+
+def test_what_is_known_of_a_base_without_contacting_it(tmp_path):
+    """`vdk run`'s import check: the table, or what a build or dry run read before; plus base_provides."""
+    table = base_cache.known_provides(job_on(tmp_path / "a", "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"))
+    assert table is not None and {"torch", "numpy", "pyyaml"} <= set(table)
+    extra = base_cache.known_provides(job_on(tmp_path / "b", "python:3.11-slim", extra="base_provides = Pillow\n"))
+    assert extra == ("pillow",)
+    unread = job_on(tmp_path / "c", "registry.example.com/ml/base:1", extra="base_provides = torch\n")
+    assert base_cache.known_provides(unread) is None  # never read: what it has is not known
+    found = facts(
+        tmp_path,
+        {
+            "usr/bin/python3.11": EXE,
+            "usr/lib/python3/dist-packages/numpy-2.1.0.dist-info/METADATA": metadata("numpy", "2.1.0"),
+        },
+    )
+    base_cache.store(found)
+    base_cache.remember(unread.base_image, found.digest)
+    assert base_cache.known_provides(unread) == ("numpy", "torch")
+    pinned = job_on(tmp_path / "d", f"registry.example.com/ml/base@{found.digest}")
+    assert base_cache.known_provides(pinned) == ("numpy",)

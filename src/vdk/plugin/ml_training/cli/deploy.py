@@ -78,9 +78,9 @@ class DeployRequest:
     dry_run: bool = False
     skip_smoke: bool = False
     build_only: bool = False
-    skip_import_check: bool = False
     backend: str | None = None
     default_team: str | None = None  # VDK's default team (`vdk set-default`)
+    skip_import_check: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,10 @@ def failure(spec: MLJobSpec, result: ImportCheck) -> ImportCheckFailed:
     where = str(requirements) if requirements.is_file() else f"{requirements} (a new file)"
     return ImportCheckFailed(
         "\n".join(lines),
-        f"add {pins} to {where}: the image installs what it lists (the base image {spec.base_image} provides "
-        f"neither); if the base has it, name it in `base_provides` of [ml-training]. An optional import: guard "
-        f"it with `try: ... except ImportError:`. If the check is wrong, pass {SKIP_OPTION} (or set "
-        "`import_check = false` in [ml-training])",
+        f"add {pins} to {where}: the image installs what it lists, and the base image {spec.base_image} does "
+        f"not have {'it' if count == 1 else 'them'} (if it does, name {'it' if count == 1 else 'them'} in "
+        "`base_provides` of [ml-training]). An optional import: guard it with `try: ... except ImportError:`. "
+        f"If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in [ml-training])",
     )
 
 
@@ -67,7 +67,8 @@ def _site(item: Undeclared) -> str:
 
 
 def _pin(item: Undeclared) -> str:
-    return f"{item.distribution}=={item.version}" if item.version else item.distribution
+    """`name==version` as an index has it: without a local build's label (`2.13.0+cpu` -> `2.13.0`)."""
+    return f"{item.distribution}=={item.version.split('+')[0]}" if item.version else item.distribution
 
 
 def _from_base(spec: MLJobSpec) -> str:

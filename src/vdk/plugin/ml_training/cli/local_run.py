@@ -199,7 +199,8 @@ def format_start(plan: LaunchPlan) -> str:
     limit = f", timeout {format_duration(plan.timeout_seconds)}" if plan.timeout_seconds else ""
     if plan.mode == protocol.SMOKE:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
-        gpus = _count(plan.ranks, "virtual GPU")
+        virtual = int(plan.env.get(protocol.SMOKE_GPUS) or 0)
+        gpus = _count(virtual, "virtual GPU") if virtual else "no GPU"
         processes = (
             f"1 launcher process spawning {_count(plan.workers, 'worker')} on {gpus}"
             if plan.workers

@@ -292,5 +292,7 @@ def one_line(error: dict[str, str] | None, width: int = 200) -> str:
     lines = [line.strip() for line in error.get("message", "").strip().splitlines() if line.strip()]
     kind = error.get("type", "")
     line = next((x for x in lines if kind and x.startswith(kind + ":")), lines[0] if lines else kind or "an error")
+    if line.endswith(":") and line in lines and lines.index(line) + 1 < len(lines):
+        line = f"{line} {lines[lines.index(line) + 1]}"  # "RuntimeError:" with its message on the next lines
     line = _SOURCE_LOCATION.sub("", line)  # "[/__w/pytorch/.../pair.cc:553] " of native errors
     return line if len(line) <= width else line[: width - 1] + "…"
