@@ -96,6 +96,17 @@ def test_a_save_that_unwraps_a_model_never_wrapped_fails_at_the_end_of_the_first
     assert "end of epoch: reached, then 1 save" in result.output
     assert snapshot(fixed) == before  # the checkpoint went to the run's working directory
 
+    # smoke_epoch_end = false: the run stops after smoke_steps steps, as a plain step limit would
+    off = job(
+        tmp_path,
+        "unwrap-off",
+        SINGLE_GPU.replace("SAVED", "model.module.state_dict()"),
+        "smoke_steps = 2\nsmoke_epoch_end = false",
+    )
+    result = vdk_run(off)
+    assert result.exit_code == 0, result.output
+    assert "end of epoch: not reached (smoke_epoch_end = false in [ml-training]" in result.output
+
 
 EVALUATION = """
     import torch
@@ -259,6 +270,8 @@ def test_an_undeclared_import_fails_before_anything_runs_and_a_guarded_one_passe
     result = vdk_run(broken)
     assert result.exit_code == 0, result.output
     assert "ok: true" in result.output
+    # a loop without a DataLoader stops after smoke_steps steps, and the summary says why
+    assert "end of epoch: not reached (the training loop takes no batches from a torch DataLoader" in result.output
 
 
 def test_the_jobs_own_module_left_out_of_the_image_is_missing_in_the_smoke_run_too(tmp_path):
