@@ -1,5 +1,6 @@
-"""Starts torchrun for a `LaunchPlan`, relays rank 0's output, enforces the timeout and, whatever
-happens (a timeout, Ctrl-C, an error here), leaves no process behind."""
+"""Starts torchrun for a `LaunchPlan` in a working directory outside the job (local/workdir.py), relays
+rank 0's output, enforces the timeout, samples the ranks' memory and, whatever happens (a timeout, Ctrl-C,
+an error here), leaves no process behind."""
 
 from __future__ import annotations
 
@@ -16,17 +17,24 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.local import workdir
+from vdk.plugin.ml_training.local.memory import MemoryWatch
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"
+WORK_DIR = "work"  # the ranks' working directory inside a run directory
 # Where run directories go instead of the default (tests point it at a temporary directory).
 RUNS_DIR_ENV = "VDK_ML_TRAINING_RUNS_DIR"
+FULL_RUNS = "full"  # full runs' directories below VDK_ML_TRAINING_RUNS_DIR: kept, never pruned
 KEEP_FAILED_RUNS_SECONDS = 86400
 PORT_ATTEMPTS = 3
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
@@ -42,6 +50,8 @@ class LocalRun:
     exit_code: int | None
     wall_seconds: float
     timed_out: bool
+    work: workdir.WorkDir | None = None  # the ranks' working directory
+    peak_memory: Mapping[int | str, int] = field(default_factory=dict)  # rank -> peak resident bytes
 
     @property
     def agent_log(self) -> Path:
@@ -55,6 +65,17 @@ def runs_dir() -> Path:
         return Path(configured)
     user = os.getuid() if hasattr(os, "getuid") else "user"
     return Path(tempfile.gettempdir()) / f"vdk-ml-training-{user}"
+
+
+def full_runs_dir() -> Path:
+    """Where full runs keep their directories (logs, and the working directory with what the run wrote):
+    on disk and never pruned, `$XDG_DATA_HOME/vdk-ml-training/runs` (`~/.local/share/...`), or `full/`
+    of VDK_ML_TRAINING_RUNS_DIR when that is set."""
+    configured = os.environ.get(RUNS_DIR_ENV)
+    if configured:
+        return Path(configured) / FULL_RUNS
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "vdk-ml-training" / "runs"
 
 
 def check_torch() -> None:
@@ -73,9 +94,10 @@ def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | No
     check_torch()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    runs = runs_dir()
+    runs = full_runs_dir() if plan.mode == protocol.FULL else runs_dir()
     runs.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _prune_old_runs(runs)
+    if plan.mode != protocol.FULL:
+        _prune_old_runs(runs)
     for attempt in range(PORT_ATTEMPTS):
         run = _launch_once(plan, runs, stdout, stderr)
         if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
@@ -85,14 +107,22 @@ def launch(plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | No
 
 
 def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str]) -> LocalRun:
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=runs))
     started = time.monotonic()
+    # full runs' directories are kept: the time in their name tells them apart
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-") if plan.mode == protocol.FULL else ""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-{stamp}", dir=runs))
+    try:
+        work = workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    memory = MemoryWatch(run_dir)
     with open(run_dir / AGENT_LOG, "wb") as agent_log, _Console(stdout, stderr, run_dir) as console:
-        env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
+        env = {**plan.env, protocol.RUN_DIR: str(run_dir), protocol.JOB_DIR: str(work.job_dir), **console.env}
         try:
             proc = subprocess.Popen(
                 plan.command(run_dir, free_port()),
-                cwd=plan.spec.job_dir,
+                cwd=work.path,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=console.stdout_target,
@@ -104,15 +134,16 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str])
             raise
         console.started(proc)
         timed_out = False
-        try:
-            proc.wait(timeout=plan.timeout_seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            terminate(proc, run_dir)
-        except BaseException:
-            terminate(proc, run_dir)
-            raise
-    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out)
+        with memory:
+            try:
+                proc.wait(timeout=plan.timeout_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                terminate(proc, run_dir)
+            except BaseException:
+                terminate(proc, run_dir)
+                raise
+    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out, work, dict(memory.peaks))
 
 
 def free_port() -> int:
@@ -154,6 +185,8 @@ def _lost_port_race(run: LocalRun) -> bool:
 def _prune_old_runs(runs: Path) -> None:
     cutoff = time.time() - KEEP_FAILED_RUNS_SECONDS
     for old in runs.iterdir():
+        if old.name == FULL_RUNS:
+            continue
         try:
             if old.is_dir() and old.stat().st_mtime < cutoff:
                 shutil.rmtree(old, ignore_errors=True)

@@ -72,7 +72,8 @@ class LaunchPlan:
         else:
             target = ["-m", layout.BOOTSTRAP_MODULE]
         # torch.distributed.run itself, in a process that skips the interpreter's teardown (local/agent.py)
-        return [sys.executable, "-m", AGENT_MODULE, *flags, *target, *self.spec.command_args()]
+        arguments = self.spec.command_args(smoke=self.mode == protocol.SMOKE)
+        return [sys.executable, "-m", AGENT_MODULE, *flags, *target, *arguments]
 
 
 def default_start_method() -> str:
@@ -101,6 +102,7 @@ def smoke_plan(spec: MLJobSpec, start_method: str | None = None) -> LaunchPlan:
             protocol.SMOKE_STEPS: str(spec.smoke_steps),
             protocol.SMOKE_GPUS: str(smoke_gpus(spec)),
             protocol.DEVICE_TRACKING: "1" if spec.smoke_device_tracking else "0",
+            protocol.EPOCH_END: "1" if spec.smoke_epoch_end else "0",
         }
     )
     if workers:
