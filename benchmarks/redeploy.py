@@ -43,9 +43,9 @@ from vdk.plugin.ml_training.image.oci import OCI_MANIFEST
 from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
-from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job_files import SourceFile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
 from tests.support.registry import Registry  # noqa: E402  the loopback docker-registry the image tests use

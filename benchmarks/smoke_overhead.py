@@ -9,7 +9,10 @@ without an interpreter teardown; the plain floor's ranks each import torch and t
 second floor, `fork floor`, does the same by hand: import torch once, fork the ranks, `os._exit`.
 Against it, what remains is the cost of torchrun's agent (rendezvous, monitoring) and of the vdk CLI.
 `launcher` is the plugin's launcher (torchrun included) without the vdk CLI around it, to show where
-the overhead goes. Variants alternate within each round; medians are compared.
+the overhead goes. Every variant runs the same smoke run (the end of the first epoch included); the
+floors run in a copy of the job made before timing, `vdk run` and `launcher` make their working
+directory (and `vdk run` checks the imports) within their time. Variants alternate within each round;
+medians are compared.
 
     .venv/bin/python benchmarks/smoke_overhead.py [--rounds 5] [EXAMPLE ...]
 
@@ -45,6 +48,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def work_copy(job: Path) -> Path:
+    """A copy of the job to run the floors in (made once, outside the timing): like `vdk run`'s working
+    directory, it keeps what the script writes out of the examples."""
+    copy = Path(tempfile.gettempdir()) / f"vdk-bench-work-{os.getpid()}" / job.name
+    if not copy.exists():
+        shutil.copytree(job, copy)
+    return copy
+
+
 def floor(job: Path) -> float:
     """Start the ranks by hand, as one would without torchrun; seconds until all have exited."""
     spec = load_job_spec(job)
@@ -68,8 +80,8 @@ def floor(job: Path) -> float:
         }
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "vdk.plugin.ml_training.runtime.bootstrap", *spec.command_args()],
-                cwd=job,
+                [sys.executable, "-m", "vdk.plugin.ml_training.runtime.bootstrap", *spec.command_args(smoke=True)],
+                cwd=work_copy(job),
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -79,7 +91,7 @@ def floor(job: Path) -> float:
     elapsed = time.monotonic() - started
     statuses = {r["status"] for r in protocol.read_results(run_dir).values()}
     shutil.rmtree(run_dir, ignore_errors=True)
-    if codes != [0] * len(codes) or statuses != {protocol.STOPPED}:
+    if codes != [0] * len(codes) or not statuses <= {protocol.STOPPED, protocol.FINISHED}:
         raise SystemExit(f"floor run of {job.name} failed: exit codes {codes}, statuses {statuses}")
     return elapsed
 
@@ -116,13 +128,13 @@ def fork_floor(job: Path) -> float:
     plan = smoke_plan(spec)
     run_dir = Path(tempfile.mkdtemp(prefix="floor-"))
     env = {**plan.env, protocol.DEVICE_TRACKING: "0", protocol.RUN_DIR: str(run_dir)}
-    command = [sys.executable, "-c", FORK_FLOOR, str(plan.processes), str(_free_port()), *spec.command_args()]
+    command = [sys.executable, "-c", FORK_FLOOR, str(plan.processes), str(_free_port()), *spec.command_args(smoke=True)]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=job, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(command, cwd=work_copy(job), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     elapsed = time.monotonic() - started
     statuses = {r["status"] for r in protocol.read_results(run_dir).values()}
     shutil.rmtree(run_dir, ignore_errors=True)
-    if done.returncode != 0 or statuses != {protocol.STOPPED}:
+    if done.returncode != 0 or not statuses <= {protocol.STOPPED, protocol.FINISHED}:
         raise SystemExit(f"fork floor run of {job.name} failed: exit code {done.returncode}, statuses {statuses}")
     return elapsed
 

@@ -221,6 +221,9 @@ def test_bad_setting_names_the_environment_variable(tmp_path):
         ("base_python = bin/python3", "base_python", "base_python = python3"),
         ("smoke_steps = 0", "smoke_steps", "whole number"),
         ("smoke_device_tracking = sometimes", "smoke_device_tracking", "smoke_device_tracking = false"),
+        ("smoke_args = --batch 'unclosed", "smoke_args", "quote it"),
+        ("smoke_epoch_end = maybe", "smoke_epoch_end", "smoke_epoch_end = false"),
+        ("import_check = never", "import_check", "import_check = false"),
     ],
 )
 def test_bad_values_name_file_key_and_fix(tmp_path, line, key, expected):
@@ -292,7 +295,7 @@ def test_fingerprint_ignores_where_and_how_a_job_is_checked_or_started(tmp_path)
         make_job(
             tmp_path / "b",
             "nodes = 2\nnamespace = other\nqueue = q\nbackend = job\nsmoke_steps = 3\nsmoke_timeout = 1m\n"
-            "smoke_device_tracking = false",
+            "smoke_device_tracking = false\nsmoke_args = --batch-size 2\nsmoke_epoch_end = false\nimport_check = no",
         ),
         {"registry": "localhost:5000/x", "kube_context": "prod"},
     )
@@ -352,6 +355,26 @@ def test_data_jobs_and_ml_jobs_have_no_ml_config_problem(tmp_path, config):
     job = make_job(tmp_path)
     (job / "config.ini").write_text(config)
     assert ml_config_problem(job) is None
+
+
+def test_smoke_runs_take_their_own_arguments_when_given(tmp_path):
+    spec = load_job_spec(make_job(tmp_path / "a", "args = --batch-size 256 --epochs 90"))
+    assert spec.smoke_args is None
+    assert spec.command_args() == spec.command_args(smoke=True) == ["train.py", "--batch-size", "256", "--epochs", "90"]
+    assert spec.arguments_key(smoke=True) == "args"
+    spec = load_job_spec(make_job(tmp_path / "b", "args = --batch-size 256\nsmoke_args = --batch-size 4 --name 'a b'"))
+    assert spec.command_args() == ["train.py", "--batch-size", "256"]
+    assert spec.command_args(smoke=True) == ["train.py", "--batch-size", "4", "--name", "a b"]
+    assert spec.arguments_key(smoke=True) == "smoke_args" and spec.arguments_key() == "args"
+    empty = load_job_spec(make_job(tmp_path / "c", "args = --big\nsmoke_args =")).command_args(smoke=True)
+    assert empty == ["train.py"]  # set but empty: no arguments at all
+
+
+def test_epoch_ends_and_import_checks_are_on_unless_turned_off(tmp_path):
+    spec = load_job_spec(make_job(tmp_path / "a"))
+    assert spec.smoke_epoch_end is True and spec.import_check is True
+    spec = load_job_spec(make_job(tmp_path / "b", "smoke_epoch_end = false\nimport_check = off"))
+    assert spec.smoke_epoch_end is False and spec.import_check is False
 
 
 def test_device_tracking_is_on_unless_turned_off(tmp_path):

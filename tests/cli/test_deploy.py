@@ -50,8 +50,9 @@ def deploy_job(root: Path, base_image: str, train: str = TRAIN, name: str = "tin
         root,
         name,
         team="ml-platform",
-        ml=f"base_image = {base_image}\nbase_python_version = 3.11\nnodes = 2\ngpus_per_node = 1\nsmoke_timeout = 2m\n"
-        + extra,
+        # the test bases stand in for a PyTorch base: they say they have torch
+        ml=f"base_image = {base_image}\nbase_python_version = 3.11\nbase_provides = torch\nnodes = 2\n"
+        "gpus_per_node = 1\nsmoke_timeout = 2m\n" + extra,
         files={"train.py": train},
     )
 
@@ -123,7 +124,7 @@ def test_dry_run_on_a_base_with_only_python3_starts_python3_in_every_backend_and
     job.mkdir()
     (job / "config.ini").write_text(
         f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {local_bases.debian}\n"
-        "nodes = 2\nprocs_per_node = 2\ngpus_per_node = 0\n"
+        "nodes = 2\nprocs_per_node = 2\ngpus_per_node = 0\nbase_provides = torch\n"  # (not the interpreter)
     )
     (job / "train.py").write_text(TRAIN)
     for backend in ("pytorchjob", "trainjob", "job"):
@@ -140,6 +141,25 @@ def test_dry_run_on_a_base_with_only_python3_starts_python3_in_every_backend_and
         assert f"python     python3: {why}" in done.stderr
         assert "command    python3 -m torch.distributed.run" in done.stderr
     assert "Reading base image" not in done.stderr  # read by the first dry run, then from the cache
+
+
+def test_an_import_the_image_lacks_stops_a_dry_run_and_a_deploy_before_anything_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
+    job = deploy_job(tmp_path, "python:3.11", train="import yaml\n" + TRAIN, name="needs-yaml")
+    (job / "requirements.txt").write_text("numpy\n")
+    result = vdk("deploy", "-p", str(job), "--dry-run")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "needs-yaml imports 1 module its image would not have" in result.stderr
+    assert "train.py:1: `import yaml` needs PyYAML" in result.stderr and "--skip-import-check" in result.stderr
+    # a deploy stops there too: before the cluster (none listens) is ever asked
+    result = vdk("deploy", "-p", str(job), "--build-only")
+    assert result.exit_code == 1 and "`import yaml` needs PyYAML" in result.stderr
+    assert "Nothing was built or deployed" in result.stderr
+
+    skipped = vdk("deploy", "-p", str(job), "--dry-run", "--skip-import-check")
+    assert skipped.exit_code == 0, skipped.stderr
+    (job / "requirements.txt").write_text("numpy\nPyYAML\n")
+    assert vdk("deploy", "-p", str(job), "--dry-run").exit_code == 0
 
 
 def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
@@ -174,7 +194,12 @@ def test_dry_run_says_where_the_team_namespace_and_queue_come_from(backend, tmp_
         "  team       nlp  (-t)\n" in other.stderr and "  queue      nlp-gpus  (ml_training_team_queues" in other.stderr
     )
     assert f"  namespace  default  ({NO_NAMESPACE})" in other.stderr
-    own = write_job(tmp_path, "own-job", team="ml-platform", ml="base_image = python:3.11\nnamespace = ml-own\n")
+    own = write_job(
+        tmp_path,
+        "own-job",
+        team="ml-platform",
+        ml="base_image = python:3.11\nbase_provides = torch\nnamespace = ml-own\n",
+    )
     result = vdk("deploy", "-p", str(own), "--dry-run", "--backend", backend)
     assert result.exit_code == 0, result.output
     assert {m["metadata"]["namespace"] for m in yaml.safe_load_all(result.stdout)} == {"ml-own"}
@@ -185,7 +210,7 @@ NO_NAMESPACE = "no namespace is set and no kube context has one"
 
 
 def test_a_job_without_a_team_is_deployed_as_the_default_team_s(tmp_path):
-    job = write_job(tmp_path, "no-owner", ml="base_image = python:3.11\n")
+    job = write_job(tmp_path, "no-owner", ml="base_image = python:3.11\nbase_provides = torch\n")
     result = vdk("deploy", "-p", str(job), "--dry-run", "--backend", "job")
     assert result.exit_code == 0, result.output
     assert "vdk.io/team" not in next(yaml.safe_load_all(result.stdout))["metadata"]["labels"]
@@ -199,7 +224,7 @@ def test_a_job_without_a_team_is_deployed_as_the_default_team_s(tmp_path):
 
 def test_a_team_that_cannot_be_a_label_value_stops_the_deploy_with_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
-    job = write_job(tmp_path, "bad-team-job", team="R&D/Vision", ml="base_image = python:3.11\n")
+    job = write_job(tmp_path, "bad-team-job", team="R&D/Vision", ml="base_image = python:3.11\nbase_provides = torch\n")
     for args in (["--dry-run"], []):
         result = vdk("deploy", "-p", str(job), *args)
         assert result.exit_code == 1 and result.stdout == ""

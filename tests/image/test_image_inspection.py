@@ -20,6 +20,7 @@ from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import RegistryUnreachableError
 from vdk.plugin.ml_training.image import RetryPolicy
 from vdk.plugin.ml_training.image import StderrProgress
+from vdk.plugin.ml_training.image import base_cache
 from vdk.plugin.ml_training.image import inspection
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image.base_image import resolve_base
@@ -295,10 +296,32 @@ def test_no_interpreter_at_all_is_a_clear_error(tmp_path):
 
 def test_findings_survive_the_cache(tmp_path):
     found = facts(tmp_path, {"usr/bin/python3.11": EXE, "usr/bin/python3": "->python3.11"})
-    inspection.store(found)
-    assert inspection.cached(found.digest) == found
+    base_cache.store(found)
+    assert base_cache.cached(found.digest) == found
     path = tmp_path / "cache" / "bases" / f"{found.digest[7:]}.json"
     stale = json.loads(path.read_text())
     stale["format"] = "base-v0"
     path.write_text(json.dumps(stale))
-    assert inspection.cached(found.digest) is None  # findings of an older way of reading are read again
+    assert base_cache.cached(found.digest) is None  # findings of an older way of reading are read again
+
+
+def test_what_is_known_of_a_base_without_contacting_it(tmp_path):
+    """`vdk run`'s import check: the table, or what a build or dry run read before; plus base_provides."""
+    table = base_cache.known_provides(job_on(tmp_path / "a", "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"))
+    assert table is not None and {"torch", "numpy", "pyyaml"} <= set(table)
+    extra = base_cache.known_provides(job_on(tmp_path / "b", "python:3.11-slim", extra="base_provides = Pillow\n"))
+    assert extra == ("pillow",)
+    unread = job_on(tmp_path / "c", "registry.example.com/ml/base:1", extra="base_provides = torch\n")
+    assert base_cache.known_provides(unread) is None  # never read: what it has is not known
+    found = facts(
+        tmp_path,
+        {
+            "usr/bin/python3.11": EXE,
+            "usr/lib/python3/dist-packages/numpy-2.1.0.dist-info/METADATA": metadata("numpy", "2.1.0"),
+        },
+    )
+    base_cache.store(found)
+    base_cache.remember(unread.base_image, found.digest)
+    assert base_cache.known_provides(unread) == ("numpy", "torch")
+    pinned = job_on(tmp_path / "d", f"registry.example.com/ml/base@{found.digest}")
+    assert base_cache.known_provides(pinned) == ("numpy",)

@@ -13,8 +13,8 @@ from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image import sources
 from vdk.plugin.ml_training.image.errors import ImageBuildError
-from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job_files import LARGE_FILE_BYTES
 
 BASE = "registry.example.com/ml/base:1"
 # The base described in [ml-training], so that a plan reads nothing of it (see test_image_inspection.py).

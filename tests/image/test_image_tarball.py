@@ -9,7 +9,7 @@ import shutil
 import tarfile
 
 from vdk.plugin.ml_training.image import tarball
-from vdk.plugin.ml_training.image.sources import scan_job_dir
+from vdk.plugin.ml_training.job_files import scan_job_dir
 
 
 def make_tree(root, mtime, umask_mode):

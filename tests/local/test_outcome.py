@@ -221,21 +221,42 @@ def test_a_full_run_without_steps_is_not_judged_by_them(tmp_path):
     assert analyse(full).passed  # evaluation or export scripts train nothing, by design
 
 
-def test_a_missing_module_says_to_install_it_and_list_it_in_requirements(tmp_path):
-    error = {
-        "type": "ModuleNotFoundError",
-        "message": "ModuleNotFoundError: No module named 'sentencepiece.tokenizer'",
-        "traceback": "Traceback ...\nModuleNotFoundError: No module named 'sentencepiece.tokenizer'\n",
+def missing_module(module: str) -> dict:
+    return {
+        "status": "failed",
+        "ended_at": 1.0,
+        "error": {
+            "type": "ModuleNotFoundError",
+            "message": f"ModuleNotFoundError: No module named '{module}'",
+            "traceback": f"Traceback ...\nModuleNotFoundError: No module named '{module}'\n",
+        },
     }
-    run = make_run(
-        tmp_path, {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped", "steps": 2}}
-    )
+
+
+def test_a_missing_module_names_the_distribution_to_install_and_list_in_requirements(tmp_path):
+    run = make_run(tmp_path, {0: missing_module("sentencepiece.tokenizer"), 1: {"status": "stopped", "steps": 2}})
     fix = failure_fix(analyse(run))
-    assert "install the package that provides `sentencepiece`" in fix
+    assert "install sentencepiece (which provides `sentencepiece`)" in fix and "-m pip install sentencepiece`" in fix
     assert f"list it in {run.plan.spec.job_dir / 'requirements.txt'}" in fix and "dependency layer" in fix
-    error = dict(error, type="ImportError", message="ImportError: cannot import name 'Llama4' from 'transformers'")
+    # the import name is not the distribution's
+    fix = failure_fix(analyse(make_run(tmp_path / "yaml", {0: missing_module("yaml"), 1: {"status": "stopped"}})))
+    assert "install PyYAML (which provides `yaml`)" in fix and "pip install PyYAML`" in fix
+    error = {
+        "type": "ImportError",
+        "message": "ImportError: cannot import name 'Llama4' from 'transformers'",
+        "traceback": "Traceback ...\n",
+    }
     run = make_run(tmp_path / "b", {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped"}})
     assert "installed version of a package lacks what the code imports" in failure_fix(analyse(run))
+
+
+def test_a_missing_module_listed_in_requirements_is_installed_from_it_not_added_again(tmp_path):
+    run = make_run(tmp_path, {0: missing_module("cv2"), 1: {"status": "stopped", "steps": 2}})
+    requirements = run.plan.spec.job_dir / "requirements.txt"
+    requirements.write_text("numpy\nopencv-python-headless==4.10.0.84  # the server build\n")
+    fix = failure_fix(analyse(run))
+    assert f"opencv-python-headless (which provides `cv2`) is in {requirements} but not installed" in fix
+    assert f"pip install -r {requirements}`" in fix and "list it" not in fix
 
 
 def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tmp_path):

@@ -138,6 +138,44 @@ def test_describe_keeps_the_users_frames_and_the_exception_chain():
     assert "direct cause" in described["traceback"]
 
 
+def test_the_plugins_own_frames_are_left_out_or_marked_so_the_first_frame_is_the_users(tmp_path):
+    """A stand-in that calls what fails (a torch operator, the user's collate function) is left out; one
+    that raises itself (the write guard) keeps its frame, marked as the plugin's."""
+    from vdk.plugin.ml_training.runtime import cpu_shims
+
+    def collate(batch):
+        raise ValueError("bad batch")
+
+    wrapped = cpu_shims._with_arguments(collate, lambda arguments: None)  # a runtime frame between
+    with pytest.raises(ValueError) as info:
+        wrapped([1])
+    frames = [line for line in describe(info.value)["traceback"].splitlines() if line.startswith("  File ")]
+    assert all("vdk/plugin/ml_training/runtime" not in f and "vdk-ml-training" not in f for f in frames), frames
+    assert frames[-1].endswith("in collate")
+
+    job = tmp_path / "job"
+    job.mkdir()
+    script = (
+        "import os, sys, traceback, json\n"
+        "from vdk.plugin.ml_training.runtime import write_guard\n"
+        "from vdk.plugin.ml_training.runtime.report import describe\n"
+        f"write_guard.install({str(job)!r}, os.getcwd())\n"
+        "try:\n"
+        f"    open({str(job / 'x.pt')!r}, 'w')\n"
+        "except PermissionError as e:\n"
+        "    print(json.dumps(describe(e)))\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-c", script], cwd=work, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout)["traceback"]
+    frames = [line for line in trace.splitlines() if line.startswith("  File ")]
+    assert frames[0].startswith('  File "<string>"')  # the user's code first
+    assert frames[-1].startswith('  File "<vdk-ml-training smoke run: runtime/write_guard.py>"'), frames
+    assert "raise PermissionError(" in trace  # with its line
+
+
 def test_the_runtime_imports_nothing_of_the_plugin_outside_runtime():
     # The image builder ships runtime/ alone: importing it must not need vdk-core or the rest.
     runtime = Path(protocol.__file__).parent

@@ -107,6 +107,8 @@ def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_
         from transformers import TrainingArguments, Seq2SeqTrainingArguments
         args = TrainingArguments("user-out", fp16=True, report_to="wandb", max_steps=1000, save_strategy="steps",
                                  eval_strategy="steps", load_best_model_at_end=True, torch_compile=True)
+        hf_shims.adapt_training_arguments(no_saves := TrainingArguments("y", save_strategy="steps",
+            eval_strategy="steps", load_best_model_at_end=True), 3, None, saves=False)
         seq = Seq2SeqTrainingArguments(output_dir="x", bf16=True)
         from accelerate import Accelerator
         accelerator = Accelerator(mixed_precision="fp16")
@@ -115,14 +117,16 @@ def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_
             "args": [args.use_cpu, args.fp16, args.report_to, args.max_steps, args.save_strategy.value,
                      args.load_best_model_at_end, args.torch_compile, args.output_dir],
             "seq": [seq.use_cpu, seq.bf16, seq.max_steps],
+            "no_saves": [no_saves.save_strategy, no_saves.load_best_model_at_end],
             "accelerator": [accelerator.mixed_precision, str(accelerator.device)],
             "counts": dict(a.counts),
         }}))
         """
     )
     assert out["imported_early"] == []
-    # on the virtual GPU, in full precision, for smoke_steps steps, saving nothing where the user looks
-    assert out["args"] == [False, False, [], 3, "no", False, False, str(tmp_path / "hf")]
+    # on the virtual GPU, in full precision, for smoke_steps steps, saving as configured but not where the user looks
+    assert out["args"] == [False, False, [], 3, "steps", True, False, str(tmp_path / "hf")]
+    assert out["no_saves"] == ["no", False]  # smoke_epoch_end = false: the run ends after the steps, nothing saved
     assert out["seq"] == [False, False, 3]
     assert out["accelerator"] == ["no", "cuda"]  # what Accelerate says on a machine with one GPU
     assert out["counts"]["Accelerate mixed precision off"] == 1
@@ -155,8 +159,9 @@ def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
                               SmokeStepsReached(1), SystemExit)}))
         """
     )
-    assert out["stopped"] == 3 and out["steps"] == 3
-    assert out["order"] == ["d", "g"] * 2 + ["d"]  # the exception left opt_g.step() of step 3 unrecorded
+    # optimizers trained in turn, each on its own loss: their steps add up
+    assert out["stopped"] == 6 and out["steps"] == 6
+    assert out["order"] == ["d", "g"] * 2 + ["d"]  # the exception left opt_g.step() of iteration 3 unrecorded
     assert out["loss"] == pytest.approx(out["expected"])
     assert out["is_system_exit"] is True
 

@@ -149,6 +149,9 @@ WHERE_IT_RUNS = frozenset(
         "smoke_device_tracking",
         "stall_timeout_seconds",
         "startup_timeout_seconds",
+        "smoke_args",
+        "smoke_epoch_end",
+        "import_check",
     }
 )
 
@@ -191,6 +194,9 @@ class MLJobSpec:
     startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT
     # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
+    smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
+    smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
+    import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
     # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
     # dry run; not part of what the job is.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -206,9 +212,28 @@ class MLJobSpec:
     def config_path(self) -> Path:
         return self.job_dir / CONFIG_FILE
 
-    def command_args(self) -> list[str]:
-        """Entrypoint and its arguments, as they follow `python` or `torchrun` on a command line."""
-        return self.entrypoint.argv() + list(self.args)
+    @property
+    def entrypoint_file(self) -> Path:
+        """The file the entrypoint runs (a module's `.py` or `__main__.py`)."""
+        return _entrypoint_file(self.job_dir, self.entrypoint)
+
+    @property
+    def import_root(self) -> Path:
+        """Where the entrypoint's absolute imports are looked up first: the script's directory, or the
+        working directory (the job directory) for `-m`."""
+        return self.job_dir if self.entrypoint.is_module else self.entrypoint_file.parent
+
+    def command_args(self, smoke: bool = False) -> list[str]:
+        """Entrypoint and its arguments (a smoke run's: `smoke_args` when set), as they follow `python` or
+        `torchrun` on a command line."""
+        return self.entrypoint.argv() + list(self.arguments(smoke))
+
+    def arguments(self, smoke: bool = False) -> tuple[str, ...]:
+        return self.smoke_args if smoke and self.smoke_args is not None else self.args
+
+    def arguments_key(self, smoke: bool = False) -> str:
+        """The [ml-training] key the arguments of a run come from."""
+        return "smoke_args" if smoke and self.smoke_args is not None else "args"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able view of what defines the training run (not where the job dir lies)."""
@@ -219,6 +244,7 @@ class MLJobSpec:
         data["nodes"] = str(self.nodes)
         data["gpus_per_node"] = str(self.gpus_per_node)
         data["args"] = list(self.args)
+        data["smoke_args"] = None if self.smoke_args is None else list(self.smoke_args)
         data["base_provides"] = list(self.base_provides)
         data["env"] = dict(self.env)
         return data
@@ -477,6 +503,9 @@ KEYS: dict[str, str] = {
     "smoke_device_tracking": "false turns off the smoke run's checks of where tensors are (CPU or which GPU)",
     "stall_timeout": "a rank with no optimizer step for this long is stopped (0: never)",
     "startup_timeout": "the same for the first optimizer step (0: never)",
+    "smoke_args": "arguments for the entrypoint in smoke runs instead of `args` (a smaller batch), shell-quoted",
+    "smoke_epoch_end": "false: smoke runs stop after smoke_steps steps instead of running the end of an epoch",
+    "import_check": "false skips the check that the job's image has everything the job imports",
     "registry": "OCI registry (and path) the job image is pushed to",
     "namespace": "Kubernetes namespace",
     "kube_context": "kubeconfig context",
@@ -529,7 +558,7 @@ def load_job_spec(
         job_dir=job_dir,
         team=team_name,
         entrypoint=entrypoint,
-        args=_args(keys),
+        args=_args(keys, "args") or (),
         nodes=nodes,
         gpus_per_node=gpus,
         procs_per_node=procs,
@@ -552,6 +581,9 @@ def load_job_spec(
         smoke_timeout_seconds=keys.duration("smoke_timeout", default=DEFAULT_SMOKE_TIMEOUT, minimum=1)
         or DEFAULT_SMOKE_TIMEOUT,
         smoke_device_tracking=keys.boolean("smoke_device_tracking", default=True),
+        smoke_args=_args(keys, "smoke_args"),
+        smoke_epoch_end=keys.boolean("smoke_epoch_end", default=True),
+        import_check=keys.boolean("import_check", default=True),
         env=_env(parser, path),
         registry=keys.matching("registry", _REGISTRY, "a registry address", "registry.example.com/ml"),
         namespace=namespace,
@@ -716,14 +748,14 @@ def _timeout(keys: _Keys, key: str, default: int) -> int:
     return default if seconds is None else seconds
 
 
-def _args(keys: _Keys) -> tuple[str, ...]:
-    text = keys.raw("args")
+def _args(keys: _Keys, key: str) -> tuple[str, ...] | None:
+    text = keys.values.get(key) if key == "smoke_args" else keys.raw(key)
     if text is None:
-        return ()
+        return None
     try:
         return tuple(shlex.split(text))
     except ValueError as e:
-        raise keys.error("args", f"cannot be split into arguments ({e})", "quote it as a shell would") from None
+        raise keys.error(key, f"cannot be split into arguments ({e})", "quote it as a shell would") from None
 
 
 def _base_provides(keys: _Keys) -> tuple[str, ...]:

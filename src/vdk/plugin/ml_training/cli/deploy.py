@@ -34,6 +34,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import ml_config_problem
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image.bases import BaseInfo
     from vdk.plugin.ml_training.image.build import PushedImage
     from vdk.plugin.ml_training.k8s.backends import Discovery
     from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -79,6 +80,7 @@ class DeployRequest:
     build_only: bool = False
     backend: str | None = None
     default_team: str | None = None  # VDK's default team (`vdk set-default`)
+    skip_import_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def deploy_ml(
     skip_smoke: bool,
     build_only: bool,
     backend: str | None,
+    skip_import_check: bool = False,
 ) -> None:
     try:
         option, default_team = team_option(team)
@@ -114,6 +117,7 @@ def deploy_ml(
             build_only,
             backend,
             default_team,
+            skip_import_check,
         )
         _deploy(request)
     except MLTrainingError as e:
@@ -128,12 +132,15 @@ def _deploy(request: DeployRequest) -> None:
             "or --build-only to build and push the image",
         )
     spec = _spec(request)
+    if request.skip_import_check:
+        spec = dataclasses.replace(spec, import_check=False)
     provenance = audit.collect(spec.job_dir)
     if request.dry_run:
         return _dry_run(spec, provenance, request.reason)
     registry = _require_registry(spec)
     # Cluster problems are found in a second, not after a smoke run and a build.
     target = None if request.build_only else _cluster(spec)
+    _import_check(spec)
     if not request.skip_smoke:
         _smoke_check(spec)
     image = _build(spec, registry, provenance)
@@ -208,6 +215,24 @@ def _require_registry(spec: MLJobSpec) -> str:
             f"{spec.config_path}); the cluster must be able to pull from it",
         )
     return spec.registry
+
+
+def _import_check(spec: MLJobSpec, base: BaseInfo | None = None) -> None:
+    """Every import of the job in its image, checked against what the base really has (read from it, once
+    per digest, as the build that follows does)."""
+    if not spec.import_check:
+        return
+    from vdk.plugin.ml_training.cli.imports import check_job_imports
+
+    if base is None:
+        from vdk.plugin.ml_training.image import StderrProgress
+        from vdk.plugin.ml_training.image.inspection import know_base
+
+        base = know_base(spec, StderrProgress())
+    try:
+        check_job_imports(spec, base.provides, err=True)
+    except MLTrainingError as e:
+        raise MLTrainingError(f"{e.problem}\nNothing was built or deployed.", e.fix) from None
 
 
 def _smoke_check(spec: MLJobSpec) -> None:
@@ -315,6 +340,7 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
         _stderr("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
     plan = plan_image(spec, registry, provenance, progress=StderrProgress())
     _stderr(plan.render())
+    _import_check(spec, plan.base)
     backend = spec.backend
     if backend == AUTO_BACKEND:
         backend = DRY_RUN_AUTO_BACKEND
@@ -375,6 +401,11 @@ DEPLOY = verbs.Verb(
         ),
         click.Option(["--skip-smoke"], is_flag=True, help="ml-training: do not run the smoke check first."),
         click.Option(
+            ["--skip-import-check"],
+            is_flag=True,
+            help="ml-training: do not check first that the image has every module the job imports.",
+        ),
+        click.Option(
             ["--build-only"],
             is_flag=True,
             help="ml-training: build and push the image, print its reference, start nothing.",
@@ -385,7 +416,7 @@ DEPLOY = verbs.Verb(
             help="ml-training: override `backend` of [ml-training] (auto, pytorchjob, trainjob, job).",
         ),
     ],
-    ml_only=("dry_run", "skip_smoke", "build_only", "backend"),
+    ml_only=("dry_run", "skip_smoke", "build_only", "backend", "skip_import_check"),
     is_ml=_is_ml,
     run_ml=deploy_ml,
     not_ml_reason=_not_ml_reason,

@@ -8,7 +8,9 @@ import functools
 import importlib.util
 import logging
 import re
+import shlex
 import shutil
+import signal
 import sys
 from datetime import datetime
 from datetime import timezone
@@ -17,12 +19,20 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training.cli.imports import SKIP_OPTION
+from vdk.plugin.ml_training.cli.imports import check_job_imports
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.import_check import REQUIREMENTS
+from vdk.plugin.ml_training.import_check import Requirements
+from vdk.plugin.ml_training.import_check import distribution_for
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job_files import Excluded
 from vdk.plugin.ml_training.local.launcher import HostStarter
+from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import Starter
 from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.memory import machine_memory_bytes
 from vdk.plugin.ml_training.local.outcome import LAUNCHER_RANK
 from vdk.plugin.ml_training.local.outcome import MISSING
 from vdk.plugin.ml_training.local.outcome import RankOutcome
@@ -44,19 +54,11 @@ from vdk.plugin.ml_training.units import format_duration
 
 log = logging.getLogger(__name__)
 
-# `vdk run --full` / `--container` for this invocation; the click group outlives invocations, so the
-# flags are set per call by the wrapped callback, never left behind.
-_flags_requested: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "vdk_ml_training_run_flags", default=frozenset()
-)
-_FULL_OPTION = "full"
-_CONTAINER_OPTION = "container"
-_RUN_FLAGS = {
-    _FULL_OPTION: "ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no "
-    "step limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
-    _CONTAINER_OPTION: "ml-training jobs: run inside the job's image, the one `vdk deploy` pushes, with podman or "
-    "docker (the smoke run, or with --full the whole run). Same as VDK_ML_TRAINING_RUN_MODE=container.",
-}
+# `vdk run --full` / `--container` / `--skip-import-check` for this invocation; the click group outlives
+# invocations, so the flags are set per call by the wrapped callback, never left behind.
+_full_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_full", default=False)
+_container_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_container", default=False)
+_skip_import_check: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_skip_imports", default=False)
 
 
 class LocalRunFailed(MLTrainingError):
@@ -64,29 +66,53 @@ class LocalRunFailed(MLTrainingError):
 
 
 def add_run_flags(root_command: click.Group) -> None:
-    """Give vdk-core's `run` command `--full` and `--container`; applying it twice changes nothing."""
+    """Give vdk-core's `run` command the flags of ml-training jobs; applying it twice changes nothing."""
     run = root_command.commands.get("run")
-    if run is None or any(p.name == _FULL_OPTION for p in run.params):
+    if run is None:
         return
-    for name, text in _RUN_FLAGS.items():
-        run.params.append(click.Option([f"--{name}"], is_flag=True, default=False, help=text))
+    _add_flag(
+        run,
+        "--full",
+        _full_requested,
+        "ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no step "
+        "limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
+    )
+    _add_flag(
+        run,
+        "--container",
+        _container_requested,
+        "ml-training jobs: run inside the job's image, the one `vdk deploy` pushes, with podman or docker (the "
+        "smoke run, or with --full the whole run). Same as VDK_ML_TRAINING_RUN_MODE=container.",
+    )
+    _add_flag(
+        run,
+        SKIP_OPTION,
+        _skip_import_check,
+        "ml-training jobs: do not check first that the job's image has every module the job imports "
+        "(for a false alarm; `import_check = false` in [ml-training] does the same).",
+    )
+
+
+def _add_flag(run: click.Command, flag: str, variable: contextvars.ContextVar[bool], help: str) -> None:
+    name = flag.lstrip("-").replace("-", "_")
+    if any(p.name == name for p in run.params):
+        return
+    run.params.append(click.Option([flag], is_flag=True, default=False, help=help))
     original = run.callback
 
     @functools.wraps(original)  # type: ignore[arg-type]
     def callback(*args: Any, **kwargs: Any) -> Any:
-        flags = frozenset(name for name in _RUN_FLAGS if kwargs.pop(name, False))
-        token = _flags_requested.set(flags)
+        token = variable.set(bool(kwargs.pop(name, False)))
         try:
             return original(*args, **kwargs)  # type: ignore[misc]
         finally:
-            _flags_requested.reset(token)
+            variable.reset(token)
 
     run.callback = callback
 
 
 def run_mode(configuration: Any) -> tuple[str, bool]:
     """(smoke or full, whether in the job's image) from the flags, else VDK_ML_TRAINING_RUN_MODE."""
-    flags = _flags_requested.get()
     mode = str(configuration.get_value(RUN_MODE) or protocol.SMOKE).strip().lower()
     if mode not in RUN_MODES:
         raise MLTrainingError(
@@ -94,8 +120,8 @@ def run_mode(configuration: Any) -> tuple[str, bool]:
             "set it to `smoke` (a few steps on CPU, the default), `full` or `container` (the smoke run in the job's "
             "image), or pass `vdk run --full` / `--container`",
         )
-    in_container = _CONTAINER_OPTION in flags or mode == CONTAINER_MODE
-    full = _FULL_OPTION in flags or mode == protocol.FULL
+    in_container = _container_requested.get() or mode == CONTAINER_MODE
+    full = _full_requested.get() or mode == protocol.FULL
     return (protocol.FULL if full else protocol.SMOKE), in_container
 
 
@@ -108,6 +134,8 @@ def run_ml_job(context: Any) -> Any:
         step_name = str(spec.entrypoint)
         configuration = context.core_context.configuration
         mode, in_container = run_mode(configuration)
+        if not _skip_import_check.get():
+            check_imports_locally(spec)
         if in_container:
             error = run_in_container(spec, mode, configuration)
         else:
@@ -115,6 +143,13 @@ def run_ml_job(context: Any) -> Any:
     except MLTrainingError as e:
         error = e
     return _execution_result(context, step_name, started, error)
+
+
+def check_imports_locally(spec: MLJobSpec, err: bool = False) -> None:
+    """The import check with what is known of the base image without contacting its registry."""
+    from vdk.plugin.ml_training.image.base_cache import known_provides
+
+    check_job_imports(spec, known_provides(spec), err=err)
 
 
 def run_in_container(spec: MLJobSpec, mode: str, configuration: Any) -> LocalRunFailed | None:
@@ -191,7 +226,8 @@ def format_start(plan: LaunchPlan) -> str:
     limit = f", timeout {format_duration(plan.timeout_seconds)}" if plan.timeout_seconds else ""
     if plan.mode == protocol.SMOKE:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
-        gpus = _count(plan.ranks, "virtual GPU")
+        virtual = int(plan.env.get(protocol.SMOKE_GPUS) or 0)
+        gpus = _count(virtual, "virtual GPU") if virtual else "no GPU"
         processes = (
             f"1 launcher process spawning {_count(plan.workers, 'worker')} on {gpus}"
             if plan.workers
@@ -216,12 +252,14 @@ def format_summary(outcome: RunOutcome) -> str:
         adapted = outcome.adaptations()
         if outcome.launcher is not None:
             lines.append(f"  {_rank_line(outcome.launcher, mode)}")
+        lines += _epoch_lines(outcome)
         if adapted:
             lines.append(f"  adapted for CPU: {', '.join(adapted)}")
         lines += [f"  warning: {w}" for w in outcome.warnings]
         if mode == protocol.FULL:
             lines += _progress_lines(outcome)
             lines += _log_lines(outcome)
+            lines += _work_dir_lines(outcome)
         return "\n".join(lines)
 
     lines.append(f"{mode} run FAILED after {run.wall_seconds:.1f} s: {outcome.headline}")
@@ -249,10 +287,33 @@ def format_summary(outcome: RunOutcome) -> str:
     lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
     if outcome.launcher is not None:
         lines.append(f"  {_rank_line(outcome.launcher, mode)}")
+    lines += _epoch_lines(outcome, failed=True)
     lines += _progress_lines(outcome)
     lines += _log_lines(outcome)
+    if mode == protocol.FULL:
+        lines += _work_dir_lines(outcome)
     lines.append(f"  torchrun's log: {run.agent_log}")
     return "\n".join(lines)
+
+
+def _epoch_lines(outcome: RunOutcome, failed: bool = False) -> list[str]:
+    """Smoke runs: whether the end of an epoch ran, and what ran after it (a failure: only if it was reached)."""
+    end = outcome.epoch_end if outcome.run.plan.mode == protocol.SMOKE else None
+    if end is None:
+        return []
+    if end.reached:
+        text = "reached" + (f" ({end.how})" if end.how else "")
+        if end.then:
+            text += f", then {', '.join(end.then)}"
+        return [f"  end of epoch: {text}"]
+    return [f"  end of epoch: not reached ({end.why_not})"] if end.why_not and not failed else []
+
+
+def _work_dir_lines(outcome: RunOutcome) -> list[str]:
+    work = outcome.run.work
+    if work is None:
+        return []
+    return [f"  working directory: {work.path} (what the run wrote is there; the job directory is unchanged)"]
 
 
 def _progress_lines(outcome: RunOutcome) -> list[str]:
@@ -278,10 +339,15 @@ def failure_fix(outcome: RunOutcome) -> str:
                 "this code needs a GPU and this machine has none: a full run uses no CPU stand-ins. Train it "
                 "where there are GPUs (`vdk deploy`), or check it here with the smoke run (`vdk run` without --full)"
             )
+        if root.error.get("arguments"):
+            return _arguments_fix(run.plan, again)
         if root.error.get("type") in _IMPORT_ERRORS:
             if run.engine:
                 return _missing_in_image_fix(root.error, run.plan.spec.job_dir, again)
-            return _missing_package_fix(root.error, run.plan.spec.job_dir, again)
+            return _missing_package_fix(root.error, run, again)
+        missing_file = _excluded_file_fix(root.error, run, again)
+        if missing_file:
+            return missing_file
         if root.error.get("virtual_gpu"):
             return _device_error_fix(root, again)
         limit = gloo_limit(root.error)
@@ -295,6 +361,8 @@ def failure_fix(outcome: RunOutcome) -> str:
         return _untrained_fix(outcome, again)
     if root is not None and root.stall is not None:
         return stall_fix(f"see where {root.label} was (above)", again)
+    if root is not None and _killed(root):
+        return _memory_fix(outcome, again)
     if root is not None:
         where = f"its output in {root.log}" if root.log else "its output above"
         return (
@@ -367,20 +435,37 @@ _NO_TORCH = "No module named 'torch'"
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
-def _missing_package_fix(error: dict[str, str], job_dir: Path, again: str) -> str:
-    """The job's dependencies: installed here for `vdk run`, listed in requirements.txt for the image."""
-    requirements = job_dir / "requirements.txt"
+def _missing_package_fix(error: dict[str, str], run: LocalRun, again: str) -> str:
+    """The job's dependencies: installed here for `vdk run`, listed in requirements.txt for the image; or the
+    job's own module, which the image (and so the run) leaves out."""
+    job_dir = run.plan.spec.job_dir
+    requirements = job_dir / REQUIREMENTS
     image = f"list it in {requirements}: `vdk deploy` installs that file into the image's dependency layer"
     missing = _NO_MODULE.search(error.get("message", ""))
-    if missing:
-        top = missing.group(1).split(".")[0]
+    if not missing:
         return (
-            f"install the package that provides `{top}` where vdk runs (`{sys.executable} -m pip install "
-            f"<package>`; the package name may differ from the module's) and {image}. Then {again}"
+            "the installed version of a package lacks what the code imports: install the version the code needs "
+            f"where vdk runs (`{sys.executable} -m pip install '<package>==<version>'`) and {image}, pinned. "
+            f"Then {again}"
         )
+    top = missing.group(1).split(".")[0]
+    excluded = _excluded_module(run, top)
+    if excluded is not None:
+        return (
+            f"`{top}` is the job's own module ({excluded.path}), which its image leaves out ({excluded.reason}), "
+            f"so the cluster run would not find it either: take it out of that rule, or add `!{excluded.path}` "
+            f"to {job_dir / '.vdkignore'}. Then {again}"
+        )
+    listed = Requirements.read(requirements if requirements.is_file() else None).listed_for(top)
+    if listed:
+        return (
+            f"{listed} (which provides `{top}`) is in {requirements} but not installed where vdk runs: "
+            f"`{sys.executable} -m pip install -r {requirements}`. Then {again}"
+        )
+    distribution = distribution_for(top)
     return (
-        "the installed version of a package lacks what the code imports: install the version the code needs "
-        f"where vdk runs (`{sys.executable} -m pip install '<package>==<version>'`) and {image}, pinned. Then {again}"
+        f"install {distribution} (which provides `{top}`) where vdk runs (`{sys.executable} -m pip install "
+        f"{distribution}`) and {image}. Then {again}"
     )
 
 
@@ -426,6 +511,109 @@ def _importable_here(module: str) -> bool:
         return False
 
 
+def _excluded_module(run: LocalRun, top: str) -> Excluded | None:
+    if run.work is None:
+        return None
+    for candidate in (f"{top}.py", top):
+        if (run.plan.spec.job_dir / candidate).exists():
+            return run.work.exclusion(candidate)
+    return None
+
+
+_NO_FILE = re.compile(r"No such file or directory: '([^']+)'")
+
+
+def _excluded_file_fix(error: dict[str, str], run: LocalRun, again: str) -> str | None:
+    """A file the job directory has but its image (and so the run's working directory) leaves out."""
+    missing = _NO_FILE.search(error.get("message", ""))
+    job_dir = run.plan.spec.job_dir
+    if not missing or run.work is None:
+        return None
+    path = Path(missing.group(1))
+    if path.is_absolute():
+        if not path.is_relative_to(job_dir):
+            return None
+        path = path.relative_to(job_dir)
+    excluded = run.work.exclusion(path.as_posix())
+    if excluded is None or not (job_dir / path).exists():
+        return None
+    return (
+        f"{path} is in the job directory, but its image leaves it out ({excluded.path}: {excluded.reason}), so the "
+        "cluster run would not find it either; the smoke run runs in a copy of what the image holds. Read data "
+        f"from storage the cluster can reach, or ship the file: add `!{excluded.path}` to {job_dir / '.vdkignore'}. "
+        f"Then {again}"
+    )
+
+
+def _arguments_fix(plan: LaunchPlan, again: str) -> str:
+    spec = plan.spec
+    smoke = plan.mode == protocol.SMOKE
+    key = spec.arguments_key(smoke)
+    given = shlex.join(spec.arguments(smoke)) or "(none)"
+    return (
+        f"the script's argument parser refused its arguments: `{key} = {given}` in [ml-training] of "
+        f"{spec.config_path}. Correct them (or the parser), then {again}"
+    )
+
+
+def _killed(rank: RankOutcome) -> bool:
+    """Ended by SIGKILL (the out-of-memory killer's signal), or by a signal no one named (forked ranks)."""
+    if rank.exit_code is not None:
+        return rank.exit_code == -signal.SIGKILL
+    return rank.died_abruptly and not rank.crash
+
+
+def _memory_fix(outcome: RunOutcome, again: str) -> str:
+    plan = outcome.run.plan
+    peaks = [r.peak_memory for r in [*outcome.ranks, *filter(None, [outcome.launcher])] if r.peak_memory]
+    machine = machine_memory_bytes()
+    had = ""
+    if peaks:
+        had = f": the ranks had up to {_size(max(peaks))} each ({_size(sum(peaks))} together"
+        had += f"; this machine has {_size(machine)})" if machine else ")"
+    if plan.mode != protocol.SMOKE:
+        return (
+            f"a rank was killed by SIGKILL, most likely by the out-of-memory killer{had}. Lower the batch size in "
+            f"`args`, or run fewer processes (`procs_per_node`). Then {again}"
+        )
+    spec = plan.spec
+    smaller = _smaller_batch(spec.arguments(smoke=True))
+    example = f" (e.g. `smoke_args = {shlex.join(smaller)}`)" if smaller else ""
+    ranks = f" (one rank instead of {plan.ranks})" if plan.ranks > 1 else ""
+    return (
+        f"a rank was killed by SIGKILL, most likely by the out-of-memory killer{had}. A batch sized for a GPU is "
+        f"too big for this machine's CPU run; the smoke run checks the code, not the batch: set "
+        f"`smoke_processes = 1` in [ml-training]{ranks}, and `smoke_args` with a smaller batch{example}, "
+        f"arguments that smoke runs use instead of `args`. Then {again}"
+    )
+
+
+_BATCH = re.compile(r"^(--?[\w-]*batch[\w-]*)(?:=(\d+))?$", re.IGNORECASE)
+
+
+def _smaller_batch(arguments: tuple[str, ...]) -> list[str] | None:
+    """The arguments with a quarter of the batch size, when one is recognisable (`--batch-size 64`)."""
+    out = list(arguments)
+    for i, argument in enumerate(out):
+        match = _BATCH.match(argument)
+        if not match:
+            continue
+        if match.group(2) is not None:
+            out[i] = f"{match.group(1)}={max(1, int(match.group(2)) // 4)}"
+            return out
+        if i + 1 < len(out) and out[i + 1].isdigit():
+            out[i + 1] = str(max(1, int(out[i + 1]) // 4))
+            return out
+    return None
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 1e3:.0f} KB"
+
+
 def _untrained_fix(outcome: RunOutcome, again: str) -> str:
     plan = outcome.run.plan
     gpus = plan.env.get(protocol.SMOKE_GPUS, "?")
@@ -460,6 +648,8 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
         facts.append(f"last loss {rank.last_loss}")
     if rank.died_abruptly:
         status = rank.death()
+        if rank.peak_memory:
+            facts.append(f"peak memory {_size(rank.peak_memory)}")
     else:
         status = {
             protocol.STOPPED: "stopped as planned" if mode == protocol.SMOKE else "stopped",

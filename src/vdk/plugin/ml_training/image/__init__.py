@@ -5,38 +5,42 @@ pushed to any OCI registry through its HTTP API.
     print(plan.render(), file=sys.stderr)
     image = build_and_push(spec, registry, provenance, progress=StderrProgress())
     image.reference                                     # registry/repo@sha256:...
+
+The names below are imported when first used, so that the light modules of the package (bases,
+base_cache) can be imported without the registry client (`vdk run` reads what is known of a base).
 """
 
-from vdk.plugin.ml_training.image.build import PushedImage
-from vdk.plugin.ml_training.image.build import PushedLayer
-from vdk.plugin.ml_training.image.build import build_and_push
-from vdk.plugin.ml_training.image.errors import BaseImageError
-from vdk.plugin.ml_training.image.errors import DependencyError
-from vdk.plugin.ml_training.image.errors import ImageBuildError
-from vdk.plugin.ml_training.image.errors import NoWheelError
-from vdk.plugin.ml_training.image.errors import RegistryAuthError
-from vdk.plugin.ml_training.image.errors import RegistryError
-from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
-from vdk.plugin.ml_training.image.plan import ImagePlan
-from vdk.plugin.ml_training.image.plan import plan_image
-from vdk.plugin.ml_training.image.progress import Progress
-from vdk.plugin.ml_training.image.progress import StderrProgress
-from vdk.plugin.ml_training.image.registry import RetryPolicy
+from __future__ import annotations
 
-__all__ = [
-    "BaseImageError",
-    "DependencyError",
-    "ImageBuildError",
-    "ImagePlan",
-    "NoWheelError",
-    "Progress",
-    "PushedImage",
-    "PushedLayer",
-    "RegistryAuthError",
-    "RegistryError",
-    "RegistryUnreachableError",
-    "RetryPolicy",
-    "StderrProgress",
-    "build_and_push",
-    "plan_image",
-]
+import importlib
+from typing import Any
+
+# name -> the module of this package that defines it
+_EXPORTS = {
+    "PushedImage": "build",
+    "PushedLayer": "build",
+    "build_and_push": "build",
+    "BaseImageError": "errors",
+    "DependencyError": "errors",
+    "ImageBuildError": "errors",
+    "NoWheelError": "errors",
+    "RegistryAuthError": "errors",
+    "RegistryError": "errors",
+    "RegistryUnreachableError": "errors",
+    "ImagePlan": "plan",
+    "plan_image": "plan",
+    "Progress": "progress",
+    "StderrProgress": "progress",
+    "RetryPolicy": "registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

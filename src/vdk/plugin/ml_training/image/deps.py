@@ -34,8 +34,8 @@ from vdk.plugin.ml_training.image.cache import cache_root
 from vdk.plugin.ml_training.image.errors import DependencyError
 from vdk.plugin.ml_training.image.errors import NoWheelError
 from vdk.plugin.ml_training.image.progress import Progress
-from vdk.plugin.ml_training.image.sources import SourceFile
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job_files import SourceFile
 
 REQUIREMENTS = "requirements.txt"
 _FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused

@@ -4,21 +4,22 @@ Python version, the distributions that interpreter can import, and its C library
 The config gives the environment (`PATH`, `PYTHONPATH`, `PYTHON_VERSION`, `User`); the layers
 give the rest. They are read as streams, in order, through rootfs.py (whiteouts applied), and only
 the few small files that matter are kept: `*.dist-info/METADATA`, `*.egg-info`, `pyvenv.cfg`,
-`os-release`. A base is read once per manifest digest; the findings are cached as JSON under
-`<cache>/bases/`, so a later build (or dry run) of the same base reads nothing but its manifest.
+`os-release`. A base is read once per manifest digest; the findings are cached (base_cache.py), so a
+later build (or dry run) of the same base reads nothing but its manifest.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import posixpath
 import re
 import shlex
-from pathlib import Path
 
 from vdk.plugin.ml_training.image import oci
+from vdk.plugin.ml_training.image.base_cache import cached
+from vdk.plugin.ml_training.image.base_cache import last_read
+from vdk.plugin.ml_training.image.base_cache import remember
+from vdk.plugin.ml_training.image.base_cache import store
 from vdk.plugin.ml_training.image.base_image import BaseImage
 from vdk.plugin.ml_training.image.base_image import resolve_base
 from vdk.plugin.ml_training.image.bases import BaseFacts
@@ -27,8 +28,6 @@ from vdk.plugin.ml_training.image.bases import base_info
 from vdk.plugin.ml_training.image.bases import needs_reading
 from vdk.plugin.ml_training.image.bases import normalise
 from vdk.plugin.ml_training.image.bases import platform_of_os
-from vdk.plugin.ml_training.image.cache import cache_root
-from vdk.plugin.ml_training.image.cache import write_atomically
 from vdk.plugin.ml_training.image.errors import RegistryError
 from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.progress import Progress
@@ -40,7 +39,6 @@ from vdk.plugin.ml_training.image.rootfs import RootFS
 from vdk.plugin.ml_training.image.rootfs import read_layer
 from vdk.plugin.ml_training.job import MLJobSpec
 
-_FORMAT = "base-v1"  # bump when what is found (or how) changes, so old findings are not reused
 NAMES = ("python", "python3")  # what a launch command may start, in order of preference
 # Where interpreters live when the image's PATH does not lead to one (conda, venvs, source builds).
 OFF_PATH_DIRS = ("/opt/conda/bin", "/opt/venv/bin", "/venv/bin", "/usr/local/bin", "/usr/bin")
@@ -372,7 +370,7 @@ def know_base(spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = N
             with RegistryClient(ref.registry, progress, retry) as client:
                 return know_read_base(spec, client, resolve_base(client, ref), progress)
         except RegistryUnreachableError as e:
-            facts = _last_read(spec.base_image)
+            facts = last_read(spec.base_image)
             if facts is None:
                 raise RegistryUnreachableError(
                     f"base image {spec.base_image} is not one the builder knows, and it cannot be read to find its "
@@ -391,47 +389,3 @@ def know_base(spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = N
                 "`base_python_version`, `base_provides`) so that nothing is read",
             ) from None
     return base_info(spec, facts)
-
-
-# --- the cache ------------------------------------------------------------------------------
-
-
-def _cache_dir() -> Path:
-    return cache_root() / "bases"
-
-
-def cached(digest: str | None) -> BaseFacts | None:
-    if not digest or not digest.startswith("sha256:"):
-        return None
-    try:
-        data = json.loads((_cache_dir() / f"{digest[7:]}.json").read_text(encoding="utf-8"))
-        if data.pop("format") != _FORMAT:
-            return None
-        data["distributions"] = tuple((name, version) for name, version in data["distributions"])
-        data["site_dirs"] = tuple(data["site_dirs"])
-        return BaseFacts(**data)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def store(facts: BaseFacts) -> None:
-    data = {"format": _FORMAT, **dataclasses.asdict(facts)}
-    write_atomically(_cache_dir() / f"{facts.digest[7:]}.json", json.dumps(data, indent=1, sort_keys=True))
-
-
-def remember(reference: str, digest: str) -> None:
-    """Which digest a reference (a tag) had when it was last read: a dry run without the registry
-    uses it."""
-    write_atomically(_cache_dir() / "references" / _reference_key(reference), digest)
-
-
-def _last_read(reference: str) -> BaseFacts | None:
-    try:
-        digest = (_cache_dir() / "references" / _reference_key(reference)).read_text().strip()
-    except OSError:
-        return None
-    return cached(digest)
-
-
-def _reference_key(reference: str) -> str:
-    return hashlib.sha256(reference.encode()).hexdigest()[:32]

@@ -32,12 +32,12 @@ from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
 from vdk.plugin.ml_training.image.registry import RetryPolicy
-from vdk.plugin.ml_training.image.sources import LARGE_FILE_BYTES
-from vdk.plugin.ml_training.image.sources import FileSet
-from vdk.plugin.ml_training.image.sources import SourceFile
-from vdk.plugin.ml_training.image.sources import scan_job_dir
 from vdk.plugin.ml_training.image.sources import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job_files import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.job_files import FileSet
+from vdk.plugin.ml_training.job_files import SourceFile
+from vdk.plugin.ml_training.job_files import scan_job_dir
 
 FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
 _FORMAT = "image-v1"  # part of every tag: bump when the image layout changes

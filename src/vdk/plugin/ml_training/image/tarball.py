@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from vdk.plugin.ml_training.image.errors import ImageBuildError
-from vdk.plugin.ml_training.image.sources import SourceFile
+from vdk.plugin.ml_training.job_files import SourceFile
 
 FIXED_MTIME = 1  # a constant; 1 rather than 0, which some tools read as "no time"
 # Code and runtime layers change on every deploy: compress fast (what go-containerregistry does).

@@ -19,6 +19,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.engine import RUN_LABEL
 from vdk.plugin.ml_training.local.engine import ContainerEngine
 from vdk.plugin.ml_training.local.plan import LaunchPlan
+from vdk.plugin.ml_training.local.workdir import WorkDir
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -71,7 +72,7 @@ class ContainerStarter:
             "torch.distributed.run",
             *plan.torchrun_flags(run_dir, port),
             *plan.bootstrap(layout.BOOTSTRAP_PATH),
-            *self.spec.command_args(),
+            *self.spec.command_args(smoke=plan.mode == protocol.SMOKE),
         ]
         return engine.argv(
             "run",
@@ -96,8 +97,18 @@ class ContainerStarter:
             *command[1:],
         )
 
+    def prepare(self, plan: LaunchPlan, run_dir: Path) -> None:
+        """None: the ranks work in the image's job directory, which holds what the code layer holds."""
+
     def start(
-        self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str], stdout: int, stderr: IO[bytes]
+        self,
+        plan: LaunchPlan,
+        run_dir: Path,
+        port: int,
+        env: dict[str, str],
+        stdout: int,
+        stderr: IO[bytes],
+        work: WorkDir | None = None,
     ) -> subprocess.Popen:
         _share(run_dir)
         return subprocess.Popen(

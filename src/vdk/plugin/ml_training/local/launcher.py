@@ -1,9 +1,11 @@
-"""Starts torchrun for a `LaunchPlan`, relays rank 0's output, enforces the timeout and, whatever
-happens (a timeout, Ctrl-C, an error here), leaves no process behind."""
+"""Starts torchrun for a `LaunchPlan` in a working directory outside the job (local/workdir.py), relays
+rank 0's output, enforces the timeout, samples the ranks' memory and, whatever happens (a timeout, Ctrl-C,
+an error here), leaves no process behind."""
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import importlib.util
 import os
 import random
@@ -16,18 +18,25 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 from typing import Protocol
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.local import workdir
+from vdk.plugin.ml_training.local.memory import MemoryWatch
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"
+WORK_DIR = "work"  # the ranks' working directory inside a run directory
 # Where run directories go instead of the default (tests point it at a temporary directory).
 RUNS_DIR_ENV = "VDK_ML_TRAINING_RUNS_DIR"
+FULL_RUNS = "full"  # full runs' directories below VDK_ML_TRAINING_RUNS_DIR: kept, never pruned
 KEEP_FAILED_RUNS_SECONDS = 86400
 PORT_ATTEMPTS = 3
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
@@ -44,6 +53,8 @@ class LocalRun:
     wall_seconds: float
     timed_out: bool
     engine: str | None = None  # the container engine that ran the job's image; None: this machine's Python
+    work: workdir.WorkDir | None = None  # the ranks' working directory on this machine (None: the image's)
+    peak_memory: Mapping[int | str, int] = field(default_factory=dict)  # rank -> peak resident bytes
 
     @property
     def agent_log(self) -> Path:
@@ -57,6 +68,17 @@ def runs_dir() -> Path:
         return Path(configured)
     user = os.getuid() if hasattr(os, "getuid") else "user"
     return Path(tempfile.gettempdir()) / f"vdk-ml-training-{user}"
+
+
+def full_runs_dir() -> Path:
+    """Where full runs keep their directories (logs, and the working directory with what the run wrote):
+    on disk and never pruned, `$XDG_DATA_HOME/vdk-ml-training/runs` (`~/.local/share/...`), or `full/`
+    of VDK_ML_TRAINING_RUNS_DIR when that is set."""
+    configured = os.environ.get(RUNS_DIR_ENV)
+    if configured:
+        return Path(configured) / FULL_RUNS
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "vdk-ml-training" / "runs"
 
 
 def check_torch() -> None:
@@ -79,10 +101,20 @@ class Starter(Protocol):
     def check(self) -> None:
         """Raise MLTrainingError if nothing could start (before the run directory is made)."""
 
+    def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir | None:
+        """The ranks' working directory on this machine, made in `run_dir`; None when the image has it."""
+
     def start(
-        self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str], stdout: int, stderr: IO[bytes]
+        self,
+        plan: LaunchPlan,
+        run_dir: Path,
+        port: int,
+        env: dict[str, str],
+        stdout: int,
+        stderr: IO[bytes],
+        work: workdir.WorkDir | None,
     ) -> subprocess.Popen:
-        """Start torchrun with `env` (the plan's and the run's variables); its stdout to `stdout`
+        """Start torchrun with `env` (the plan's and the run's variables) in `work`; its stdout to `stdout`
         (a file descriptor, or subprocess.PIPE), its own log to `stderr`."""
 
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
@@ -97,12 +129,22 @@ class HostStarter:
     def check(self) -> None:
         check_torch()
 
+    def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir:
+        return workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR)
+
     def start(
-        self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str], stdout: int, stderr: IO[bytes]
+        self,
+        plan: LaunchPlan,
+        run_dir: Path,
+        port: int,
+        env: dict[str, str],
+        stdout: int,
+        stderr: IO[bytes],
+        work: workdir.WorkDir | None,
     ) -> subprocess.Popen:
         return subprocess.Popen(
             plan.command(run_dir, port),
-            cwd=plan.spec.job_dir,
+            cwd=work.path if work else plan.spec.job_dir,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=stdout,
@@ -122,9 +164,10 @@ def launch(
     starter.check()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    runs = runs_dir()
+    runs = full_runs_dir() if plan.mode == protocol.FULL else runs_dir()
     runs.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _prune_old_runs(runs)
+    if plan.mode != protocol.FULL:
+        _prune_old_runs(runs)
     for attempt in range(PORT_ATTEMPTS):
         run = _launch_once(plan, runs, stdout, stderr, starter)
         if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
@@ -134,30 +177,43 @@ def launch(
 
 
 def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str], starter: Starter) -> LocalRun:
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-", dir=runs))
     started = time.monotonic()
+    # full runs' directories are kept: the time in their name tells them apart
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-") if plan.mode == protocol.FULL else ""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-{stamp}", dir=runs))
+    try:
+        work = starter.prepare(plan, run_dir)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    # the ranks' pids are this machine's only when they run here (a container has its own pid namespace)
+    memory = MemoryWatch(run_dir) if starter.engine is None else contextlib.nullcontext()
     # A terminal's name means nothing inside a container: rank 0 writes its stderr to a FIFO there.
     with (
         open(run_dir / AGENT_LOG, "wb") as agent_log,
         _Console(stdout, stderr, run_dir, terminal=starter.engine is None) as console,
     ):
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
+        if work is not None:
+            env[protocol.JOB_DIR] = str(work.job_dir)
         try:
-            proc = starter.start(plan, run_dir, free_port(), env, console.stdout_target, agent_log)
+            proc = starter.start(plan, run_dir, free_port(), env, console.stdout_target, agent_log, work)
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: nothing to look at
             raise
         console.started(proc)
         timed_out = False
-        try:
-            proc.wait(timeout=plan.timeout_seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            starter.stop(proc, run_dir)
-        except BaseException:
-            starter.stop(proc, run_dir)
-            raise
-    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out, starter.engine)
+        with memory:
+            try:
+                proc.wait(timeout=plan.timeout_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                starter.stop(proc, run_dir)
+            except BaseException:
+                starter.stop(proc, run_dir)
+                raise
+    peaks = dict(memory.peaks) if isinstance(memory, MemoryWatch) else {}
+    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out, starter.engine, work, peaks)
 
 
 def free_port() -> int:
@@ -199,6 +255,8 @@ def _lost_port_race(run: LocalRun) -> bool:
 def _prune_old_runs(runs: Path) -> None:
     cutoff = time.time() - KEEP_FAILED_RUNS_SECONDS
     for old in runs.iterdir():
+        if old.name == FULL_RUNS:
+            continue
         try:
             if old.is_dir() and old.stat().st_mtime < cutoff:
                 shutil.rmtree(old, ignore_errors=True)

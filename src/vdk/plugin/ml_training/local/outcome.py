@@ -42,6 +42,8 @@ class RankOutcome:
     progress: str | None = None  # rank 0 of a full run: the last progress line it printed
     observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
     stall: dict[str, Any] | None = None  # full run: what the stall watchdog saw (runtime/watchdog.Stall.to_dict)
+    epoch_end: protocol.EpochEnd | None = None  # smoke run: whether it reached the end of an epoch
+    peak_memory: int | None = None  # bytes: its peak resident memory, as last sampled
 
     @property
     def label(self) -> str:
@@ -108,6 +110,12 @@ class RunOutcome:
         counts = [r.steps for r in self.ranks if r.steps is not None]
         return min(counts) if counts else None
 
+    @property
+    def epoch_end(self) -> protocol.EpochEnd | None:
+        """Whether the smoke run reached the end of an epoch: as the first rank that tells says."""
+        known = [r.epoch_end for r in self.ranks if r.epoch_end is not None]
+        return known[0] if known else None
+
     def adaptations(self) -> list[str]:
         seen: dict[str, int] = {}
         for rank in [*self.ranks, *([self.launcher] if self.launcher else [])]:
@@ -127,13 +135,13 @@ def analyse(run: LocalRun) -> RunOutcome:
                 record["status"] = protocol.FINISHED
     launcher = None
     if run.plan.workers:  # torchrun's one process is the launcher; the workers it spawned are the ranks
-        launcher = _rank(run.run_dir, protocol.LAUNCHER, launcher_record, exit_codes.get(0), stopped_pids)
+        launcher = _rank(run, protocol.LAUNCHER, launcher_record, exit_codes.get(0), stopped_pids)
         # the workers that started: the script decides how many (nprocs), the smoke run only offers GPUs
-        ranks = [_rank(run.run_dir, rank, records[rank], None, set()) for rank in sorted(records)]
+        ranks = [_rank(run, rank, records[rank], None, set()) for rank in sorted(records)]
         first_failed = LAUNCHER_RANK if first_failed == 0 else first_failed
     else:
         ranks = [
-            _rank(run.run_dir, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
+            _rank(run, rank, records.get(rank), exit_codes.get(rank), stopped_pids)
             for rank in range(run.plan.processes)
         ]
     processes = [*ranks, *([launcher] if launcher else [])]
@@ -159,20 +167,28 @@ def analyse(run: LocalRun) -> RunOutcome:
 
 
 def _rank(
-    run_dir: Path, name: int | str, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
+    run: LocalRun, name: int | str, record: dict[str, Any] | None, exit_code: int | None, stopped_pids: set[int]
 ) -> RankOutcome:
+    run_dir = run.run_dir
     log = protocol.log_path(run_dir, name)
     stack_file = protocol.stack_path(run_dir, name)
     stack = stack_file.read_text(encoding="utf-8", errors="replace").strip() if stack_file.exists() else ""
+    stack = _job_paths(run, stack)
     rank = name if isinstance(name, int) else LAUNCHER_RANK
+    memory = run.peak_memory.get(name)
     if record is None:
-        return RankOutcome(rank, MISSING, exit_code=exit_code, log=log if log.exists() else None, stack=stack)
+        return RankOutcome(
+            rank, MISSING, exit_code=exit_code, log=log if log.exists() else None, stack=stack, peak_memory=memory
+        )
+    error = record.get("error")
+    if isinstance(error, dict):  # the ranks ran copies of the job's files: show the job's own
+        error = {k: _job_paths(run, v) if isinstance(v, str) else v for k, v in error.items()}
     return RankOutcome(
         rank=rank,
         status=str(record.get("status", protocol.RUNNING)),
         steps=record.get("steps"),
         last_loss=record.get("last_loss"),
-        error=record.get("error"),
+        error=error,
         ended_at=record.get("ended_at"),
         exit_code=exit_code,
         adaptations=dict(record.get("adaptations") or {}),
@@ -181,8 +197,26 @@ def _rank(
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
         observed=tuple(record.get("observed") or ()),
-        stall=record.get("stall") if isinstance(record.get("stall"), dict) else None,
+        stall=_stall_in_job(run, record.get("stall")),
+        epoch_end=protocol.EpochEnd.from_record(record.get("epoch_end")),
+        peak_memory=memory,
     )
+
+
+def _job_paths(run: LocalRun, text: str) -> str:
+    return run.work.to_job_paths(text) if run.work is not None else text
+
+
+def _stall_in_job(run: LocalRun, stall: object) -> dict | None:
+    """The stall watchdog's record, its frames naming the job's files rather than the working copies."""
+    if not isinstance(stall, dict):
+        return None
+    threads = [
+        {**thread, "frames": [_job_paths(run, str(frame)) for frame in thread.get("frames") or []]}
+        for thread in stall.get("threads") or []
+        if isinstance(thread, dict)
+    ]
+    return {**stall, "threads": threads}
 
 
 def _agent_failures(agent_log: Path) -> tuple[dict[int, int], int | None, set[int]]:
@@ -257,12 +291,12 @@ def _warnings(run: LocalRun, ranks: list[RankOutcome]) -> list[str]:
         return []
     wanted = run.plan.spec.smoke_steps
     out = []
-    steps = {r.rank: r.steps or 0 for r in ranks}
-    if any(s for s in steps.values()):
+    if any(r.steps for r in ranks):
         short: dict[int, list[int]] = {}
-        for rank, done in steps.items():
-            if done < wanted:
-                short.setdefault(done, []).append(rank)
+        for r in ranks:
+            # a rank stopped at the second epoch may have taken fewer (gradient accumulation over more batches)
+            if r.status == protocol.FINISHED and (r.steps or 0) < wanted:
+                short.setdefault(r.steps or 0, []).append(r.rank)
         for done, which in sorted(short.items()):
             who = "every rank" if len(which) == len(ranks) > 1 else "rank " + ", ".join(map(str, which))
             out.append(
@@ -281,5 +315,7 @@ def one_line(error: dict[str, str] | None, width: int = 200) -> str:
     lines = [line.strip() for line in error.get("message", "").strip().splitlines() if line.strip()]
     kind = error.get("type", "")
     line = next((x for x in lines if kind and x.startswith(kind + ":")), lines[0] if lines else kind or "an error")
+    if line.endswith(":") and line in lines and lines.index(line) + 1 < len(lines):
+        line = f"{line} {lines[lines.index(line) + 1]}"  # "RuntimeError:" with its message on the next lines
     line = _SOURCE_LOCATION.sub("", line)  # "[/__w/pytorch/.../pair.cc:553] " of native errors
     return line if len(line) <= width else line[: width - 1] + "…"

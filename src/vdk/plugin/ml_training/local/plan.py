@@ -84,7 +84,7 @@ class LaunchPlan:
             AGENT_MODULE,
             *self.torchrun_flags(run_dir, port),
             *self.bootstrap(bootstrap.__file__),
-            *self.spec.command_args(),
+            *self.spec.command_args(smoke=self.mode == protocol.SMOKE),
         ]
 
 
@@ -117,6 +117,7 @@ def smoke_plan(
             protocol.SMOKE_STEPS: str(spec.smoke_steps),
             protocol.SMOKE_GPUS: str(smoke_gpus(spec)),
             protocol.DEVICE_TRACKING: "1" if spec.smoke_device_tracking else "0",
+            protocol.EPOCH_END: "1" if spec.smoke_epoch_end else "0",
         }
     )
     if workers:

@@ -5,8 +5,9 @@ In a job image it runs the user's code exactly as `python script.py` / `python -
 rank 0 prints progress lines (runtime/progress.py); every rank runs the stall watchdog
 (runtime/watchdog.py). Under the local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of
 ranks other than 0 in log files, reports how the rank ended in a result file (the launcher shows the
-failing rank's traceback once), and in smoke mode installs the CPU stand-ins and the optimizer-step
-limit instead of progress lines and the watchdog (a smoke run has its own timeout).
+failing rank's traceback once), keeps its writes out of the job directory (write_guard.py), and in smoke
+mode installs the CPU stand-ins and the smoke run's end (the first optimizer step of the second epoch,
+epochs.py) instead of progress lines and the watchdog (a smoke run has its own timeout).
 """
 
 from __future__ import annotations
@@ -160,12 +161,16 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     from vdk.plugin.ml_training.runtime.report import RankReport
     from vdk.plugin.ml_training.runtime.report import StepRecorder
     from vdk.plugin.ml_training.runtime.report import describe
+    from vdk.plugin.ml_training.runtime.report import describe_exit
     from vdk.plugin.ml_training.runtime.report import json_number
+    from vdk.plugin.ml_training.runtime.report import report_argument_errors
 
     rank = _global_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     # a script that spawns its own workers runs as one launcher process; its workers are the ranks
     name = protocol.LAUNCHER if os.environ.get(protocol.SPAWNED_WORKERS) else rank
+    guard_writes(run_dir)
+    report_argument_errors()
     _route_output(rank, run_dir)
     _reset_signals()
     _die_with_parent()
@@ -212,8 +217,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     except SystemExit as e:
         if e.code not in (None, 0):
             status, code = protocol.FAILED, 1
-            error = describe(e)
-            error["message"] = f"the script exited with {e.code!r}" if isinstance(e.code, int) else str(e.code)
+            error = describe_exit(e)
     except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
         status, code = protocol.FAILED, 1
         error = describe(e)
@@ -223,6 +227,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     fields: dict = {"error": error}
     if counters:
         fields.update(steps=counters[0].steps, last_loss=json_number(counters[0].loss()))
+    if mode == protocol.SMOKE:
+        fields["epoch_end"] = epoch_end(status).to_record()
     if reporter is not None:
         reporter.finish(status)
         fields["progress"] = reporter.last_line
@@ -324,8 +330,31 @@ def _install_smoke(run_dir: str):
     return smoke_step_counter(), adaptations
 
 
+def guard_writes(run_dir: str) -> None:
+    """Under the local launcher, nothing this process writes reaches the job directory (write_guard.py)."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    job_dir = os.environ.get(protocol.JOB_DIR)
+    if job_dir:
+        from vdk.plugin.ml_training.runtime import write_guard
+
+        write_guard.install(job_dir, os.getcwd(), run_dir)
+
+
 _stand_ins = None  # this process's smoke-run Adaptations, once installed
 _smoke_counter = None  # and its StepCounter with the step limit
+
+
+def epoch_end(status: str):
+    """Whether this smoke rank reached the end of an epoch, and what ran after it (protocol.EpochEnd)."""
+    from vdk.plugin.ml_training.runtime import epochs
+    from vdk.plugin.ml_training.runtime import protocol
+
+    watch = epochs.active()
+    if watch is None:
+        off = os.environ.get(protocol.EPOCH_END) == "0"
+        return protocol.EpochEnd(False, why_not=epochs.TURNED_OFF if off else "")
+    return watch.result(finished=status == protocol.FINISHED)
 
 
 def install_stand_ins(run_dir: str):
@@ -345,7 +374,8 @@ def install_stand_ins(run_dir: str):
     steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
     gpus = int(os.environ.get(protocol.SMOKE_GPUS) or os.environ.get("LOCAL_WORLD_SIZE") or "1")
     adaptations = cpu_shims.install(gpus, track_devices=os.environ.get(protocol.DEVICE_TRACKING) != "0")
-    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"))
+    cut_epochs = os.environ.get(protocol.EPOCH_END) != "0"
+    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"), cut_epochs)
     processes = int(os.environ.get("LOCAL_WORLD_SIZE") or "1")
     lightning_shims.install(adaptations, processes, os.path.join(run_dir, "lightning"))
     spawned.install(adaptations)
@@ -356,8 +386,12 @@ def install_stand_ins(run_dir: str):
 
 
 def smoke_step_counter():
-    """This process's step counter with the smoke step limit; a worker forked from a rank starts it afresh."""
+    """This process's step counter with the smoke run's end: at the first optimizer step of the second
+    epoch (epochs.py), or after smoke_steps steps when epochs are not cut. A worker forked from a rank
+    starts it afresh."""
     global _smoke_counter
+    from vdk.plugin.ml_training.runtime import epochs
+    from vdk.plugin.ml_training.runtime import hf_shims
     from vdk.plugin.ml_training.runtime import protocol
     from vdk.plugin.ml_training.runtime.steps import StepCounter
     from vdk.plugin.ml_training.runtime.steps import StepLimit
@@ -366,7 +400,12 @@ def smoke_step_counter():
         _smoke_counter.reset()
     else:
         _smoke_counter = StepCounter().install()
-    StepLimit(int(os.environ.get(protocol.SMOKE_STEPS, "1"))).attach(_smoke_counter)
+    steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
+    if os.environ.get(protocol.EPOCH_END) == "0":
+        StepLimit(steps).attach(_smoke_counter)
+    else:
+        epochs.watch(_smoke_counter, steps, _stand_ins)
+    hf_shims.count_with(_smoke_counter)
     return _smoke_counter
 
 

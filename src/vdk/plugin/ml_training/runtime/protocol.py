@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ LAUNCHER = "launcher"  # the launcher's files: rank-launcher.json, .log, .stack;
 CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stderr to (a tty or a FIFO)
 # Set by a launcher process that reports progress before it spawns its workers: worker 0 reports instead.
 SPAWNED_PROGRESS = "VDK_ML_TRAINING_SPAWNED_PROGRESS"
+# The job directory the ranks' working directory was made from (local/workdir.py): nothing writes into it.
+JOB_DIR = "VDK_ML_TRAINING_JOB_DIR"
+EPOCH_END = "VDK_ML_TRAINING_EPOCH_END"  # "0": a smoke run stops after smoke_steps steps, epochs are not cut
 
 # Set by the user ([ml-training.env], or the shell for a local run); read by rank 0 of cluster and
 # full local runs.
@@ -55,6 +59,31 @@ STALLED = "stalled"  # full run: the stall watchdog ended the rank (no optimizer
 
 # Observed in a smoke run (a rank's "observed" list): the script started no training process.
 SPAWNED_NOTHING = "torch.multiprocessing.spawn(nprocs=0)"
+
+
+@dataclass(frozen=True)
+class EpochEnd:
+    """Whether a smoke rank reached the end of an epoch (field "epoch_end" of its result file)."""
+
+    reached: bool
+    how: str = ""  # how, when not by the end of a DataLoader pass: "the Hugging Face Trainer ..."
+    then: tuple[str, ...] = ()  # what ran after it: "evaluation (2 batches)", "1 save"
+    why_not: str = ""  # why not, when known
+
+    def to_record(self) -> dict[str, Any]:
+        return {"reached": self.reached, "how": self.how, "then": list(self.then), "why_not": self.why_not}
+
+    @classmethod
+    def from_record(cls, record: Any) -> EpochEnd | None:
+        if not isinstance(record, dict) or not isinstance(record.get("reached"), bool):
+            return None
+        then = record.get("then") or []
+        return cls(
+            record["reached"],
+            str(record.get("how") or ""),
+            tuple(str(x) for x in then if isinstance(x, str)),
+            str(record.get("why_not") or ""),
+        )
 
 
 def result_path(run_dir: Path | str, rank: int | str) -> Path:

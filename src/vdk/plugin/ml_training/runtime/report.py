@@ -19,22 +19,38 @@ _RUNPY = os.path.abspath(runpy.__file__)
 
 
 def _is_machinery(frame: traceback.FrameSummary) -> bool:
+    """Frames of what ran the user's code: runpy, the import system, the plugin's runtime (its stand-ins)."""
     path = os.path.abspath(frame.filename)
-    return path == _RUNPY or os.path.dirname(path) == _RUNTIME_DIR or frame.filename.startswith("<frozen runpy")
+    return (
+        path == _RUNPY
+        or os.path.dirname(path) == _RUNTIME_DIR
+        or frame.filename.startswith(("<frozen runpy", "<frozen importlib._bootstrap"))
+    )
 
 
 def _trim(te: traceback.TracebackException, seen: set[int], keep_last: bool = True) -> None:
+    """Leave out the machinery's frames, so that the first frame shown is the user's. An error the plugin
+    itself raised (its frame is the last, at a `raise`) keeps that frame, marked as the plugin's; one raised
+    by what a stand-in called (torch's operator) ends where the user's code and the library's frames end."""
     if id(te) in seen:
         return
     seen.add(id(te))
     frames = list(te.stack)
     kept = [f for f in frames if not _is_machinery(f)]
-    if keep_last and frames and _is_machinery(frames[-1]):
-        kept.append(frames[-1])  # the error is in our own code: keep where it happened
+    last = frames[-1] if frames else None
+    if keep_last and last is not None and _is_machinery(last) and (last.line or "").lstrip().startswith("raise"):
+        kept.append(_marked(last))
     te.stack = traceback.StackSummary.from_list(kept)
     for linked in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
         if linked is not None:
             _trim(linked, seen, keep_last)
+
+
+def _marked(frame: traceback.FrameSummary) -> traceback.FrameSummary:
+    name = os.path.relpath(frame.filename, os.path.dirname(_RUNTIME_DIR))
+    return traceback.FrameSummary(
+        f"<vdk-ml-training smoke run: {name}>", frame.lineno, frame.name, lookup_line=False, line=frame.line
+    )
 
 
 def describe(exc: BaseException) -> dict[str, Any]:
@@ -51,6 +67,46 @@ def describe(exc: BaseException) -> dict[str, Any]:
     }
     if virtual_gpu:
         described["virtual_gpu"] = True
+    return described
+
+
+# The last error an argparse parser reported (usage, "prog: error: message"): the SystemExit(2) that follows
+# is described by it rather than by a traceback into argparse.
+_argument_error: tuple[str, str] | None = None
+
+
+def report_argument_errors() -> None:
+    """Remember what argparse says before it exits with 2, when (and if) the script imports argparse."""
+    from vdk.plugin.ml_training.runtime import post_import
+
+    def patch(argparse: Any) -> None:
+        original = argparse.ArgumentParser.error
+        if getattr(original, "_vdk_remembers", False):
+            return
+
+        def error(parser: Any, message: str) -> Any:
+            global _argument_error
+            try:
+                _argument_error = (parser.format_usage().strip(), f"{parser.prog}: error: {message}")
+            except Exception:  # noqa: BLE001 - the parser's own error goes on regardless
+                pass
+            return original(parser, message)
+
+        error._vdk_remembers = True  # type: ignore[attr-defined]
+        argparse.ArgumentParser.error = error
+
+    post_import.when_imported("argparse", patch)
+
+
+def describe_exit(exc: SystemExit) -> dict[str, Any]:
+    """A script that exited with a non-zero code: argparse's usage and message when its parser refused the
+    arguments (marked `arguments`), else the traceback to the exit."""
+    described = describe(exc)
+    if exc.code == 2 and _argument_error is not None:
+        usage, message = _argument_error
+        described.update(message=message, traceback=f"{usage}\n{message}", arguments=True)
+    else:
+        described["message"] = f"the script exited with {exc.code!r}" if isinstance(exc.code, int) else str(exc.code)
     return described
 
 

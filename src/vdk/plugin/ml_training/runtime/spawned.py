@@ -126,6 +126,7 @@ def child_main(**kwds: Any) -> None:
     from vdk.plugin.ml_training.runtime import bootstrap
 
     run_dir = os.environ.get(protocol.RUN_DIR, "")
+    bootstrap.guard_writes(run_dir)
     bootstrap.install_stand_ins(run_dir)
     from multiprocessing.spawn import spawn_main
 
@@ -159,7 +160,7 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
             outcome["status"] = protocol.STOPPED
         except BaseException as e:  # noqa: B036 - reported, then mp.spawn's own handling goes on
             outcome["status"] = protocol.FAILED
-            report.finish(protocol.FAILED, error=describe(e), **_facts(counter))
+            report.finish(protocol.FAILED, error=describe(e), **_facts(counter, protocol.FAILED))
             raise
         else:
             outcome["status"] = protocol.FINISHED
@@ -168,19 +169,24 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     original(run, i, args, error_file)  # exits with 1 after an exception, as under mp.spawn
     if outcome.get("status") == protocol.FAILED:  # a KeyboardInterrupt, which _wrap swallows
         _end_now(1)
-    report.finish(outcome.get("status", protocol.FINISHED), **_facts(counter))
+    status = outcome.get("status", protocol.FINISHED)
+    report.finish(status, **_facts(counter, status))
     bootstrap._end_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
     _end_now(0)
 
 
-def _facts(counter: Any) -> dict[str, Any]:
-    """Steps, loss and the stand-ins this worker needed, for its result file."""
+def _facts(counter: Any, status: str) -> dict[str, Any]:
+    """Steps, loss, the end of the epoch and the stand-ins this worker needed, for its result file."""
     from vdk.plugin.ml_training.runtime import bootstrap
     from vdk.plugin.ml_training.runtime.report import json_number
 
-    facts: dict[str, Any] = {"steps": counter.steps, "last_loss": json_number(counter.loss())}
+    facts: dict[str, Any] = {
+        "steps": counter.steps,
+        "last_loss": json_number(counter.loss()),
+        "epoch_end": bootstrap.epoch_end(status).to_record(),
+    }
     if bootstrap._stand_ins is not None:
         facts["adaptations"] = dict(bootstrap._stand_ins.counts)
         facts["observed"] = sorted(bootstrap._stand_ins.observed)

@@ -29,9 +29,11 @@ StepListener = Callable[["StepCounter", torch.optim.Optimizer], None]
 class StepCounter:
     """Counts optimizer steps per optimizer and keeps the loss of the last step.
 
-    `steps` is the count of the optimizer that stepped most: a loop stepping two optimizers (a GAN's
-    generator and discriminator) takes one step per iteration, and a wrapper whose step calls an
-    inner optimizer's step counts once.
+    `steps` counts training steps: an optimizer step on gradients of a new backward() is one, and the
+    other optimizers stepping on the same gradients (a model split between two optimizers, a wrapper
+    whose step calls an inner optimizer's step) belong to it. So optimizers trained in turn, each on
+    its own loss (a GAN's discriminator and generator), count their total. `backwards` counts the
+    backward() calls.
 
     The loss of a step is the sum of the scalars `backward()` was called on since the previous step:
     the objective whose gradient the step applied (the loss itself with one backward per step, the
@@ -41,12 +43,15 @@ class StepCounter:
 
     def __init__(self) -> None:
         self.steps = 0
+        self.backwards = 0
         self.listeners: list[StepListener] = []  # called after every optimizer step
         self._counts: weakref.WeakKeyDictionary[torch.optim.Optimizer, int] = weakref.WeakKeyDictionary()
         self._optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self._pending: list[torch.Tensor] = []  # backward() scalars since the last step
         self._last_step: list[torch.Tensor] = []  # those of the last step
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None  # GradScaler.scale(loss) -> loss
+        self._in_step: set[int] = set()  # ids of the optimizers that stepped on the current gradients
+        self._logged: tuple[int, float] | None = None  # (step, loss) a training framework logged
         self._handles: list = []
         self._restore: list = []
 
@@ -69,8 +74,10 @@ class StepCounter:
     def reset(self) -> None:
         """Forget the steps and listeners so far (a worker forked from a rank that counted its own)."""
         self.steps = 0
+        self.backwards = 0
         self.listeners = []
         self._counts.clear()
+        self._in_step, self._logged = set(), None
         self._optimizers.clear()  # in place: Optimizer.__init__'s hook holds this set
         self._pending, self._last_step, self._scaled = [], [], None
 
@@ -82,9 +89,16 @@ class StepCounter:
         """Every optimizer created or stepped since `install()`, while it lives."""
         return list(self._optimizers)
 
+    def log_loss(self, value: float) -> None:
+        """The loss a training framework logged for the current step (the Hugging Face Trainer's, which
+        differs from what it passes to backward()): `loss()` returns it until the next step."""
+        self._logged = (self.steps, value)
+
     def loss(self) -> float | None:
-        """The loss of the last step (of the backward calls so far if none stepped yet); waits for
-        the device that computed it."""
+        """The loss of the last step (of the backward calls so far if none stepped yet), or the one a
+        training framework logged for it; waits for the device that computed it."""
+        if self._logged is not None and self._logged[0] == self.steps:
+            return self._logged[1]
         tensors = self._last_step or self._pending
         if not tensors:
             return None
@@ -121,6 +135,7 @@ class StepCounter:
         self._restore.append((torch.Tensor, "backward", original))
 
     def _keep(self, tensor: torch.Tensor) -> None:
+        self.backwards += 1
         if tensor.numel() != 1:
             return
         scaled = self._scaled
@@ -159,10 +174,14 @@ class StepCounter:
 
     def _after_step(self, optimizer, args, kwargs) -> None:
         done = self._counts[optimizer] = self._counts.get(optimizer, 0) + 1
-        if done > self.steps:
-            self.steps = done
         if done == 1:  # made before install(), or not by Optimizer.__init__
             self._optimizers.add(optimizer)
+        # A new training step: new gradients (a backward() since the last step), or this optimizer stepping
+        # again (its backward() is not one the counter sees). Else it steps on the current gradients.
+        if self._pending or id(optimizer) in self._in_step or not self.steps:
+            self.steps += 1
+            self._in_step = set()
+        self._in_step.add(id(optimizer))
         if self._pending:  # a second optimizer stepping on the same backward keeps its loss
             self._last_step, self._pending = self._pending, []
         for listener in self.listeners:

@@ -1,4 +1,5 @@
-"""Which files of a job directory never go into an image, and which the user's ignore files drop.
+"""Which files of a job directory never go into an image (nor a local run's working directory), and which
+the user's ignore files drop.
 
 Secrets and machine-local clutter are excluded whatever the ignore files say; everything else
 follows `.gitignore` (every level from the repository root down) and then `.vdkignore` in the

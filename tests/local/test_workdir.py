@@ -1,0 +1,99 @@
+"""The working directory of local runs: exactly the files of the image's code layer, small ones copied,
+big ones cloned or linked, and never a way back into the job directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vdk.plugin.ml_training.local import workdir
+
+PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def write(root: Path, relpath: str, content: str | bytes = "x\n", mode: int | None = None) -> Path:
+    path = root / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    if mode is not None:
+        path.chmod(mode)
+    return path
+
+
+def tree(root: Path) -> dict[str, str]:
+    """relative path -> "file", "link -> target" for everything below root."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            out[rel] = f"link -> {os.readlink(path)}"
+        elif path.is_file():
+            out[rel] = "file"
+    return out
+
+
+def test_it_holds_what_the_image_holds_and_nothing_else(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py", "print('train')\n")
+    write(job, "run.sh", "#!/bin/sh\n", mode=0o755)
+    write(job, "pkg/model.py")
+    write(job, "config.ini", "[job]\ntype = ml-training\n")
+    write(job, ".gitignore", "data/\n*.ckpt\n")
+    write(job, "data/train.csv")  # ignored by the user's rules
+    write(job, "old.ckpt")
+    write(job, ".env", "TOKEN=secret\n")  # secrets never
+    write(job, "deploy_key", PEM_KEY)
+    write(job, "__pycache__/train.cpython-311.pyc")
+    (job / "model.py").symlink_to("pkg/model.py")  # a link inside the job stays a link
+    work = workdir.prepare(job, tmp_path / "run" / "work")
+    assert tree(work.path) == {
+        ".gitignore": "file",
+        "config.ini": "file",
+        "model.py": "link -> pkg/model.py",
+        "pkg/model.py": "file",
+        "run.sh": "file",
+        "train.py": "file",
+    }
+    assert (work.path / "train.py").read_text() == "print('train')\n"
+    assert os.access(work.path / "run.sh", os.X_OK) and not os.access(work.path / "train.py", os.X_OK)
+    assert {e.path for e in work.excluded} >= {"data/", "old.ckpt", ".env", "deploy_key", "__pycache__/"}
+    assert work.exclusion("data/train.csv").reason == ".gitignore: data/"
+    assert work.exclusion("train.py") is None
+    assert work.linked == ()
+
+
+def test_big_files_are_linked_not_copied(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir, "COPY_LIMIT", 1000)
+    job = tmp_path / "job"
+    write(job, "train.py")
+    big = write(job, "weights/base.bin", b"w" * 5000)
+    work = workdir.prepare(job, tmp_path / "work")
+    placed = work.path / "weights" / "base.bin"
+    # a reflink where the filesystem has them (a private copy), else a link to the job's file
+    assert placed.read_bytes() == big.read_bytes()
+    if placed.is_symlink():
+        assert os.readlink(placed) == str(big) and work.linked == ("weights/base.bin",)
+    else:
+        assert placed.stat().st_ino != big.stat().st_ino and work.linked == ()
+
+
+def test_a_run_directory_inside_the_job_is_not_copied_into_itself(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    write(job, "runs/old/agent.log")
+    work = workdir.prepare(job, job / "runs" / "now" / "work")
+    assert sorted(tree(work.path)) == ["runs/old/agent.log", "train.py"]
+
+
+def test_paths_of_the_working_directory_read_as_the_jobs(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    work = workdir.prepare(job, tmp_path / "work")
+    trace = f'  File "{work.path}/train.py", line 3, in <module>\n  File "/usr/lib/python3.11/x.py"'
+    assert (
+        work.to_job_paths(trace)
+        == f'  File "{job.resolve()}/train.py", line 3, in <module>\n  File "/usr/lib/python3.11/x.py"'
+    )
