@@ -82,6 +82,8 @@ def _measure(rounds: int, work: Path, podman_root: Path, registry: Registry) -> 
         "ddp-nccl",
         work,
         {"base_image": base, "nodes": "2", "procs_per_node": "2", "gpus_per_node": "0", "memory": "2Gi"},
+        # CPU nodes: the CUDA code runs on the virtual GPUs a CPU rehearsal gets (README: runtime settings)
+        env={"VDK_ML_TRAINING_ADAPT_TO_CPU": "1"},
         requirements=[TORCH_REQUIREMENT],
     )
     env = vdk_environment(registry.host, podman_root, work)

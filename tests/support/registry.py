@@ -253,6 +253,8 @@ def podman_command(root: Path, *args: str) -> tuple[list[str], dict[str, str]]:
         str(root / "storage"),
         "--runroot",
         str(root / "run"),
+        "--tmpdir",  # else root's podmans share /run/libpod, which `system reset` of any of them deletes
+        str(root / "tmp"),
         "--storage-driver",
         "vfs",
         "--runtime",
