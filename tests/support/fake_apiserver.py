@@ -100,6 +100,7 @@ class FakeKube:
             Kind("Job", "batch", "v1", "jobs", model="V1Job"),
             Kind("Pod", "", "v1", "pods", model="V1Pod"),
             Kind("Event", "", "v1", "events"),
+            Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", model="V1PersistentVolumeClaim"),
         ]
         if self.kueue:
             self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
@@ -233,6 +234,18 @@ class FakeKube:
                     "creationTimestamp"
                 ] = created
             return stored
+
+    def add_claim(self, name: str, access_modes: tuple[str, ...] = ("ReadWriteMany",), namespace: str = "ml") -> dict:
+        """A bound PersistentVolumeClaim, as an administrator (or a StorageClass) made it."""
+        return self.add(
+            "persistentvolumeclaims",
+            {
+                "metadata": {"name": name},
+                "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": "10Gi"}}},
+                "status": {"phase": "Bound", "accessModes": list(access_modes)},
+            },
+            namespace,
+        )
 
     def set_log(self, pod: str, container: str, text: str, previous: bool = False, namespace: str = "ml") -> None:
         with self._lock:

@@ -900,7 +900,9 @@ def _secrets(parser: configparser.ConfigParser, path: Path) -> tuple[SecretEnv, 
 def _check_env_name(name: str, path: Path, section: str) -> None:
     """A variable the job may set for its training processes (rank layout and plugin names refused)."""
     if not _ENV_NAME.match(name):
-        raise JobConfigError(path, f"{name!r} is not an environment variable name", "use letters, digits and _", section, name)
+        raise JobConfigError(
+            path, f"{name!r} is not an environment variable name", "use letters, digits and _", section, name
+        )
     if name in protocol.USER_SETTINGS:
         return
     if name.startswith("VDK_ML_TRAINING_"):

@@ -75,6 +75,16 @@ def parse_mounts(parser: configparser.ConfigParser, path: Path) -> tuple[DataMou
         mount_path = _mount_path(key, path)
         if any(m.path == mount_path for m in mounts):
             raise JobConfigError(path, f"{mount_path} is mounted twice", "keep one line per path", MOUNTS_SECTION, key)
+        for other in mounts:
+            outer, inner = sorted((other.path, mount_path), key=len)
+            if inner.startswith(outer + "/"):
+                raise JobConfigError(
+                    path,
+                    f"{inner} is inside {outer}, another mount (read-only: its mount point cannot be made there)",
+                    f"mount it beside it, e.g. at /{inner.rsplit('/', 1)[1]}",
+                    MOUNTS_SECTION,
+                    key,
+                )
         mounts.append(_mount_source(mount_path, value.strip(), path, key))
     if len(mounts) > MAX_MOUNTS:
         raise JobConfigError(

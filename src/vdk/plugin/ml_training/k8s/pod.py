@@ -74,9 +74,7 @@ def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     if spec.output_pvc:
         out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
     for secret in spec.secrets:
-        out.append(
-            {"name": secret.name, "valueFrom": {"secretKeyRef": {"name": secret.secret, "key": secret.key}}}
-        )
+        out.append({"name": secret.name, "valueFrom": {"secretKeyRef": {"name": secret.secret, "key": secret.key}}})
     return out
 
 
