@@ -88,6 +88,8 @@ class FakeKube:
     objects: dict = field(default_factory=dict)  # (group_version, plural, namespace, name) -> obj
     requests: list = field(default_factory=list)  # (method, path, query)
     logs: dict = field(default_factory=dict)  # (namespace, pod, container, previous) -> text
+    # Runs the pods created through the API (kubelet.py), if set: kubelet(fake, pod, namespace).
+    kubelet: Any = None
 
     def __post_init__(self):
         self._lock = threading.RLock()
@@ -600,7 +602,10 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
         obj = copy.deepcopy(body)
         obj.setdefault("metadata", {})["namespace"] = ns
         return 201, obj
-    return 201, fake._store(kind, ns, body)
+    stored = fake._store(kind, ns, body)
+    if kind.plural == "pods" and fake.kubelet is not None:
+        fake.kubelet(fake, stored, ns)
+    return 201, stored
 
 
 def _invalid(kind: Kind, name: str, errors: list) -> dict:
