@@ -15,8 +15,8 @@ Not emulated: scheduling and resource limits (no cgroups here), restarts by them
 kept on each pod; a failed container stays failed until a test restarts it with `RunningPods.restart`, as
 the kubelet would under OnFailure: the same pod, its volumes and their files as they were), init
 containers (the operator's wait for the master's DNS name: here every name resolves at once), probes,
-Services beyond name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy deleting the other pods): the other replicas must stop
-by themselves, which is what the tests check. `RunResult.pods()` shows the containers as the API would
+Services beyond name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy
+deleting the other pods): the other replicas must stop by themselves, which is what the tests check. `RunResult.pods()` shows the containers as the API would
 show their pods, for the plugin's own diagnosis (k8s/diagnose.py).
 """
 
