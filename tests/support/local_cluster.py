@@ -13,11 +13,11 @@ other by (hostname, hostname.subdomain, the Services of a PyTorchJob's replicas)
 
 Not emulated: scheduling and resource limits (no cgroups here), restarts by themselves (`restart_policy` is
 kept on each pod; a failed container stays failed until a test restarts it with `RunningPods.restart`, as
-the kubelet would under OnFailure: the same pod, its volumes and their files as they were), init
-containers (the operator's wait for the master's DNS name: here every name resolves at once), probes,
-Services beyond name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy
-deleting the other pods): the other replicas must stop by themselves, which is what the tests check. `RunResult.pods()` shows the containers as the API would
-show their pods, for the plugin's own diagnosis (k8s/diagnose.py).
+the kubelet would under OnFailure: the same pod, its volumes and their files as they were), init containers
+(the operator's wait for the master's DNS name: here every name resolves at once), probes, Services beyond
+name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy deleting the other
+pods): the other replicas must stop by themselves, which is what the tests check. `RunResult.pods()` shows
+the containers as the API would show their pods, for the plugin's own diagnosis (k8s/diagnose.py).
 """
 
 from __future__ import annotations
