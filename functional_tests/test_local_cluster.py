@@ -11,6 +11,8 @@ across the two containers)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from tests.support.e2e import TORCH_REQUIREMENT
 from tests.support.e2e import build_only
@@ -97,6 +99,33 @@ def test_a_killed_replica_fails_the_run_and_the_other_stops_by_itself(ddp_job, e
     blamed, termination = result.first_failure()  # as `vdk show` names it
     ended = [(r.pod.name, r.exit_code, r.ended_at) for r in result.replicas]
     assert (blamed.pod, blamed.rank, termination.signal) == (result.replicas[1].pod.name, "1", "SIGKILL"), ended
+
+
+def test_a_checkpoint_in_the_output_volume_survives_a_kill_and_the_restarted_replica_resumes(ddp_job, env, cluster):
+    """output_pvc: the run's directory of the claim (a host directory here) is the pods' working directory, so
+    the example's snapshot.pt lands there, and the pod restarted after a SIGKILL resumes from it."""
+    job, _ = ddp_job
+    manifests = dry_run(job, "pytorchjob", {**env, "VDK_ML_TRAINING_OUTPUT_PVC": "ml-outputs"})
+    replicas = manifests[0]["spec"]["pytorchReplicaSpecs"]
+    del replicas["Worker"]  # one node is enough to see a restart: lean on CI time
+    command = replicas["Master"]["template"]["spec"]["containers"][0]["command"]
+    command[command.index("train.py") + 1 :] = ["--epochs", "200", "--batch-size", "32"]
+    run = manifests[0]["metadata"]["name"]
+    outputs = cluster.workdir / "claims" / "ml-outputs" / run
+    running = cluster.start(manifests, "pytorchjob", free_port())
+    assert running.wait_for(0, lambda out: (outputs / "snapshot.pt").exists() and "epoch 1 " in out, timeout=600), (
+        running.replicas[0].output()
+    )
+    running.kill(0)
+    running.wait_for(0, lambda out: False, timeout=60)  # until it has ended
+    assert running.replicas[0].exit_code == 137
+    assert (outputs / "snapshot.pt").is_file() and (outputs / "train.py").is_symlink()  # outputs beside linked code
+    again = running.restart(0)
+    resumed = re.compile(r"Resuming training from snapshot at epoch (\d+)")
+    assert running.wait_for(again, lambda out: bool(resumed.search(out)), timeout=600), running.replicas[again].output()
+    assert int(resumed.search(running.replicas[again].output()).group(1)) >= 1
+    running.kill(again)
+    running.wait(timeout=60)
 
 
 def test_the_hugging_face_example_trains_as_one_world(local_bases, env, cluster, tmp_path):

@@ -1,5 +1,7 @@
 """Multi-GPU training with DistributedDataParallel, launched by torchrun (as in the PyTorch
-"Multi GPU training with DDP" tutorial): one process per GPU, NCCL, a DistributedSampler."""
+"Multi GPU training with DDP" tutorial): one process per GPU, NCCL, a DistributedSampler, and the
+tutorial's fault tolerance: a snapshot in the working directory after every epoch, from which a
+restarted run resumes by itself."""
 
 import argparse
 import os
@@ -35,6 +37,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--snapshot", default="snapshot.pt")
     args = parser.parse_args()
 
     dist.init_process_group(backend="nccl")
@@ -50,7 +53,16 @@ def main():
     sampler = DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=2, pin_memory=True)
 
-    for epoch in range(args.epochs):
+    epochs_run = 0
+    if os.path.exists(args.snapshot):
+        snapshot = torch.load(args.snapshot, map_location="cpu")
+        model.module.load_state_dict(snapshot["MODEL_STATE"])
+        optimizer.load_state_dict(snapshot["OPTIMIZER_STATE"])
+        epochs_run = snapshot["EPOCHS_RUN"]
+        if rank == 0:
+            print(f"Resuming training from snapshot at epoch {epochs_run}")
+
+    for epoch in range(epochs_run, args.epochs):
         sampler.set_epoch(epoch)
         for step, (x, y) in enumerate(loader):
             x, y = x.to(local_rank, non_blocking=True), y.to(local_rank, non_blocking=True)
@@ -60,6 +72,10 @@ def main():
             optimizer.step()
             if rank == 0 and step % 20 == 0:
                 print(f"epoch {epoch} step {step} loss {loss.item():.4f}")
+        if rank == 0:  # written whole, then renamed: a kill mid-save leaves the last good snapshot
+            state = {"MODEL_STATE": model.module.state_dict(), "OPTIMIZER_STATE": optimizer.state_dict()}
+            torch.save({**state, "EPOCHS_RUN": epoch + 1}, args.snapshot + ".tmp")
+            os.replace(args.snapshot + ".tmp", args.snapshot)
 
     if rank == 0:
         torch.save(model.module.state_dict(), "model.pt")

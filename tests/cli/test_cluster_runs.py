@@ -739,7 +739,7 @@ def test_execute_list_and_show(kube):
     )
     assert shown["run"]["name"] == a["metadata"]["name"]
     result = vdk("execute", "-n", "mnist-ddp")
-    assert result.exit_code == 2 and "--start, --cancel, --list, --show or --logs" in result.stderr
+    assert result.exit_code == 2 and "--start, --cancel, --list, --show, --logs or --outputs" in result.stderr
     result = vdk("execute", "--list", "--follow", "-n", "mnist-ddp")
     assert result.exit_code == 2 and "--follow goes with --logs" in result.stderr
 

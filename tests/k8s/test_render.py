@@ -160,7 +160,7 @@ def test_labels_annotations_and_environment(tmp_path):
             "vdk.io/spec-sha256": spec.fingerprint(),
             "vdk.io/team": "Vision Research",
         }
-    env = pod.env(spec)
+    env = pod.env(spec, make_run(spec))
     assert {"name": "HF_HOME", "value": "/cache"} in env
     assert {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:/extra/lib"} in env
     assert [e["name"] for e in env].count("PYTHONPATH") == 1

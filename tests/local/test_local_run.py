@@ -348,7 +348,8 @@ for _ in range(5):
     steps += 1
 with open(f"rank-{rank}.json", "w") as f:
     json.dump({"steps": steps, "world": dist.get_world_size(),
-               "stand_ins": "vdk" in dist.init_process_group.__code__.co_filename}, f)
+               "stand_ins": "vdk" in dist.init_process_group.__code__.co_filename,
+               "output_dir_is_cwd": os.environ.get("VDK_ML_TRAINING_OUTPUT_DIR") == os.getcwd()}, f)
 dist.destroy_process_group()
 # torch 2.13's gloo sometimes aborts while the interpreter shuts down ("terminate called without an
 # active exception", 1 run in ~12 under plain torchrun too): end as some training scripts do.
@@ -368,7 +369,8 @@ def test_full_runs_train_to_completion_without_stand_ins(tmp_path, monkeypatch):
     assert not work.is_relative_to(job) and (work / "train.py").read_text() == (job / "train.py").read_text()
     for rank in (0, 1):
         written = json.loads((work / f"rank-{rank}.json").read_text())
-        assert written == {"steps": 5, "world": 2, "stand_ins": False}
+        # VDK_ML_TRAINING_OUTPUT_DIR names the working directory, as on a cluster it names the run's outputs
+        assert written == {"steps": 5, "world": 2, "stand_ins": False, "output_dir_is_cwd": True}
     assert sorted(p.name for p in job.iterdir()) == ["config.ini", "train.py"]
 
     monkeypatch.setenv("VDK_ML_TRAINING_RUN_MODE", "full")

@@ -88,6 +88,8 @@ class FakeKube:
     objects: dict = field(default_factory=dict)  # (group_version, plural, namespace, name) -> obj
     requests: list = field(default_factory=list)  # (method, path, query)
     logs: dict = field(default_factory=dict)  # (namespace, pod, container, previous) -> text
+    # Runs the pods created through the API (kubelet.py), if set: kubelet(fake, pod, namespace).
+    kubelet: Any = None
 
     def __post_init__(self):
         self._lock = threading.RLock()
@@ -100,6 +102,7 @@ class FakeKube:
             Kind("Job", "batch", "v1", "jobs", model="V1Job"),
             Kind("Pod", "", "v1", "pods", model="V1Pod"),
             Kind("Event", "", "v1", "events"),
+            Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", model="V1PersistentVolumeClaim"),
         ]
         if self.kueue:
             self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
@@ -233,6 +236,18 @@ class FakeKube:
                     "creationTimestamp"
                 ] = created
             return stored
+
+    def add_claim(self, name: str, access_modes: tuple[str, ...] = ("ReadWriteMany",), namespace: str = "ml") -> dict:
+        """A bound PersistentVolumeClaim, as an administrator (or a StorageClass) made it."""
+        return self.add(
+            "persistentvolumeclaims",
+            {
+                "metadata": {"name": name},
+                "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": "10Gi"}}},
+                "status": {"phase": "Bound", "accessModes": list(access_modes)},
+            },
+            namespace,
+        )
 
     def set_log(self, pod: str, container: str, text: str, previous: bool = False, namespace: str = "ml") -> None:
         with self._lock:
@@ -587,7 +602,10 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
         obj = copy.deepcopy(body)
         obj.setdefault("metadata", {})["namespace"] = ns
         return 201, obj
-    return 201, fake._store(kind, ns, body)
+    stored = fake._store(kind, ns, body)
+    if kind.plural == "pods" and fake.kubelet is not None:
+        fake.kubelet(fake, stored, ns)
+    return 201, stored
 
 
 def _invalid(kind: Kind, name: str, errors: list) -> dict:

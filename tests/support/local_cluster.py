@@ -11,12 +11,13 @@ under the cluster's work directory (a claim's directory is shared by every pod t
 ReadWriteMany volume). All containers share the host's network, CPU only; the names pods reach each
 other by (hostname, hostname.subdomain, the Services of a PyTorchJob's replicas) resolve to 127.0.0.1.
 
-Not emulated: scheduling and resource limits (no cgroups here), restarts (`restart_policy` is kept on
-each pod; a failed container stays failed), init containers (the operator's wait for the master's DNS
-name: here every name resolves at once), probes, Services beyond name resolution, and the controllers'
-reactions to a failure (a Job's podFailurePolicy deleting the other pods): the other replicas must stop
-by themselves, which is what the tests check. `RunResult.pods()` shows the containers as the API would
-show their pods, for the plugin's own diagnosis (k8s/diagnose.py).
+Not emulated: scheduling and resource limits (no cgroups here), restarts by themselves (`restart_policy` is
+kept on each pod; a failed container stays failed until a test restarts it with `RunningPods.restart`, as
+the kubelet would under OnFailure: the same pod, its volumes and their files as they were), init containers
+(the operator's wait for the master's DNS name: here every name resolves at once), probes, Services beyond
+name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy deleting the other
+pods): the other replicas must stop by themselves, which is what the tests check. `RunResult.pods()` shows
+the containers as the API would show their pods, for the plugin's own diagnosis (k8s/diagnose.py).
 """
 
 from __future__ import annotations
@@ -200,14 +201,17 @@ class LocalCluster:
         replicas = []
         for pod in pods:
             replica = Replica(pod, f"{run_dir.name}-{pod.name}", run_dir / f"{pod.name}.log")
-            argv, env = self._run_argv(replica, hosts, run_dir)
-            replica.started = time.monotonic()
-            with open(replica.log, "wb") as log:
-                replica.process = subprocess.Popen(
-                    argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-                )
+            self._start(replica, hosts, run_dir)
             replicas.append(replica)
-        return RunningPods(self, backend, replicas)
+        return RunningPods(self, backend, replicas, hosts, run_dir)
+
+    def _start(self, replica: Replica, hosts: list[str], run_dir: Path) -> None:
+        argv, env = self._run_argv(replica, hosts, run_dir)
+        replica.started = time.monotonic()
+        with open(replica.log, "wb") as log:
+            replica.process = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
 
     def _pull(self, image: str) -> None:
         """imagePullPolicy IfNotPresent: pulled from the registry unless podman has it."""
@@ -273,6 +277,19 @@ class RunningPods:
     cluster: LocalCluster
     backend: str
     replicas: list[Replica]
+    hosts: list[str] = field(default_factory=list)
+    run_dir: Path | None = None
+
+    def restart(self, replica: int) -> int:
+        """Start an ended replica's pod again, as the kubelet restarts a container under OnFailure (its
+        volumes as the first attempt left them); returns the new attempt's index among the replicas."""
+        old = self.replicas[replica]
+        assert old.poll(), f"{old.pod.name} is still running"
+        attempt = sum(1 for r in self.replicas if r.pod.name == old.pod.name)
+        again = Replica(old.pod, f"{old.container_name}-{attempt}", old.log.with_name(f"{old.pod.name}-{attempt}.log"))
+        self.cluster._start(again, self.hosts, self.run_dir)
+        self.replicas.append(again)
+        return len(self.replicas) - 1
 
     def wait_for(self, replica: int, condition: Callable[[str], bool], timeout: float) -> bool:
         """Until `condition(output)` holds for a replica's output; False when it ended first or at timeout."""

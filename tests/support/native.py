@@ -36,7 +36,13 @@ def native_errors(obj: dict, model: str) -> list[FieldError]:
         ]
     else:
         errors += list(_diff(obj, written, ""))
-    rules = {"V1Job": _job_rules, "V1Service": _service_rules, "V1ConfigMap": _configmap_rules}[model]
+    rules = {
+        "V1Job": _job_rules,
+        "V1Service": _service_rules,
+        "V1ConfigMap": _configmap_rules,
+        "V1Pod": _pod_rules,
+        "V1PersistentVolumeClaim": lambda obj: [],
+    }[model]
     return errors + rules(obj)
 
 
@@ -153,6 +159,18 @@ def _job_rules(obj: dict) -> list[FieldError]:
         if value is not None and (not isinstance(value, int) or value < 0):
             errors.append(FieldError(f"spec.{key}", f"Invalid value: {value!r}: must be greater than or equal to 0"))
     return errors
+
+
+def _pod_rules(obj: dict) -> list[FieldError]:
+    """A bare pod: its template rules (any restart policy) and the mounts' subPaths (relative, no `..`)."""
+    spec = obj.get("spec") or {}
+    errors = _pod_template_rules({"spec": spec}, "", ("Always", "OnFailure", "Never"))
+    for i, c in enumerate(spec.get("containers") or []):
+        for j, m in enumerate(c.get("volumeMounts") or []):
+            sub = m.get("subPath") or ""
+            if sub.startswith("/") or ".." in sub.split("/"):
+                errors.append(FieldError(f"spec.containers[{i}].volumeMounts[{j}].subPath", f"Invalid value: {sub!r}"))
+    return [FieldError(e.field.lstrip("."), e.message) for e in errors]
 
 
 def _service_rules(obj: dict) -> list[FieldError]:

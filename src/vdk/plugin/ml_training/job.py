@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training import spawn_scan
+from vdk.plugin.ml_training import storage
 from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import ProgressSettings
+from vdk.plugin.ml_training.storage import DataMount
+from vdk.plugin.ml_training.storage import SecretEnv
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
@@ -152,6 +155,7 @@ WHERE_IT_RUNS = frozenset(
         "smoke_args",
         "smoke_epoch_end",
         "import_check",
+        "output_pvc",
     }
 )
 
@@ -197,6 +201,10 @@ class MLJobSpec:
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
     smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
     import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
+    # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (storage.py).
+    output_pvc: str | None = None
+    mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
+    secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
     # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
     # dry run; not part of what the job is.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -247,6 +255,8 @@ class MLJobSpec:
         data["smoke_args"] = None if self.smoke_args is None else list(self.smoke_args)
         data["base_provides"] = list(self.base_provides)
         data["env"] = dict(self.env)
+        data["mounts"] = [dataclasses.asdict(m) for m in self.mounts]
+        data["secrets"] = [dataclasses.asdict(s) for s in self.secrets]  # references, never values
         return data
 
     def fingerprint(self) -> str:
@@ -509,6 +519,7 @@ KEYS: dict[str, str] = {
     "registry": "OCI registry (and path) the job image is pushed to",
     "namespace": "Kubernetes namespace",
     "kube_context": "kubeconfig context",
+    "output_pvc": "PersistentVolumeClaim for cluster runs' outputs (a directory per run, their working directory)",
 }
 DEFAULT_SMOKE_TIMEOUT = 600
 
@@ -591,6 +602,9 @@ def load_job_spec(
         stall_timeout_seconds=_timeout(keys, "stall_timeout", DEFAULT_STALL_TIMEOUT),
         startup_timeout_seconds=_timeout(keys, "startup_timeout", DEFAULT_STARTUP_TIMEOUT),
         spawns_workers=spawn is not None,
+        output_pvc=keys.matching("output_pvc", _DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name", "ml-outputs"),
+        mounts=storage.parse_mounts(parser, path),
+        secrets=_secrets(parser, path),
         origins=tuple(origins.items()),
     )
 
@@ -669,7 +683,7 @@ def _team_setting(keys: _Keys, key: str, mapping_key: str, team: str | None, ori
 
 
 def _check_sections(parser: configparser.ConfigParser, path: Path) -> None:
-    known = (SECTION, ENV_SECTION)
+    known = (SECTION, ENV_SECTION, storage.MOUNTS_SECTION, storage.SECRETS_SECTION)
     for section in parser.sections():
         if section in known:
             continue
@@ -848,28 +862,63 @@ def _env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str]
         return ()
     out = []
     for name, value in parser.items(ENV_SECTION):
-        if not _ENV_NAME.match(name):
-            raise JobConfigError(
-                path, f"{name!r} is not an environment variable name", "use letters, digits and _", ENV_SECTION, name
-            )
+        _check_env_name(name, path, ENV_SECTION)
         if name in protocol.USER_SETTINGS:
             _check_runtime_setting(name, value, path)
-        elif name.startswith("VDK_ML_TRAINING_"):
-            raise JobConfigError(
-                path,
-                f"{name} is not a setting the training processes read; VDK_ML_TRAINING_* names are the plugin's own",
-                f"remove {name}; of these names only {', '.join(protocol.USER_SETTINGS)} may be set here "
-                "(VDK settings such as the registry go in [ml-training] or the environment of `vdk`)",
-                ENV_SECTION,
-                name,
-            )
-        elif name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
-            raise JobConfigError(
-                path,
-                f"{name} is set by the launcher for every process (rank layout); setting it breaks start-up",
-                f"remove {name}; set nodes / procs_per_node in [{SECTION}] instead",
-                ENV_SECTION,
-                name,
-            )
+        credential = storage.literal_secret(name, value)
+        if credential:
+            raise storage.literal_secret_error(name, credential, path, ENV_SECTION)
         out.append((name, value))
     return tuple(out)
+
+
+def _secrets(parser: configparser.ConfigParser, path: Path) -> tuple[SecretEnv, ...]:
+    """[ml-training.secrets], its names checked as those of [ml-training.env], none set in both."""
+    secrets = storage.parse_secrets(parser, path)
+    env = dict(parser.items(ENV_SECTION)) if parser.has_section(ENV_SECTION) else {}
+    for secret in secrets:
+        _check_env_name(secret.name, path, storage.SECRETS_SECTION)
+        if secret.name in protocol.USER_SETTINGS:
+            raise JobConfigError(
+                path,
+                f"{secret.name} is a setting of the plugin, not a secret",
+                f"set it in [{ENV_SECTION}]",
+                storage.SECRETS_SECTION,
+                secret.name,
+            )
+        if secret.name in env:
+            raise JobConfigError(
+                path,
+                f"{secret.name} is also set in [{ENV_SECTION}]",
+                f"keep one: the Secret reference here, or a value that is no secret in [{ENV_SECTION}]",
+                storage.SECRETS_SECTION,
+                secret.name,
+            )
+    return secrets
+
+
+def _check_env_name(name: str, path: Path, section: str) -> None:
+    """A variable the job may set for its training processes (rank layout and plugin names refused)."""
+    if not _ENV_NAME.match(name):
+        raise JobConfigError(
+            path, f"{name!r} is not an environment variable name", "use letters, digits and _", section, name
+        )
+    if name in protocol.USER_SETTINGS:
+        return
+    if name.startswith("VDK_ML_TRAINING_"):
+        raise JobConfigError(
+            path,
+            f"{name} is not a setting the training processes read; VDK_ML_TRAINING_* names are the plugin's own",
+            f"remove {name}; of these names only {', '.join(protocol.USER_SETTINGS)} may be set here "
+            "(VDK settings such as the registry go in [ml-training] or the environment of `vdk`)",
+            section,
+            name,
+        )
+    if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+        raise JobConfigError(
+            path,
+            f"{name} is set by the launcher for every process (rank layout); setting it breaks start-up",
+            f"remove {name}; set nodes / procs_per_node in [{SECTION}] instead",
+            section,
+            name,
+        )

@@ -11,6 +11,7 @@ from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 ROOT = "/opt/vdk-ml"
 JOB_DIR = f"{ROOT}/job"  # the job directory (code layer); the working directory
 DEPS_DIR = f"{ROOT}/deps"  # the job's requirements.txt, installed for the base image's Python
+OUTPUT_DIR = f"{ROOT}/outputs"  # the run's directory of its output claim, when it has one: the working directory
 LIB_DIR = f"{ROOT}/lib"  # the plugin's runtime package (vdk/plugin/ml_training/runtime), nothing else
 PYTHONPATH = f"{DEPS_DIR}:{LIB_DIR}"
 BOOTSTRAP_MODULE = "vdk.plugin.ml_training.runtime.bootstrap"

@@ -37,6 +37,10 @@ CONFIG_KEYS: dict[str, tuple[Any, str]] = {
         None,
         "each team's Kueue local queue, e.g. `vision:vision-gpus, nlp:nlp-gpus` (a job's `queue` key wins)",
     ),
+    "ml_training_output_pvc": (
+        None,
+        "PersistentVolumeClaim that holds cluster runs' outputs: a directory per run, the run's working directory",
+    ),
     "ml_training_base_image": (None, "default base image (Python + torch) for ml-training jobs"),
     # A text default: VDK converts an environment value to the default's type, and "10m" is no int.
     "ml_training_smoke_timeout": (

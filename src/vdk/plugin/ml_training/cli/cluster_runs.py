@@ -51,6 +51,7 @@ OPERATION_HELP = {
     "list": "List the job's runs.",
     "show": "A run's ranks, why it waits or failed, its progress (-i RUN, default the latest).",
     "logs": "The logs of every rank (-i RUN, default the latest); ranks without a log say why.",
+    "outputs": "The files a run wrote to its output claim (-i RUN, default the latest); --to DIR copies them.",
 }
 OPERATIONS = tuple(OPERATION_HELP)
 SHOW_RUNS = 10  # runs in `vdk show`'s table (all with -o json and `vdk execute --list`)
@@ -523,11 +524,14 @@ def execute_ml(
     output: str | None,
     follow: bool,
     reason: str | None,
+    to: str | None = None,
 ) -> None:
     if operation not in OPERATIONS:
-        raise click.UsageError("choose what to do: --start, --cancel, --list, --show or --logs")
+        raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
     if follow and operation != "logs":
         raise click.UsageError("--follow goes with --logs")
+    if to is not None and operation != "outputs":
+        raise click.UsageError("--to goes with --outputs")
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
@@ -541,6 +545,8 @@ def execute_ml(
         _execute_show(selection, execution_id, command, as_json)
     elif operation == "logs":
         _execute_logs(selection, execution_id, command, as_json, follow)
+    elif operation == "outputs":
+        _execute_outputs(selection, execution_id, command, as_json, to)
     elif operation == "start":
         _execute_start(selection, execution_id, command, reason, as_json)
     else:
@@ -588,6 +594,65 @@ def _execute_logs(selection: JobSelection, execution_id: str | None, command: st
             _echo_prefixed(f"[rank {rank}] ", entry.current)
         else:
             click.echo(f"[rank {rank}] no log: {entry.unavailable}", err=True)
+
+
+def _execute_outputs(
+    selection: JobSelection, execution_id: str | None, command: str, as_json: bool, to: str | None
+) -> None:
+    """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
+    from vdk.plugin.ml_training.cli import cluster_views
+    from vdk.plugin.ml_training.errors import MLTrainingError
+    from vdk.plugin.ml_training.k8s import outputs
+
+    client = selection.client
+    run = selection.pick(execution_id, f"vdk {command} -n {selection.job_name}")
+    rec = client.read_run_record(run.name)
+    location = outputs.location_of({"manifests": rec.manifests})
+    if location is None:
+        raise MLTrainingError(
+            f"run {run.name} has no output claim: what it wrote went with its pods",
+            "set `output_pvc = NAME` in [ml-training] (or VDK_ML_TRAINING_OUTPUT_PVC) to an existing "
+            "PersistentVolumeClaim and deploy again; its runs keep their files there",
+        )
+    into = Path(to).expanduser().resolve() if to is not None else None
+    if into is not None:
+        into.mkdir(parents=True, exist_ok=True)
+    pod = outputs.copy_pod(
+        run.name,
+        selection.job_name,
+        rec.image,
+        outputs.image_python(rec.manifests),
+        location,
+        client.namespace,
+        copy=into is not None,
+    )
+    click.echo(f"Reading {run.name}'s outputs ({location.describe()}) through pod {pod['metadata']['name']}", err=True)
+    progress = cluster_views.CopyProgress(lambda text: click.echo(text, err=True))
+    reader = outputs.read_outputs(
+        client,
+        pod,
+        into,
+        progress.update if into is not None else None,
+        lambda why: click.echo(f"  waiting for the copy pod: {why}", err=True),
+    )
+    if as_json:
+        _json(
+            {
+                "run": run.name,
+                "location": location.to_dict(),
+                "files": [f.to_dict() for f in reader.files],
+                "bytes": sum(f.size for f in reader.files),
+                "copied_to": str(into) if into is not None else None,
+            }
+        )
+        return
+    if into is None:
+        click.echo(cluster_views.output_files_text(reader.files))
+        if reader.files:
+            click.echo(f"Copy them: vdk execute --outputs -n {selection.job_name} -i {run.name} --to DIR", err=True)
+        return
+    total = sum(f.size for f in reader.files)
+    click.echo(f"Copied {len(reader.written)} file(s), {cluster_views.format_size(total)}, to {into}")
 
 
 def _echo_prefixed(prefix: str, text: str) -> None:
@@ -685,10 +750,14 @@ def _execute_cancel(selection: JobSelection, execution_id: str | None, command: 
 
 EXECUTE = verbs.Verb(
     name="execute",
-    help="Runs of an ml-training job: --list, --show, --logs (every rank), --start (re-run exactly), --cancel.",
+    help=(
+        "Runs of an ml-training job: --list, --show, --logs (every rank), --outputs (list or copy back), "
+        "--start (re-run exactly), --cancel."
+    ),
     ml_help=(
         "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed; --logs [-i RUN] "
-        "[--follow] the logs of every rank (pending ranks say why); --start [-i RUN] runs a past run again exactly "
+        "[--follow] the logs of every rank (pending ranks say why); --outputs [-i RUN] [--to DIR] lists (copies) "
+        "the files it wrote to its output claim; --start [-i RUN] runs a past run again exactly "
         "(same image digest and manifests; default the latest); --cancel -i RUN stops and deletes a run. "
         "RUN is the run name or its last part."
     ),
@@ -707,8 +776,13 @@ EXECUTE = verbs.Verb(
             help="ml-training, with --logs: keep printing new log lines until the run ends.",
         ),
         click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
+        click.Option(
+            ["--to"],
+            type=click.Path(file_okay=False, dir_okay=True),
+            help="ml-training, with --outputs: the directory to copy the run's outputs into.",
+        ),
     ],
-    ml_only=("job_path", "follow", "reason"),
+    ml_only=("job_path", "follow", "reason", "to"),
     is_ml=_names_ml_job,
     run_ml=_ml_errors(execute_ml),
 )

@@ -116,6 +116,8 @@ def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Ru
         lines.append(f"  {'progress':<10} {detail.progress.describe()}")
     if len(detail.loss_curve) >= 2:
         lines.append(f"  {'loss':<10} {loss_text(detail.loss_curve)}")
+    if detail.outputs is not None:
+        lines.append(f"  {'outputs':<10} {outputs_text(detail.outputs)}")
     if detail.ranks:
         rows = [[r.rank, r.pod, r.state, r.node or "-", str(r.restarts)] for r in detail.ranks]
         lines += ["", _indent(table(["RANK", "POD", "STATE", "NODE", "RESTARTS"], rows))]
@@ -221,3 +223,57 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
 
 def _indent(text: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in text.splitlines())
+
+
+# --- a run's outputs (vdk execute --outputs, vdk show) ---------------------------------------------------
+
+
+def format_size(size: int) -> str:
+    """Bytes as people read them: 512 B, 3.4 MB, 1.2 GB."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{size} B"
+
+
+def output_files_text(files) -> str:
+    """The files of `vdk execute --outputs`: path, size, when last written; then the total."""
+    if not files:
+        return "No outputs yet: the run has written nothing to its output directory."
+    rows = [
+        [f.path, format_size(f.size), datetime.fromtimestamp(f.mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")]
+        for f in files
+    ]
+    total = sum(f.size for f in files)
+    return table(["PATH", "SIZE", "WRITTEN (UTC)"], rows) + f"\n{len(files)} file(s), {format_size(total)}"
+
+
+class CopyProgress:
+    """Progress of a copy on stderr: each file as it completes, big ones in between at most every 2 s."""
+
+    def __init__(self, say, interval: float = 2.0):
+        import time
+
+        self._say = say
+        self._clock = time.monotonic
+        self._interval = interval
+        self._last = 0.0
+
+    def update(self, path: str, done: int, size: int) -> None:
+        now = self._clock()
+        if done >= size:
+            self._say(f"  {path}  {format_size(size)}")
+            self._last = now
+        elif now - self._last >= self._interval:
+            self._say(f"  {path}  {format_size(done)} of {format_size(size)} ({100 * done // max(size, 1)}%)")
+            self._last = now
+
+
+def outputs_text(outputs: dict) -> str:
+    """Where a run's outputs persist, and how much rank 0 said they were when it last reported."""
+    where = f"PersistentVolumeClaim {outputs['claim']}, directory {outputs['directory']}/"
+    if outputs.get("files") is None:
+        return f"{where} (vdk execute --outputs lists them)"
+    return f"{where}: {outputs['files']} files, {format_size(int(outputs['bytes']))} when rank 0's script ended"

@@ -38,9 +38,9 @@ from vdk.plugin.ml_training.settings import CONTAINER_RUN_OPTIONS
 def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
     """The local plan of `mode` for a run in the image, and the GPUs it passes in (full runs only)."""
     if mode == protocol.SMOKE:  # ranks forked from torchrun, as in a local smoke run (the image is Linux)
-        return smoke_plan(spec, FORK, inherited=inherited_env(0)), 0
+        return smoke_plan(spec, FORK, inherited=inherited_env(0, spec)), 0
     gpus = visible_gpus()
-    return full_plan(spec, gpus, inherited=inherited_env(gpus)), gpus
+    return full_plan(spec, gpus, inherited=inherited_env(gpus, spec)), gpus
 
 
 def engine_from(configuration: Any) -> ContainerEngine:

@@ -252,11 +252,13 @@ def _cluster(spec: MLJobSpec) -> ClusterTarget:
     """Connect and pick the backend first: a cluster problem should cost no smoke run and no build."""
     from vdk.plugin.ml_training.k8s.backends import choose_backend
     from vdk.plugin.ml_training.k8s.backends import describe_choice
+    from vdk.plugin.ml_training.k8s.claims import check_claims
     from vdk.plugin.ml_training.k8s.client import KubeClient
 
     client = KubeClient(spec.kube_context, spec.namespace)
     discovery = client.discover()
     client.check_namespace()
+    check_claims(client, spec, lambda text: _stderr(f"note: {text}"))
     chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
     _stderr(
         f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; "

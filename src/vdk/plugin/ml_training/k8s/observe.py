@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.k8s.diagnose import RankState
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.status import RunSummary
 from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.runtime import workspace
 from vdk.plugin.ml_training.runtime.progress import Progress
 from vdk.plugin.ml_training.runtime.progress import loss_curve
 from vdk.plugin.ml_training.runtime.progress import parse_progress
@@ -52,6 +53,8 @@ class RunDetail:
     progress: Progress | None
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
     loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) of rank 0's progress lines
+    # Where its outputs persist ({"claim", "directory"}) and, from rank 0's last summary line, "files" and "bytes".
+    outputs: dict | None = None
 
     @property
     def stall(self) -> Stall | None:
@@ -69,6 +72,7 @@ class RunDetail:
             "loss_curve": [{"step": step, "loss": loss} for step, loss in self.loss_curve],
             "stall": self.stall.to_dict() if self.stall is not None else None,
             "notes": list(self.notes),
+            "outputs": self.outputs,
         }
 
 
@@ -97,7 +101,8 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
             findings.append(failure)
     progress, curve = _allowed(notes, "logs", lambda: _progress(tail, ranks), (None, []))
     phase = diagnose.effective_phase(run.phase, ranks)
-    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve)
+    outputs = _allowed(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
+    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs)
     if run.phase == run_status.FAILED and detail.stall is not None:
         detail.phase = run_status.STALLED
     return detail
@@ -152,6 +157,20 @@ def _progress(tail: LogTail, ranks: list[RankState]) -> tuple[Progress | None, l
     text, _ = tail(rank0.pod, rank0.container, False)
     lines = (text or "").splitlines()
     return parse_progress(lines), loss_curve(lines)
+
+
+def _outputs(run: RunSummary, tail: LogTail, ranks: list[RankState]) -> dict | None:
+    """The run's output location and what rank 0 last said it holds (the end of its log, already read)."""
+    if run.outputs is None:
+        return None
+    rank0 = next((r for r in ranks if r.index == 0), None)
+    if rank0 is None or not rank0.started:
+        return dict(run.outputs)
+    text, _ = tail(rank0.pod, rank0.container, False)
+    summary = workspace.parse_summary((text or "").splitlines())
+    if summary is None:
+        return dict(run.outputs)
+    return {**run.outputs, "files": summary.files, "bytes": summary.bytes}
 
 
 # --- logs of every rank ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Pod pieces every backend shares: resources, /dev/shm, environment, tolerations, the command."""
+"""Pod pieces every backend shares: resources, volumes (/dev/shm, the run's outputs, datasets), environment
+(with Secret references), tolerations, the command."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.runtime import protocol
 
 # Nodes pull multi-GB images at different speeds; torch's defaults (600 s to rendezvous, 60 s per
 # store read) fail jobs whose last node is still pulling. Half an hour covers a cold pull.
@@ -15,6 +17,8 @@ RENDEZVOUS_PORT = 29500
 
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
+OUTPUT_VOLUME = "vdk-outputs"
+DATA_VOLUME_PREFIX = "data-"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
 
@@ -62,13 +66,46 @@ def tolerations(spec: MLJobSpec) -> list[dict]:
     return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def env(spec: MLJobSpec) -> list[dict]:
+def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     """[ml-training.env] plus what the image layout needs and the stall watchdog's timeouts
-    (layout.launch_env), as a container's env."""
-    return [{"name": name, "value": value} for name, value in layout.launch_env(spec).items()]
+    (layout.launch_env), the run's output directory, and [ml-training.secrets] as references to their
+    Secrets (the values never pass through here), as a container's env."""
+    out = [{"name": name, "value": value} for name, value in layout.launch_env(spec).items()]
+    if spec.output_pvc:
+        out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
+    for secret in spec.secrets:
+        out.append({"name": secret.name, "valueFrom": {"secretKeyRef": {"name": secret.secret, "key": secret.key}}})
+    return out
 
 
-def container(spec: MLJobSpec, image: layout.JobImage, name: str, extra_env: list[dict] | None = None) -> dict:
+def volumes(spec: MLJobSpec) -> list[dict]:
+    """/dev/shm, the output claim (its run directory is mounted), the datasets' claims (read-only)."""
+    out = [shm_volume(spec)]
+    if spec.output_pvc:
+        out.append({"name": OUTPUT_VOLUME, "persistentVolumeClaim": {"claimName": spec.output_pvc}})
+    for i, mount in enumerate(spec.mounts):
+        claim = {"claimName": mount.claim, "readOnly": True}
+        out.append({"name": f"{DATA_VOLUME_PREFIX}{i}", "persistentVolumeClaim": claim})
+    return out
+
+
+def volume_mounts(spec: MLJobSpec, run: RunInfo) -> list[dict]:
+    """The training container's mounts: the run's own directory of the output claim (the kubelet makes it),
+    which the bootstrap makes the working directory, and each dataset at its path."""
+    out = [shm_mount()]
+    if spec.output_pvc:
+        out.append({"name": OUTPUT_VOLUME, "mountPath": layout.OUTPUT_DIR, "subPath": run.name})
+    for i, mount in enumerate(spec.mounts):
+        entry = {"name": f"{DATA_VOLUME_PREFIX}{i}", "mountPath": mount.path, "readOnly": True}
+        if mount.sub_path:
+            entry["subPath"] = mount.sub_path
+        out.append(entry)
+    return out
+
+
+def container(
+    spec: MLJobSpec, image: layout.JobImage, name: str, run: RunInfo, extra_env: list[dict] | None = None
+) -> dict:
     """The training container; `extra_env` holds backend-specific launcher variables."""
     return {
         "name": name,
@@ -76,9 +113,9 @@ def container(spec: MLJobSpec, image: layout.JobImage, name: str, extra_env: lis
         "imagePullPolicy": "IfNotPresent",  # images are pinned by digest
         "command": command(spec, image.python),
         "workingDir": layout.JOB_DIR,
-        "env": env(spec) + list(extra_env or []),
+        "env": env(spec, run) + list(extra_env or []),
         "resources": resources(spec),
-        "volumeMounts": [shm_mount()],
+        "volumeMounts": volume_mounts(spec, run),
     }
 
 
@@ -87,7 +124,7 @@ def pod_spec(spec: MLJobSpec, containers: list[dict], restart_policy: str | None
     if restart_policy:
         out["restartPolicy"] = restart_policy
     out["containers"] = containers
-    out["volumes"] = [shm_volume(spec)]
+    out["volumes"] = volumes(spec)
     if tolerations(spec):
         out["tolerations"] = tolerations(spec)
     if spec.priority_class:

@@ -57,3 +57,4 @@ KUEUE_WORKLOADS = (
     ResourceType("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
 )
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+PERSISTENT_VOLUME_CLAIM = ResourceType("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims")

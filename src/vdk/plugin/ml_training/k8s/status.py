@@ -48,6 +48,7 @@ class RunSummary:
     started: str | None = None  # when its operator started it (None while queued, or never)
     ended: str | None = None  # when it succeeded or failed
     kept_seconds: int | None = None  # how long it is kept after it ends (ttl_after_finished); None: until deleted
+    outputs: dict | None = None  # {"claim", "directory"}: where its outputs persist (k8s/outputs.py); None: nowhere
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -111,7 +112,15 @@ def summarize(obj: dict) -> RunSummary:
         started=started_at(obj),
         ended=ended_at(obj),
         kept_seconds=backend.kept_after_finished(obj) if backend is not None else None,
+        outputs=_outputs(obj),
     )
+
+
+def _outputs(obj: dict) -> dict | None:
+    from vdk.plugin.ml_training.k8s.outputs import location_of
+
+    location = location_of(obj.get("spec") or {})
+    return location.to_dict() if location is not None else None
 
 
 def started_at(obj: dict) -> str | None:

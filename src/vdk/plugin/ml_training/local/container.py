@@ -28,11 +28,13 @@ from vdk.plugin.ml_training.units import parse_quantity
 STOP_GRACE_SECONDS = 5
 
 
-def inherited_env(gpus: int) -> dict[str, str]:
+def inherited_env(gpus: int, spec: MLJobSpec | None = None) -> dict[str, str]:
     """What a container run takes from this process's environment: the runtime settings meant for the
-    training processes, and which GPUs to use when it gets any. The rest of the shell (PATH, HOME,
-    a virtualenv) has no business in the image."""
-    names = [*protocol.USER_SETTINGS, *(["CUDA_VISIBLE_DEVICES"] if gpus else [])]
+    training processes, the variables of [ml-training.secrets] (a cluster's pods get them from Secrets),
+    and which GPUs to use when it gets any. The rest of the shell (PATH, HOME, a virtualenv) has no
+    business in the image."""
+    secrets = [s.name for s in spec.secrets] if spec is not None else []
+    names = [*protocol.USER_SETTINGS, *secrets, *(["CUDA_VISIBLE_DEVICES"] if gpus else [])]
     return {name: os.environ[name] for name in names if name in os.environ}
 
 

@@ -196,6 +196,7 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str],
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
         if work is not None:
             env[protocol.JOB_DIR] = str(work.job_dir)
+            env[protocol.OUTPUT_DIR] = str(work.path)  # as on a cluster: what the run writes, beside the code
         try:
             proc = starter.start(plan, run_dir, free_port(), env, console.stdout_target, agent_log, work)
         except BaseException:

@@ -123,6 +123,7 @@ def smoke_plan(
     if workers:
         env[protocol.SPAWNED_WORKERS] = str(workers)
     return LaunchPlan(
+        notes=secret_notes(spec, env),
         spec=spec,
         mode=protocol.SMOKE,
         processes=processes,
@@ -180,6 +181,7 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, 
         )
     env.update(WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds).env())
     env[protocol.MODE] = protocol.FULL
+    notes += secret_notes(spec, env)
     return LaunchPlan(
         spec=spec,
         mode=protocol.FULL,
@@ -189,6 +191,16 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, 
         env=env,
         notes=tuple(notes),
         gpus=gpus,
+    )
+
+
+def secret_notes(spec: MLJobSpec, env: Mapping[str, str]) -> tuple[str, ...]:
+    """Local runs take [ml-training.secrets]' variables from the shell, as they are: say which are missing."""
+    missing = [s for s in spec.secrets if not env.get(s.name)]
+    return tuple(
+        f"{s.name} is not set in your shell (on the cluster it comes from the Secret {s.reference()}): "
+        f"the run goes without it; `export {s.name}=...` first if the code needs it"
+        for s in missing
     )
 
 

@@ -75,13 +75,14 @@ def _run_in_image(entry: list[str]) -> None:
     from vdk.plugin.ml_training.runtime import spawned
 
     rank = _global_rank()
+    outputs = _enter_output_dir()
     spawned.install_in_image(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
     reporter = _start_progress() if rank == 0 else None
     checksum = _checksum()
     counters: list = []  # the StepCounter, once the code imported torch
     watch = _start_watchdog(counters)
-    if reporter is None and watch is None and checksum is None:
+    if reporter is None and watch is None and checksum is None and outputs is None:
         run_entrypoint(entry)
     else:
         _when_torch_is_imported(counters.append, *[x.attach for x in (reporter, checksum) if x is not None])
@@ -93,13 +94,37 @@ def _run_in_image(entry: list[str]) -> None:
                 reporter.finish(_ending(e))
             if _ending(e) == protocol.FINISHED:
                 _end_lines(rank, checksum, adaptations)
+            _report_outputs(rank, outputs)
             raise
         _stop(watch)
         if reporter is not None:
             reporter.finish(_ending(None))
     _end_lines(rank, checksum, adaptations)
+    _report_outputs(rank, outputs)
     if adaptations is not None:
         _end_after_exit_handlers()
+
+
+def _enter_output_dir() -> str | None:
+    """The run's output directory as the working directory, the job's code linked into it (workspace.py).
+    A run whose outputs would be lost stops here, saying why."""
+    from vdk.plugin.ml_training.runtime import workspace
+
+    try:
+        return workspace.enter_output_dir()
+    except OSError as e:
+        _write_line(
+            f"[vdk-ml-training] error: cannot work in the output directory {workspace.output_dir()}: {e}. "
+            "Check that the output claim (output_pvc) is writable by the pod's user, and not full"
+        )
+        raise SystemExit(1) from None
+
+
+def _report_outputs(rank: int, outputs: str | None) -> None:
+    if outputs is not None and rank == 0:
+        from vdk.plugin.ml_training.runtime import workspace
+
+        workspace.report(outputs)
 
 
 def _end_after_exit_handlers() -> None:

@@ -45,7 +45,7 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
         {"name": "PET_MASTER_ADDR", "value": master_address(run.name)},
         {"name": "PET_MASTER_PORT", "value": str(pod.RENDEZVOUS_PORT)},
     ]
-    container = pod.container(spec, image, CONTAINER, launcher_env)
+    container = pod.container(spec, image, CONTAINER, run, launcher_env)
     container["ports"] = [{"name": "rendezvous", "containerPort": pod.RENDEZVOUS_PORT, "protocol": "TCP"}]
     pod_spec = pod.pod_spec(spec, [container], restart_policy="Never")
     pod_spec["subdomain"] = run.name

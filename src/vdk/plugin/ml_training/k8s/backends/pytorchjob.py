@@ -47,10 +47,10 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     """One PyTorchJob: Master (replicas 1, set explicitly) plus nodes-1 Workers (omitted when 0:
     a Worker with replicas 0 makes the operator create and delete pods in a loop)."""
     labels = run.labels("pytorchjob")
-    replica_specs = {"Master": _replica(spec, image, labels, 1)}
+    replica_specs = {"Master": _replica(spec, image, run, labels, 1)}
     workers = spec.nodes.max - 1
     if workers > 0:
-        replica_specs["Worker"] = _replica(spec, image, labels, workers)
+        replica_specs["Worker"] = _replica(spec, image, run, labels, workers)
     job_spec: dict = {
         "pytorchReplicaSpecs": replica_specs,
         "nprocPerNode": str(spec.procs_per_node),
@@ -73,8 +73,8 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     ]
 
 
-def _replica(spec: MLJobSpec, image: JobImage, labels: dict[str, str], replicas: int) -> dict:
-    container = pod.container(spec, image, CONTAINER)
+def _replica(spec: MLJobSpec, image: JobImage, run: RunInfo, labels: dict[str, str], replicas: int) -> dict:
+    container = pod.container(spec, image, CONTAINER, run)
     container["ports"] = [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}]
     return {
         "replicas": replicas,

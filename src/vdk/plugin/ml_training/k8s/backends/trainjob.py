@@ -106,7 +106,7 @@ def render(
             "numNodes": spec.nodes.max,
             "numProcPerNode": spec.procs_per_node,
             "resourcesPerNode": pod.resources(spec),
-            "env": pod.env(spec),
+            "env": pod.env(spec, run),
         },
     }
     # activeDeadlineSeconds arrived with runtimePatches (v2.2); older servers prune it silently.
@@ -114,7 +114,7 @@ def render(
         trainjob_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
     if mechanism != RUNTIME_PATCHES:
         trainjob_spec["labels"] = labels  # v2.0/v2.1: passed on to the JobSet and its Jobs
-    trainjob_spec[mechanism] = _pod_changes(spec, labels, mechanism)
+    trainjob_spec[mechanism] = _pod_changes(spec, run, labels, mechanism)
     return [
         {
             "apiVersion": API_VERSION,
@@ -125,9 +125,9 @@ def render(
     ]
 
 
-def _pod_changes(spec: MLJobSpec, labels: dict[str, str], mechanism: str) -> list[dict]:
-    volumes = [pod.shm_volume(spec)]
-    containers = [{"name": NODE_CONTAINER, "volumeMounts": [pod.shm_mount()]}]
+def _pod_changes(spec: MLJobSpec, run: RunInfo, labels: dict[str, str], mechanism: str) -> list[dict]:
+    volumes = pod.volumes(spec)
+    containers = [{"name": NODE_CONTAINER, "volumeMounts": pod.volume_mounts(spec, run)}]
     tolerations = pod.tolerations(spec)
     if mechanism == POD_SPEC_OVERRIDES:
         override: dict = {"targetJobs": [{"name": NODE_JOB}], "volumes": volumes, "containers": containers}

@@ -1,0 +1,224 @@
+"""A run's outputs on its output claim: where they are (read from its manifests), and how they come back
+to the laptop: a short-lived pod of the run's own image mounts the run's directory of the claim read-only
+and streams it through its log (runtime/outputs_export.py); the pod is deleted whatever happens.
+
+Through the log because reading a log is what a user of `vdk show` may do already (`pods/log`); it needs
+`create` and `delete` on `pods` besides (see README's Role), not `pods/exec`."""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.resources import POD
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
+from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
+from vdk.plugin.ml_training.runtime.outputs_export import OutputsReader
+from vdk.plugin.ml_training.runtime.outputs_export import StreamError
+
+if TYPE_CHECKING:  # the client reads run summaries, which name their output location (this module)
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+
+LABEL_OUTPUTS_OF = "vdk.io/outputs-of"  # on the copy pod: the run whose outputs it reads (it is no rank)
+CONTAINER = "outputs"
+EXPORT_MODULE = "vdk.plugin.ml_training.runtime.outputs_export"
+POD_DEADLINE_SECONDS = 3600  # a copy pod left behind (vdk killed) ends by itself
+START_TIMEOUT_SECONDS = 900  # the node may pull the job's image first (gigabytes)
+_POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class OutputLocation:
+    claim: str
+    directory: str  # the run's directory in the claim (its subPath)
+
+    def describe(self) -> str:
+        return f"PersistentVolumeClaim {self.claim}, directory {self.directory}/"
+
+    def to_dict(self) -> dict:
+        return {"claim": self.claim, "directory": self.directory}
+
+
+def location_of(obj: dict) -> OutputLocation | None:
+    """Where the run whose main object (or record manifest) is `obj` keeps its outputs: the claim and the
+    subPath mounted at the image's output directory, in whichever pod template or pod change holds them."""
+    mounts: list[dict] = []
+    volumes: dict[str, dict] = {}
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            for mount in value.get("volumeMounts") or []:
+                if isinstance(mount, dict) and mount.get("mountPath") == layout.OUTPUT_DIR:
+                    mounts.append(mount)
+            for volume in value.get("volumes") or []:
+                if isinstance(volume, dict) and "persistentVolumeClaim" in volume:
+                    volumes[volume.get("name")] = volume
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(obj)
+    for mount in mounts:
+        volume = volumes.get(mount.get("name"))
+        if volume is not None:
+            return OutputLocation(volume["persistentVolumeClaim"].get("claimName", "?"), mount.get("subPath", ""))
+    return None
+
+
+def image_python(manifests: list[dict]) -> str:
+    """The interpreter the run's containers start (the first word of their command)."""
+    found: list[str] = []
+
+    def walk(value) -> None:
+        if found:
+            return
+        if isinstance(value, dict):
+            command = value.get("command")
+            if isinstance(command, list) and "torch.distributed.run" in command and command:
+                found.append(str(command[0]))
+                return
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(manifests)
+    return found[0] if found else "python3"
+
+
+def copy_pod(
+    run_name: str, job_name: str, image: str, python: str, location: OutputLocation, namespace: str, copy: bool
+) -> dict:
+    """The short-lived pod that reads the run's directory of the claim, read-only."""
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+    command = [python, "-m", EXPORT_MODULE, *(["--copy"] if copy else []), layout.OUTPUT_DIR]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{run_name}-outputs-{suffix}",
+            "namespace": namespace,
+            "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_JOB: job_name, LABEL_OUTPUTS_OF: run_name},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "activeDeadlineSeconds": POD_DEADLINE_SECONDS,
+            "containers": [
+                {
+                    "name": CONTAINER,
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": command,
+                    "env": [
+                        {"name": "PYTHONPATH", "value": layout.PYTHONPATH},
+                        {"name": "PYTHONUNBUFFERED", "value": "1"},
+                    ],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                    "volumeMounts": [
+                        {
+                            "name": "outputs",
+                            "mountPath": layout.OUTPUT_DIR,
+                            "subPath": location.directory,
+                            "readOnly": True,
+                        }
+                    ],
+                }
+            ],
+            "volumes": [{"name": "outputs", "persistentVolumeClaim": {"claimName": location.claim, "readOnly": True}}],
+        },
+    }
+
+
+def read_outputs(
+    client: KubeClient,
+    pod: dict,
+    into: Path | None,
+    progress: Callable[[str, int, int], None] | None = None,
+    waiting: Callable[[str], None] | None = None,
+) -> OutputsReader:
+    """Create the copy pod, read its stream (listing, and the files into `into`), delete the pod."""
+    name = pod["metadata"]["name"]
+    ns = client.namespace
+    client.transport.request(
+        "POST", POD.path(ns), body=pod, action=POD.action("create", ns, name), query={"fieldManager": "vdk-ml-training"}
+    )
+    try:
+        _wait_started(client, name, waiting)
+        reader = OutputsReader(into, progress)
+        try:
+            return reader.feed_all(client.follow_pod_log(name, CONTAINER))
+        except StreamError as e:
+            raise MLTrainingError(
+                f"the copy of the outputs failed: {e}",
+                "run the command again; for very large outputs, copy them from a pod that mounts the claim "
+                "(`kubectl cp`)",
+            ) from None
+    finally:
+        _delete(client, name)
+
+
+def _wait_started(client: KubeClient, name: str, waiting: Callable[[str], None] | None) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    said = None
+    while True:
+        found = client.transport.request(
+            "GET", POD.path(client.namespace, name), action=POD.action("get", client.namespace, name)
+        )
+        status = found.get("status") or {}
+        phase = status.get("phase")
+        states = [(s.get("state") or {}) for s in status.get("containerStatuses") or []]
+        if phase in ("Running", "Succeeded", "Failed") and not any("waiting" in s for s in states):
+            if phase == "Failed" and not any("terminated" in s for s in states):
+                raise MLTrainingError(
+                    f"the copy pod {name} failed: {status.get('message') or status.get('reason')}", ""
+                )
+            return
+        reason = next((s["waiting"].get("reason") for s in states if "waiting" in s), None) or _unscheduled(status)
+        if reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"):
+            message = next((s["waiting"].get("message") for s in states if "waiting" in s), "") or reason
+            raise MLTrainingError(f"the copy pod {name} cannot start: {message}", "check the run's image and the claim")
+        if waiting is not None and reason and reason != said:
+            waiting(reason)
+            said = reason
+        if time.monotonic() > deadline:
+            raise MLTrainingError(
+                f"the copy pod {name} did not start within {START_TIMEOUT_SECONDS // 60} minutes ({reason or phase})",
+                "a ReadWriteOnce claim can be mounted on one node only: wait until the run's pods are gone, "
+                "or check `kubectl describe pod` while it waits",
+            )
+        time.sleep(_POLL_SECONDS)
+
+
+def _unscheduled(status: dict) -> str | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("message") or condition.get("reason")
+    return None
+
+
+def _delete(client: KubeClient, name: str) -> None:
+    try:
+        client.transport.request(
+            "DELETE",
+            POD.path(client.namespace, name),
+            body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+            action=POD.action("delete", client.namespace, name),
+        )
+    except KubeApiError as e:
+        if e.status != 404:
+            raise MLTrainingError(
+                f"the copy pod {name} could not be deleted ({e.problem})",
+                f"delete it with `kubectl delete pod {name} -n {client.namespace}` (it ends by itself within an hour)",
+            ) from None

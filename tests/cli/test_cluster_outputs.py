@@ -1,0 +1,121 @@
+"""`vdk execute --outputs` and the outputs line of `vdk show`, through the real vdk CLI and `kubernetes` client
+against the fake API server, whose kubelet (tests/support/kubelet.py) runs the copy pod the command creates:
+the real export module over a directory that stands for the run's directory of the output claim."""
+
+import json
+import os
+
+import pytest
+
+from tests.support import cluster_state as cs
+from tests.support.kubelet import LocalKubelet
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
+from tests.support.vdk_cli import vdk
+from vdk.plugin.ml_training.k8s.manifests import render_run
+
+pytestmark = pytest.mark.usefixtures("isolated_environment")
+
+
+@pytest.fixture
+def outputs_run(cluster, tmp_path):
+    """A PyTorchJob run of a job with output_pvc, and the claim's directory of the run with what it wrote."""
+    fake, client = cluster(pytorchjob=True)
+    claim = tmp_path / "claim-ml-outputs"
+    fake.kubelet = LocalKubelet({"ml-outputs": claim})
+    spec = make_spec(tmp_path / "jobs", name="mnist-ddp", nodes="2", gpus_per_node="8", output_pvc="ml-outputs")
+    run = make_run(spec)
+    client.apply(render_run(spec, IMAGE, run, "ml", "pytorchjob"))
+    directory = claim / run.name
+    (directory / "checkpoints").mkdir(parents=True)
+    (directory / "snapshot.pt").write_bytes(os.urandom(100_000))  # several base64 lines
+    (directory / "checkpoints" / "final.safetensors").write_bytes(b"weights")
+    (directory / "empty.txt").write_bytes(b"")
+    (directory / "train.py").symlink_to("/opt/vdk-ml/job/train.py")  # the code, linked in: not an output
+    (directory / "__pycache__").mkdir()
+    (directory / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"cache")
+    return fake, run, directory
+
+
+def test_outputs_lists_what_the_run_wrote_and_removes_its_pod(outputs_run):
+    fake, run, _ = outputs_run
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp")
+    assert done.exit_code == 0, done.output
+    assert "checkpoints/final.safetensors" in done.stdout and "snapshot.pt" in done.stdout
+    assert "100.0 KB" in done.stdout and "3 file(s), 100.0 KB" in done.stdout
+    assert "train.py" not in done.stdout and "pyc" not in done.stdout
+    assert f"PersistentVolumeClaim ml-outputs, directory {run.name}/" in done.stderr
+    assert fake.stored("pods") == []  # the copy pod is gone
+    created = [p for m, p, _ in fake.requests if m == "POST" and p.endswith("/pods")]
+    assert created == ["/api/v1/namespaces/ml/pods"]
+
+
+def test_outputs_to_a_directory_copies_the_files_with_progress(outputs_run, tmp_path):
+    fake, run, directory = outputs_run
+    target = tmp_path / "back-home"
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp", "-i", run.name, "--to", str(target), "-o", "json")
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert result["copied_to"] == str(target) and result["location"] == {"claim": "ml-outputs", "directory": run.name}
+    assert sorted(f["path"] for f in result["files"]) == ["checkpoints/final.safetensors", "empty.txt", "snapshot.pt"]
+    for relative in ("snapshot.pt", "checkpoints/final.safetensors", "empty.txt"):
+        assert (target / relative).read_bytes() == (directory / relative).read_bytes()
+    assert not list(target.rglob("*.part")) and not (target / "train.py").exists()
+    assert "snapshot.pt  100.0 KB" in done.stderr  # progress, file by file
+    assert fake.stored("pods") == []
+    (copy_command,) = fake.kubelet.commands
+    assert "--copy" in copy_command and copy_command[-1] == str(directory)  # the run's directory, read-only
+
+
+def test_a_run_without_an_output_claim_says_how_to_get_one(cluster, tmp_path):
+    fake, client = cluster(pytorchjob=True)
+    spec = make_spec(tmp_path / "jobs", name="mnist-ddp", nodes="2", gpus_per_node="8")
+    client.apply(render_run(spec, IMAGE, make_run(spec), "ml", "pytorchjob"))
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp")
+    assert done.exit_code == 1
+    assert "has no output claim" in done.stderr and "output_pvc = NAME" in done.stderr
+    assert fake.stored("pods") == []
+
+
+def test_a_stream_cut_short_is_an_error_and_leaves_no_partial_file(outputs_run, tmp_path, monkeypatch):
+    fake, run, directory = outputs_run
+    real = fake.kubelet
+
+    def lossy(fake_, pod, namespace):  # the log loses a line in the middle of snapshot.pt (a rotation)
+        original = fake_.append_log
+        count = {"n": 0}
+
+        def append(name, container, text, ns="ml"):
+            count["n"] += 1
+            if count["n"] != 11:  # entries 1-3, a file 4-6, an empty one 7-8, snapshot.pt from 9
+                original(name, container, text, ns)
+
+        fake_.append_log = append
+        real(fake_, pod, namespace)
+
+    fake.kubelet = lossy
+    target = tmp_path / "copy"
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp", "--to", str(target))
+    assert done.exit_code == 1
+    assert "the copy of the outputs failed" in done.stderr and "snapshot.pt" in done.stderr
+    assert not (target / "snapshot.pt").exists() and not list(target.rglob("*.part"))
+    assert fake.stored("pods") == []
+
+
+def test_show_names_the_output_location_and_what_rank_0_last_said_of_its_size(outputs_run):
+    fake, run, _ = outputs_run
+    main = fake.stored("pytorchjobs")[0]
+    fake.set_status("pytorchjobs", run.name, {"conditions": [{"type": "Running", "status": "True"}]})
+    pod = fake.add("pods", cs.rank_pod(main, "pytorchjob", 0, cs.running()))
+    fake.set_log(
+        pod["metadata"]["name"],
+        "pytorch",
+        "epoch 0\n[vdk-ml-training] outputs files=3 bytes=2500000 dir=/opt/vdk-ml/outputs\n",
+    )
+    done = vdk("show", "-n", "mnist-ddp")
+    assert done.exit_code == 0, done.output
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("outputs"))
+    assert f"PersistentVolumeClaim ml-outputs, directory {run.name}/" in line and "3 files, 2.5 MB" in line
+    shown = json.loads(vdk("show", "-n", "mnist-ddp", "-o", "json").stdout)["latest"]["outputs"]
+    assert shown == {"claim": "ml-outputs", "directory": run.name, "files": 3, "bytes": 2500000}
