@@ -394,9 +394,20 @@ class _Keys:
     def error(self, key: str, problem: str, fix: str) -> JobConfigError:
         if not self.values.get(key, "").strip() and key in self.settings:
             variable = f"VDK_ML_TRAINING_{key.upper()}"
-            problem = f"the value from VDK configuration ({variable}): {problem}"
-            fix = fix.replace(f"`{key} = ", f"`{variable}=") + f" (in {variable}, or `{key} = ...` in [{SECTION}])"
+            origin = self.setting_origin(key)
+            if origin.startswith("[vdk]"):
+                vdk_key = f"ml_training_{key}"
+                problem = f"the value of {origin}: {problem}"
+                fix = fix.replace(f"`{key} = ", f"`{vdk_key} = ") + f" (in [vdk], or `{key} = ...` in [{SECTION}])"
+            else:
+                problem = f"the value from VDK configuration ({variable}): {problem}"
+                fix = fix.replace(f"`{key} = ", f"`{variable}=") + f" (in {variable}, or `{key} = ...` in [{SECTION}])"
         return JobConfigError(self.path, problem, fix, SECTION, key)
+
+    def setting_origin(self, key: str) -> str:
+        """Where the VDK setting of `key` came from: its environment variable, or a [vdk] line of config.ini."""
+        origins = getattr(self.settings, "origins", None) or {}
+        return origins.get(key) or f"VDK_ML_TRAINING_{key.upper()}"
 
     def raw(self, key: str) -> str | None:
         value = self.values.get(key)
@@ -664,7 +675,8 @@ def _team_setting(keys: _Keys, key: str, mapping_key: str, team: str | None, ori
         origins[key] = teams.mapped_from(mapping_key, team or "")
         return mapped
     elif keys.raw(key) is not None:
-        origins[key] = f"ml_training_{key} of VDK configuration (VDK_ML_TRAINING_{key.upper()})"
+        origin = keys.setting_origin(key)
+        origins[key] = origin if origin.startswith("[vdk]") else f"ml_training_{key} of VDK configuration ({origin})"
     return keys.matching(key, pattern, what, example)
 
 

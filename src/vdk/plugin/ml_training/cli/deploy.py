@@ -157,7 +157,8 @@ def _deploy(request: DeployRequest) -> None:
 def _spec(request: DeployRequest) -> MLJobSpec:
     """The job's spec with the team of -t, else [owner] team, else the default team (and that team's
     namespace and queue); a team that cannot be a label value is an error here, before any work."""
-    spec = load_job_spec(request.job_path, settings_from_click(), team=request.team, default_team=request.default_team)
+    settings = settings_from_click(request.job_path)
+    spec = load_job_spec(request.job_path, settings, team=request.team, default_team=request.default_team)
     _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(request.name)}
     if request.backend:

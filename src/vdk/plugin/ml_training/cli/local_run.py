@@ -50,6 +50,7 @@ from vdk.plugin.ml_training.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.settings import RUN_MODE
 from vdk.plugin.ml_training.settings import RUN_MODES
 from vdk.plugin.ml_training.settings import job_settings
+from vdk.plugin.ml_training.settings import setting
 from vdk.plugin.ml_training.units import format_duration
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,10 @@ def _add_flag(run: click.Command, flag: str, variable: contextvars.ContextVar[bo
     run.callback = callback
 
 
-def run_mode(configuration: Any) -> tuple[str, bool]:
-    """(smoke or full, whether in the job's image) from the flags, else VDK_ML_TRAINING_RUN_MODE."""
-    mode = str(configuration.get_value(RUN_MODE) or protocol.SMOKE).strip().lower()
+def run_mode(configuration: Any, job_dir: Path | None = None) -> tuple[str, bool]:
+    """(smoke or full, whether in the job's image) from the flags, else ml_training_run_mode (the environment,
+    else [vdk] of the job's config.ini)."""
+    mode = str(setting(configuration, RUN_MODE, job_dir)[0] or protocol.SMOKE).strip().lower()
     if mode not in RUN_MODES:
         raise MLTrainingError(
             f"VDK_ML_TRAINING_RUN_MODE (ml_training_run_mode) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
@@ -130,14 +132,14 @@ def run_ml_job(context: Any) -> Any:
     started = _utc_now()
     step_name = "config.ini"
     try:
-        spec = load_job_spec(context.job_directory, job_settings(context.core_context.configuration))
-        step_name = str(spec.entrypoint)
         configuration = context.core_context.configuration
-        mode, in_container = run_mode(configuration)
+        spec = load_job_spec(context.job_directory, job_settings(configuration, context.job_directory))
+        step_name = str(spec.entrypoint)
+        mode, in_container = run_mode(configuration, context.job_directory)
         if not _skip_import_check.get():
             check_imports_locally(spec)
         if in_container:
-            error = run_in_container(spec, mode, configuration)
+            error = run_in_container(spec, mode, configuration, context.job_directory)
         else:
             error = run_locally(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec))
     except MLTrainingError as e:
@@ -152,12 +154,14 @@ def check_imports_locally(spec: MLJobSpec, err: bool = False) -> None:
     check_job_imports(spec, known_provides(spec), err=err)
 
 
-def run_in_container(spec: MLJobSpec, mode: str, configuration: Any) -> LocalRunFailed | None:
+def run_in_container(
+    spec: MLJobSpec, mode: str, configuration: Any, job_dir: Path | None = None
+) -> LocalRunFailed | None:
     """The run of `mode` inside the job's image (cli/container_run.py)."""
     from vdk.plugin.ml_training.cli import container_run
 
     with container_run.stop_on_termination():
-        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration))
+        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, job_dir))
         return run_locally(plan, starter=starter)
 
 
