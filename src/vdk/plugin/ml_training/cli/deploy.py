@@ -241,12 +241,10 @@ def _smoke_check(spec: MLJobSpec) -> None:
     from vdk.plugin.ml_training.local.plan import smoke_plan
 
     _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
-    error = run_locally(smoke_plan(spec), err=True)
+    again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
+    error = run_locally(smoke_plan(spec), err=True, again=again)
     if error is not None:
-        raise MLTrainingError(
-            f"{error.problem}\nNothing was built or deployed.",
-            error.fix + " Then deploy again (or pass --skip-smoke if the smoke check itself is wrong).",
-        )
+        raise MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
 
 
 def _cluster(spec: MLJobSpec) -> ClusterTarget:

@@ -165,11 +165,14 @@ def run_in_container(
         return run_locally(plan, starter=starter)
 
 
-def run_locally(plan: LaunchPlan, err: bool = False, starter: Starter | None = None) -> LocalRunFailed | None:
+def run_locally(
+    plan: LaunchPlan, err: bool = False, starter: Starter | None = None, again: str | None = None
+) -> LocalRunFailed | None:
     """Run the plan, print its summary, and return the error to report, if it did not pass.
 
     `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result).
-    `starter`: where torchrun runs (default: this machine)."""
+    `starter`: where torchrun runs (default: this machine). `again`: what the fix ends with, after the change
+    it asks for (default: run `vdk run JOB` again)."""
     # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
     debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
     starter = starter or HostStarter()
@@ -190,7 +193,9 @@ def run_locally(plan: LaunchPlan, err: bool = False, starter: Starter | None = N
         click.echo(f"  run files: {run.run_dir}", err=err)
     if outcome.passed:
         return None
-    return LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome))
+    return LocalRunFailed(
+        f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome, again)
+    )
 
 
 def _utc_now() -> datetime:
@@ -331,12 +336,13 @@ def _log_lines(outcome: RunOutcome) -> list[str]:
     return [f"  output of ranks: {', '.join(logs)}"] if logs else []
 
 
-def failure_fix(outcome: RunOutcome) -> str:
+def failure_fix(outcome: RunOutcome, again: str | None = None) -> str:
+    """What to do about a failed run; it ends with `again` (default: run the same `vdk run` again)."""
     run = outcome.run
     root = outcome.root_cause
     full = " --full" if run.plan.mode == protocol.FULL else ""
     container = " --container" if run.engine else ""
-    again = f"run `vdk run{container}{full} {run.plan.spec.job_dir}` again"
+    again = again or f"run `vdk run{container}{full} {run.plan.spec.job_dir}` again"
     if root is not None and root.error:
         if run.plan.mode == protocol.FULL and not run.plan.gpus and _needs_gpu(root.error):
             return (
