@@ -840,7 +840,8 @@ def _nodes(keys: _Keys) -> NodeRange:
         raise keys.error(
             "nodes",
             f"{text!r} has MIN ({low}) above MAX ({high}): an elastic range is MIN:MAX",
-            f"write `nodes = {high}:{low}` (at least {high}, at most {low} machines), or `nodes = {low}` for a fixed size",
+            f"write `nodes = {high}:{low}` (at least {high}, at most {low} machines), "
+            f"or `nodes = {low}` for a fixed size",
         )
     if match and (low < 1 or high < 1):
         raise keys.error(
