@@ -774,3 +774,28 @@ def test_importing_the_verbs_does_not_import_kubernetes():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_run_without_pods_names_who_creates_them_for_its_backend(kube):
+    """A plain Job has no operator: Kubernetes' Job controller creates its pods, and its events say why not."""
+    job_run = kube.deploy(job="plain-job", backend="job", nodes="2")
+    kube.status(job_run, active=0)
+    out = ok(vdk("show", "-n", "plain-job")).stdout
+    assert "no pods yet: Kubernetes' Job controller has not created them yet" in out
+    assert f"kubectl describe job {job_run['metadata']['name']} -n ml" in out
+    assert "operator" not in out.lower()
+    operator_run = kube.deploy(job="operator-job", backend="pytorchjob", nodes="2")
+    kube.status(operator_run, conditions=[{"type": "Created", "status": "True"}])
+    out = ok(vdk("show", "-n", "operator-job")).stdout
+    assert "no pods yet: the PyTorchJob operator has not created them" in out
+    assert "check that the training operator is running" in out
+
+
+def test_pods_that_may_not_be_listed_are_not_said_to_be_missing(kube):
+    run = kube.deploy(backend="job", nodes="2")
+    kube.pod(run, 0, cs.running())
+    kube.pod(run, 1, cs.running())
+    kube.fake.forbidden.add(("list", "pods"))
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "note: pods could not be read (403)" in out
+    assert "no pods yet" not in out and "has not created them" not in out
