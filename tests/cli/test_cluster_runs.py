@@ -158,7 +158,8 @@ def test_list_shows_each_job_with_its_latest_run(kube):
         "backend": "pytorchjob",
         "phase": "Pending",
         "created": latest["metadata"]["creationTimestamp"],
-        "nodes": "2",
+        "nodes": 2,  # a number, as gpus_per_node is
+        "nodes_min": 2,
         "gpus_per_node": 8,
         "gpu_resource": "nvidia.com/gpu",
         "runs": 2,
@@ -799,3 +800,15 @@ def test_pods_that_may_not_be_listed_are_not_said_to_be_missing(kube):
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert "note: pods could not be read (403)" in out
     assert "no pods yet" not in out and "has not created them" not in out
+
+
+def test_node_counts_are_numbers_in_json_and_elastic_ranges_have_both_ends(kube):
+    kube.deploy(job="fixed", nodes="2")
+    kube.deploy(job="elastic", nodes="2:4")
+    listed = {e["job_name"]: e for e in json.loads(ok(vdk("list", "-o", "json")).stdout)}
+    assert (listed["fixed"]["nodes_min"], listed["fixed"]["nodes"]) == (2, 2)
+    assert (listed["elastic"]["nodes_min"], listed["elastic"]["nodes"]) == (2, 4)
+    assert "2:4 x 8 GPU" in ok(vdk("list")).stdout
+    shown = json.loads(ok(vdk("show", "-n", "elastic", "-o", "json")).stdout)
+    for run in (shown["runs"][0], shown["latest"]["run"]):
+        assert (run["nodes_min"], run["nodes"], run["gpus_per_node"]) == (2, 4, 8)
