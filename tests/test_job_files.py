@@ -166,3 +166,22 @@ def test_unreadable_special_files_are_reported(tmp_path):
     os.mkfifo(job / "pipe")
     _, excluded = scanned(job)
     assert "not a regular file" in excluded["pipe"]
+
+
+def test_a_link_that_leaves_through_dotdot_and_comes_back_points_inside_wherever_the_job_is_copied(tmp_path):
+    job = tmp_path / "my-job"
+    write(job, "train.py")
+    write(job, "data/real.txt", "real\n")
+    (job / "alias.txt").symlink_to("../my-job/data/real.txt")
+    (job / "conf").mkdir()
+    (job / "conf" / "data").symlink_to("../../my-job/data")
+    (job / "kept.txt").symlink_to("data/real.txt")
+    links = {f.path: f.link for f in scan_job_dir(job).files if f.link}
+    assert links == {"alias.txt": "data/real.txt", "conf/data": "../data", "kept.txt": "data/real.txt"}
+    # the image's /opt/vdk-ml/job, a local run's working directory: another name, the links still resolve
+    copy = tmp_path / "opt" / "job"
+    for relpath, target in links.items():
+        (copy / relpath).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, copy / relpath)
+    write(copy, "data/real.txt", "real\n")
+    assert (copy / "alias.txt").read_text() == "real\n" and (copy / "conf/data/real.txt").read_text() == "real\n"

@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.errors import SettingError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
@@ -201,8 +202,21 @@ def test_bad_setting_names_the_environment_variable(tmp_path):
     [
         ("nodse = 2", "nodse", "did you mean `nodes`?"),
         ("gpus = 2", "gpus", "did you mean `gpus_per_node`?"),
-        ("nodes = 0", "nodes", "nodes = 2:8"),
-        ("nodes = 8:2", "nodes", "MIN <= MAX"),
+        ("nodes = 0", "nodes", "a run needs at least 1 machine"),
+        ("nodes = 8:2", "nodes", "'8:2' has MIN (8) above MAX (2)"),
+        ("nodes = 8:2", "nodes", "write `nodes = 2:8`"),
+        ("nodes = two", "nodes", "nodes = 2:8"),
+        (
+            "nodes = 2 ; two machines",
+            "nodes",
+            "config.ini has no inline comments: the value would be '2 ; two machines'",
+        ),
+        ("memory = 100m", "memory", "'100m' is less than a mebibyte (`m` means a thousandth: 100m is 0.1 bytes)"),
+        ("memory = 100m", "memory", "`memory = 100Mi`"),
+        ("memory = 512", "memory", "'512' is less than a mebibyte (512 bytes)"),
+        ("shm_size = 1k", "shm_size", "less than a mebibyte"),
+        ("nodes =", "nodes", "the value is empty"),
+        ("namespace =", "namespace", "remove the `namespace =` line to use the default (or the VDK setting)"),
         ("memory = 16GB", "memory", "16Gi"),
         ("memory = -1Gi", "memory", "Kubernetes quantity"),
         ("cpu = four", "cpu", "cpu = 4"),
@@ -266,8 +280,12 @@ def test_kubernetes_name_is_checked_only_on_demand(tmp_path):
     spec = load_job_spec(make_job(tmp_path, name="My_Job"))  # a local run never needs one
     with pytest.raises(JobConfigError) as info:
         spec.kubernetes_name()
-    assert "--name my-job" in str(info.value)
+    assert "(the job directory's name)" in str(info.value) and "deploy with `-n my-job`" in str(info.value)
     assert spec.kubernetes_name("my-job") == "my-job"
+    with pytest.raises(MLTrainingError) as info:
+        spec.kubernetes_name("Bad_Name")  # -n Bad_Name: the option is wrong, not the directory
+    assert "-n Bad_Name: the job name 'Bad_Name' cannot be a Kubernetes name" in str(info.value)
+    assert info.value.fix == "use `-n bad-name`"
     long = load_job_spec(make_job(tmp_path, name="a" * 41))
     with pytest.raises(JobConfigError):
         long.kubernetes_name()
@@ -432,3 +450,51 @@ def test_layouts_a_spawning_script_cannot_have_are_refused(tmp_path, line, key, 
     assert err.key == key
     assert "train.py:12 mp.spawn(nprocs=torch.cuda.device_count())" in str(err)
     assert expected in str(err)
+
+
+def test_an_entrypoint_that_is_a_directory_says_so_and_what_to_write(tmp_path):
+    package = {"train.py": TRAIN, "pkg/__init__.py": "", "pkg/__main__.py": TRAIN}
+    err = error_of(make_job(tmp_path / "a", "entrypoint = pkg", files=package))
+    assert "'pkg' is a directory, not a script" in err.problem and "does not exist" not in err.problem
+    assert err.fix == "run the package as a module: `entrypoint = -m pkg` (it has a __main__.py)"
+    scripts = {"train.py": TRAIN, "src/run.py": TRAIN}
+    err = error_of(make_job(tmp_path / "b", "entrypoint = src/", files=scripts))
+    assert "is a directory, not a script" in err.problem and "`entrypoint = src/run.py`" in err.fix
+
+
+@pytest.mark.parametrize(
+    "line, received, meant",
+    [
+        ("args = --epochs 1 ; one epoch for now", "['--epochs', '1', ';', 'one', 'epoch', 'for', 'now']", "--epochs 1"),
+        ("args = --lr 3e-4   # tuned", "['--lr', '3e-4', '#', 'tuned']", "--lr 3e-4"),
+        ("smoke_args = --batch 2 ;small", "['--batch', '2', ';small']", "--batch 2"),
+    ],
+)
+def test_args_with_an_inline_comment_show_what_the_script_would_receive(tmp_path, line, received, meant):
+    err = error_of(make_job(tmp_path, line))
+    key = line.split(" =")[0]
+    assert err.key == key
+    assert "config.ini has no inline comments" in err.problem
+    assert f"the script would receive the arguments {received}" in err.problem
+    assert err.fix.startswith(f"write `{key} = {meant}` and put the comment on a line of its own")
+
+
+def test_quoted_or_glued_comment_characters_are_arguments(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "args = --tag '#1' --sep ';' --label a#b --x=;y"))
+    assert spec.args == ("--tag", "#1", "--sep", ";", "--label", "a#b", "--x=;y")
+
+
+def test_empty_args_mean_no_arguments(tmp_path):
+    spec = load_job_spec(make_job(tmp_path, "args = --epochs 3\nsmoke_args =\n"))
+    assert spec.args == ("--epochs", "3") and spec.arguments(smoke=True) == ()
+    assert load_job_spec(make_job(tmp_path / "b", "args =\n")).args == ()
+
+
+def test_a_binary_config_is_not_text_whatever_it_holds(tmp_path):
+    job = make_job(tmp_path)
+    (job / "config.ini").write_bytes(b"\x00\x01\xff\xfe[job]\x00")
+    err = error_of(job)
+    assert "is not a text file" in err.problem and "UTF-8 text" in err.fix
+    assert ml_config_problem(job) is not None  # not a data job either: said, whatever the command
+    (job / "config.ini").write_bytes("[job]\ntype = batch\nname = caf\xe9\n".encode("latin-1"))
+    assert "save config.ini as UTF-8" in str(ml_config_problem(job))

@@ -158,7 +158,8 @@ def test_list_shows_each_job_with_its_latest_run(kube):
         "backend": "pytorchjob",
         "phase": "Pending",
         "created": latest["metadata"]["creationTimestamp"],
-        "nodes": "2",
+        "nodes": 2,  # a number, as gpus_per_node is
+        "nodes_min": 2,
         "gpus_per_node": 8,
         "gpu_resource": "nvidia.com/gpu",
         "runs": 2,
@@ -774,3 +775,40 @@ def test_importing_the_verbs_does_not_import_kubernetes():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_run_without_pods_names_who_creates_them_for_its_backend(kube):
+    """A plain Job has no operator: Kubernetes' Job controller creates its pods, and its events say why not."""
+    job_run = kube.deploy(job="plain-job", backend="job", nodes="2")
+    kube.status(job_run, active=0)
+    out = ok(vdk("show", "-n", "plain-job")).stdout
+    assert "no pods yet: Kubernetes' Job controller has not created them yet" in out
+    assert f"kubectl describe job {job_run['metadata']['name']} -n ml" in out
+    assert "operator" not in out.lower()
+    operator_run = kube.deploy(job="operator-job", backend="pytorchjob", nodes="2")
+    kube.status(operator_run, conditions=[{"type": "Created", "status": "True"}])
+    out = ok(vdk("show", "-n", "operator-job")).stdout
+    assert "no pods yet: the PyTorchJob operator has not created them" in out
+    assert "check that the training operator is running" in out
+
+
+def test_pods_that_may_not_be_listed_are_not_said_to_be_missing(kube):
+    run = kube.deploy(backend="job", nodes="2")
+    kube.pod(run, 0, cs.running())
+    kube.pod(run, 1, cs.running())
+    kube.fake.forbidden.add(("list", "pods"))
+    out = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert "note: pods could not be read (403)" in out
+    assert "no pods yet" not in out and "has not created them" not in out
+
+
+def test_node_counts_are_numbers_in_json_and_elastic_ranges_have_both_ends(kube):
+    kube.deploy(job="fixed", nodes="2")
+    kube.deploy(job="elastic", nodes="2:4")
+    listed = {e["job_name"]: e for e in json.loads(ok(vdk("list", "-o", "json")).stdout)}
+    assert (listed["fixed"]["nodes_min"], listed["fixed"]["nodes"]) == (2, 2)
+    assert (listed["elastic"]["nodes_min"], listed["elastic"]["nodes"]) == (2, 4)
+    assert "2:4 x 8 GPU" in ok(vdk("list")).stdout
+    shown = json.loads(ok(vdk("show", "-n", "elastic", "-o", "json")).stdout)
+    for run in (shown["runs"][0], shown["latest"]["run"]):
+        assert (run["nodes_min"], run["nodes"], run["gpus_per_node"]) == (2, 4, 8)

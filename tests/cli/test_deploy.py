@@ -166,7 +166,7 @@ def test_dry_run_with_a_bad_job_name_says_how_to_fix_it(tmp_path):
     job = deploy_job(tmp_path, "python:3.11", name="Tiny_Train")
     result = vdk("deploy", "-p", str(job), "--dry-run")
     assert result.exit_code == 1
-    assert "cannot be a Kubernetes name" in result.stderr and "--name tiny-train" in result.stderr
+    assert "cannot be a Kubernetes name" in result.stderr and "deploy with `-n tiny-train`" in result.stderr
     assert result.stdout == ""
 
 

@@ -81,3 +81,15 @@ def test_data_jobs_still_run_under_vdk(tmp_path):
 )
 def test_the_job_dir_of_a_run_command_line(args, expected):
     assert run_job_dir(args) == (Path(expected) if expected else None)
+
+
+def test_a_binary_config_ini_is_named_as_such_by_run_and_deploy(tmp_path):
+    path = write_job(tmp_path, files={"train.py": SCRIPT}, config="")
+    (path / "config.ini").write_bytes(b"\x00\x01\xff\xfe[job]\x00type = ml-training\n")
+    for args in (["run", path.name], ["deploy", "-p", str(path), "--dry-run"]):
+        done = vdk(*args, cwd=tmp_path)
+        assert done.returncode in (1, 2), done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr and "TypeError" not in done.stderr
+        assert "is not an ml-training job" not in done.stderr
+        assert "config.ini: is not a text file (it holds binary data" in done.stderr
+        assert "Fix: write config.ini as UTF-8 text" in done.stderr

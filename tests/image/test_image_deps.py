@@ -71,6 +71,7 @@ def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path
     assert not any(
         n.startswith(("opt/vdk-ml/deps/torch/", "opt/vdk-ml/deps/torchvision", "opt/vdk-ml/deps/nvidia")) for n in names
     )
+    assert "opt/vdk-ml/deps/.lock" not in names  # uv's lock of its target directory is no file of a package
     script = members["opt/vdk-ml/deps/bin/tiny"][1]
     assert script.startswith(b"#!/usr/bin/env python\n")  # not this machine's interpreter
     assert members["opt/vdk-ml/deps/bin/tiny"][0].mode == 0o755

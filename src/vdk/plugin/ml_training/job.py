@@ -24,6 +24,7 @@ from vdk.plugin.ml_training import spawn_scan
 from vdk.plugin.ml_training import storage
 from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress import ProgressSettings
 from vdk.plugin.ml_training.storage import DataMount
@@ -80,6 +81,12 @@ _INTERPRETER = re.compile(r"^(/[^\s]+|[A-Za-z0-9][A-Za-z0-9._+-]*)$")
 # The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
 DEFAULT_STALL_TIMEOUT = 1800
 DEFAULT_STARTUP_TIMEOUT = 3600
+_MEMORY_KEYS = ("memory", "shm_size")
+_MIN_MEMORY = 1 << 20  # less is a unit mistake (`100m` is a tenth of a byte), not a memory size
+# Keys whose empty value means something: no arguments.
+_MAY_BE_EMPTY = ("args", "smoke_args")
+# An inline comment as users write it in other ini dialects: `;` or `#` at the start or after whitespace.
+_INLINE_COMMENT = re.compile(r"(?:^|(?<=\s))[;#]")
 _BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
@@ -267,8 +274,9 @@ class MLJobSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def kubernetes_name(self, name: str | None = None) -> str:
-        """The job name as Kubernetes will carry it; raises JobConfigError if it cannot be one."""
-        return kubernetes_job_name(name or self.name, self.config_path)
+        """The job name as Kubernetes will carry it (`name`: the one of -n); raises JobConfigError if it cannot be
+        one."""
+        return kubernetes_job_name(name or self.name, self.config_path, from_option=bool(name))
 
 
 def backend_choices() -> tuple[str, ...]:
@@ -284,17 +292,23 @@ def is_kubernetes_job_name(name: str) -> bool:
     return bool(_DNS_1035.match(name)) and len(name) <= MAX_JOB_NAME_LENGTH
 
 
-def kubernetes_job_name(name: str, config_path: Path) -> str:
-    """`name` if it can be a job's name on Kubernetes (`is_kubernetes_job_name`), else a JobConfigError."""
+def kubernetes_job_name(name: str, config_path: Path, from_option: bool = False) -> str:
+    """`name` if it can be a job's name on Kubernetes (`is_kubernetes_job_name`), else a JobConfigError (an
+    MLTrainingError about -n when `from_option`: the name given with -n/--name)."""
     if is_kubernetes_job_name(name):
         return name
     suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
     suggestion = re.sub(r"^[^a-z]+", "", suggestion)[:MAX_JOB_NAME_LENGTH].rstrip("-") or "my-job"
+    rule = (
+        f"cannot be a Kubernetes name (lower-case letters, digits and '-', starting with a letter, at most "
+        f"{MAX_JOB_NAME_LENGTH} characters)"
+    )
+    if from_option:
+        raise MLTrainingError(f"-n {name}: the job name {name!r} {rule}", f"use `-n {suggestion}`")
     raise JobConfigError(
         config_path.parent,
-        f"the job name {name!r} cannot be a Kubernetes name (lower-case letters, digits and '-', "
-        f"starting with a letter, at most {MAX_JOB_NAME_LENGTH} characters)",
-        f"rename the job directory or deploy with `--name {suggestion}`",
+        f"the job name {name!r} (the job directory's name) {rule}",
+        f"rename the job directory, or deploy with `-n {suggestion}`",
     )
 
 
@@ -304,6 +318,13 @@ def read_config(job_dir: Path) -> configparser.ConfigParser:
     parser = configparser.ConfigParser(interpolation=None, strict=True)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
+        if b"\0" in path.read_bytes():
+            raise JobConfigError(
+                path,
+                "is not a text file (it holds binary data, such as NUL bytes)",
+                "write config.ini as UTF-8 text: `key = value` lines under [section] headers (see the README's job "
+                "format)",
+            )
         with open(path, encoding="utf-8") as f:
             parser.read_file(f)
     except FileNotFoundError:
@@ -340,6 +361,16 @@ def _syntax_fix(error: Exception) -> str:
     return "write every line as `key = value` under a [section] header (see the README's job format)"
 
 
+def _is_text(data: bytes) -> bool:
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _job_type(parser: configparser.ConfigParser) -> str | None:
     for section in parser.sections():
         if section.lower() == "job":
@@ -367,9 +398,12 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
         parser = read_config(Path(job_dir))
     except JobConfigError as e:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace").lower()
+            data = path.read_bytes()
         except OSError:
             return None
+        if not _is_text(data):
+            return e  # no job of any kind: vdk-core fails on it with a traceback
+        text = data.decode("utf-8", errors="replace").lower()
         return e if "ml-training" in text or "ml_training" in text else None
     job_type = _job_type(parser)
     if (job_type or "").lower() == JOB_TYPE:
@@ -404,9 +438,20 @@ class _Keys:
     def error(self, key: str, problem: str, fix: str) -> JobConfigError:
         if not self.values.get(key, "").strip() and key in self.settings:
             variable = f"VDK_ML_TRAINING_{key.upper()}"
-            problem = f"the value from VDK configuration ({variable}): {problem}"
-            fix = fix.replace(f"`{key} = ", f"`{variable}=") + f" (in {variable}, or `{key} = ...` in [{SECTION}])"
+            origin = self.setting_origin(key)
+            if origin.startswith("[vdk]"):
+                vdk_key = f"ml_training_{key}"
+                problem = f"the value of {origin}: {problem}"
+                fix = fix.replace(f"`{key} = ", f"`{vdk_key} = ") + f" (in [vdk], or `{key} = ...` in [{SECTION}])"
+            else:
+                problem = f"the value from VDK configuration ({variable}): {problem}"
+                fix = fix.replace(f"`{key} = ", f"`{variable}=") + f" (in {variable}, or `{key} = ...` in [{SECTION}])"
         return JobConfigError(self.path, problem, fix, SECTION, key)
+
+    def setting_origin(self, key: str) -> str:
+        """Where the VDK setting of `key` came from: its environment variable, or a [vdk] line of config.ini."""
+        origins = getattr(self.settings, "origins", None) or {}
+        return origins.get(key) or f"VDK_ML_TRAINING_{key.upper()}"
 
     def raw(self, key: str) -> str | None:
         value = self.values.get(key)
@@ -459,11 +504,21 @@ class _Keys:
         except ValueError:
             value = None
         if value is None or value <= 0:
-            example = "16Gi" if key in ("memory", "shm_size") else "4"
+            example = "16Gi" if key in _MEMORY_KEYS else "4"
             raise self.error(
                 key,
                 f"{text!r} is not a positive Kubernetes quantity",
                 f"write it like `{key} = {example}` (suffixes Ki Mi Gi Ti, k M G T, or m for milli)",
+            )
+        if key in _MEMORY_KEYS and value < _MIN_MEMORY:
+            milli = re.fullmatch(r"([0-9.]+)m", text)
+            size = format(value.normalize(), "f")
+            what = f" (`m` means a thousandth: {text} is {size} bytes)" if milli else f" ({size} bytes)"
+            example = f"{milli.group(1)}Mi" if milli else "16Gi"
+            raise self.error(
+                key,
+                f"{text!r} is less than a mebibyte{what}",
+                f"write it like `{key} = {example}` (Mi for mebibytes, Gi for gibibytes)",
             )
         return text
 
@@ -678,7 +733,8 @@ def _team_setting(keys: _Keys, key: str, mapping_key: str, team: str | None, ori
         origins[key] = teams.mapped_from(mapping_key, team or "")
         return mapped
     elif keys.raw(key) is not None:
-        origins[key] = f"ml_training_{key} of VDK configuration (VDK_ML_TRAINING_{key.upper()})"
+        origin = keys.setting_origin(key)
+        origins[key] = origin if origin.startswith("[vdk]") else f"ml_training_{key} of VDK configuration ({origin})"
     return keys.matching(key, pattern, what, example)
 
 
@@ -703,8 +759,68 @@ def _normalise_keys(raw: Mapping[str, str], path: Path) -> dict[str, str]:
             raise JobConfigError(path, f"unknown key {key!r}", fix, SECTION, key)
         if name in values:
             raise JobConfigError(path, "the key is set twice", "keep one of them", SECTION, key)
+        if not value.strip() and name not in _MAY_BE_EMPTY:
+            raise JobConfigError(
+                path,
+                "the value is empty",
+                f"remove the `{key} =` line to use the default (or the VDK setting), or give it a value",
+                SECTION,
+                key,
+            )
+        _refuse_inline_comment(name, key, value, path)
         values[name] = value
     return values
+
+
+def inline_comment(text: str) -> int | None:
+    """Where an unquoted `;` or `#` that starts a word begins in `text` (None: nowhere). configparser keeps
+    such a "comment" as part of the value."""
+    for match in _INLINE_COMMENT.finditer(text):
+        if _open_quote(text[: match.start()]) is None:
+            return match.start()
+    return None
+
+
+def _open_quote(text: str) -> str | None:
+    """The quote character left open at the end of `text`, split as a POSIX shell would."""
+    quote = None
+    escaped = False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is None and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = None
+    return quote
+
+
+def _refuse_inline_comment(name: str, key: str, value: str, path: Path) -> None:
+    start = inline_comment(value)
+    if start is None:
+        return
+    meant = value[:start].rstrip()
+    comment = value[start:].strip()
+    if name in _MAY_BE_EMPTY:
+        try:
+            received = shlex.split(value)
+        except ValueError:
+            received = value.split()
+        what = f"the script would receive the arguments {received}"
+        fix = f"write `{key} = {meant}` and put the comment on a line of its own; an argument that starts with "
+        fix += f"{comment[0]} goes in quotes ('{comment[0]}...')"
+    else:
+        what = f"the value would be {value.strip()!r}"
+        fix = f"write `{key} = {meant}` and put the comment on a line of its own"
+    raise JobConfigError(
+        path,
+        f"{comment!r} looks like a comment, but config.ini has no inline comments: {what}",
+        fix,
+        SECTION,
+        key,
+    )
 
 
 def closest(word: str, options: list[str]) -> str | None:
@@ -734,7 +850,20 @@ def _nodes(keys: _Keys) -> NodeRange:
     text = keys.raw("nodes") or "1"
     match = re.fullmatch(r"([0-9]{1,6})(?::([0-9]{1,6}))?", text)
     low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
-    if not match or low < 1 or high < low:
+    if match and low >= 1 and high < low:
+        raise keys.error(
+            "nodes",
+            f"{text!r} has MIN ({low}) above MAX ({high}): an elastic range is MIN:MAX",
+            f"write `nodes = {high}:{low}` (at least {high}, at most {low} machines), "
+            f"or `nodes = {low}` for a fixed size",
+        )
+    if match and (low < 1 or high < 1):
+        raise keys.error(
+            "nodes",
+            f"{text!r}: a run needs at least 1 machine",
+            "write `nodes = 1` (or more), or `nodes = 1:4` (MIN:MAX) for elastic training",
+        )
+    if not match:
         raise keys.error(
             "nodes",
             f"{text!r} is not a number of machines of at least 1",
@@ -807,6 +936,8 @@ def _script_path(keys: _Keys, job_dir: Path, text: str) -> str:
     candidate = (job_dir / text).resolve()
     if not candidate.is_relative_to(job_dir):
         raise keys.error("entrypoint", f"{text!r} is outside the job directory", "use a path inside the job directory")
+    if candidate.is_dir():
+        raise keys.error("entrypoint", f"{text!r} is a directory, not a script", _directory_fix(job_dir, candidate))
     if not candidate.is_file():
         scripts = _top_level_scripts(job_dir)
         hint = f" (scripts here: {', '.join(scripts)})" if scripts else ""
@@ -816,6 +947,18 @@ def _script_path(keys: _Keys, job_dir: Path, text: str) -> str:
             "correct the path, relative to the job directory",
         )
     return candidate.relative_to(job_dir).as_posix()
+
+
+def _directory_fix(job_dir: Path, directory: Path) -> str:
+    """What to write instead of a directory as the entrypoint: the package as a module, or a script in it."""
+    relative = directory.relative_to(job_dir)
+    module = ".".join(relative.parts)
+    if (directory / "__main__.py").is_file() and _MODULE.match(module):
+        return f"run the package as a module: `entrypoint = -m {module}` (it has a __main__.py)"
+    scripts = sorted(p.name for p in directory.glob("*.py") if p.is_file() and p.name != "__init__.py")
+    if scripts:
+        return f"name the script in it, e.g. `entrypoint = {(relative / scripts[0]).as_posix()}`"
+    return "name a script, relative to the job directory, e.g. `entrypoint = train.py`"
 
 
 def _top_level_scripts(job_dir: Path) -> list[str]:

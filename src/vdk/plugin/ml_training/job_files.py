@@ -6,6 +6,7 @@ Pure: reads the job directory, imports nothing of the image builder, so local ru
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,4 +121,15 @@ def _add_link(
     if reason:
         excluded.append(Excluded(relpath, reason))
         return
-    files.append(SourceFile(relpath, path, 0, link=target))
+    files.append(SourceFile(relpath, path, 0, link=_link_inside(root, relpath, target, resolved)))
+
+
+def _link_inside(root: Path, relpath: str, target: str, resolved: Path) -> str:
+    """The link's target as a path that stays in the job directory: one that leaves it through `..` and comes
+    back (`../my-job/data`) would dangle where the job is copied (the image's /opt/vdk-ml/job, a local run's
+    working directory), so it is rewritten to the path inside."""
+    parent = posixpath.dirname(relpath)
+    lexical = posixpath.normpath(posixpath.join(parent, target))
+    if lexical != ".." and not lexical.startswith("../"):
+        return target
+    return os.path.relpath(resolved, root / parent)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 from typing import Protocol
 
@@ -72,13 +74,112 @@ class ConfigurationLike(Protocol):
     def get_value(self, key: str) -> Any: ...
 
 
-def job_settings(configuration: ConfigurationLike) -> dict[str, Any]:
-    """Cluster-wide defaults for `load_job_spec`, keyed as in [ml-training]."""
-    out = {}
+# Where a setting came from, as messages name it.
+FROM_ENVIRONMENT = "environment"
+FROM_JOB_VDK_SECTION = "[vdk] of the job's config.ini"
+
+
+class Settings(dict):
+    """Settings keyed as in [ml-training] (`registry`, `namespace`, ...), and where each came from:
+    `origins[key]` names the environment variable or the [vdk] line a value was read from."""
+
+    def __init__(self, values: dict[str, Any] | None = None, origins: dict[str, str] | None = None):
+        super().__init__(values or {})
+        self.origins: dict[str, str] = dict(origins or {})
+
+    def origin(self, key: str) -> str:
+        return self.origins.get(key) or f"VDK configuration ml_training_{key} (VDK_ML_TRAINING_{key.upper()})"
+
+
+def variable(key: str) -> str:
+    """The environment variable of a VDK configuration key."""
+    return f"VDK_{key.upper()}"
+
+
+def job_vdk_section(job_dir: Path | None) -> dict[str, str]:
+    """The plugin's keys in [vdk] of a job's config.ini (`ml_training_*`, lower-cased as VDK reads them); an
+    unknown `ml_training_*` key there is an error (VDK would ignore it silently)."""
+    if job_dir is None:
+        return {}
+    from vdk.plugin.ml_training.errors import JobConfigError
+    from vdk.plugin.ml_training.job import CONFIG_FILE
+    from vdk.plugin.ml_training.job import closest
+    from vdk.plugin.ml_training.job import read_config
+
+    parser = read_config(job_dir)
+    out: dict[str, str] = {}
+    for section in parser.sections():
+        if section.lower() != "vdk":
+            continue
+        for name, value in parser.items(section):
+            key = name.strip().lower()
+            if not key.startswith("ml_training_") and not key.startswith("ml-training-"):
+                continue
+            key = key.replace("-", "_")
+            if key not in CONFIG_KEYS:
+                close = closest(key, list(CONFIG_KEYS))
+                fix = f"did you mean `{close}`?" if close else f"the plugin's keys are: {', '.join(CONFIG_KEYS)}"
+                raise JobConfigError(
+                    Path(job_dir) / CONFIG_FILE, f"unknown VDK configuration key {name!r}", fix, section, name
+                )
+            out[key] = value
+    return out
+
+
+def setting(configuration: ConfigurationLike | None, key: str, job_dir: Path | None = None) -> tuple[Any, str | None]:
+    """(value, where it came from) of one VDK configuration key of the plugin, the same way for every verb: the
+    environment (VDK_<KEY>), else [vdk] of the job's config.ini, else the key's default (origin None). An empty
+    value counts as not set. VDK itself loads [vdk] only for `vdk run JOB`, under the environment; it is read
+    here for every verb that knows its job directory."""
+    return _setting(configuration, key, job_vdk_section(job_dir), job_dir)
+
+
+def _setting(
+    configuration: ConfigurationLike | None, key: str, section: dict[str, str], job_dir: Path | None
+) -> tuple[Any, str | None]:
+    default = CONFIG_KEYS[key][0]
+    value = configuration.get_value(key) if configuration is not None else None
+    explicit = value is not None and str(value).strip() != "" and not _is_default(configuration, key, value)
+    if explicit:
+        env = variable(key)
+        if _from_environment(key, value):
+            return value, env
+        if key in section and str(section[key]).strip() == str(value).strip():
+            return value, f"[vdk] {key} of {Path(job_dir or '.') / 'config.ini'}"
+        return value, f"VDK configuration {key}"
+    if str(section.get(key) or "").strip():
+        return section[key].strip(), f"[vdk] {key} of {Path(job_dir or '.') / 'config.ini'}"
+    return default, None
+
+
+def _is_default(configuration: Any, key: str, value: Any) -> bool:
+    """Whether VDK's value of `key` is its default (no provider set it)."""
+    is_default = getattr(configuration, "is_default", None)
+    if callable(is_default):
+        return bool(is_default(key))
+    return value == CONFIG_KEYS[key][0]
+
+
+def _from_environment(key: str, value: Any) -> bool:
+    """VDK reads a key from VDK_<KEY>, else <KEY> (upper case)."""
+    for name in (variable(key), key.upper()):
+        if name in os.environ:
+            return str(os.environ[name]).strip() == str(value).strip()
+    return False
+
+
+def job_settings(configuration: ConfigurationLike | None, job_dir: Path | None = None) -> Settings:
+    """Cluster-wide defaults for `load_job_spec`, keyed as in [ml-training] (see `setting` for the precedence;
+    the job's [ml-training] keys win over all of them)."""
+    section = job_vdk_section(job_dir)
+    out = Settings()
     for key in CONFIG_KEYS:
         if key in _NOT_JOB_SETTINGS:
             continue
-        value = configuration.get_value(key)
+        value, origin = _setting(configuration, key, section, job_dir)
         if value is not None and str(value).strip() != "":
-            out[key.removeprefix("ml_training_")] = value
+            short = key.removeprefix("ml_training_")
+            out[short] = value
+            if origin is not None:
+                out.origins[short] = origin
     return out

@@ -98,13 +98,18 @@ def _wrapped() -> bool:
     return ctx is not None and getattr(ctx.command, "wrapped_command", None) is not None
 
 
-def _kube_configured() -> bool:
+def _kube_configured(job_path: str | None = None) -> bool:
     """A kube context may be reachable: a kubeconfig file, a configured context, or a pod's service
     account. Local checks only: data-job commands must not pay for a cluster they do not use."""
     from vdk.plugin.ml_training.cli.context import settings_from_click
+    from vdk.plugin.ml_training.errors import MLTrainingError
     from vdk.plugin.ml_training.k8s import kubeconfig
 
-    if settings_from_click().get("kube_context") or kubeconfig.in_a_pod():
+    try:
+        context = settings_from_click(_job_dir(job_path)).get("kube_context")
+    except MLTrainingError:  # a broken config.ini here: the verb reports it, if it is for ML
+        context = None
+    if context or kubeconfig.in_a_pod():
         return True
     return any(os.path.isfile(p) for p in kubeconfig.kubeconfig_paths())
 
@@ -133,7 +138,7 @@ def _names_ml_job(kwargs: dict[str, Any]) -> bool:
     command runs."""
     if not _wrapped() or kwargs.get("job_path"):
         return True
-    if not _kube_configured():
+    if not _kube_configured(kwargs.get("job_path")):
         return False
     from vdk.plugin.ml_training.errors import MLTrainingError
 
@@ -181,6 +186,15 @@ def _scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
     return ctx.meta[_SCOPE_KEY]
 
 
+def _job_dir(job_path: str | None) -> Path | None:
+    """The job a verb works on: -p, else the ml-training job directory it runs in (None: neither)."""
+    from vdk.plugin.ml_training.job import is_ml_job
+
+    if job_path:
+        return Path(job_path)
+    return Path.cwd() if is_ml_job(Path.cwd()) else None
+
+
 def _new_scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
     from vdk.plugin.ml_training import teams
     from vdk.plugin.ml_training.cli.context import settings_from_click
@@ -190,10 +204,11 @@ def _new_scope(name: str | None, team: str | None, job_path: str | None) -> Scop
     from vdk.plugin.ml_training.job import load_job_spec
     from vdk.plugin.ml_training.job import owner_team
 
-    settings = settings_from_click()
     option, default = team_option(team)
     job_dir = Path(job_path) if job_path else None
     here = Path.cwd() if job_dir is None and is_ml_job(Path.cwd()) else None
+    # VDK settings: the environment, else [vdk] of the job's config.ini (with -p, or run in its directory)
+    settings = settings_from_click(job_dir or here)
     choice = teams.choose_team(
         option,
         job=teams.OwnerTeam(owner_team(job_dir), job_dir / CONFIG_FILE) if job_dir else None,
@@ -356,7 +371,7 @@ def _teams_elsewhere(namespace: str) -> str | None:
     from vdk.plugin.ml_training import teams
     from vdk.plugin.ml_training.cli.context import settings_from_click
 
-    mapped = teams.mapping(settings_from_click(), teams.TEAM_NAMESPACES)
+    mapped = teams.mapping(settings_from_click(_job_dir(None)), teams.TEAM_NAMESPACES)
     others = [f"{team} ({ns})" for team, ns in mapped.entries if ns != namespace]
     if not others:
         return None

@@ -9,6 +9,7 @@ from datetime import timezone
 
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.status import node_range
 from vdk.plugin.ml_training.k8s.status import shape_text
 from vdk.plugin.ml_training.runtime.progress import approximate_duration
 from vdk.plugin.ml_training.teams import NO_TEAM_TEXT
@@ -51,7 +52,8 @@ def job_entry(runs: list[RunSummary], phase: str, team: str | None) -> dict:
         "backend": latest.backend,
         "phase": phase,
         "created": latest.created,
-        "nodes": latest.nodes,
+        "nodes": node_range(latest.nodes)[1],
+        "nodes_min": node_range(latest.nodes)[0],
         "gpus_per_node": latest.gpus_per_node,
         "gpu_resource": latest.gpu_resource,
         "runs": len(runs),
@@ -82,7 +84,9 @@ def jobs_text(entries: list[dict], where: str, team: str | None = None, now: dat
 
 
 def _shape(entry: dict) -> str:
-    return shape_text(entry["nodes"], entry["gpus_per_node"], entry["gpu_resource"])
+    low, high = entry["nodes_min"], entry["nodes"]
+    nodes = None if high is None else (f"{low}:{high}" if low != high else str(high))
+    return shape_text(nodes, entry["gpus_per_node"], entry["gpu_resource"])
 
 
 # --- vdk show / execute --list / --show ------------------------------------------------------------

@@ -33,6 +33,7 @@ from vdk.plugin.ml_training.local.plan import visible_gpus
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.settings import CONTAINER_ENGINE
 from vdk.plugin.ml_training.settings import CONTAINER_RUN_OPTIONS
+from vdk.plugin.ml_training.settings import setting
 
 
 def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
@@ -43,8 +44,11 @@ def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
     return full_plan(spec, gpus, inherited=inherited_env(gpus, spec)), gpus
 
 
-def engine_from(configuration: Any) -> ContainerEngine:
-    return find_engine(configuration.get_value(CONTAINER_ENGINE), configuration.get_value(CONTAINER_RUN_OPTIONS))
+def engine_from(configuration: Any, job_dir: Path | None = None) -> ContainerEngine:
+    """The engine of ml_training_container_engine and its run options (the environment, else [vdk] of the job)."""
+    return find_engine(
+        setting(configuration, CONTAINER_ENGINE, job_dir)[0], setting(configuration, CONTAINER_RUN_OPTIONS, job_dir)[0]
+    )
 
 
 def prepare(spec: MLJobSpec, mode: str, engine: ContainerEngine) -> tuple[LaunchPlan, ContainerStarter]:

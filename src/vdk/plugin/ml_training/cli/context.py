@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from typing import NoReturn
 
 import click
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.settings import Settings
 from vdk.plugin.ml_training.settings import job_settings
 
 
@@ -18,10 +20,10 @@ def configuration() -> Any | None:
     return getattr(core, "configuration", None)
 
 
-def settings_from_click() -> dict[str, Any]:
-    """Cluster-wide defaults (registry, namespace, ...) from VDK configuration, for load_job_spec."""
-    config = configuration()
-    return job_settings(config) if config is not None else {}
+def settings_from_click(job_dir: Path | None = None) -> Settings:
+    """Cluster-wide defaults (registry, namespace, ...) from VDK configuration, for load_job_spec: the
+    environment, else [vdk] of the config.ini of `job_dir` (the verb's job, when it has one)."""
+    return job_settings(configuration(), job_dir)
 
 
 # Where an option's value came from, when the user gave it (not a default).

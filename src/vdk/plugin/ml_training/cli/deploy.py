@@ -157,7 +157,8 @@ def _deploy(request: DeployRequest) -> None:
 def _spec(request: DeployRequest) -> MLJobSpec:
     """The job's spec with the team of -t, else [owner] team, else the default team (and that team's
     namespace and queue); a team that cannot be a label value is an error here, before any work."""
-    spec = load_job_spec(request.job_path, settings_from_click(), team=request.team, default_team=request.default_team)
+    settings = settings_from_click(request.job_path)
+    spec = load_job_spec(request.job_path, settings, team=request.team, default_team=request.default_team)
     _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(request.name)}
     if request.backend:
@@ -240,12 +241,10 @@ def _smoke_check(spec: MLJobSpec) -> None:
     from vdk.plugin.ml_training.local.plan import smoke_plan
 
     _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
-    error = run_locally(smoke_plan(spec), err=True)
+    again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
+    error = run_locally(smoke_plan(spec), err=True, again=again)
     if error is not None:
-        raise MLTrainingError(
-            f"{error.problem}\nNothing was built or deployed.",
-            error.fix + " Then deploy again (or pass --skip-smoke if the smoke check itself is wrong).",
-        )
+        raise MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
 
 
 def _cluster(spec: MLJobSpec) -> ClusterTarget:

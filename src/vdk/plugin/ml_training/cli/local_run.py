@@ -50,6 +50,7 @@ from vdk.plugin.ml_training.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.settings import RUN_MODE
 from vdk.plugin.ml_training.settings import RUN_MODES
 from vdk.plugin.ml_training.settings import job_settings
+from vdk.plugin.ml_training.settings import setting
 from vdk.plugin.ml_training.units import format_duration
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,10 @@ def _add_flag(run: click.Command, flag: str, variable: contextvars.ContextVar[bo
     run.callback = callback
 
 
-def run_mode(configuration: Any) -> tuple[str, bool]:
-    """(smoke or full, whether in the job's image) from the flags, else VDK_ML_TRAINING_RUN_MODE."""
-    mode = str(configuration.get_value(RUN_MODE) or protocol.SMOKE).strip().lower()
+def run_mode(configuration: Any, job_dir: Path | None = None) -> tuple[str, bool]:
+    """(smoke or full, whether in the job's image) from the flags, else ml_training_run_mode (the environment,
+    else [vdk] of the job's config.ini)."""
+    mode = str(setting(configuration, RUN_MODE, job_dir)[0] or protocol.SMOKE).strip().lower()
     if mode not in RUN_MODES:
         raise MLTrainingError(
             f"VDK_ML_TRAINING_RUN_MODE (ml_training_run_mode) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
@@ -130,14 +132,14 @@ def run_ml_job(context: Any) -> Any:
     started = _utc_now()
     step_name = "config.ini"
     try:
-        spec = load_job_spec(context.job_directory, job_settings(context.core_context.configuration))
-        step_name = str(spec.entrypoint)
         configuration = context.core_context.configuration
-        mode, in_container = run_mode(configuration)
+        spec = load_job_spec(context.job_directory, job_settings(configuration, context.job_directory))
+        step_name = str(spec.entrypoint)
+        mode, in_container = run_mode(configuration, context.job_directory)
         if not _skip_import_check.get():
             check_imports_locally(spec)
         if in_container:
-            error = run_in_container(spec, mode, configuration)
+            error = run_in_container(spec, mode, configuration, context.job_directory)
         else:
             error = run_locally(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec))
     except MLTrainingError as e:
@@ -152,20 +154,25 @@ def check_imports_locally(spec: MLJobSpec, err: bool = False) -> None:
     check_job_imports(spec, known_provides(spec), err=err)
 
 
-def run_in_container(spec: MLJobSpec, mode: str, configuration: Any) -> LocalRunFailed | None:
+def run_in_container(
+    spec: MLJobSpec, mode: str, configuration: Any, job_dir: Path | None = None
+) -> LocalRunFailed | None:
     """The run of `mode` inside the job's image (cli/container_run.py)."""
     from vdk.plugin.ml_training.cli import container_run
 
     with container_run.stop_on_termination():
-        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration))
+        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, job_dir))
         return run_locally(plan, starter=starter)
 
 
-def run_locally(plan: LaunchPlan, err: bool = False, starter: Starter | None = None) -> LocalRunFailed | None:
+def run_locally(
+    plan: LaunchPlan, err: bool = False, starter: Starter | None = None, again: str | None = None
+) -> LocalRunFailed | None:
     """Run the plan, print its summary, and return the error to report, if it did not pass.
 
     `err`: everything goes to stderr (the smoke check before a deploy, whose stdout is its result).
-    `starter`: where torchrun runs (default: this machine)."""
+    `starter`: where torchrun runs (default: this machine). `again`: what the fix ends with, after the change
+    it asks for (default: run `vdk run JOB` again)."""
     # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
     debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
     starter = starter or HostStarter()
@@ -186,7 +193,9 @@ def run_locally(plan: LaunchPlan, err: bool = False, starter: Starter | None = N
         click.echo(f"  run files: {run.run_dir}", err=err)
     if outcome.passed:
         return None
-    return LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome))
+    return LocalRunFailed(
+        f"{plan.mode} run of {plan.spec.name} failed: {outcome.headline}", failure_fix(outcome, again)
+    )
 
 
 def _utc_now() -> datetime:
@@ -327,12 +336,13 @@ def _log_lines(outcome: RunOutcome) -> list[str]:
     return [f"  output of ranks: {', '.join(logs)}"] if logs else []
 
 
-def failure_fix(outcome: RunOutcome) -> str:
+def failure_fix(outcome: RunOutcome, again: str | None = None) -> str:
+    """What to do about a failed run; it ends with `again` (default: run the same `vdk run` again)."""
     run = outcome.run
     root = outcome.root_cause
     full = " --full" if run.plan.mode == protocol.FULL else ""
     container = " --container" if run.engine else ""
-    again = f"run `vdk run{container}{full} {run.plan.spec.job_dir}` again"
+    again = again or f"run `vdk run{container}{full} {run.plan.spec.job_dir}` again"
     if root is not None and root.error:
         if run.plan.mode == protocol.FULL and not run.plan.gpus and _needs_gpu(root.error):
             return (

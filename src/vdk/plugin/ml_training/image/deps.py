@@ -54,6 +54,9 @@ class DependencyLayer:
     sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
 
 
+UV_TARGET_LOCK = ".lock"
+
+
 def requirements_file(spec: MLJobSpec) -> Path | None:
     """The job's requirements.txt if it asks for anything."""
     path = spec.job_dir / REQUIREMENTS
@@ -264,6 +267,8 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
         job_dir,
         base,
     )
+    # uv's lock of the target directory against concurrent installs: not a file of any package
+    (target / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
 def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:

@@ -324,8 +324,11 @@ _PULL_FIXES = (
 )
 
 
-def why_waiting(run: RunSummary, ranks: list[RankState], events: list[Event], workloads: list[dict]) -> list[Finding]:
-    """Why a run that has not finished is not (fully) running yet."""
+def why_waiting(
+    run: RunSummary, ranks: list[RankState], events: list[Event], workloads: list[dict], pods_read: bool = True
+) -> list[Finding]:
+    """Why a run that has not finished is not (fully) running yet. `pods_read`: False when its pods could not be
+    read (403), so that no ranks says nothing about whether there are pods."""
     if run.finished:
         return []
     findings = []
@@ -340,7 +343,7 @@ def why_waiting(run: RunSummary, ranks: list[RankState], events: list[Event], wo
             groups.setdefault(reason, []).append(r)
     for (what, fix), group in groups.items():
         findings.append(Finding("waiting", f"{_ranks_text(group)}: {what}", fix, [g.rank for g in group]))
-    if not ranks and not queued and run.phase in (run_status.PENDING, run_status.RUNNING):
+    if not ranks and pods_read and not queued and run.phase in (run_status.PENDING, run_status.RUNNING):
         warnings = [e for e in events if e.type == "Warning"]
         if warnings:
             last = warnings[-1]
@@ -352,14 +355,13 @@ def why_waiting(run: RunSummary, ranks: list[RankState], events: list[Event], wo
                 )
             )
         else:
-            findings.append(
-                Finding(
-                    "waiting",
-                    "no pods yet: the operator has not created them",
-                    "if this lasts, check that the training operator is running "
-                    "(`kubectl get pods -A | grep -i -e training -e trainer`)",
-                )
+            backend = backends.find(run.backend)
+            who, fix = (
+                backend.no_pods_yet(run.name, run.namespace)
+                if backend is not None
+                else ("nothing has created them", "if this lasts, look at the run's events")
             )
+            findings.append(Finding("waiting", f"no pods yet: {who}", fix))
     return findings
 
 

@@ -85,7 +85,9 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     the user may not read (403) becomes a note: a narrow Role still shows as much as it allows."""
     notes: list[str] = []
     if pods is None:
-        pods = _allowed(notes, "pods", lambda: run_pods(client, run), [])
+        pods = _allowed(notes, "pods", lambda: run_pods(client, run), None)
+    pods_read = pods is not None
+    pods = pods or []
     ranks = diagnose.rank_states(pods, run.backend)
     # (pod, container, previous) -> the end of that log, read once: rank 0's failure log is its progress too
     tail: LogTail = functools.cache(
@@ -93,7 +95,7 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     )
     events = _allowed(notes, "events", lambda: diagnose.run_events(client.list_events(), run.name), [])
     workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
-    findings = diagnose.why_waiting(run, ranks, events, workloads)
+    findings = diagnose.why_waiting(run, ranks, events, workloads, pods_read)
     if run.phase != run_status.SUCCEEDED:
         failure = diagnose.why_failed(run, ranks)
         if failure is not None:

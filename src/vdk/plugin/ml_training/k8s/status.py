@@ -51,7 +51,14 @@ class RunSummary:
     outputs: dict | None = None  # {"claim", "directory"}: where its outputs persist (k8s/outputs.py); None: nowhere
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        """JSON of the run: numbers as numbers (`nodes` the node count, the maximum of an elastic range, and
+        `nodes_min` its minimum: equal for a fixed size)."""
+        out = {}
+        for key, value in self.__dict__.items():
+            out[key] = value
+            if key == "nodes":
+                out["nodes_min"], out["nodes"] = node_range(value)
+        return out
 
     @property
     def finished(self) -> bool:
@@ -60,6 +67,15 @@ class RunSummary:
     @property
     def shape(self) -> str:
         return shape_text(self.nodes, self.gpus_per_node, self.gpu_resource)
+
+
+def node_range(nodes: str | None) -> tuple[int | None, int | None]:
+    """(minimum, maximum) node count of "4" or an elastic "2:8"; (None, None) when unknown."""
+    try:
+        low, _, high = (nodes or "").partition(":")
+        return int(low), int(high or low)
+    except ValueError:
+        return None, None
 
 
 def shape_text(nodes: str | None, gpus_per_node: int, gpu_resource: str | None) -> str:

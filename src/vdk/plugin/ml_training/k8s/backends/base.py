@@ -67,6 +67,14 @@ class Backend(ABC):
         """The main object's kind, as users read it in messages."""
         return self.main.kind
 
+    def no_pods_yet(self, run_name: str, namespace: str | None) -> tuple[str, str]:
+        """(why a run that has no pods and no warning has none, what to check if that lasts)."""
+        return (
+            f"the {self.title} operator has not created them",
+            "if this lasts, check that the training operator is running "
+            "(`kubectl get pods -A | grep -i -e training -e trainer`)",
+        )
+
     # --- rendering ---------------------------------------------------------------------------------
 
     @abstractmethod

@@ -132,6 +132,15 @@ class IndexedJobBackend(Backend):
     def limitations(self, spec: MLJobSpec, cluster: Discovery | None) -> list[str]:
         return limitations(spec)
 
+    def no_pods_yet(self, run_name: str, namespace: str | None) -> tuple[str, str]:
+        # No operator: Kubernetes' own Job controller creates the pods, and says in the Job's events why not.
+        where = f" -n {namespace}" if namespace else ""
+        return (
+            "Kubernetes' Job controller has not created them yet",
+            f"if this lasts, `kubectl describe job {run_name}{where}` says why (a ResourceQuota, a LimitRange or an "
+            "admission policy can refuse the pods)",
+        )
+
     def pod_selector(self, run_name: str) -> str:
         return f"{JOB_NAME_LABEL}={run_name}"
 

@@ -1,0 +1,59 @@
+"""One precedence for the plugin's VDK settings: the environment, else [vdk] of the job's config.ini, else the
+default; read from vdk-core's own Configuration, as the verbs get it."""
+
+from __future__ import annotations
+
+import pytest
+from vdk.internal.core.config import ConfigurationBuilder
+
+from tests.support.jobs import write_job
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.settings import CONFIG_KEYS
+from vdk.plugin.ml_training.settings import job_settings
+from vdk.plugin.ml_training.settings import setting
+
+pytestmark = pytest.mark.usefixtures("isolated_environment")
+
+
+def configuration(**values: str):
+    """VDK's configuration with the plugin's keys, `values` set as the environment provider sets them."""
+    builder = ConfigurationBuilder()
+    for key, (default, description) in CONFIG_KEYS.items():
+        builder.add(key, default, True, description)
+    for key, value in values.items():
+        builder.set_value(key, value)
+    return builder.build()
+
+
+def test_the_environment_then_the_vdk_section_then_the_default(tmp_path, monkeypatch):
+    job = write_job(tmp_path, extra="\n[vdk]\nml_training_namespace = from-vdk\nml_training_smoke_timeout = 5m\n")
+    assert setting(configuration(), "ml_training_namespace", job)[0] == "from-vdk"
+    assert setting(configuration(), "ml_training_smoke_timeout", job)[0] == "5m"  # over a non-empty default
+    assert setting(configuration(), "ml_training_namespace", None) == (None, None)
+    assert setting(configuration(), "ml_training_stall_timeout", job) == ("30m", None)
+    monkeypatch.setenv("VDK_ML_TRAINING_NAMESPACE", "from-env")
+    value, origin = setting(configuration(ml_training_namespace="from-env"), "ml_training_namespace", job)
+    assert (value, origin) == ("from-env", "VDK_ML_TRAINING_NAMESPACE")
+
+
+def test_vdk_core_s_own_reading_of_the_vdk_section_is_named_as_such(tmp_path):
+    """Under `vdk run JOB` vdk-core has already put [vdk] into its configuration."""
+    job = write_job(tmp_path, extra="\n[vdk]\nml_training_registry = 127.0.0.1:5000/ml\n")
+    settings = job_settings(configuration(ml_training_registry="127.0.0.1:5000/ml"), job)
+    assert settings["registry"] == "127.0.0.1:5000/ml"
+    assert settings.origins["registry"] == f"[vdk] ml_training_registry of {job / 'config.ini'}"
+
+
+def test_empty_values_count_as_not_set(tmp_path, monkeypatch):
+    job = write_job(tmp_path, extra="\n[vdk]\nml_training_namespace = from-vdk\nml_training_registry =\n")
+    monkeypatch.setenv("VDK_ML_TRAINING_NAMESPACE", "")
+    settings = job_settings(configuration(ml_training_namespace=""), job)
+    assert settings["namespace"] == "from-vdk" and "registry" not in settings
+
+
+def test_an_unknown_plugin_key_in_the_vdk_section_is_an_error(tmp_path):
+    job = write_job(tmp_path, extra="\n[vdk]\nml_training_regsitry = x\nsome_other_plugin_key = y\n")
+    with pytest.raises(JobConfigError) as error:
+        job_settings(configuration(), job)
+    assert "[vdk] ml_training_regsitry: unknown VDK configuration key" in error.value.message
+    assert "did you mean `ml_training_registry`?" in error.value.message
