@@ -95,12 +95,12 @@ def test_a_forbidden_create_or_read_stops_the_smoke_run(
     fake = cluster(pytorchjob=True, forbidden={forbidden})[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     mark = new_mark()
-    job = sleeping_job(tmp_path, "forbidden-job", base_image, mark)
-    stderr = deploy_stopped_by("cluster", job, mark)
     verb, plural = forbidden
+    name = f"check-{verb}-{plural}"  # the session's registry is shared: a name no other test pushes
+    stderr = deploy_stopped_by("cluster", sleeping_job(tmp_path, name, base_image, mark), mark)
     assert message in stderr
     assert f"auth can-i {verb} {plural}" in stderr  # how to check it
-    assert created_nothing(fake) and pushed_nothing(registry, "team/forbidden-job")
+    assert created_nothing(fake) and pushed_nothing(registry, f"team/{name}")
 
 
 def test_a_missing_namespace_stops_the_smoke_run(tmp_path, registry, base_image, cluster, monkeypatch):
@@ -108,9 +108,9 @@ def test_a_missing_namespace_stops_the_smoke_run(tmp_path, registry, base_image,
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     monkeypatch.setenv("VDK_ML_TRAINING_NAMESPACE", "nope")
     mark = new_mark()
-    stderr = deploy_stopped_by("cluster", sleeping_job(tmp_path, "no-ns-job", base_image, mark), mark)
+    stderr = deploy_stopped_by("cluster", sleeping_job(tmp_path, "check-no-ns-job", base_image, mark), mark)
     assert "the namespace nope does not exist" in stderr and "create namespace nope" in stderr
-    assert created_nothing(fake) and pushed_nothing(registry, "team/no-ns-job")
+    assert created_nothing(fake) and pushed_nothing(registry, "team/check-no-ns-job")
 
 
 def test_a_registry_that_is_down_stops_the_smoke_run(tmp_path, registry, base_image, cluster, monkeypatch):
@@ -118,8 +118,8 @@ def test_a_registry_that_is_down_stops_the_smoke_run(tmp_path, registry, base_im
     down = f"127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{down}/team")
     mark = new_mark()
-    stderr = deploy_stopped_by("registry", sleeping_job(tmp_path, "down-job", base_image, mark), mark)
-    assert f"cannot reach {down} to start an upload to team/down-job" in stderr
+    stderr = deploy_stopped_by("registry", sleeping_job(tmp_path, "check-down-job", base_image, mark), mark)
+    assert f"cannot reach {down} to start an upload to team/check-down-job" in stderr
     assert "that the registry is up" in stderr
     assert created_nothing(fake)
 
@@ -147,7 +147,7 @@ def test_rejected_registry_credentials_stop_the_smoke_run(tmp_path, auth_registr
     config.write_text(json.dumps({"auths": {auth_registry.host: {"auth": wrong}}}))
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{auth_registry.host}/team")
     mark = new_mark()
-    stderr = deploy_stopped_by("registry", sleeping_job(tmp_path, "creds-job", base_image, mark), mark)
+    stderr = deploy_stopped_by("registry", sleeping_job(tmp_path, "check-creds-job", base_image, mark), mark)
     assert (
         f"the credentials for {auth_registry.host} from {config} (auths: {auth_registry.host}) were rejected" in stderr
     )
@@ -161,11 +161,11 @@ def test_a_base_tag_that_does_not_exist_stops_the_smoke_run(tmp_path, registry, 
     fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     mark = new_mark()
-    job = sleeping_job(tmp_path, "no-base-job", f"{registry.host}/base/busybox:no-such-tag", mark)
+    job = sleeping_job(tmp_path, "check-no-base-job", f"{registry.host}/base/busybox:no-such-tag", mark)
     stderr = deploy_stopped_by("base image", job, mark)
     assert f"{registry.host}/base/busybox:no-such-tag does not exist" in stderr
     assert "check the base image name and tag" in stderr
-    assert created_nothing(fake) and pushed_nothing(registry, "team/no-base-job")
+    assert created_nothing(fake) and pushed_nothing(registry, "team/check-no-base-job")
 
 
 def test_a_requirement_that_cannot_be_resolved_stops_the_smoke_run(
@@ -177,7 +177,7 @@ def test_a_requirement_that_cannot_be_resolved_stops_the_smoke_run(
     wheels.mkdir()
     requirements = f"--no-index\n--find-links {wheels}\nno-such-package-anywhere==1.0\n"
     mark = new_mark()
-    job = sleeping_job(tmp_path, "unresolvable-job", base_image, mark, files={"requirements.txt": requirements})
+    job = sleeping_job(tmp_path, "check-unresolvable-job", base_image, mark, files={"requirements.txt": requirements})
     stderr = deploy_stopped_by("dependencies", job, mark)
     assert "requirements.txt cannot be installed for Python 3.11" in stderr and "no-such-package-anywhere" in stderr
-    assert created_nothing(fake) and pushed_nothing(registry, "team/unresolvable-job")
+    assert created_nothing(fake) and pushed_nothing(registry, "team/check-unresolvable-job")
