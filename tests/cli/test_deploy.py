@@ -61,6 +61,14 @@ def vdk(*args: str):
     return CliEntryBasedTestRunner(plugin).invoke(list(args))
 
 
+def created_nothing(fake) -> bool:
+    """The cluster was only read and asked (dry runs, access reviews): nothing was created or deleted."""
+    return all(
+        method == "GET" or query.get("dryRun") == "All" or path.endswith("/selfsubjectaccessreviews")
+        for method, path, query in fake.requests
+    )
+
+
 def repository_tags(registry, repository: str) -> list[str]:
     answer = requests.get(f"{registry.url}/v2/{repository}/tags/list", timeout=5)
     return [] if answer.status_code == 404 else (answer.json().get("tags") or [])
@@ -340,7 +348,7 @@ def test_failed_smoke_check_builds_and_deploys_nothing(tmp_path, registry, base_
     assert "Nothing was built or deployed" in result.stderr
     assert repository_tags(registry, "team/broken-job") == []
     assert fake.run_objects() == []
-    assert all(method == "GET" for method, *_ in fake.requests)  # the cluster was only asked what it serves
+    assert created_nothing(fake)  # the cluster was only asked what it serves and would accept
 
 
 def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, cluster, monkeypatch):
@@ -351,7 +359,7 @@ def test_failed_build_creates_nothing_in_the_cluster(tmp_path, registry, cluster
     assert result.exit_code == 1
     assert "base/missing" in result.stderr
     assert fake.run_objects() == []
-    assert all(method == "GET" for method, *_ in fake.requests)  # only discovery was asked
+    assert created_nothing(fake)
 
 
 def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, cluster, monkeypatch):
@@ -391,7 +399,8 @@ def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, ba
     result = vdk("deploy", "-p", str(job))
     assert result.exit_code == 1
     assert "127.0.0.1:9" in result.stderr
-    assert "smoke run" not in result.stderr  # found before the smoke run, too
+    assert "smoke run stopped: the cluster check failed" in result.stderr  # found during the smoke run
+    assert "smoke run PASSED" not in result.stderr and "Nothing was built or deployed" in result.stderr
     assert repository_tags(registry, "team/unreachable-job") == []
 
 
@@ -403,7 +412,7 @@ def test_missing_namespace_fails_before_smoke_and_build(tmp_path, registry, base
     result = vdk("deploy", "-p", str(job))
     assert result.exit_code == 1
     assert "the namespace nope does not exist" in result.stderr and "create namespace nope" in result.stderr
-    assert "smoke run" not in result.stderr
+    assert "smoke run stopped: the cluster check failed" in result.stderr and "smoke run PASSED" not in result.stderr
     assert repository_tags(registry, "team/no-namespace-job") == [] and fake.run_objects("nope") == []
 
 

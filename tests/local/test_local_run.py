@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -48,12 +47,6 @@ WORK_DIR = re.compile(r"working directory: (\S+)")
 def clean_env() -> dict[str, str]:
     """This environment without the plugin's settings, but for where run directories go (conftest)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-
-
-def interruptible() -> None:
-    """In the child: Ctrl-C's default, even when the tests were started in the background (a shell makes
-    background commands ignore SIGINT, and children inherit that)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def vdk_run(*args: str, env: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
@@ -235,28 +228,6 @@ def test_a_segfault_shows_the_python_stack_of_the_crashed_rank(tmp_path):
     assert stack_shows(done.stdout, "Python stack of rank 1 when it died:", job, line), done.stdout
     assert "threading.py" not in done.stdout
     assert_all_gone(pids, 2)
-
-
-def test_ctrl_c_stops_every_process(tmp_path, local_runs_in_a_temporary_directory):
-    job, pids = ddp_job(tmp_path, "interrupted", "time.sleep(600)", condition="True")
-    proc = subprocess.Popen(
-        [str(VDK), "run", str(job)],
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=interruptible,
-    )
-    deadline = time.monotonic() + 90
-    while len(list(pids.glob("*.pid"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(0.5)  # both ranks are now asleep in their first step
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode != 0
-    assert "smoke run interrupted: every process of it was stopped" in out
-    assert_all_gone(pids, 2)
-    assert no_fifo_left(local_runs_in_a_temporary_directory)
 
 
 def test_a_module_entrypoint_with_its_package_in_the_job(tmp_path):

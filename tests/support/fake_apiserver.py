@@ -6,6 +6,7 @@ as PartialObjectMetadataList) / delete of Jobs,
 Services, ConfigMaps, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes; Pods, Events and Kueue
 Workloads as their controllers write them (test helpers), pods/log with container, previous,
 tailLines, limitBytes and follow (a chunked stream that ends when the container ends), dryRun=All,
+SelfSubjectAccessReviews,
 fieldValidation=Strict, garbage collection through ownerReferences, bearer-token auth, RBAC
 denials, and `Status` error bodies as a real server writes them. Custom resources are validated
 against the real CRD schemas (crd_schema), native objects by the `kubernetes` models plus the
@@ -391,6 +392,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+    if (method, path) == ("POST", SELF_SUBJECT_ACCESS_REVIEWS):
+        return _access_review(fake, body)
     if method == "GET":
         discovery = _discovery(fake, path)
         if discovery is not None:
@@ -459,6 +462,24 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
             "details": {"name": name, "group": kind.group, "kind": kind.plural},
         }
     return _create(fake, kind, ns, query, body)
+
+
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def _access_review(fake: FakeKube, body: Any) -> tuple[int, Any]:
+    """`kubectl auth can-i` for the user: allowed unless `forbidden` says otherwise (RBAC denies nothing
+    else here), with the authorizer's empty reason for a denial, as RBAC gives it."""
+    if not isinstance(body, dict) or body.get("kind") != "SelfSubjectAccessReview":
+        return 400, status(400, "BadRequest", "expected a SelfSubjectAccessReview")
+    attributes = (body.get("spec") or {}).get("resourceAttributes") or {}
+    verb, plural = attributes.get("verb"), attributes.get("resource")
+    if not verb or not plural:
+        return 422, status(422, "Invalid", "spec.resourceAttributes: verb and resource are required")
+    allowed = (verb, plural) not in fake.forbidden
+    review = copy.deepcopy(body)
+    review["status"] = {"allowed": allowed, **({} if allowed else {"reason": ""})}
+    return 201, review
 
 
 def _pod_log(fake: FakeKube, ns: str, name: str, query: dict) -> tuple[int, Any]:

@@ -8,12 +8,8 @@ No registry of the user's is involved. The run itself is a local run (local/cont
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 import tempfile
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,21 +83,3 @@ def load_image(spec: MLJobSpec, engine: ContainerEngine) -> tuple[layout.JobImag
             engine.tag(image.config_digest, local)
             engine.keep_only(repository, local)  # one image per job: those of earlier runs go
         return layout.JobImage(local, image.python), image.digest
-
-
-@contextmanager
-def stop_on_termination() -> Iterator[None]:
-    """SIGTERM and SIGHUP end `vdk` as Ctrl-C does, so the container is stopped rather than left running."""
-
-    def interrupt(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -1,5 +1,7 @@
-"""`vdk deploy -p JOB` for ml-training jobs: validate -> cluster check -> smoke check -> build and
-push the image -> render -> apply -> say what started and how to follow it.
+"""`vdk deploy -p JOB` for ml-training jobs: validate -> remote checks (cluster, permissions, registry,
+base image, imports, dependencies: cli/remote_checks.py) at once and during the smoke check -> build and
+push the image -> render -> apply -> say what started and how to follow it. SIGINT, SIGTERM and SIGHUP
+stop it with every process it started (cli/interrupts.py).
 
 stdout carries only the result (the manifests of `--dry-run`, the image reference of `--build-only`,
 the run of a deploy, or JSON with `-o json`); progress and notes go to stderr. Heavy modules
@@ -20,10 +22,13 @@ import click
 
 from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import teams
+from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.cli.context import settings_from_click
 from vdk.plugin.ml_training.cli.context import team_option
+from vdk.plugin.ml_training.cli.remote_checks import RemoteCheckFailed
+from vdk.plugin.ml_training.cli.remote_checks import RemoteChecks
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import AUTO_BACKEND
@@ -138,11 +143,24 @@ def _deploy(request: DeployRequest) -> None:
     if request.dry_run:
         return _dry_run(spec, provenance, request.reason)
     registry = _require_registry(spec)
-    # Cluster problems are found in a second, not after a smoke run and a build.
-    target = None if request.build_only else _cluster(spec)
-    _import_check(spec)
+    with interrupts.stop_on_signals():
+        try:
+            _checked_deploy(spec, registry, provenance, request)
+        except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
+            interrupts.exit_interrupted(e, f"vdk deploy interrupted by {interrupts.as_interrupted(e).name}.")
+
+
+def _checked_deploy(spec: MLJobSpec, registry: str, provenance: audit.Provenance, request: DeployRequest) -> None:
+    # Remote problems are found in seconds, while the smoke run runs, not after it and a build.
+    checks = _remote_checks(spec, registry, provenance, with_cluster=not request.build_only)
     if not request.skip_smoke:
-        _smoke_check(spec)
+        _smoke_check(spec, checks)
+    failure = checks.first_failure()
+    if failure is not None:
+        raise _nothing_done(failure[1])
+    target = None if request.build_only else checks.result(CLUSTER_CHECK)
+    if target is not None:
+        _say_where(spec, target)
     image = _build(spec, registry, provenance)
     if target is None:
         if request.output == "json":
@@ -218,53 +236,111 @@ def _require_registry(spec: MLJobSpec) -> str:
     return spec.registry
 
 
-def _import_check(spec: MLJobSpec, base: BaseInfo | None = None) -> None:
+def _import_check(spec: MLJobSpec, base: BaseInfo) -> None:
     """Every import of the job in its image, checked against what the base really has (read from it, once
     per digest, as the build that follows does)."""
     if not spec.import_check:
         return
     from vdk.plugin.ml_training.cli.imports import check_job_imports
 
-    if base is None:
-        from vdk.plugin.ml_training.image import StderrProgress
-        from vdk.plugin.ml_training.image.inspection import know_base
-
-        base = know_base(spec, StderrProgress())
-    try:
-        check_job_imports(spec, base.provides, err=True)
-    except MLTrainingError as e:
-        raise MLTrainingError(f"{e.problem}\nNothing was built or deployed.", e.fix) from None
+    check_job_imports(spec, base.provides, err=True)
 
 
-def _smoke_check(spec: MLJobSpec) -> None:
+def _nothing_done(error: MLTrainingError) -> MLTrainingError:
+    return MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
+
+
+# The remote checks, by name (the first that fails is named when it stops the smoke run).
+CLUSTER_CHECK = "cluster"
+REGISTRY_CHECK = "registry"
+BASE_CHECK = "base image"
+IMPORTS_CHECK = "imports"
+DEPENDENCIES_CHECK = "dependencies"
+
+
+def _remote_checks(spec: MLJobSpec, registry: str, provenance: audit.Provenance, with_cluster: bool) -> RemoteChecks:
+    """Started at once: the cluster (reachable, namespace, backend, permission to create every object of the
+    run and to read them back), the registry (reachable, credentials, push allowed), the base image
+    (resolvable, then the job's imports against it and its dependency layer, resolved or cached)."""
+    from vdk.plugin.ml_training.image.deps import dependency_layer
+    from vdk.plugin.ml_training.image.inspection import know_base
+    from vdk.plugin.ml_training.image.progress import Progress
+
+    def base() -> BaseInfo:
+        return know_base(spec, Progress())  # silent: the smoke run has the screen
+
+    checks: dict[str, Any] = {}
+    if with_cluster:
+        checks[CLUSTER_CHECK] = lambda: _cluster(spec, provenance)
+    checks[REGISTRY_CHECK] = lambda: _check_push(spec, registry)
+    checks[BASE_CHECK] = base
+    checks[IMPORTS_CHECK] = lambda: _import_check(spec, remote.result(BASE_CHECK))
+    checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), Progress())
+    remote = RemoteChecks(checks)
+    what = ", ".join(checks)
+    _stderr(f"Pre-flight: checking at once {what}{'' if with_cluster else ' (no cluster: --build-only)'}")
+    return remote.start()
+
+
+def _check_push(spec: MLJobSpec, registry: str) -> None:
+    from vdk.plugin.ml_training.image.plan import target_repository
+    from vdk.plugin.ml_training.image.progress import Progress
+    from vdk.plugin.ml_training.image.registry import RegistryClient
+
+    host, repository = target_repository(registry, spec)
+    with RegistryClient(host, Progress()) as client:
+        client.check_push(repository)
+
+
+def _smoke_check(spec: MLJobSpec, checks: RemoteChecks) -> None:
+    """The smoke run, stopped by the first remote check that fails."""
     from vdk.plugin.ml_training.cli.local_run import run_locally
     from vdk.plugin.ml_training.local.plan import smoke_plan
 
     _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
-    error = run_locally(smoke_plan(spec), err=True, again=again)
+    try:
+        with checks.interrupting():
+            error = run_locally(smoke_plan(spec), err=True, again=again)
+    except RemoteCheckFailed as stopped:
+        _stderr(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
+        failure = checks.failure_so_far()
+        assert failure is not None
+        raise _nothing_done(failure[1]) from None
     if error is not None:
         raise MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
 
 
-def _cluster(spec: MLJobSpec) -> ClusterTarget:
-    """Connect and pick the backend first: a cluster problem should cost no smoke run and no build."""
+def _cluster(spec: MLJobSpec, provenance: audit.Provenance) -> ClusterTarget:
+    """Connect, pick the backend, and check that everything the run creates would be accepted: the server's
+    dry run of its manifests (with a placeholder image) and permission to read them back."""
     from vdk.plugin.ml_training.k8s.backends import choose_backend
-    from vdk.plugin.ml_training.k8s.backends import describe_choice
     from vdk.plugin.ml_training.k8s.claims import check_claims
     from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.manifests import render_run
+    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.layout import JobImage
 
     client = KubeClient(spec.kube_context, spec.namespace)
     discovery = client.discover()
     client.check_namespace()
     check_claims(client, spec, lambda text: _stderr(f"note: {text}"))
     chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
+    placeholder = JobImage(f"{spec.registry}/{spec.name}:vdk-preflight", spec.base_python or "python3")
+    run = RunInfo.create(spec, provenance)
+    client.check_access(render_run(spec, placeholder, run, client.namespace, chosen, discovery))
+    return ClusterTarget(client, discovery, chosen)
+
+
+def _say_where(spec: MLJobSpec, target: ClusterTarget) -> None:
+    from vdk.plugin.ml_training.k8s.backends import describe_choice
+
+    client = target.client
     _stderr(
         f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; "
-        f"{describe_choice(discovery, spec.backend, chosen)}"
+        f"{describe_choice(target.discovery, spec.backend, target.backend)}"
     )
     _stderr(_where_it_runs(spec, client.namespace, f"the namespace of kube context {client.context or 'in-cluster'}"))
-    return ClusterTarget(client, discovery, chosen)
 
 
 def _build(spec: MLJobSpec, registry: str, provenance: audit.Provenance) -> PushedImage:
@@ -341,7 +417,10 @@ def _dry_run(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) 
         _stderr("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
     plan = plan_image(spec, registry, provenance, progress=StderrProgress())
     _stderr(plan.render())
-    _import_check(spec, plan.base)
+    try:
+        _import_check(spec, plan.base)
+    except MLTrainingError as e:
+        raise _nothing_done(e) from None
     backend = spec.backend
     if backend == AUTO_BACKEND:
         backend = DRY_RUN_AUTO_BACKEND

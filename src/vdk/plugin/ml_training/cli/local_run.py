@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli.imports import SKIP_OPTION
 from vdk.plugin.ml_training.cli.imports import check_job_imports
 from vdk.plugin.ml_training.errors import MLTrainingError
@@ -131,19 +132,22 @@ def run_ml_job(context: Any) -> Any:
     """The `run_job` hook's work for an ml-training job: returns VDK's ExecutionResult."""
     started = _utc_now()
     step_name = "config.ini"
-    try:
-        configuration = context.core_context.configuration
-        spec = load_job_spec(context.job_directory, job_settings(configuration, context.job_directory))
-        step_name = str(spec.entrypoint)
-        mode, in_container = run_mode(configuration, context.job_directory)
-        if not _skip_import_check.get():
-            check_imports_locally(spec)
-        if in_container:
-            error = run_in_container(spec, mode, configuration, context.job_directory)
-        else:
-            error = run_locally(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec))
-    except MLTrainingError as e:
-        error = e
+    with interrupts.stop_on_signals():
+        try:
+            configuration = context.core_context.configuration
+            spec = load_job_spec(context.job_directory, job_settings(configuration, context.job_directory))
+            step_name = str(spec.entrypoint)
+            mode, in_container = run_mode(configuration, context.job_directory)
+            if not _skip_import_check.get():
+                check_imports_locally(spec)
+            if in_container:
+                error = run_in_container(spec, mode, configuration, context.job_directory)
+            else:
+                error = run_locally(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec))
+        except MLTrainingError as e:
+            error = e
+        except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
+            interrupts.exit_interrupted(e)
     return _execution_result(context, step_name, started, error)
 
 
@@ -160,9 +164,8 @@ def run_in_container(
     """The run of `mode` inside the job's image (cli/container_run.py)."""
     from vdk.plugin.ml_training.cli import container_run
 
-    with container_run.stop_on_termination():
-        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, job_dir))
-        return run_locally(plan, starter=starter)
+    plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, job_dir))
+    return run_locally(plan, starter=starter)
 
 
 def run_locally(
@@ -180,8 +183,9 @@ def run_locally(
     click.echo(format_start(plan), err=err)
     try:
         run = launch(plan, stdout=sys.stderr if err else None, starter=starter)
-    except KeyboardInterrupt:
-        click.echo(f"\n{plan.mode} run interrupted: every process of it was stopped.", err=True)
+    except KeyboardInterrupt as e:
+        signal_name = interrupts.as_interrupted(e).name
+        click.echo(f"\n{plan.mode} run interrupted by {signal_name}: every process of it was stopped.", err=True)
         raise
     outcome = analyse(run)
     if debug:

@@ -337,6 +337,20 @@ class RegistryClient:
         finally:
             transfer.close()
 
+    def check_push(self, repository: str) -> None:
+        """Start a blob upload to `repository` and cancel it: the registry answers, takes the credentials
+        and lets them push there, and nothing is stored (what `vdk deploy` checks before its smoke run)."""
+
+        def start() -> str:
+            return self._repo(repository)._request("post", "blobs/uploads/").headers.get("Location", "")
+
+        location = self._call(repository, f"start an upload to {repository}", start)
+        if location:
+            try:  # cancelled: the registry forgets the empty upload (one that cannot cancel lets it expire)
+                self._repo(repository)._base_request("delete", location)
+            except (requests.RequestException, dxf_errors.DXFError):
+                pass
+
     def read_blob(
         self, repository: str, digest: str, size: int, label: str, consume: Callable[[io.BufferedReader], T]
     ) -> T:

@@ -19,7 +19,9 @@ import urllib3
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import record as run_record
+from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
 from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
@@ -52,6 +54,7 @@ PROBE_TIMEOUT = (3, 5)
 # A followed log may stay silent for as long as an evaluation or a checkpoint takes.
 FOLLOW_TIMEOUT = (10, 3600)
 FIELD_MANAGER = "vdk-ml-training"
+SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 # What the client creates: the backends' objects and the run record.
 RESOURCE_TYPES = {(t.api_version, t.kind): t for t in (*backends.created_types(), CONFIG_MAP)}
@@ -127,6 +130,45 @@ class KubeClient:
                 ) from error
             raise
         return created
+
+    def check_access(self, manifests: list[dict], verbs: tuple[str, ...] = ("get", "list")) -> None:
+        """What `apply` of `manifests` needs, without creating anything: every manifest through the server's
+        dry run (permission to create, schema, admission webhooks), and permission for `verbs` on each of
+        their resources (SelfSubjectAccessReviews; a server that cannot answer them is not blamed)."""
+        prepared = [self._prepare(m) for m in manifests]
+        for rtype, body in prepared:
+            self._create(rtype, body, dry_run=True)
+        for rtype in dict.fromkeys(rtype for rtype, _ in prepared):
+            for verb in verbs:
+                self._check_allowed(rtype.action(verb, self.namespace if rtype.namespaced else None))
+
+    def _check_allowed(self, action: Action) -> None:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "verb": action.verb,
+                    "group": action.group,
+                    "resource": action.plural,
+                    **({"namespace": action.namespace} if action.namespace else {}),
+                }
+            },
+        }
+        try:
+            answer = self.transport.request(
+                "POST", SELF_SUBJECT_ACCESS_REVIEWS, body=review, action=Action("create", "selfsubjectaccessreviews")
+            )
+        except KubeApiError as e:
+            if e.status in (403, 404):
+                return  # reviews not served or not allowed: the first real request will tell
+            raise
+        status = (answer or {}).get("status") or {}
+        if status.get("allowed") or not isinstance(answer, dict):
+            return
+        why = status.get("reason") or status.get("evaluationError") or "no rule allows it"
+        message = f"SelfSubjectAccessReview: {why}"
+        raise from_api_exception(403, "Forbidden", {"kind": "Status", "message": message}, action, self.context)
 
     def _prepare(self, manifest: dict) -> tuple[ResourceType, dict]:
         rtype = resource_type(manifest)

@@ -5,6 +5,9 @@ differences that only save time: torch's log formatter, which imports torch._dyn
 format the first exception it logs, is replaced by a plain one; and the process ends at once
 instead of spending 0.3-1 s tearing down an interpreter that imported torch. Its exit code is
 torchrun's; its log goes to the launcher's agent.log.
+
+It also holds the run's end of `vdk`'s lifeline (local/lifeline.py): when `vdk` is gone, however it
+ended (SIGKILL included), the agent stops every rank and itself, so that no training outlives `vdk`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,14 @@ import os
 import sys
 import traceback
 
+from vdk.plugin.ml_training.local import lifeline
+from vdk.plugin.ml_training.local import process_tree
+from vdk.plugin.ml_training.runtime import protocol
+
 
 def main() -> None:
     code = 1
+    lifeline.watch(_stop_the_run)
     try:
         from torch.distributed.run import main as torchrun
 
@@ -32,6 +40,18 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _stop_the_run() -> None:
+    """`vdk` is gone: SIGTERM to every rank (forked ranks share this process's group; spawned ones have
+    their own sessions) and to this process (torchrun passes it on), SIGKILL after the grace period."""
+    me = os.getpid()
+    ranks = process_tree.children(me)
+    run_dir = os.environ.get(protocol.RUN_DIR)
+    if run_dir:
+        ranks |= {int(r["pid"]) for r in protocol.read_results(run_dir).values() if isinstance(r.get("pid"), int)}
+    process_tree.stop_groups(ranks - {me}, last=os.getpgrp())
+    os._exit(128 + 15)
 
 
 def _plain_torch_log_format() -> None:

@@ -6,10 +6,13 @@ at the same path, so the launcher reads the ranks' result files as for a run on 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import signal
 import stat
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -18,6 +21,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.engine import RUN_LABEL
 from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.local.workdir import WorkDir
 from vdk.plugin.ml_training.runtime import protocol
@@ -26,6 +30,7 @@ from vdk.plugin.ml_training.units import parse_quantity
 # After SIGTERM to the container's torchrun (which passes it on to the ranks, which dump their stacks),
 # how long before the engine kills what is left.
 STOP_GRACE_SECONDS = 5
+GUARD_MODULE = "vdk.plugin.ml_training.local.guard"
 
 
 def inherited_env(gpus: int, spec: MLJobSpec | None = None) -> dict[str, str]:
@@ -53,6 +58,7 @@ class ContainerStarter:
     spec: MLJobSpec
     gpus: int = 0  # > 0: every GPU of this machine is passed through
     name: str = ""
+    _lifeline: Lifeline | None = None
 
     def __post_init__(self) -> None:
         self.name = self.name or f"vdk-ml-{self.spec.name}-{secrets.token_hex(4)}"
@@ -113,21 +119,37 @@ class ContainerStarter:
         work: WorkDir | None = None,
     ) -> subprocess.Popen:
         _share(run_dir)
-        return subprocess.Popen(
-            self.argv(plan, run_dir, port, env),
+        self.release()  # a previous attempt's (another port)
+        lifeline = self._lifeline = Lifeline()
+        # The engine's client, under a guard that stops the container if vdk is killed (local/guard.py).
+        stop_commands = self.container_engine.stop_commands(self.name, STOP_GRACE_SECONDS)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", GUARD_MODULE, json.dumps(stop_commands), "--", *self.argv(plan, run_dir, port, env)],
+            env={**os.environ, **lifeline.env()},
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
+            pass_fds=(lifeline.read_fd,),
             start_new_session=True,  # Ctrl-C reaches us only; we stop the container ourselves
         )
+        lifeline.started()
+        return proc
 
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         self.container_engine.stop(self.name, STOP_GRACE_SECONDS)
         try:
             proc.wait(timeout=STOP_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the guard and the engine's client
+            except ProcessLookupError:
+                pass
             proc.wait()
+
+    def release(self) -> None:
+        if self._lifeline is not None:
+            self._lifeline.cut()
+            self._lifeline = None
 
 
 def _share(run_dir: Path) -> None:

@@ -114,6 +114,10 @@ class ContainerEngine:
         self._run("stop", "-t", str(grace_seconds), container, timeout=grace_seconds + _QUICK_SECONDS)
         self._run("rm", "-f", container, timeout=_QUICK_SECONDS)
 
+    def stop_commands(self, container: str, grace_seconds: int) -> list[list[str]]:
+        """The command lines of `stop`, for a process that stops the container when vdk cannot."""
+        return [self.argv("stop", "-t", str(grace_seconds), container), self.argv("rm", "-f", container)]
+
     def gpu_options(self) -> list[str]:
         """Every GPU of this machine in the container: podman through CDI (nvidia-ctk generates the spec),
         Docker through the NVIDIA container toolkit."""

@@ -1,6 +1,6 @@
 """Starts torchrun for a `LaunchPlan` in a working directory outside the job (local/workdir.py), relays
 rank 0's output, enforces the timeout, samples the ranks' memory and, whatever happens (a timeout, Ctrl-C,
-an error here), leaves no process behind."""
+SIGTERM, an error here, `vdk` killed: see local/lifeline.py), leaves no process behind."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import importlib.util
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,9 @@ from typing import IO
 from typing import Protocol
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.local import workdir
+from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.memory import MemoryWatch
 from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.runtime import protocol
@@ -39,8 +40,6 @@ RUNS_DIR_ENV = "VDK_ML_TRAINING_RUNS_DIR"
 FULL_RUNS = "full"  # full runs' directories below VDK_ML_TRAINING_RUNS_DIR: kept, never pruned
 KEEP_FAILED_RUNS_SECONDS = 86400
 PORT_ATTEMPTS = 3
-# After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
-TERMINATE_GRACE_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -120,11 +119,18 @@ class Starter(Protocol):
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         """Stop every process of the run (terminating first, so that ranks dump their stacks) and wait."""
 
+    def release(self) -> None:
+        """The run is over: cut its lifeline (local/lifeline.py)."""
+
 
 class HostStarter:
-    """torchrun in this interpreter's environment, in its own session."""
+    """torchrun in this interpreter's environment, in its own session, on a lifeline: torchrun's agent
+    stops the run if `vdk` ends without doing so (killed)."""
 
     engine = None
+
+    def __init__(self) -> None:
+        self._lifeline: Lifeline | None = None
 
     def check(self) -> None:
         check_torch()
@@ -142,18 +148,28 @@ class HostStarter:
         stderr: IO[bytes],
         work: workdir.WorkDir | None,
     ) -> subprocess.Popen:
-        return subprocess.Popen(
+        self.release()  # a previous attempt's (another port)
+        lifeline = self._lifeline = Lifeline()
+        proc = subprocess.Popen(
             plan.command(run_dir, port),
             cwd=work.path if work else plan.spec.job_dir,
-            env=env,
+            env={**env, **lifeline.env()},
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
+            pass_fds=(lifeline.read_fd,),
             start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
         )
+        lifeline.started()
+        return proc
 
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         terminate(proc, run_dir)
+
+    def release(self) -> None:
+        if self._lifeline is not None:
+            self._lifeline.cut()
+            self._lifeline = None
 
 
 def launch(
@@ -213,6 +229,8 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str],
             except BaseException:
                 starter.stop(proc, run_dir)
                 raise
+            finally:
+                starter.release()
     peaks = dict(memory.peaks) if isinstance(memory, MemoryWatch) else {}
     return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out, starter.engine, work, peaks)
 
@@ -268,32 +286,10 @@ def _prune_old_runs(runs: Path) -> None:
 def terminate(proc: subprocess.Popen, run_dir: Path) -> None:
     """SIGTERM torchrun's process group and every rank's (ranks started by torchrun live in their
     own sessions); SIGKILL whatever is left after a grace period."""
-    groups = {proc.pid} | {
-        int(r["pid"]) for r in protocol.read_results(run_dir).values() if isinstance(r.get("pid"), int)
-    }
-    _signal_groups(groups, signal.SIGTERM)
-    deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
-    while time.monotonic() < deadline and any(_alive(g) for g in groups):
-        time.sleep(0.05)
-        proc.poll()
-    _signal_groups(groups, signal.SIGKILL)
+    groups = {proc.pid} | process_tree.children(proc.pid)
+    groups |= {int(r["pid"]) for r in protocol.read_results(run_dir).values() if isinstance(r.get("pid"), int)}
+    process_tree.stop_groups(groups, poll=proc.poll)
     proc.wait()
-
-
-def _signal_groups(groups: set[int], sig: signal.Signals) -> None:
-    for group in groups:
-        try:
-            os.killpg(group, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
 
 
 class _Console:

@@ -1,0 +1,82 @@
+"""How `vdk` stops when asked to: Ctrl-C (SIGINT), SIGTERM (a CI timeout, `timeout 8 vdk run JOB`, kill)
+and SIGHUP (a closed terminal) all end a local run or a deploy the same way: every process it started is
+stopped (SIGTERM, then SIGKILL after a short grace), a line says so, and `vdk` exits with 128 + the
+signal's number (130, 143, 129) without a traceback. A signal that `vdk` was started ignoring (`nohup`,
+a shell's background job ignoring SIGINT) stays ignored. SIGKILL cannot be caught: the run's own
+processes notice that `vdk` is gone (local/lifeline.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """`vdk` was asked to stop by `signum`. A KeyboardInterrupt, so that what stops processes on Ctrl-C
+    stops them on every such signal."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def as_interrupted(error: KeyboardInterrupt) -> Interrupted:
+    return error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within: the first of SIGINT, SIGTERM and SIGHUP raises Interrupted in the main thread; later ones
+    are ignored while the run is being stopped (a second Ctrl-C must not cut the stopping short)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def interrupt(signum, frame) -> None:
+        if received:
+            return
+        received.append(signum)
+        raise Interrupted(signum)
+
+    previous = {}
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def exit_interrupted(error: KeyboardInterrupt, message: str | None = None) -> NoReturn:
+    """End `vdk` as the signal asked: `message` on stderr, exit status 128 + its number, no traceback
+    (vdk-core would print one, and a summary of a run that did not fail). The run's processes are
+    stopped already."""
+    interrupted = as_interrupted(error)
+    if message:
+        print(message, file=sys.stderr)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(interrupted.exit_code)
