@@ -167,3 +167,31 @@ def test_a_signal_vdk_was_started_ignoring_stays_ignored():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_vdk_stopped_by_a_signal_ends_the_helper_process_a_check_was_waiting_for(tmp_path):
+    """uv of a dependency check, resolving in a thread beside the smoke run, ends with `vdk`."""
+    started = tmp_path / "helper-started"
+    program = textwrap.dedent(
+        f"""
+        import sys, threading, time
+        from vdk.plugin.ml_training import helper_processes
+        from vdk.plugin.ml_training.cli import interrupts
+
+        sleeper = [sys.executable, "-c", "open({str(started)!r}, 'w').close(); import time; time.sleep(120)"]
+        threading.Thread(target=helper_processes.run, args=(sleeper,), daemon=True).start()
+        with interrupts.stop_on_signals():
+            try:
+                time.sleep(120)
+            except KeyboardInterrupt as e:
+                interrupts.exit_interrupted(e, "stopped")
+        """
+    )
+    mark = new_mark()
+    env = {**os.environ, MARK: mark}
+    proc = subprocess.Popen([sys.executable, "-c", program], stderr=subprocess.PIPE, text=True, env=env)
+    assert wait_for_files(tmp_path, started.name, 1, 60, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM and "stopped" in err and "Traceback" not in err
+    assert left_after(mark, 5) == []  # not left to sleep its 120 s under PID 1

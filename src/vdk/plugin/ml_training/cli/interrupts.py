@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
+from vdk.plugin.ml_training import helper_processes
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -71,6 +73,7 @@ def exit_interrupted(error: KeyboardInterrupt, message: str | None = None) -> No
     (vdk-core would print one, and a summary of a run that did not fail). The run's processes are
     stopped already."""
     interrupted = as_interrupted(error)
+    helper_processes.stop_all()  # uv of a dependency check still resolving, say
     if message:
         print(message, file=sys.stderr)
     logging.shutdown()

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image import tarball
@@ -273,7 +274,7 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
 
 def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
     try:
-        done = subprocess.run(argv, cwd=cwd, env=_uv_env(), capture_output=True, text=True, timeout=_UV_TIMEOUT)
+        done = helper_processes.run(argv, cwd=cwd, env=_uv_env(), timeout=_UV_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise DependencyError(
             f"installing requirements.txt took longer than {_UV_TIMEOUT // 60} minutes",

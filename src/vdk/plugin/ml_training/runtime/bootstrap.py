@@ -56,8 +56,10 @@ def run_entrypoint(entry: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     entry = list(sys.argv[1:] if argv is None else argv)
+    from vdk.plugin.ml_training.runtime import loader_workers
     from vdk.plugin.ml_training.runtime import protocol
 
+    loader_workers.install()  # in every mode: a rank that dies early must not hang the run
     mode = os.environ.get(protocol.MODE)
     run_dir = os.environ.get(protocol.RUN_DIR)
     if not mode or not run_dir:

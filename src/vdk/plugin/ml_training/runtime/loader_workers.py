@@ -1,0 +1,35 @@
+"""DataLoader workers that end with their rank, however early it dies.
+
+torch's worker loop notices that its rank is gone by its parent pid changing: ManagerWatchdog takes
+getppid() when the worker has started (after `worker_init_fn`) and compares it every 5 s. A rank that
+dies while its workers are still starting (a crash in the first step, on a loaded machine) is already
+gone when they take it: they take init's pid for the rank's and wait forever — holding the pipe by
+which torchrun learns that the rank ended, so the run hangs until its timeout instead of failing at
+once. The watchdog here compares with the pid the worker was forked from instead. Standard library and
+torch only."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+
+def install() -> None:
+    """Patch torch's ManagerWatchdog (POSIX: the one with `manager_pid`); idempotent, and nothing where
+    torch has no such class."""
+    try:
+        from torch.utils.data._utils import worker
+    except ImportError:
+        return
+    watchdog = getattr(worker, "ManagerWatchdog", None)
+    if watchdog is None or getattr(watchdog.__init__, "_vdk_parent_pid", False):
+        return
+    original = watchdog.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        parent = multiprocessing.parent_process()
+        if parent is not None and parent.pid is not None and hasattr(self, "manager_pid"):
+            self.manager_pid = parent.pid
+
+    __init__._vdk_parent_pid = True  # type: ignore[attr-defined]
+    watchdog.__init__ = __init__
