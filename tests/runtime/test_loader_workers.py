@@ -55,3 +55,20 @@ def test_without_the_patch_such_a_worker_outlives_its_rank():
     finally:
         for pid in left:
             __import__("os").kill(pid, 9)
+
+
+def test_the_patch_waits_for_the_script_to_import_torch():
+    program = textwrap.dedent(
+        """
+        import sys
+        from vdk.plugin.ml_training.runtime import loader_workers
+        loader_workers.install()
+        assert "torch" not in sys.modules  # the script sets its environment before torch reads it
+        import torch
+        from torch.utils.data._utils.worker import ManagerWatchdog
+        print(getattr(ManagerWatchdog.__init__, "_vdk_parent_pid", False))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import multiprocessing
 
+from vdk.plugin.ml_training.runtime import post_import
+
+WORKER_MODULE = "torch.utils.data._utils.worker"
+
 
 def install() -> None:
-    """Patch torch's ManagerWatchdog (POSIX: the one with `manager_pid`); idempotent, and nothing where
-    torch has no such class."""
-    try:
-        from torch.utils.data._utils import worker
-    except ImportError:
-        return
+    """Patch torch's ManagerWatchdog (POSIX: the one with `manager_pid`) when torch is imported (the
+    user's script imports it, after setting its environment); idempotent."""
+    post_import.when_imported(WORKER_MODULE, _patch)
+
+
+def _patch(worker) -> None:
     watchdog = getattr(worker, "ManagerWatchdog", None)
     if watchdog is None or getattr(watchdog.__init__, "_vdk_parent_pid", False):
         return
