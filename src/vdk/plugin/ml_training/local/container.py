@@ -15,15 +15,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.engine import RUN_LABEL
 from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.launcher import Attempt
 from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.plan import LaunchPlan
-from vdk.plugin.ml_training.local.workdir import WorkDir
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -108,27 +107,19 @@ class ContainerStarter:
     def prepare(self, plan: LaunchPlan, run_dir: Path) -> None:
         """None: the ranks work in the image's job directory, which holds what the code layer holds."""
 
-    def start(
-        self,
-        plan: LaunchPlan,
-        run_dir: Path,
-        port: int,
-        env: dict[str, str],
-        stdout: int,
-        stderr: IO[bytes],
-        work: WorkDir | None = None,
-    ) -> subprocess.Popen:
-        _share(run_dir)
+    def start(self, attempt: Attempt) -> subprocess.Popen:
+        _share(attempt.run_dir)
         self.release()  # a previous attempt's (another port)
         lifeline = self._lifeline = Lifeline()
         # The engine's client, under a guard that stops the container if vdk is killed (local/guard.py).
         stop_commands = self.container_engine.stop_commands(self.name, STOP_GRACE_SECONDS)
+        client = self.argv(attempt.plan, attempt.run_dir, attempt.port, attempt.env)
         proc = subprocess.Popen(
-            [sys.executable, "-m", GUARD_MODULE, json.dumps(stop_commands), "--", *self.argv(plan, run_dir, port, env)],
+            [sys.executable, "-m", GUARD_MODULE, json.dumps(stop_commands), "--", *client],
             env={**os.environ, **lifeline.env()},
             stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
+            stdout=attempt.stdout,
+            stderr=attempt.stderr,
             pass_fds=(lifeline.read_fd,),
             start_new_session=True,  # Ctrl-C reaches us only; we stop the container ourselves
         )

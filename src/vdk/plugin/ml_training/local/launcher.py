@@ -91,6 +91,19 @@ def check_torch() -> None:
         )
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt to start a plan's torchrun (another port is tried when the first was taken)."""
+
+    plan: LaunchPlan
+    run_dir: Path
+    port: int
+    env: dict[str, str]  # the plan's and the run's variables
+    stdout: int  # where torchrun's stdout goes: a file descriptor, or subprocess.PIPE
+    stderr: IO[bytes]  # torchrun's own log
+    work: workdir.WorkDir | None  # the ranks' working directory; None: the image's job directory
+
+
 class Starter(Protocol):
     """Where a plan's torchrun runs: on this machine (`HostStarter`), or in the job's image
     (local/container.py). It starts the process tree and stops all of it."""
@@ -103,18 +116,8 @@ class Starter(Protocol):
     def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir | None:
         """The ranks' working directory on this machine, made in `run_dir`; None when the image has it."""
 
-    def start(
-        self,
-        plan: LaunchPlan,
-        run_dir: Path,
-        port: int,
-        env: dict[str, str],
-        stdout: int,
-        stderr: IO[bytes],
-        work: workdir.WorkDir | None,
-    ) -> subprocess.Popen:
-        """Start torchrun with `env` (the plan's and the run's variables) in `work`; its stdout to `stdout`
-        (a file descriptor, or subprocess.PIPE), its own log to `stderr`."""
+    def start(self, attempt: Attempt) -> subprocess.Popen:
+        """Start the attempt's torchrun."""
 
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         """Stop every process of the run (terminating first, so that ranks dump their stacks) and wait."""
@@ -138,25 +141,17 @@ class HostStarter:
     def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir:
         return workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR)
 
-    def start(
-        self,
-        plan: LaunchPlan,
-        run_dir: Path,
-        port: int,
-        env: dict[str, str],
-        stdout: int,
-        stderr: IO[bytes],
-        work: workdir.WorkDir | None,
-    ) -> subprocess.Popen:
+    def start(self, attempt: Attempt) -> subprocess.Popen:
         self.release()  # a previous attempt's (another port)
         lifeline = self._lifeline = Lifeline()
+        plan, work = attempt.plan, attempt.work
         proc = subprocess.Popen(
-            plan.command(run_dir, port),
+            plan.command(attempt.run_dir, attempt.port),
             cwd=work.path if work else plan.spec.job_dir,
-            env={**env, **lifeline.env()},
+            env={**attempt.env, **lifeline.env()},
             stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
+            stdout=attempt.stdout,
+            stderr=attempt.stderr,
             pass_fds=(lifeline.read_fd,),
             start_new_session=True,  # Ctrl-C reaches us only; we stop the whole tree ourselves
         )
@@ -214,7 +209,7 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str],
             env[protocol.JOB_DIR] = str(work.job_dir)
             env[protocol.OUTPUT_DIR] = str(work.path)  # as on a cluster: what the run writes, beside the code
         try:
-            proc = starter.start(plan, run_dir, free_port(), env, console.stdout_target, agent_log, work)
+            proc = starter.start(Attempt(plan, run_dir, free_port(), env, console.stdout_target, agent_log, work))
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: nothing to look at
             raise
