@@ -12,7 +12,6 @@ import shutil
 import time
 from pathlib import Path
 
-import bcrypt
 import pytest
 import requests
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
@@ -21,9 +20,7 @@ from tests.support.jobs import write_job
 from tests.support.processes import MARK
 from tests.support.processes import left_after
 from tests.support.processes import new_mark
-from tests.support.registry import Registry
 from tests.support.registry import free_port
-from tests.support.registry import self_signed_cert
 from vdk.plugin.ml_training import plugin
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("isolated_environment")]
@@ -122,18 +119,6 @@ def test_a_registry_that_is_down_stops_the_smoke_run(tmp_path, registry, base_im
     assert f"cannot reach {down} to start an upload to team/check-down-job" in stderr
     assert "that the registry is up" in stderr
     assert created_nothing(fake)
-
-
-@pytest.fixture(scope="module")
-def auth_registry(tmp_path_factory):
-    """docker-registry with htpasswd auth over TLS (self-signed)."""
-    root = tmp_path_factory.mktemp("auth-registry")
-    cert, key = self_signed_cert(root)
-    htpasswd = root / "htpasswd"
-    htpasswd.write_text("ada:" + bcrypt.hashpw(b"correct-horse", bcrypt.gensalt(rounds=5)).decode() + "\n")
-    server = Registry(root / "server", htpasswd=htpasswd, tls=(cert, key))
-    yield server
-    server.stop()
 
 
 def test_rejected_registry_credentials_stop_the_smoke_run(tmp_path, auth_registry, base_image, cluster, monkeypatch):

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tarfile
 
-import bcrypt
 import pytest
 import requests
 
@@ -280,18 +279,6 @@ def test_a_base_in_another_registry_is_streamed_across_and_a_dropped_stream_retr
         assert again.digest == image.digest and {layer.action for layer in again.layers} == {"present"}
     finally:
         proxy.stop()
-
-
-@pytest.fixture(scope="module")
-def auth_registry(tmp_path_factory):
-    """docker-registry with htpasswd auth over TLS (self-signed)."""
-    root = tmp_path_factory.mktemp("auth-registry")
-    cert, key = self_signed_cert(root)
-    htpasswd = root / "htpasswd"
-    htpasswd.write_text("ada:" + bcrypt.hashpw(b"correct-horse", bcrypt.gensalt(rounds=5)).decode() + "\n")
-    server = Registry(root / "server", htpasswd=htpasswd, tls=(cert, key))
-    yield server
-    server.stop()
 
 
 def trust(auth_registry, tmp_path):

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 from tests.support import upstream_crds
@@ -18,6 +19,7 @@ from tests.support.fake_apiserver import FakeKube
 from tests.support.registry import Registry
 from tests.support.registry import have_registry
 from tests.support.registry import podman
+from tests.support.registry import self_signed_cert
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.local import launcher
 
@@ -175,3 +177,15 @@ def cluster(tmp_path, monkeypatch):
     yield start
     for fake in started:
         fake.stop()
+
+
+@pytest.fixture(scope="module")
+def auth_registry(tmp_path_factory):
+    """docker-registry with htpasswd auth over TLS (self-signed)."""
+    root = tmp_path_factory.mktemp("auth-registry")
+    cert, key = self_signed_cert(root)
+    htpasswd = root / "htpasswd"
+    htpasswd.write_text("ada:" + bcrypt.hashpw(b"correct-horse", bcrypt.gensalt(rounds=5)).decode() + "\n")
+    server = Registry(root / "server", htpasswd=htpasswd, tls=(cert, key))
+    yield server
+    server.stop()
