@@ -20,6 +20,9 @@ import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
+from tests.support.processes import MARK as PROCESS_MARK
+from tests.support.processes import left_after
+from tests.support.processes import new_mark
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.cli.local_run import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
@@ -217,6 +220,21 @@ def test_a_rank_killed_by_a_signal_fails_fast_with_the_signal(tmp_path):
     assert "out-of-memory killer" in done.stdout
     assert time.monotonic() - started < 120
     assert_all_gone(pids, 2)
+
+
+def test_what_a_rank_left_behind_goes_when_the_run_ends(tmp_path):
+    """A process a rank started and did not wait for (here a child that outlives its rank, as a DataLoader
+    worker of a rank that died while it started does) is stopped when torchrun has ended."""
+    script = """
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        sys.exit(3)
+    """
+    mark = new_mark()
+    job = make_job(tmp_path, "leaves-a-child", script, env=f"{PROCESS_MARK} = {mark}\n")
+    done = vdk_run(str(job))
+    assert done.returncode != 0 and "the script exited with 3" in done.stdout, done.stdout
+    assert left_after(mark, 5) == []
 
 
 def test_a_segfault_shows_the_python_stack_of_the_crashed_rank(tmp_path):

@@ -126,6 +126,9 @@ class ContainerStarter:
         lifeline.started()
         return proc
 
+    def ended(self, proc: subprocess.Popen, run_dir: Path) -> None:
+        """Nothing to do: the container's end took every process in it (`--rm` removed it)."""
+
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         self.container_engine.stop(self.name, STOP_GRACE_SECONDS)
         try:

@@ -122,6 +122,10 @@ class Starter(Protocol):
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         """Stop every process of the run (terminating first, so that ranks dump their stacks) and wait."""
 
+    def ended(self, proc: subprocess.Popen, run_dir: Path) -> None:
+        """torchrun ended by itself: stop what of its run outlived it (a DataLoader worker of a rank that
+        died is reparented to init, and may wait for a rank that is gone forever)."""
+
     def release(self) -> None:
         """The run is over: cut its lifeline (local/lifeline.py)."""
 
@@ -160,6 +164,9 @@ class HostStarter:
 
     def stop(self, proc: subprocess.Popen, run_dir: Path) -> None:
         terminate(proc, run_dir)
+
+    def ended(self, proc: subprocess.Popen, run_dir: Path) -> None:
+        terminate(proc, run_dir)  # the run's process groups: nothing is left, or what is goes now
 
     def release(self) -> None:
         if self._lifeline is not None:
@@ -218,6 +225,7 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str],
         with memory:
             try:
                 proc.wait(timeout=plan.timeout_seconds)
+                starter.ended(proc, run_dir)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 starter.stop(proc, run_dir)
