@@ -11,6 +11,7 @@ import secrets
 import string
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,22 +54,17 @@ def location_of(obj: dict) -> OutputLocation | None:
     subPath mounted at the image's output directory, in whichever pod template or pod change holds them."""
     mounts: list[dict] = []
     volumes: dict[str, dict] = {}
-
-    def walk(value) -> None:
-        if isinstance(value, dict):
-            for mount in value.get("volumeMounts") or []:
-                if isinstance(mount, dict) and mount.get("mountPath") == layout.OUTPUT_DIR:
-                    mounts.append(mount)
-            for volume in value.get("volumes") or []:
-                if isinstance(volume, dict) and "persistentVolumeClaim" in volume:
-                    volumes[volume.get("name")] = volume
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(obj)
+    for value in _dicts(obj):
+        mounts += [
+            m
+            for m in value.get("volumeMounts") or []
+            if isinstance(m, dict) and m.get("mountPath") == layout.OUTPUT_DIR
+        ]
+        volumes.update(
+            (v.get("name"), v)
+            for v in value.get("volumes") or []
+            if isinstance(v, dict) and "persistentVolumeClaim" in v
+        )
     for mount in mounts:
         volume = volumes.get(mount.get("name"))
         if volume is not None:
@@ -78,24 +74,22 @@ def location_of(obj: dict) -> OutputLocation | None:
 
 def image_python(manifests: list[dict]) -> str:
     """The interpreter the run's containers start (the first word of their command)."""
-    found: list[str] = []
+    for value in _dicts(manifests):
+        command = value.get("command")
+        if isinstance(command, list) and "torch.distributed.run" in command:
+            return str(command[0])
+    return "python3"
 
-    def walk(value) -> None:
-        if found:
-            return
-        if isinstance(value, dict):
-            command = value.get("command")
-            if isinstance(command, list) and "torch.distributed.run" in command and command:
-                found.append(str(command[0]))
-                return
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
 
-    walk(manifests)
-    return found[0] if found else "python3"
+def _dicts(value: object) -> Iterator[dict]:
+    """Every mapping in a manifest (or a list of them), outer ones first."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _dicts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _dicts(item)
 
 
 def copy_pod(
