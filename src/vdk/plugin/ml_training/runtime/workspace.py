@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def output_files(directory: str) -> Iterator[tuple[str, int, float]]:
                 info = os.lstat(path)
             except OSError:
                 continue
-            if os.path.islink(path) or not os.path.isfile(path):
+            if not stat.S_ISREG(info.st_mode):  # lstat: a link to the job's code is no regular file
                 continue
             yield os.path.relpath(path, directory).replace(os.sep, "/"), info.st_size, info.st_mtime
 
