@@ -308,7 +308,7 @@ def _smoke_check(spec: MLJobSpec, checks: RemoteChecks) -> None:
         assert failure is not None
         raise _nothing_done(failure[1]) from None
     if error is not None:
-        raise MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
+        raise _nothing_done(error)
 
 
 def _cluster(spec: MLJobSpec, provenance: audit.Provenance) -> ClusterTarget:
