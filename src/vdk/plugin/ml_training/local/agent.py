@@ -46,10 +46,7 @@ def _stop_the_run() -> None:
     """`vdk` is gone: SIGTERM to every rank (forked ranks share this process's group; spawned ones have
     their own sessions) and to this process (torchrun passes it on), SIGKILL after the grace period."""
     me = os.getpid()
-    ranks = process_tree.children(me)
-    run_dir = os.environ.get(protocol.RUN_DIR)
-    if run_dir:
-        ranks |= {int(r["pid"]) for r in protocol.read_results(run_dir).values() if isinstance(r.get("pid"), int)}
+    ranks = process_tree.rank_groups(me, os.environ.get(protocol.RUN_DIR))
     process_tree.stop_groups(ranks - {me}, last=os.getpgrp())
     os._exit(128 + 15)
 

@@ -289,9 +289,7 @@ def _prune_old_runs(runs: Path) -> None:
 def terminate(proc: subprocess.Popen, run_dir: Path) -> None:
     """SIGTERM torchrun's process group and every rank's (ranks started by torchrun live in their
     own sessions); SIGKILL whatever is left after a grace period."""
-    groups = {proc.pid} | process_tree.children(proc.pid)
-    groups |= {int(r["pid"]) for r in protocol.read_results(run_dir).values() if isinstance(r.get("pid"), int)}
-    process_tree.stop_groups(groups, poll=proc.poll)
+    process_tree.stop_groups({proc.pid} | process_tree.rank_groups(proc.pid, run_dir), poll=proc.poll)
     proc.wait()
 
 

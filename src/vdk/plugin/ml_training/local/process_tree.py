@@ -11,6 +11,8 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from pathlib import Path
 
+from vdk.plugin.ml_training.runtime import protocol
+
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
 TERMINATE_GRACE_SECONDS = 3.0
 
@@ -65,3 +67,13 @@ def children(pid: int) -> set[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def rank_groups(torchrun_pid: int, run_dir: str | Path | None) -> set[int]:
+    """The process groups of a run's ranks besides torchrun's own: its children (forked ranks share its
+    group; spawned ones lead their own) and the ranks that wrote their pid in the run directory."""
+    groups = children(torchrun_pid)
+    if run_dir:
+        records = protocol.read_results(Path(run_dir)).values()
+        groups |= {int(r["pid"]) for r in records if isinstance(r.get("pid"), int)}
+    return groups
