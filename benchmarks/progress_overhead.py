@@ -33,7 +33,7 @@ import time
 import torch
 
 from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS
-from vdk.plugin.ml_training.runtime.progress import ProgressReporter
+from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter
 from vdk.plugin.ml_training.runtime.report import RankReport
 from vdk.plugin.ml_training.runtime.report import StepRecorder
 from vdk.plugin.ml_training.runtime.steps import StepCounter

@@ -34,18 +34,18 @@ import time
 import zipfile
 from pathlib import Path
 
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import build_and_push
+from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import oci
-from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image.build_plan import image_env
 from vdk.plugin.ml_training.image.oci import OCI_MANIFEST
-from vdk.plugin.ml_training.image.plan import image_env
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
-from vdk.plugin.ml_training.image.sources import scan_runtime_package
+from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.job_files import SourceFile
+from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.source.job_files import SourceFile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
 from tests.support.registry import Registry  # noqa: E402  the loopback docker-registry the image tests use
@@ -53,7 +53,7 @@ from tests.support.registry import Registry  # noqa: E402  the loopback docker-r
 CHUNK = 4 << 20
 
 
-def data_layer(directory: Path, index: int, size: int) -> tarball.LayerBlob:
+def data_layer(directory: Path, index: int, size: int) -> layer_tarball.LayerBlob:
     """A layer holding `size` bytes of incompressible data (stored with gzip level 0: fast to make)."""
     src = directory / f"src{index}"
     src.mkdir(parents=True)
@@ -66,12 +66,12 @@ def data_layer(directory: Path, index: int, size: int) -> tarball.LayerBlob:
             f.write(block[:n])
             written += n
     files = [SourceFile(f"blob{index}.bin", path, size)]
-    blob = tarball.write_layer("/opt/base-data", files, directory / "blobs", level=0)
+    blob = layer_tarball.write_layer("/opt/base-data", files, directory / "blobs", level=0)
     path.unlink()
     return blob
 
 
-def busybox_layer(directory: Path) -> tarball.LayerBlob:
+def busybox_layer(directory: Path) -> layer_tarball.LayerBlob:
     root = directory / "rootfs"
     (root / "bin").mkdir(parents=True)
     shutil.copy(shutil.which("busybox"), root / "bin" / "busybox")
@@ -83,7 +83,7 @@ def busybox_layer(directory: Path) -> tarball.LayerBlob:
     python.write_text('#!/bin/sh\necho "$@"\n')
     files.append(SourceFile("usr/local/bin/python", python, python.stat().st_size, True))
     files.sort(key=lambda f: f.path)
-    return tarball.write_layer("/", files, directory / "blobs")
+    return layer_tarball.write_layer("/", files, directory / "blobs")
 
 
 def push_base(registry: Registry, directory: Path, total_mb: int) -> tuple[str, int]:

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.local.plan import smoke_plan
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +146,7 @@ def launcher(job: Path) -> float:
         "from vdk.plugin.ml_training.job import load_job_spec\n"
         "from vdk.plugin.ml_training.local.launcher import launch\n"
         "from vdk.plugin.ml_training.local.outcome import analyse\n"
-        "from vdk.plugin.ml_training.local.plan import smoke_plan\n"
+        "from vdk.plugin.ml_training.local.launch_plan import smoke_plan\n"
         "outcome = analyse(launch(smoke_plan(load_job_spec(sys.argv[1]))))\n"
         "shutil.rmtree(outcome.run.run_dir)\n"
         "sys.exit(0 if outcome.passed else 1)\n"

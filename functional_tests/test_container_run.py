@@ -98,7 +98,7 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_stopping_vdk_stops_the_container(local_bases, podman_root, env, tmp_path, signal_name):
     """However vdk ends, the container goes: SIGKILL leaves vdk no handler to run, so the guard that holds
-    the run's lifeline (local/guard.py) stops and removes it."""
+    the run's lifeline (local/container_guard.py) stops and removes it."""
     job = write_job(
         tmp_path,
         "hangs",

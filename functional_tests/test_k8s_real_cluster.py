@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from vdk.plugin.ml_training import audit
-from vdk.plugin.ml_training.image.base_image import resolve_base
+from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.job import load_job_spec
@@ -32,9 +31,10 @@ from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.observe import inspect_run
 from vdk.plugin.ml_training.k8s.observe import rank_logs
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
-from vdk.plugin.ml_training.k8s.status import FAILED
-from vdk.plugin.ml_training.k8s.status import SUCCEEDED
+from vdk.plugin.ml_training.k8s.run_summary import FAILED
+from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
 from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.source import audit
 
 PROJECT = Path(__file__).resolve().parents[1]
 KUBECONFIG = os.environ.get("VDK_ML_TRAINING_E2E_KUBECONFIG")

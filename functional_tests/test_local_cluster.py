@@ -23,7 +23,7 @@ from tests.support.local_cluster import LocalCluster
 
 from vdk.plugin.ml_training.local.launcher import free_port
 from vdk.plugin.ml_training.runtime.checksum import parse_checksums
-from vdk.plugin.ml_training.runtime.progress import MARK as PROGRESS
+from vdk.plugin.ml_training.runtime.progress_lines import MARK as PROGRESS
 
 pytestmark = pytest.mark.slow
 

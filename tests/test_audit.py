@@ -4,7 +4,7 @@ import subprocess
 from datetime import datetime
 from datetime import timezone
 
-from vdk.plugin.ml_training import audit
+from vdk.plugin.ml_training.source import audit
 
 
 def git(cwd, *args):

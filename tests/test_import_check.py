@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vdk.plugin.ml_training.import_check import Requirements
-from vdk.plugin.ml_training.import_check import check_imports
-from vdk.plugin.ml_training.import_check import collect_imports
-from vdk.plugin.ml_training.import_check import distribution_for
+from vdk.plugin.ml_training.source.import_check import Requirements
+from vdk.plugin.ml_training.source.import_check import check_imports
+from vdk.plugin.ml_training.source.import_check import collect_imports
+from vdk.plugin.ml_training.source.import_check import distribution_for
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PYTORCH_BASE = ("torch", "torchvision", "torchaudio", "numpy", "pyyaml", "triton", "torchelastic")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from vdk.plugin.ml_training.job_files import LARGE_FILE_BYTES
-from vdk.plugin.ml_training.job_files import scan_job_dir
+from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
 

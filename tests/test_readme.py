@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from vdk.plugin.ml_training.job import KEYS
-from vdk.plugin.ml_training.settings import CONFIG_KEYS
+from vdk.plugin.ml_training.job.settings import CONFIG_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -8,9 +8,9 @@ from vdk.internal.core.config import ConfigurationBuilder
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import JobConfigError
-from vdk.plugin.ml_training.settings import CONFIG_KEYS
-from vdk.plugin.ml_training.settings import job_settings
-from vdk.plugin.ml_training.settings import setting
+from vdk.plugin.ml_training.job.settings import CONFIG_KEYS
+from vdk.plugin.ml_training.job.settings import job_settings
+from vdk.plugin.ml_training.job.settings import setting
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
 

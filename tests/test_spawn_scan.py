@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from vdk.plugin.ml_training.spawn_scan import SpawnCall
-from vdk.plugin.ml_training.spawn_scan import scan
+from vdk.plugin.ml_training.source.spawn_scan import SpawnCall
+from vdk.plugin.ml_training.source.spawn_scan import scan
 
 # PyTorch's "Getting Started with Distributed Data Parallel" tutorial, abridged.
 TUTORIAL = """

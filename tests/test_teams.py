@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.vdk_cli import HAS_CONTROL_CLI
-from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.errors import SettingError
+from vdk.plugin.ml_training.job import teams
 
 # --- a team's name as a label value ------------------------------------------------------------------
 

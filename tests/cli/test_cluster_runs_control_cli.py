@@ -18,7 +18,7 @@ from tests.support.specs import make_spec
 from tests.support.vdk_cli import HAS_CONTROL_CLI
 from tests.support.vdk_cli import vdk
 from tests.support.vdk_cli import vdk_process
-from vdk.plugin.ml_training import teams
+from vdk.plugin.ml_training.job import teams
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 pytestmark = [

@@ -11,7 +11,7 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.vdk_cli import vdk
-from vdk.plugin.ml_training import teams
+from vdk.plugin.ml_training.job import teams
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run
 

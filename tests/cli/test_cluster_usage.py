@@ -13,7 +13,7 @@ from tests.support.specs import make_spec
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.k8s import usage
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.runtime import progress
+from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 H = 3600
@@ -47,7 +47,7 @@ def namespace(cluster, tmp_path):
             fake.add("pods", cs.rank_pod(main, backend, rank, state))
 
     # vision: 2 x 8 GPUs for 10 h, 30 min of it after the last optimizer step; 4 GPUs for 2 h that failed
-    last = progress.format_line(900, 900, 0.2, 1.5, 36000, None, "finished", 1800)
+    last = progress_lines.format_line(900, 900, 0.2, 1.5, 36000, None, "finished", 1800)
     done = cs.terminated(0, "Completed", message=last)
     succeeded = ended("Succeeded", 12 * H, 2 * H)
     run("done", "mnist", "vision", "pytorchjob", succeeded, pods=[(0, done)], nodes="2", gpus_per_node="8")

@@ -22,7 +22,7 @@ from tests.support.jobs import write_job
 from tests.support.native import native_errors
 from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training import plugin
-from vdk.plugin.ml_training import teams
+from vdk.plugin.ml_training.job import teams
 
 ROOT = Path(__file__).resolve().parents[2]
 VDK = Path(sys.executable).parent / "vdk"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.image.bases import base_info
-from vdk.plugin.ml_training.image.bases import needs_reading
-from vdk.plugin.ml_training.image.bases import platform_of_os
-from vdk.plugin.ml_training.image.errors import BaseImageError
-from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.base_facts import needs_reading
+from vdk.plugin.ml_training.image.base_facts import platform_of_os
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
+from vdk.plugin.ml_training.image.build_errors import ImageBuildError
 from vdk.plugin.ml_training.image.reference import is_loopback
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry

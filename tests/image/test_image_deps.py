@@ -14,14 +14,14 @@ import pytest
 from tests.support.jobs import write_job
 from tests.support.wheels import make_sdist
 from tests.support.wheels import make_wheel
-from vdk.plugin.ml_training import audit
-from vdk.plugin.ml_training.image import deps
+from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import plan_image
-from vdk.plugin.ml_training.image.bases import base_info
-from vdk.plugin.ml_training.image.errors import DependencyError
-from vdk.plugin.ml_training.image.errors import NoWheelError
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.build_errors import DependencyError
+from vdk.plugin.ml_training.image.build_errors import NoWheelError
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.source import audit
 
 PYTORCH_BASE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 
@@ -58,7 +58,7 @@ def layer_members(blob):
 
 def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "torchvision\ntorch-addon\ntinydep\n")
-    layer = deps.dependency_layer(spec, base_info(spec), Progress())
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
 
     # torch-addon 1.0 is the build for the base's torch 2.13.0 (2.0 would need torch 2.14);
     # torch, torchvision (the base has both) and the CUDA package only torch needs are not installed.
@@ -80,15 +80,15 @@ def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path
 def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkeypatch):
     spec = job_with(tmp_path, wheelhouse, "tinydep\n")
     info = base_info(spec)
-    first = deps.dependency_layer(spec, info, Progress())
+    first = dependency_layer.dependency_layer(spec, info, Progress())
 
     def no_uv(*args, **kwargs):
         raise AssertionError("uv must not run for unchanged requirements")
 
-    monkeypatch.setattr(deps, "_install", no_uv)
-    again = deps.dependency_layer(spec, info, Progress())
+    monkeypatch.setattr(dependency_layer, "_install", no_uv)
+    again = dependency_layer.dependency_layer(spec, info, Progress())
     assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
-    assert deps.cached_layer(spec.job_dir / "requirements.txt", info).packages == (
+    assert dependency_layer.cached_layer(spec.job_dir / "requirements.txt", info).packages == (
         ("helperdep", "2.0"),
         ("tinydep", "1.0"),
     )
@@ -100,20 +100,20 @@ def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkey
     devel = job_with(
         tmp_path, wheelhouse, "tinydep\n", base_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-devel", name="devel"
     )
-    assert deps.dependency_layer(devel, base_info(devel), Progress()).blob.digest == first.blob.digest
+    assert dependency_layer.dependency_layer(devel, base_info(devel), Progress()).blob.digest == first.blob.digest
     newer_python = dataclasses.replace(spec, base_python_version="3.12")
     with pytest.raises(AssertionError, match="must not run"):
-        deps.dependency_layer(newer_python, base_info(newer_python), Progress())  # another Python: rebuilt
+        dependency_layer.dependency_layer(newer_python, base_info(newer_python), Progress())  # another Python: rebuilt
 
 
 def test_layers_unused_for_a_month_are_pruned(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "tinydep\n")
-    old = deps.dependency_layer(spec, base_info(spec), Progress())
+    old = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     entry = old.blob.path.parent
     month_ago = time.time() - 31 * 86400
     os.utime(entry / "layer.json", (month_ago, month_ago))
     other = job_with(tmp_path, wheelhouse, "helperdep\n", name="other")
-    deps.dependency_layer(other, base_info(other), Progress())  # a new build prunes
+    dependency_layer.dependency_layer(other, base_info(other), Progress())  # a new build prunes
     assert not entry.exists()
 
 
@@ -121,16 +121,16 @@ def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, whee
     spec = job_with(tmp_path, wheelhouse, "tinydep\ntorch-addon\n")
     info = base_info(spec)
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-a"))
-    a = deps.dependency_layer(spec, info, Progress())
+    a = dependency_layer.dependency_layer(spec, info, Progress())
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-b"))
-    b = deps.dependency_layer(spec, info, Progress())
+    b = dependency_layer.dependency_layer(spec, info, Progress())
     assert not b.from_cache and a.blob.digest == b.blob.digest
 
 
 def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "tinydep\ntinysrc\n", base_image="python:3.11-slim")
     with pytest.raises(NoWheelError) as caught:
-        deps.dependency_layer(spec, base_info(spec), Progress())
+        dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     error = caught.value
     assert error.packages == ["tinysrc"]
     assert "tinysrc has no pre-built wheel for Python 3.11 on x86_64-manylinux_2_28" in error.problem
@@ -141,7 +141,7 @@ def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhous
 def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "no-such-package-anywhere\n", base_image="python:3.11")
     with pytest.raises(DependencyError) as caught:
-        deps.dependency_layer(spec, base_info(spec), Progress())
+        dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert "no-such-package-anywhere" in caught.value.problem
     assert not isinstance(caught.value, NoWheelError)
 
@@ -149,4 +149,4 @@ def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
 def test_no_requirements_no_layer(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "")
     (spec.job_dir / "requirements.txt").write_text("# nothing yet\n\n")
-    assert deps.dependency_layer(spec, base_info(spec), Progress()) is None
+    assert dependency_layer.dependency_layer(spec, base_info(spec), Progress()) is None

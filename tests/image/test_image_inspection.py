@@ -16,23 +16,23 @@ from tests.support.base_images import PYTORCH_2_13_RUNTIME
 from tests.support.base_images import layout_tarball
 from tests.support.base_images import push_layout
 from tests.support.registry import FaultProxy
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import RegistryUnreachableError
 from vdk.plugin.ml_training.image import RetryPolicy
 from vdk.plugin.ml_training.image import StderrProgress
-from vdk.plugin.ml_training.image import base_cache
-from vdk.plugin.ml_training.image import inspection
+from vdk.plugin.ml_training.image import base_facts_cache
+from vdk.plugin.ml_training.image import base_inspection
 from vdk.plugin.ml_training.image import plan_image
-from vdk.plugin.ml_training.image.base_image import resolve_base
-from vdk.plugin.ml_training.image.bases import base_info
-from vdk.plugin.ml_training.image.bases import table_entry
-from vdk.plugin.ml_training.image.errors import BaseImageError
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.base_facts import table_entry
+from vdk.plugin.ml_training.image.base_manifest import resolve_base
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.rootfs import RootFS
 from vdk.plugin.ml_training.image.rootfs import read_layer
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.source import audit
 
 FAST_RETRY = RetryPolicy(attempts=2, first_delay=0.01, max_delay=0.02)
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
@@ -102,7 +102,7 @@ def test_a_base_is_read_once_per_digest_with_progress_then_from_the_cache(tmp_pa
     def no_layers(*args, **kwargs):
         raise AssertionError("a base already read must not be read again")
 
-    monkeypatch.setattr(inspection, "read_layer", no_layers)
+    monkeypatch.setattr(base_inspection, "read_layer", no_layers)
     again = io.StringIO()
     assert plan_of(job_on(tmp_path, base, "again"), again).base.python == "python3"
     assert again.getvalue() == ""
@@ -194,7 +194,7 @@ def test_the_table_agrees_with_inspection_of_the_well_known_layouts(reference, l
     pushed = push_layout(podman_root, layout, f"{registry.host}/{parse_reference(reference).repository}:table-check")
     ref = parse_reference(pushed)
     with RegistryClient(ref.registry) as client:
-        found = inspection.read_base(client, resolve_base(client, ref), Progress())
+        found = base_inspection.read_base(client, resolve_base(client, ref), Progress())
     assert found.python == "python"  # what the table's bases run
     assert found.python_version == table.python_version
     assert found.wheel_platform == table.wheel_platform
@@ -209,13 +209,13 @@ def test_the_table_agrees_with_inspection_of_the_well_known_layouts(reference, l
 def fs_of(tmp_path, files: dict) -> RootFS:
     fs = RootFS()
     with open(layout_tarball(tmp_path / "layer.tar", files), "rb") as blob:
-        fs.apply(read_layer(io.BufferedReader(blob), inspection.wanted))
+        fs.apply(read_layer(io.BufferedReader(blob), base_inspection.wanted))
     return fs
 
 
 def facts(tmp_path, files: dict, env: dict[str, str] | None = None, user: str = ""):
     config = {"config": {"Env": [f"{k}={v}" for k, v in (env or {"PATH": "/usr/bin:/bin"}).items()], "User": user}}
-    return inspection.analyse(fs_of(tmp_path, files), config, "sha256:" + "0" * 64)
+    return base_inspection.analyse(fs_of(tmp_path, files), config, "sha256:" + "0" * 64)
 
 
 EXE = (b"\x7fELF", 0o755)
@@ -296,23 +296,25 @@ def test_no_interpreter_at_all_is_a_clear_error(tmp_path):
 
 def test_findings_survive_the_cache(tmp_path):
     found = facts(tmp_path, {"usr/bin/python3.11": EXE, "usr/bin/python3": "->python3.11"})
-    base_cache.store(found)
-    assert base_cache.cached(found.digest) == found
+    base_facts_cache.store(found)
+    assert base_facts_cache.cached(found.digest) == found
     path = tmp_path / "cache" / "bases" / f"{found.digest[7:]}.json"
     stale = json.loads(path.read_text())
     stale["format"] = "base-v0"
     path.write_text(json.dumps(stale))
-    assert base_cache.cached(found.digest) is None  # findings of an older way of reading are read again
+    assert base_facts_cache.cached(found.digest) is None  # findings of an older way of reading are read again
 
 
 def test_what_is_known_of_a_base_without_contacting_it(tmp_path):
     """`vdk run`'s import check: the table, or what a build or dry run read before; plus base_provides."""
-    table = base_cache.known_provides(job_on(tmp_path / "a", "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"))
+    table = base_facts_cache.known_provides(job_on(tmp_path / "a", "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"))
     assert table is not None and {"torch", "numpy", "pyyaml"} <= set(table)
-    extra = base_cache.known_provides(job_on(tmp_path / "b", "python:3.11-slim", extra="base_provides = Pillow\n"))
+    extra = base_facts_cache.known_provides(
+        job_on(tmp_path / "b", "python:3.11-slim", extra="base_provides = Pillow\n")
+    )
     assert extra == ("pillow",)
     unread = job_on(tmp_path / "c", "registry.example.com/ml/base:1", extra="base_provides = torch\n")
-    assert base_cache.known_provides(unread) is None  # never read: what it has is not known
+    assert base_facts_cache.known_provides(unread) is None  # never read: what it has is not known
     found = facts(
         tmp_path,
         {
@@ -320,8 +322,8 @@ def test_what_is_known_of_a_base_without_contacting_it(tmp_path):
             "usr/lib/python3/dist-packages/numpy-2.1.0.dist-info/METADATA": metadata("numpy", "2.1.0"),
         },
     )
-    base_cache.store(found)
-    base_cache.remember(unread.base_image, found.digest)
-    assert base_cache.known_provides(unread) == ("numpy", "torch")
+    base_facts_cache.store(found)
+    base_facts_cache.remember(unread.base_image, found.digest)
+    assert base_facts_cache.known_provides(unread) == ("numpy", "torch")
     pinned = job_on(tmp_path / "d", f"registry.example.com/ml/base@{found.digest}")
-    assert base_cache.known_provides(pinned) == ("numpy",)
+    assert base_facts_cache.known_provides(pinned) == ("numpy",)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 from tests.support.wheels import make_wheel
-from vdk.plugin.ml_training.image import deps
-from vdk.plugin.ml_training.image.bases import base_info
+from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.package_index import pip_settings
 from vdk.plugin.ml_training.image.package_index import uv_environment
-from vdk.plugin.ml_training.image.progress import Progress
 from vdk.plugin.ml_training.job import load_job_spec
 
 
@@ -69,5 +69,5 @@ def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkey
     (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
     (job / "requirements.txt").write_text("tinydep\n")
     spec = load_job_spec(job)
-    layer = deps.dependency_layer(spec, base_info(spec), Progress())
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert layer.packages == (("helperdep", "2.0"), ("tinydep", "1.0"))

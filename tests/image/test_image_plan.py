@@ -8,13 +8,13 @@ import subprocess
 import pytest
 
 from tests.support.base_image import image_job
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.image import plan_image
-from vdk.plugin.ml_training.image import sources
-from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image import runtime_layer
+from vdk.plugin.ml_training.image.build_errors import ImageBuildError
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.job_files import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
 
 BASE = "registry.example.com/ml/base:1"
 # The base described in [ml-training], so that a plan reads nothing of it (see test_image_inspection.py).
@@ -127,8 +127,8 @@ def test_a_name_that_cannot_be_an_image_name_and_a_broken_install_are_clear_erro
         plan_image(load_job_spec(job), "registry.example.com/ml", provenance(job))
     good = image_job(tmp_path / "train-job", BASE, DESCRIBED)
     broken = tmp_path / "installed" / "ml_training"  # a copy of the installed package, without its bootstrap
-    shutil.copytree(sources.runtime_package_dir(), broken, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(runtime_layer.runtime_package_dir(), broken, ignore=shutil.ignore_patterns("__pycache__"))
     (broken / "runtime" / "bootstrap.py").unlink()
-    monkeypatch.setattr(sources, "runtime_package_dir", lambda: broken)
+    monkeypatch.setattr(runtime_layer, "runtime_package_dir", lambda: broken)
     with pytest.raises(ImageBuildError, match="runtime package is incomplete"):
         plan_image(load_job_spec(good), "registry.example.com/ml", provenance(good))

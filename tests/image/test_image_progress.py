@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import time
 
-from vdk.plugin.ml_training.image.progress import BAR_THRESHOLD
-from vdk.plugin.ml_training.image.progress import StderrProgress
+from vdk.plugin.ml_training.image.build_progress import BAR_THRESHOLD
+from vdk.plugin.ml_training.image.build_progress import StderrProgress
 
 
 class Terminal(io.StringIO):

@@ -28,7 +28,6 @@ from tests.support.registry import free_port
 from tests.support.registry import podman
 from tests.support.registry import self_signed_cert
 from tests.support.wheels import make_wheel
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import BaseImageError
 from vdk.plugin.ml_training.image import RegistryAuthError
@@ -41,6 +40,7 @@ from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.source import audit
 
 pytestmark = pytest.mark.slow
 FAST_RETRY = RetryPolicy(attempts=4, first_delay=0.01, max_delay=0.05)

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.image.rootfs import RootFS
 from vdk.plugin.ml_training.image.rootfs import read_layer
 

@@ -10,13 +10,13 @@ import json
 import requests
 
 from tests.support.base_image import image_job
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image.build import assemble
 from vdk.plugin.ml_training.image.build import base_client
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.serve import serve
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.source import audit
 
 MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vdk.plugin.ml_training.image.sources import scan_runtime_package
+from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
 
 
 def write(root, relpath, text="x\n"):

@@ -8,8 +8,8 @@ import os
 import shutil
 import tarfile
 
-from vdk.plugin.ml_training.image import tarball
-from vdk.plugin.ml_training.job_files import scan_job_dir
+from vdk.plugin.ml_training.image import layer_tarball
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 
 def make_tree(root, mtime, umask_mode):
@@ -31,19 +31,19 @@ def make_tree(root, mtime, umask_mode):
 def test_same_tree_gives_same_bytes_whatever_the_metadata(tmp_path):
     make_tree(tmp_path / "one", mtime=1_000_000, umask_mode=0o644)
     make_tree(tmp_path / "two", mtime=1_700_000_000, umask_mode=0o664)
-    a = tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "one").files, tmp_path / "out1")
-    b = tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "two").files, tmp_path / "out2")
+    a = layer_tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "one").files, tmp_path / "out1")
+    b = layer_tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "two").files, tmp_path / "out2")
     assert a.digest == b.digest and a.diff_id == b.diff_id and a.size == b.size
     assert a.path.read_bytes() == b.path.read_bytes()
     assert a.digest == "sha256:" + hashlib.sha256(a.path.read_bytes()).hexdigest()
     assert a.diff_id == "sha256:" + hashlib.sha256(gzip.decompress(a.path.read_bytes())).hexdigest()
     # The dry run's diff_id (no compression, nothing stored) is the same as the build's.
-    assert tarball.diff_id("/opt/vdk-ml/job", scan_job_dir(tmp_path / "one").files) == a.diff_id
+    assert layer_tarball.diff_id("/opt/vdk-ml/job", scan_job_dir(tmp_path / "one").files) == a.diff_id
 
 
 def test_entries_are_sorted_root_owned_and_fixed_in_time(tmp_path):
     make_tree(tmp_path / "job", mtime=1_700_000_000, umask_mode=0o600)
-    blob = tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "job").files, tmp_path / "out")
+    blob = layer_tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "job").files, tmp_path / "out")
     raw = blob.path.read_bytes()
     assert raw[4:8] == b"\x00\x00\x00\x00"  # gzip header MTIME field
     with tarfile.open(blob.path) as tar:
@@ -52,7 +52,7 @@ def test_entries_are_sorted_root_owned_and_fixed_in_time(tmp_path):
     assert names[:3] == ["opt", "opt/vdk-ml", "opt/vdk-ml/job"]
     assert names == sorted(names, key=lambda n: n.encode())
     for m in members:
-        assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "", "", tarball.FIXED_MTIME)
+        assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "", "", layer_tarball.FIXED_MTIME)
     modes = {m.name.rpartition("/")[2]: (m.type, m.mode) for m in members}
     assert modes["train.py"] == (tarfile.REGTYPE, 0o644)  # 0600 on disk: readable in the image
     assert modes["run.sh"] == (tarfile.REGTYPE, 0o755)
@@ -64,9 +64,9 @@ def test_entries_are_sorted_root_owned_and_fixed_in_time(tmp_path):
 
 def test_a_changed_byte_changes_the_digest(tmp_path):
     make_tree(tmp_path / "job", mtime=1, umask_mode=0o644)
-    before = tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "job").files, tmp_path / "out")
+    before = layer_tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "job").files, tmp_path / "out")
     (tmp_path / "job" / "pkg" / "a.py").write_text("A = 2\n")
-    after = tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "job").files, tmp_path / "out")
+    after = layer_tarball.write_layer("/opt/vdk-ml/job", scan_job_dir(tmp_path / "job").files, tmp_path / "out")
     assert before.digest != after.digest and before.diff_id != after.diff_id
 
 
@@ -76,7 +76,7 @@ def test_a_failed_write_leaves_no_file(tmp_path):
     (tmp_path / "job" / "train.py").write_text("grown since the scan\n")
     out = tmp_path / "out"
     try:
-        tarball.write_layer("/opt/vdk-ml/job", files, out)
+        layer_tarball.write_layer("/opt/vdk-ml/job", files, out)
     except Exception as e:
         assert "changed while the image was being built" in str(e)
     else:

@@ -9,14 +9,14 @@ import os
 import pytest
 
 from tests.support.wheels import make_wheel
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training.image import StderrProgress
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image import plan_image
-from vdk.plugin.ml_training.image.progress import BAR_THRESHOLD
+from vdk.plugin.ml_training.image.build_progress import BAR_THRESHOLD
 from vdk.plugin.ml_training.image.torch_warning import is_torch_stack
 from vdk.plugin.ml_training.image.torch_warning import layer_warning
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.source import audit
 
 pytestmark = pytest.mark.slow
 TORCH_BYTES, CUBLAS_BYTES = 3_000_000, 5_000_000

@@ -13,7 +13,7 @@ from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import status
+from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.backends import Discovery
 
 EACH = pytest.mark.parametrize("backend", backends.REGISTRY, ids=lambda b: b.name)
@@ -29,8 +29,8 @@ def test_render_puts_the_main_object_first_and_creates_only_declared_types(tmp_p
     assert backend.creates[0] == backend.main
     assert backends.of_object(main) is backend
     # the status of a run reads the shape back as it was rendered
-    assert status.shape(main) == ("3", 2, "nvidia.com/gpu")
-    assert status.run_phase(main) == (status.PENDING, None)
+    assert run_summary.shape(main) == ("3", 2, "nvidia.com/gpu")
+    assert run_summary.run_phase(main) == (run_summary.PENDING, None)
 
 
 @EACH
@@ -70,8 +70,8 @@ def test_its_status_says_whether_ranks_are_still_starting(tmp_path, backend):
     assert backend.starting({**main, "status": some}) is True
     assert backend.starting({**main, "status": every}) is False
     # `vdk list` shows the honest phase without reading pods
-    assert status.summarize({**main, "status": {**running, **some}}).phase == status.PENDING
-    assert status.summarize({**main, "status": {**running, **every}}).phase == status.RUNNING
+    assert run_summary.summarize({**main, "status": {**running, **some}}).phase == run_summary.PENDING
+    assert run_summary.summarize({**main, "status": {**running, **every}}).phase == run_summary.RUNNING
 
 
 @EACH

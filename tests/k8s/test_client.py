@@ -12,7 +12,7 @@ from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import record
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
@@ -314,7 +314,7 @@ def test_a_recorded_run_runs_again_exactly(cluster, spec):
     run, manifests = render(spec, "pytorchjob")
     client.apply(manifests)
     rec = client.read_run_record(run.name)
-    again = record.rerun_manifests(
+    again = run_record.rerun_manifests(
         rec, "mnist-ddp-again001", deployer="bob@example.com", deployed_at="2026-03-01T00:00:00Z"
     )
     created = client.apply(again)

@@ -8,9 +8,9 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from vdk.plugin.ml_training.k8s import diagnose
-from vdk.plugin.ml_training.k8s import status
+from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.k8s.run_summary import summarize
 
 GPU_FULL = (
     "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. "
@@ -75,8 +75,8 @@ def test_unschedulable_ranks_are_grouped_with_the_scheduler_message_and_a_fix(tm
     assert finding.ranks == ["1", "2", "3"]
     assert "GPU" in finding.fix and "gpus_per_node" in finding.fix
     # the operator says Running; the run is not, while ranks cannot start
-    assert run.phase == status.RUNNING
-    assert diagnose.effective_phase(run.phase, ranks) == status.PENDING
+    assert run.phase == run_summary.RUNNING
+    assert diagnose.effective_phase(run.phase, ranks) == run_summary.PENDING
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_kueue_admission_is_explained_from_the_workload(tmp_path):
     obj = run_object(tmp_path, "pytorchjob", queue="team-a-queue")
     obj["status"] = {"conditions": [{"type": "Suspended", "status": "True", "message": "PyTorchJob is suspended"}]}
     run = summarize(obj)
-    assert run.phase == status.QUEUED and run.queue == "team-a-queue"
+    assert run.phase == run_summary.QUEUED and run.queue == "team-a-queue"
     quota = (
         "couldn't assign flavors to pod set master: "
         "insufficient quota for nvidia.com/gpu in flavor default-flavor, 24 more needed"

@@ -9,7 +9,7 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import record
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 
@@ -18,8 +18,8 @@ def test_a_rerun_record_is_the_original_renamed(tmp_path, backend):
     spec = make_spec(tmp_path, nodes="2", gpus_per_node="1", queue="team-a-queue")
     run = make_run(spec)
     *objects, original = render_run(spec, IMAGE, run, "ml", backend)
-    again = record.rerun_manifests(
-        record.parse(original), "mnist-ddp-zz000001", "bob@example.com", "2026-02-01T00:00:00Z"
+    again = run_record.rerun_manifests(
+        run_record.parse(original), "mnist-ddp-zz000001", "bob@example.com", "2026-02-01T00:00:00Z"
     )
     copy = again[-1]
     assert copy["metadata"]["name"] == "mnist-ddp-zz000001-record"
@@ -31,8 +31,10 @@ def test_a_rerun_record_is_the_original_renamed(tmp_path, backend):
         "vdk.io/rerun-of": run.name,
     }
     assert original["metadata"]["annotations"] == {"vdk.io/spec-sha256": run.spec_hash}
-    parsed = record.parse(copy)
-    assert parsed == dataclasses.replace(record.parse(original), run_name="mnist-ddp-zz000001", manifests=again[:-1])
+    parsed = run_record.parse(copy)
+    assert parsed == dataclasses.replace(
+        run_record.parse(original), run_name="mnist-ddp-zz000001", manifests=again[:-1]
+    )
 
 
 def test_a_record_too_large_for_a_configmap_is_refused_on_deploy_and_on_rerun(tmp_path):
@@ -40,7 +42,7 @@ def test_a_record_too_large_for_a_configmap_is_refused_on_deploy_and_on_rerun(tm
     with pytest.raises(MLTrainingError, match="more than a ConfigMap holds"):
         render_run(spec, IMAGE, make_run(spec), "ml", "job")  # the env is in the spec and twice in the manifests
     small = make_spec(tmp_path / "small")
-    rec = record.parse(render_run(small, IMAGE, make_run(small), "ml", "job")[-1])
+    rec = run_record.parse(render_run(small, IMAGE, make_run(small), "ml", "job")[-1])
     grown = dataclasses.replace(rec, spec={**rec.spec, "notes": "x" * 1_000_000})
     with pytest.raises(MLTrainingError, match="more than a ConfigMap holds"):
-        record.rerun_manifests(grown, "mnist-ddp-zz000001", "bob@example.com", "2026-02-01T00:00:00Z")
+        run_record.rerun_manifests(grown, "mnist-ddp-zz000001", "bob@example.com", "2026-02-01T00:00:00Z")

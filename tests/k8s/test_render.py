@@ -19,8 +19,8 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s import pod
-from vdk.plugin.ml_training.k8s import record
+from vdk.plugin.ml_training.k8s import pod_template
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import indexed_job
 from vdk.plugin.ml_training.k8s.backends import pytorchjob
 from vdk.plugin.ml_training.k8s.backends import trainjob
@@ -68,7 +68,7 @@ def test_pytorchjob_multi_node_gpus(tmp_path):
         assert container["image"] == IMAGE.reference
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
         assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
-        assert container["command"] == layout.launch_command(spec, IMAGE.python, pod.torchrun_flags())
+        assert container["command"] == layout.launch_command(spec, IMAGE.python, pod_template.torchrun_flags())
         assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         pod_spec = replicas[rtype]["template"]["spec"]
@@ -160,7 +160,7 @@ def test_labels_annotations_and_environment(tmp_path):
             "vdk.io/spec-sha256": spec.fingerprint(),
             "vdk.io/team": "Vision Research",
         }
-    env = pod.env(spec, make_run(spec))
+    env = pod_template.env(spec, make_run(spec))
     assert {"name": "HF_HOME", "value": "/cache"} in env
     assert {"name": "PYTHONPATH", "value": f"{layout.PYTHONPATH}:/extra/lib"} in env
     assert [e["name"] for e in env].count("PYTHONPATH") == 1
@@ -196,7 +196,7 @@ def test_git_annotations_say_only_what_is_known(tmp_path):
 
 
 def test_generous_rendezvous_timeouts():
-    (flag,) = pod.torchrun_flags()
+    (flag,) = pod_template.torchrun_flags()
     conf = dict(item.split("=") for item in flag.removeprefix("--rdzv-conf=").split(","))
     # static rendezvous reads `timeout`, c10d `join_timeout` and `read_timeout`; torch defaults 600/600/60
     assert int(conf["timeout"]) >= 1800 and int(conf["join_timeout"]) >= 1800 and int(conf["read_timeout"]) >= 300
@@ -216,7 +216,7 @@ def test_trainjob(tmp_path, mechanism):
     }
     trainer = job["spec"]["trainer"]
     assert trainer["image"] == IMAGE.reference
-    assert trainer["command"] == layout.launch_command(spec, IMAGE.python, pod.torchrun_flags())
+    assert trainer["command"] == layout.launch_command(spec, IMAGE.python, pod_template.torchrun_flags())
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (4, 8)
     assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
     assert {"name": "WANDB_MODE", "value": "offline"} in trainer["env"]
@@ -231,9 +231,9 @@ def test_trainjob(tmp_path, mechanism):
     if mechanism == trainjob.RUNTIME_PATCHES:
         patch = job["spec"]["runtimePatches"][0]
         replicated = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-        pod_template = replicated["template"]["spec"]["template"]
-        assert pod_template["metadata"]["labels"]["vdk.io/run"] == run.name
-        assert pod_template["spec"]["containers"] == [
+        template = replicated["template"]["spec"]["template"]
+        assert template["metadata"]["labels"]["vdk.io/run"] == run.name
+        assert template["spec"]["containers"] == [
             {"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
         ]
 
@@ -270,7 +270,7 @@ def test_indexed_job_and_headless_service(tmp_path):
     )
     # Rank 0 is pod <run>-0 under the Service: the hostname an Indexed Job gives its index 0.
     assert env["PET_MASTER_ADDR"]["value"] == f"{run.name}-0.{run.name}"
-    assert env["PET_MASTER_PORT"]["value"] == str(pod.RENDEZVOUS_PORT)
+    assert env["PET_MASTER_PORT"]["value"] == str(pod_template.RENDEZVOUS_PORT)
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     pod_labels = js["template"]["metadata"]["labels"]
     assert all(pod_labels.get(k) == v for k, v in service["spec"]["selector"].items())
@@ -292,12 +292,12 @@ def test_run_record_holds_what_reruns_the_run(tmp_path):
     manifests = render_run(spec, IMAGE, run, "ml", "job")
     configmap = manifests[-1]
     assert configmap["metadata"]["name"] == f"{run.name}-record"
-    rec = record.parse(configmap)
+    rec = run_record.parse(configmap)
     assert (rec.run_name, rec.backend, rec.image) == (run.name, "job", IMAGE.reference)
     assert rec.manifests == manifests[:-1]
     assert rec.spec == spec.to_dict() and rec.provenance["git_commit"] == PROVENANCE.git_commit
 
-    again = record.rerun_manifests(
+    again = run_record.rerun_manifests(
         rec, "mnist-ddp-zz000001", deployer="bob@example.com", deployed_at="2026-02-01T00:00:00Z"
     )
     job, service, new_record = again
@@ -310,9 +310,9 @@ def test_run_record_holds_what_reruns_the_run(tmp_path):
     assert annotations["vdk.io/rerun-of"] == run.name
     assert annotations["vdk.io/deployed-by"] == "bob@example.com"
     assert annotations["vdk.io/git-commit"] == PROVENANCE.git_commit and "vdk.io/reason" not in annotations
-    assert record.parse(new_record).manifests == [job, service]
+    assert run_record.parse(new_record).manifests == [job, service]
     with pytest.raises(MLTrainingError, match="not a readable run record"):
-        record.parse({"metadata": {"name": "x"}, "data": {"run": "x"}})
+        run_record.parse({"metadata": {"name": "x"}, "data": {"run": "x"}})
 
 
 def test_dry_run_yaml_is_multi_document_and_round_trips(tmp_path):

@@ -14,7 +14,7 @@ from tests.support.specs import make_run
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s import record
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
@@ -111,12 +111,12 @@ def test_the_run_record_keeps_secret_references_and_a_rerun_gets_its_own_output_
     manifests = render_run(spec, IMAGE, run, "ml", "pytorchjob")
     configmap = manifests[-1]
     assert "hf_xxxx" not in json.dumps(manifests)
-    kept = record.parse(configmap)
+    kept = run_record.parse(configmap)
     assert kept.spec["secrets"] == [
         {"name": "HF_TOKEN", "secret": "hf-credentials", "key": "token"},
         {"name": "WANDB_API_KEY", "secret": "wandb", "key": "api-key"},
     ]
     assert kept.spec["output_pvc"] == "ml-outputs"
-    again = record.rerun_manifests(kept, "vision-newrun00", "bob@example.com", "2026-02-03T04:05:06Z")
+    again = run_record.rerun_manifests(kept, "vision-newrun00", "bob@example.com", "2026-02-03T04:05:06Z")
     _, _, mounts = training_pod(again[0], "pytorchjob")
     assert next(m for m in mounts if m["mountPath"] == layout.OUTPUT_DIR)["subPath"] == "vision-newrun00"

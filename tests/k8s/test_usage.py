@@ -14,8 +14,8 @@ from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.k8s import usage
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.status import summarize
-from vdk.plugin.ml_training.runtime import progress
+from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 NOW = cs.T0 + timedelta(days=2)
@@ -59,7 +59,7 @@ class Runs:
 
 
 def last_line(after_last_step: float) -> str:
-    return progress.format_line(5000, 5000, 0.25, 2.0, 36000, None, "finished", after_last_step)
+    return progress_lines.format_line(5000, 5000, 0.25, 2.0, 36000, None, "finished", after_last_step)
 
 
 def test_gpu_hours_and_waste_of_runs_with_known_times(tmp_path):

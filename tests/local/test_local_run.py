@@ -27,16 +27,16 @@ from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.cli.local_run import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local.launch_plan import FORK
+from vdk.plugin.ml_training.local.launch_plan import SPAWN
+from vdk.plugin.ml_training.local.launch_plan import full_plan
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.local.plan import FORK
-from vdk.plugin.ml_training.local.plan import SPAWN
-from vdk.plugin.ml_training.local.plan import full_plan
-from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import watchdog
-from vdk.plugin.ml_training.runtime.progress import MARK
+from vdk.plugin.ml_training.runtime.progress_lines import MARK
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 pytestmark = pytest.mark.slow

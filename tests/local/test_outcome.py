@@ -10,12 +10,12 @@ from tests.support.jobs import write_job
 from vdk.plugin.ml_training.cli.local_run import failure_fix
 from vdk.plugin.ml_training.cli.local_run import format_summary
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local.launch_plan import full_plan
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import runs_dir
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.local.plan import full_plan
-from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 
 CONNECTION_CLOSED = {

@@ -172,7 +172,7 @@ def test_the_plugins_own_frames_are_left_out_or_marked_so_the_first_frame_is_the
     trace = json.loads(done.stdout)["traceback"]
     frames = [line for line in trace.splitlines() if line.startswith("  File ")]
     assert frames[0].startswith('  File "<string>"')  # the user's code first
-    assert frames[-1].startswith('  File "<vdk-ml-training smoke run: runtime/write_guard.py>"'), frames
+    assert frames[-1].startswith('  File "<vdk-ml-training smoke run: runtime/job_dir_protection.py>"'), frames
     assert "raise PermissionError(" in trace  # with its line
 
 

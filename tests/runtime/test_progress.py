@@ -25,10 +25,10 @@ from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.runtime import progress
+from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime import termination
-from vdk.plugin.ml_training.runtime.progress import MARK
-from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.runtime.progress_lines import MARK
+from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
@@ -48,12 +48,12 @@ def bootstrap(cwd: Path, script: str, env: dict[str, str]) -> subprocess.Complet
     )
 
 
-def progress_lines(text: str) -> list:
+def parsed_lines(text: str) -> list:
     return [parse_progress([line]) for line in text.splitlines() if MARK in line]
 
 
 def seconds(human: str) -> int:
-    """'1m41s' -> 101: the inverse of progress.approximate_duration, for checking ETAs."""
+    """'1m41s' -> 101: the inverse of progress_lines.approximate_duration, for checking ETAs."""
     units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", human))
 
@@ -62,16 +62,16 @@ def seconds(human: str) -> int:
 
 
 def test_what_the_runtime_prints_is_what_vdk_show_reads():
-    line = progress.format_line(120, 1000, 0.431215, 2.3456, 51.2, 374.9)
+    line = progress_lines.format_line(120, 1000, 0.431215, 2.3456, 51.2, 374.9)
     assert line == f"{MARK} step=120/1000 loss=0.431215 steps_per_s=2.35 elapsed=51s eta=6m14s"
     read = parse_progress(["2026-01-02T03:04:05Z " + line])
     assert (read.step, read.total_steps, read.loss, read.eta) == (120, 1000, 0.431215, "6m14s")
     assert read.describe() == "step 120/1000, loss 0.4312, ETA 6m14s, 2.35 steps/s, elapsed 51s"
 
-    final = parse_progress([progress.format_line(7, None, float("nan"), 1234.5, 3725, None, "failed")])
+    final = parse_progress([progress_lines.format_line(7, None, float("nan"), 1234.5, 3725, None, "failed")])
     assert (final.step, final.total_steps, final.eta) == (7, None, None) and math.isnan(final.loss)
     assert final.describe() == "step 7, loss nan, 1234 steps/s, elapsed 1h2m, script failed"
-    assert parse_progress([progress.format_line(1)]).describe() == "step 1"
+    assert parse_progress([progress_lines.format_line(1)]).describe() == "step 1"
 
 
 def test_progress_is_the_last_reported_line():
@@ -94,16 +94,20 @@ def test_progress_is_the_last_reported_line():
     [(0, "0s"), (59.9, "59s"), (95, "1m35s"), (725, "12m"), (3600, "1h"), (3725, "1h2m"), (90000, "1d1h")],
 )
 def test_durations_are_short_and_readable(value, text):
-    assert progress.approximate_duration(value) == text
+    assert progress_lines.approximate_duration(value) == text
 
 
 def test_settings_come_from_the_environment_and_bad_values_are_named():
-    good = progress.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.5", "VDK_ML_TRAINING_TOTAL_STEPS": "900"})
+    good = progress_lines.ProgressSettings(
+        {"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.5", "VDK_ML_TRAINING_TOTAL_STEPS": "900"}
+    )
     assert (good.period, good.total_steps, good.problems) == (0.5, 900, [])
-    default = progress.ProgressSettings({})
-    assert (default.period, default.total_steps) == (progress.DEFAULT_PERIOD_SECONDS, None)
-    bad = progress.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "-1", "VDK_ML_TRAINING_TOTAL_STEPS": "1e3"})
-    assert (bad.period, bad.total_steps) == (progress.DEFAULT_PERIOD_SECONDS, None)
+    default = progress_lines.ProgressSettings({})
+    assert (default.period, default.total_steps) == (progress_lines.DEFAULT_PERIOD_SECONDS, None)
+    bad = progress_lines.ProgressSettings(
+        {"VDK_ML_TRAINING_PROGRESS_SECONDS": "-1", "VDK_ML_TRAINING_TOTAL_STEPS": "1e3"}
+    )
+    assert (bad.period, bad.total_steps) == (progress_lines.DEFAULT_PERIOD_SECONDS, None)
     named = [problem.split("=")[0] for problem in bad.problems]
     assert named == ["VDK_ML_TRAINING_PROGRESS_SECONDS", "VDK_ML_TRAINING_TOTAL_STEPS"]
 
@@ -127,7 +131,9 @@ def test_the_reporter_reports_the_first_step_then_the_first_step_due_and_the_end
     now = [100.0]
     out = io.StringIO()
     counter = Steps()
-    reporter = progress.ProgressReporter(period=10, total_steps=None, out=out, clock=lambda: now[0]).attach(counter)
+    reporter = progress_lines.ProgressReporter(period=10, total_steps=None, out=out, clock=lambda: now[0]).attach(
+        counter
+    )
     reporter.set_total(1000, done=400)  # a Trainer resumed at step 400 of 1000
     for _ in range(30):  # 30 steps, 1 s each
         now[0] += 1
@@ -143,7 +149,7 @@ def test_the_reporter_reports_the_first_step_then_the_first_step_due_and_the_end
 
     assert lines[-1].after_last_step_seconds == 0  # it ended right after its last step
 
-    idle = progress.ProgressReporter(out=out).attach(Steps())
+    idle = progress_lines.ProgressReporter(out=out).attach(Steps())
     idle.finish("finished")  # never stepped: no line
     assert out.getvalue().count(MARK) == 4
 
@@ -155,7 +161,7 @@ def test_the_last_line_says_how_long_the_script_ran_after_its_last_step_and_is_l
     message.write_text("")
     monkeypatch.setattr(termination, "PATH", str(message))
     now, out, counter = [0.0], io.StringIO(), Steps()
-    reporter = progress.ProgressReporter(period=30, out=out, clock=lambda: now[0]).attach(counter)
+    reporter = progress_lines.ProgressReporter(period=30, out=out, clock=lambda: now[0]).attach(counter)
     counter.step(loss=0.5)
     now[0] += 725  # a final evaluation and a checkpoint, with no optimizer step
     reporter.finish("finished")
@@ -167,14 +173,14 @@ def test_the_last_line_says_how_long_the_script_ran_after_its_last_step_and_is_l
 
 def test_the_loss_curve_is_every_progress_line_with_a_step_and_a_loss():
     lines = [
-        progress.format_line(1, 100, 2.5),
+        progress_lines.format_line(1, 100, 2.5),
         "epoch 1",
-        progress.format_line(40, 100, 1.25),
-        progress.format_line(60, 100),  # no loss
-        "2026-01-02 " + progress.format_line(80, 100, float("nan")),
-        progress.format_line(100, 100, 0.75, script="finished"),
+        progress_lines.format_line(40, 100, 1.25),
+        progress_lines.format_line(60, 100),  # no loss
+        "2026-01-02 " + progress_lines.format_line(80, 100, float("nan")),
+        progress_lines.format_line(100, 100, 0.75, script="finished"),
     ]
-    curve = progress.loss_curve(lines)
+    curve = progress_lines.loss_curve(lines)
     assert [step for step, _ in curve] == [1, 40, 80, 100]
     assert curve[0][1] == 2.5 and math.isnan(curve[2][1]) and curve[3][1] == 0.75
 
@@ -232,7 +238,7 @@ def test_rank_0_reports_at_most_every_period_with_the_optimizer_steps_and_their_
     assert done.stderr.count("[vdk-ml-training]") == 0
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["torch_before"] is False  # the script imports torch itself, after setting its environment
-    lines = progress_lines(done.stdout)
+    lines = parsed_lines(done.stdout)
     *periodic, final = lines
     steps = [p.step for p in periodic]
 
@@ -265,7 +271,7 @@ def test_other_ranks_print_no_lines(tmp_path):
 
 
 def test_a_period_of_0_turns_progress_lines_off():
-    assert progress.start(progress.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "0"})) is None
+    assert progress_lines.start(progress_lines.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "0"})) is None
 
 
 @pytest.mark.slow
@@ -291,7 +297,7 @@ def test_a_failing_script_gets_a_last_line_and_fails_as_under_python(tmp_path):
     done = bootstrap(tmp_path, script, {"VDK_ML_TRAINING_PROGRESS_SECONDS": "30"})
     assert done.returncode == 1
     assert done.stderr.rstrip().endswith("RuntimeError: diverged")
-    lines = progress_lines(done.stdout)
+    lines = parsed_lines(done.stdout)
     assert [(p.step, p.fields.get("script")) for p in lines] == [(1, None), (3, "failed")]
     losses = json.loads((tmp_path / "losses.json").read_text())
     assert [p.loss for p in lines] == pytest.approx([losses[0], losses[2]], rel=1e-5)  # not 1024 times them
@@ -316,7 +322,7 @@ def test_an_error_in_the_reporter_turns_it_off_with_one_warning_and_training_goe
     done = bootstrap(tmp_path, script, {"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.01"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "finished").read_text() == "6"
-    assert [p.step for p in progress_lines(done.stdout)] == [1, 2]
+    assert [p.step for p in parsed_lines(done.stdout)] == [1, 2]
     warnings = [line for line in done.stderr.splitlines() if "[vdk-ml-training]" in line]
     assert len(warnings) == 1 and "progress lines are off" in warnings[0] and "ValueError" in warnings[0]
 
@@ -361,7 +367,7 @@ def test_a_full_ddp_run_reports_from_rank_0_only(tmp_path):
     )
     output, run_dir = full_run(job)
 
-    *periodic, final = progress_lines(output)
+    *periodic, final = parsed_lines(output)
     lines = [*periodic, final]
     assert periodic[0].step == 1 and [p.step for p in periodic] == sorted({p.step for p in periodic})
     assert 2 <= len(periodic) <= 5  # the first step, then every 0.3 s of about 1 s
@@ -381,7 +387,7 @@ def test_a_full_run_of_the_hf_trainer_example_knows_its_total_from_the_trainer(t
     monkeypatch.setenv("VDK_ML_TRAINING_PROGRESS_SECONDS", "0.5")  # from the shell, for a local run
     output, run_dir = full_run(job)
 
-    lines = progress_lines(output)
+    lines = parsed_lines(output)
     steps = int(re.search(r"rank 0: (\d+) steps", output).group(1))
     assert steps > 10 and len(lines) >= 3
     assert lines[0].step == 1 and all(p.total_steps == steps for p in lines)  # max_steps, before step 1
@@ -421,10 +427,10 @@ def test_in_an_image_the_first_spawned_worker_reports_progress(tmp_path):
     done = bootstrap(tmp_path, SPAWNS_WORKERS, env)
     assert done.returncode == 0, done.stderr
     assert "worker 0 of 2 done, own store" in done.stdout and "worker 1 of 2 done, own store" in done.stdout
-    assert progress_lines(done.stdout) == []  # a period of 0: none
+    assert parsed_lines(done.stdout) == []  # a period of 0: none
 
     env["VDK_ML_TRAINING_PROGRESS_SECONDS"] = "30"
     done = bootstrap(tmp_path, SPAWNS_WORKERS, env)
     assert done.returncode == 0, done.stderr
-    lines = progress_lines(done.stdout)
+    lines = parsed_lines(done.stdout)
     assert [(p.step, p.fields.get("script")) for p in lines] == [(1, None), (6, "finished")]  # worker 0's only

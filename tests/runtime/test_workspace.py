@@ -1,4 +1,4 @@
-"""A cluster run's working directory (runtime/workspace.py): the bootstrap links the image's job directory
+"""A cluster run's working directory (runtime/output_workdir.py): the bootstrap links the image's job directory
 into the run's output directory and works there, so what the code writes relative to it persists beside
 code that stays where it was, and a restart resumes; rank 0's summary line and its reader."""
 
@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from vdk.plugin.ml_training.runtime import workspace
+from vdk.plugin.ml_training.runtime import output_workdir
 
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
 
@@ -84,8 +84,8 @@ def test_the_code_writes_into_the_output_directory_and_a_restart_resumes_from_it
         "train.py": "link",
     }
     assert os.readlink(outputs / "train.py") == str(job / "train.py")
-    summary = workspace.parse_summary(first.stdout.splitlines())
-    assert summary == workspace.OutputSummary(2, 3 + len('{"epoch": 1}'), str(outputs))
+    summary = output_workdir.parse_summary(first.stdout.splitlines())
+    assert summary == output_workdir.OutputSummary(2, 3 + len('{"epoch": 1}'), str(outputs))
 
     restarted = run_in_image(job, outputs)  # the pod again: its files are there
     assert restarted.returncode == 0, restarted.stderr
@@ -97,19 +97,19 @@ def test_ranks_that_link_at_once_and_outputs_of_an_earlier_attempt_are_kept(tmp_
     outputs = tmp_path / "run"
     outputs.mkdir()
     (outputs / "helper.py").write_text("# written by the run: an output, not replaced by the link\n")
-    workspace.link_tree(str(job), str(outputs))
-    workspace.link_tree(str(job), str(outputs))  # another rank, the same directory
+    output_workdir.link_tree(str(job), str(outputs))
+    output_workdir.link_tree(str(job), str(outputs))  # another rank, the same directory
     assert (outputs / "helper.py").read_text().startswith("# written by the run")
     assert (outputs / "train.py").is_symlink() and (outputs / "data" / "words.txt").is_symlink()
-    assert [path for path, _, _ in workspace.output_files(str(outputs))] == ["helper.py"]
+    assert [path for path, _, _ in output_workdir.output_files(str(outputs))] == ["helper.py"]
 
 
 def test_only_rank_0_reports_and_without_an_output_directory_nothing_changes(tmp_path):
     job = job_dir(tmp_path)
     other = run_in_image(job, tmp_path / "run", rank="1")
-    assert other.returncode == 0 and workspace.MARK not in other.stdout
+    assert other.returncode == 0 and output_workdir.MARK not in other.stdout
     plain = run_in_image(job, None)
-    assert plain.returncode == 0 and f"cwd {job}" in plain.stdout and workspace.MARK not in plain.stdout
+    assert plain.returncode == 0 and f"cwd {job}" in plain.stdout and output_workdir.MARK not in plain.stdout
     assert (job / "snapshot.json").exists()  # as before: in the image's directory
 
 

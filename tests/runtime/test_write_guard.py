@@ -18,8 +18,8 @@ import pytest
 WRITES = """
 import json, os, pathlib, shutil, sys
 import numpy as np, torch
-from vdk.plugin.ml_training.runtime import write_guard
-write_guard.install(sys.argv[1], os.getcwd(), sys.argv[2])
+from vdk.plugin.ml_training.runtime import job_dir_protection
+job_dir_protection.install(sys.argv[1], os.getcwd(), sys.argv[2])
 with open("append.bin", "ab") as f:
     f.write(b"+appended")
 with open("rw.bin", "r+b") as f:
@@ -126,8 +126,8 @@ def test_reading_through_links_and_writing_elsewhere_is_untouched(linked_job, tm
     script = textwrap.dedent(
         f"""
         import os, sys
-        from vdk.plugin.ml_training.runtime import write_guard
-        write_guard.install({str(job)!r}, os.getcwd(), {str(run)!r})
+        from vdk.plugin.ml_training.runtime import job_dir_protection
+        job_dir_protection.install({str(job)!r}, os.getcwd(), {str(run)!r})
         assert open("append.bin", "rb").read(8) == b"original"
         open({str(tmp_path / "elsewhere.txt")!r}, "w").write("outside the job")
         open(os.path.join({str(run)!r}, "rank-0.log"), "a").write("the run's files")
@@ -149,8 +149,8 @@ def test_a_virtual_environment_inside_the_job_may_still_be_written_by_python(tmp
         import os, site, sys
         for directory in {site.getsitepackages()!r}:
             site.addsitedir(directory)  # the plugin, as installed in the environment of the tests
-        from vdk.plugin.ml_training.runtime import write_guard
-        write_guard.install({str(job)!r}, os.getcwd(), "")
+        from vdk.plugin.ml_training.runtime import job_dir_protection
+        job_dir_protection.install({str(job)!r}, os.getcwd(), "")
         open(os.path.join(sys.prefix, "cache.txt"), "w").write("a package's own file")
         os.makedirs({str(job / "pkg" / "__pycache__")!r}, exist_ok=True)
         """

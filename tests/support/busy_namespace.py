@@ -14,7 +14,7 @@ from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.runtime import progress
+from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 BACKENDS = ("pytorchjob", "trainjob", "job")
@@ -109,7 +109,7 @@ def big_run(fake: FakeKube, root: Path, nodes: int = 64, failed: bool = False, n
         pod = fake.add("pods", cs.rank_pod(main, "pytorchjob", rank, state))
         log = f"node {rank} training\n"
         if rank == 0:
-            log += "".join(f"{progress.format_line(10 * s, 12000, 3.0 / s)}\nstep {s}\n" for s in range(1, 124))
+            log += "".join(f"{progress_lines.format_line(10 * s, 12000, 3.0 / s)}\nstep {s}\n" for s in range(1, 124))
         if failed and rank == STALLED_RANK:
             log += "\n".join(stall.lines()) + "\n"
         fake.set_log(pod["metadata"]["name"], "pytorch", log)

@@ -6,13 +6,13 @@ import dataclasses
 from pathlib import Path
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.audit import Provenance
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.source.audit import Provenance
 
 # The image manifests run: its reference, and the interpreter its base has (a well-known base's `python`).
 IMAGE = JobImage("registry.example.com/ml/mnist-ddp@sha256:" + "ab" * 32, "python")

@@ -8,11 +8,11 @@ from tests.support.controllers import pods
 from tests.support.jobs import write_job
 from tests.support.local_cluster import expand
 from tests.support.local_cluster import resolve_env
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.source import audit
 
 IMAGE = layout.JobImage("127.0.0.1:5000/e2e/demo:abc", "python3")
 PORT = 31234

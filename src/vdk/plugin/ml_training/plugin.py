@@ -7,7 +7,7 @@ import warnings
 from vdk.api.plugin.hook_markers import hookimpl
 
 from vdk.plugin.ml_training.job import is_ml_job
-from vdk.plugin.ml_training.settings import CONFIG_KEYS
+from vdk.plugin.ml_training.job.settings import CONFIG_KEYS
 
 
 @hookimpl
@@ -15,18 +15,18 @@ def vdk_start(plugin_registry, command_line_args) -> None:
     """`vdk run JOB` of a job meant as ml-training whose config.ini is broken or misnamed: say so
     now, before vdk-core reads config.ini (it fails with a traceback) or runs it as a data job.
     Then keep stdout clean while vdk-core configures itself (it prints a blank line)."""
-    from vdk.plugin.ml_training.cli import stdout_guard
+    from vdk.plugin.ml_training.cli import clean_stdout
     from vdk.plugin.ml_training.cli.preflight import refuse_broken_ml_config
 
     refuse_broken_ml_config(command_line_args)
-    stdout_guard.begin()
+    clean_stdout.begin()
 
 
 @hookimpl
 def vdk_initialize(context) -> None:
-    from vdk.plugin.ml_training.cli import stdout_guard
+    from vdk.plugin.ml_training.cli import clean_stdout
 
-    stdout_guard.end()
+    clean_stdout.end()
 
 
 @hookimpl

@@ -36,10 +36,10 @@ from vdk.plugin.ml_training.cli import verbs
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.errors import MLTrainingError
+    from vdk.plugin.ml_training.job.teams import TeamChoice
     from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
     from vdk.plugin.ml_training.k8s.selection import JobSelection
-    from vdk.plugin.ml_training.k8s.status import RunSummary
-    from vdk.plugin.ml_training.teams import TeamChoice
 
 log = logging.getLogger(__name__)
 
@@ -196,13 +196,13 @@ def _job_dir(job_path: str | None) -> Path | None:
 
 
 def _new_scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
-    from vdk.plugin.ml_training import teams
     from vdk.plugin.ml_training.cli.context import settings_from_click
     from vdk.plugin.ml_training.cli.context import team_option
     from vdk.plugin.ml_training.job import CONFIG_FILE
     from vdk.plugin.ml_training.job import is_ml_job
     from vdk.plugin.ml_training.job import load_job_spec
     from vdk.plugin.ml_training.job import owner_team
+    from vdk.plugin.ml_training.job import teams
 
     option, default = team_option(team)
     job_dir = Path(job_path) if job_path else None
@@ -241,7 +241,7 @@ def _select(
 
 def _team_args(selection: JobSelection) -> str:
     """The -t to repeat in a suggested command; none when the default team or the only team was meant."""
-    from vdk.plugin.ml_training.teams import FROM_DEFAULT
+    from vdk.plugin.ml_training.job.teams import FROM_DEFAULT
 
     choice = selection.choice
     if (choice is not None and choice.source == FROM_DEFAULT) or (choice is None and selection.team.label is None):
@@ -359,8 +359,8 @@ def _usage(team: str | None, all_teams: bool, since: str | None, as_json: bool) 
 
 def _keep_usage(client: KubeClient, runs: list[RunSummary]) -> None:
     """Before runs are deleted: their GPU-hours stay in `vdk list --usage` (a warning when they cannot)."""
-    from vdk.plugin.ml_training import audit
     from vdk.plugin.ml_training.cli import cluster_usage
+    from vdk.plugin.ml_training.source import audit
 
     for problem in cluster_usage.keep_usage(client, runs, audit.deployer()):
         click.echo(f"warning: {problem}", err=True)
@@ -368,8 +368,8 @@ def _keep_usage(client: KubeClient, runs: list[RunSummary]) -> None:
 
 def _teams_elsewhere(namespace: str) -> str | None:
     """A note on the teams that ml_training_team_namespaces puts in other namespaces (`vdk list -t TEAM`)."""
-    from vdk.plugin.ml_training import teams
     from vdk.plugin.ml_training.cli.context import settings_from_click
+    from vdk.plugin.ml_training.job import teams
 
     mapped = teams.mapping(settings_from_click(_job_dir(None)), teams.TEAM_NAMESPACES)
     others = [f"{team} ({ns})" for team, ns in mapped.entries if ns != namespace]
@@ -617,12 +617,12 @@ def _execute_outputs(
     """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.errors import MLTrainingError
-    from vdk.plugin.ml_training.k8s import outputs
+    from vdk.plugin.ml_training.k8s import outputs_copy
 
     client = selection.client
     run = selection.pick(execution_id, f"vdk {command} -n {selection.job_name}")
     rec = client.read_run_record(run.name)
-    location = outputs.location_of({"manifests": rec.manifests})
+    location = outputs_copy.location_of({"manifests": rec.manifests})
     if location is None:
         raise MLTrainingError(
             f"run {run.name} has no output claim: what it wrote went with its pods",
@@ -632,18 +632,18 @@ def _execute_outputs(
     into = Path(to).expanduser().resolve() if to is not None else None
     if into is not None:
         into.mkdir(parents=True, exist_ok=True)
-    pod = outputs.copy_pod(
+    pod = outputs_copy.copy_pod(
         run.name,
         selection.job_name,
         rec.image,
-        outputs.image_python(rec.manifests),
+        outputs_copy.image_python(rec.manifests),
         location,
         client.namespace,
         copy=into is not None,
     )
     click.echo(f"Reading {run.name}'s outputs ({location.describe()}) through pod {pod['metadata']['name']}", err=True)
     progress = cluster_views.CopyProgress(lambda text: click.echo(text, err=True))
-    reader = outputs.read_outputs(
+    reader = outputs_copy.read_outputs(
         client,
         pod,
         into,
@@ -709,16 +709,16 @@ def _execute_start(
     from datetime import datetime
     from datetime import timezone
 
-    from vdk.plugin.ml_training import audit
-    from vdk.plugin.ml_training.k8s import record
+    from vdk.plugin.ml_training.k8s import run_record
     from vdk.plugin.ml_training.k8s.run_identity import new_run_name
+    from vdk.plugin.ml_training.source import audit
 
     client, name = selection.client, selection.job_name
     source = selection.pick(execution_id, f"vdk {command} -n {name}")
     rec = client.read_run_record(source.name)
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    manifests = record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
+    manifests = run_record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
     created = client.apply(manifests)
     result = {
         "job_name": name,

@@ -11,16 +11,16 @@ import click
 
 from vdk.plugin.ml_training.cli.cluster_views import table
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
+from vdk.plugin.ml_training.job.teams import TeamChoice
 from vdk.plugin.ml_training.k8s import usage
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.client import team_selector
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
-from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.usage import Totals
 from vdk.plugin.ml_training.k8s.usage import UsageReport
-from vdk.plugin.ml_training.runtime.progress import approximate_duration
-from vdk.plugin.ml_training.teams import NO_TEAM_TEXT
-from vdk.plugin.ml_training.teams import TeamChoice
+from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
 KIND_USAGE = "ml-training-usage"
 MIG_RULE = (

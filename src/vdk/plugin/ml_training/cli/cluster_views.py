@@ -7,12 +7,12 @@ import sys
 from datetime import datetime
 from datetime import timezone
 
+from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
-from vdk.plugin.ml_training.k8s.status import RunSummary
-from vdk.plugin.ml_training.k8s.status import node_range
-from vdk.plugin.ml_training.k8s.status import shape_text
-from vdk.plugin.ml_training.runtime.progress import approximate_duration
-from vdk.plugin.ml_training.teams import NO_TEAM_TEXT
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.run_summary import node_range
+from vdk.plugin.ml_training.k8s.run_summary import shape_text
+from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
 KIND_ML = "ml-training"
 KIND_DATA = "data-job"

@@ -13,23 +13,23 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.settings import CONTAINER_ENGINE
+from vdk.plugin.ml_training.job.settings import CONTAINER_RUN_OPTIONS
+from vdk.plugin.ml_training.job.settings import setting
 from vdk.plugin.ml_training.local.container import ContainerStarter
 from vdk.plugin.ml_training.local.container import inherited_env
 from vdk.plugin.ml_training.local.engine import LOCAL_REPOSITORY
 from vdk.plugin.ml_training.local.engine import ContainerEngine
 from vdk.plugin.ml_training.local.engine import find_engine
-from vdk.plugin.ml_training.local.plan import FORK
-from vdk.plugin.ml_training.local.plan import LaunchPlan
-from vdk.plugin.ml_training.local.plan import full_plan
-from vdk.plugin.ml_training.local.plan import smoke_plan
-from vdk.plugin.ml_training.local.plan import visible_gpus
+from vdk.plugin.ml_training.local.launch_plan import FORK
+from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
+from vdk.plugin.ml_training.local.launch_plan import full_plan
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
+from vdk.plugin.ml_training.local.launch_plan import visible_gpus
 from vdk.plugin.ml_training.runtime import protocol
-from vdk.plugin.ml_training.settings import CONTAINER_ENGINE
-from vdk.plugin.ml_training.settings import CONTAINER_RUN_OPTIONS
-from vdk.plugin.ml_training.settings import setting
+from vdk.plugin.ml_training.source import audit
 
 
 def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:

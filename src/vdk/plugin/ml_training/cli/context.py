@@ -9,8 +9,8 @@ from typing import NoReturn
 import click
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.settings import Settings
-from vdk.plugin.ml_training.settings import job_settings
+from vdk.plugin.ml_training.job.settings import Settings
+from vdk.plugin.ml_training.job.settings import job_settings
 
 
 def configuration() -> Any | None:
@@ -36,7 +36,7 @@ def team_option(team: str | None, param: str = "team") -> tuple[str | None, str 
     With the Control Service CLI installed, its `-t` defaults to the default team: only a value the user
     gave is an option. A default from VDK's default map (plugins' `get_default_commands_options`) is a
     default team; otherwise the default team is the one `vdk set-default -t TEAM` wrote."""
-    from vdk.plugin.ml_training import teams
+    from vdk.plugin.ml_training.job import teams
 
     ctx = click.get_current_context(silent=True)
     source = ctx.get_parameter_source(param) if ctx is not None else None

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import click
 
-from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import teams
 
 
 def _set_default(team: str | None) -> None:

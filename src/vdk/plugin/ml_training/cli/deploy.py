@@ -20,8 +20,6 @@ from typing import Any
 
 import click
 
-from vdk.plugin.ml_training import audit
-from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import fail
@@ -37,9 +35,11 @@ from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import ml_config_problem
+from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.source import audit
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.image.bases import BaseInfo
+    from vdk.plugin.ml_training.image.base_facts import BaseInfo
     from vdk.plugin.ml_training.image.build import PushedImage
     from vdk.plugin.ml_training.k8s.backends import Discovery
     from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -262,9 +262,9 @@ def _remote_checks(spec: MLJobSpec, registry: str, provenance: audit.Provenance,
     """Started at once: the cluster (reachable, namespace, backend, permission to create every object of the
     run and to read them back), the registry (reachable, credentials, push allowed), the base image
     (resolvable, then the job's imports against it and its dependency layer, resolved or cached)."""
-    from vdk.plugin.ml_training.image.deps import dependency_layer
-    from vdk.plugin.ml_training.image.inspection import know_base
-    from vdk.plugin.ml_training.image.progress import Progress
+    from vdk.plugin.ml_training.image.base_inspection import know_base
+    from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     def base() -> BaseInfo:
         return know_base(spec, Progress())  # silent: the smoke run has the screen
@@ -283,8 +283,8 @@ def _remote_checks(spec: MLJobSpec, registry: str, provenance: audit.Provenance,
 
 
 def _check_push(spec: MLJobSpec, registry: str) -> None:
-    from vdk.plugin.ml_training.image.plan import target_repository
-    from vdk.plugin.ml_training.image.progress import Progress
+    from vdk.plugin.ml_training.image.build_plan import target_repository
+    from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.image.registry import RegistryClient
 
     host, repository = target_repository(registry, spec)
@@ -295,7 +295,7 @@ def _check_push(spec: MLJobSpec, registry: str) -> None:
 def _smoke_check(spec: MLJobSpec, checks: RemoteChecks) -> None:
     """The smoke run, stopped by the first remote check that fails."""
     from vdk.plugin.ml_training.cli.local_run import run_locally
-    from vdk.plugin.ml_training.local.plan import smoke_plan
+    from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 
     _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"

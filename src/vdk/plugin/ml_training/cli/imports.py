@@ -1,4 +1,4 @@
-"""The import check of `vdk run` and `vdk deploy` (import_check.py) as the user sees it: an undeclared
+"""The import check of `vdk run` and `vdk deploy` (source/import_check.py) as the user sees it: an undeclared
 import fails before anything runs or is built, with the file, line, module, the distribution to add and
 where. When the base image's packages are not known yet (a base never read: `vdk run` contacts no
 registry), what may come from it is a note instead."""
@@ -10,11 +10,11 @@ from collections.abc import Iterable
 import click
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.import_check import REQUIREMENTS
-from vdk.plugin.ml_training.import_check import ImportCheck
-from vdk.plugin.ml_training.import_check import Undeclared
-from vdk.plugin.ml_training.import_check import check_imports
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
+from vdk.plugin.ml_training.source.import_check import ImportCheck
+from vdk.plugin.ml_training.source.import_check import Undeclared
+from vdk.plugin.ml_training.source.import_check import check_imports
 
 SKIP_OPTION = "--skip-import-check"
 

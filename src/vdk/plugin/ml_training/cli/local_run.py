@@ -23,12 +23,16 @@ from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli.imports import SKIP_OPTION
 from vdk.plugin.ml_training.cli.imports import check_job_imports
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.import_check import REQUIREMENTS
-from vdk.plugin.ml_training.import_check import Requirements
-from vdk.plugin.ml_training.import_check import distribution_for
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.job_files import Excluded
+from vdk.plugin.ml_training.job.settings import CONTAINER_MODE
+from vdk.plugin.ml_training.job.settings import RUN_MODE
+from vdk.plugin.ml_training.job.settings import RUN_MODES
+from vdk.plugin.ml_training.job.settings import job_settings
+from vdk.plugin.ml_training.job.settings import setting
+from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
+from vdk.plugin.ml_training.local.launch_plan import full_plan
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.local.launcher import HostStarter
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import Starter
@@ -40,18 +44,14 @@ from vdk.plugin.ml_training.local.outcome import RankOutcome
 from vdk.plugin.ml_training.local.outcome import RunOutcome
 from vdk.plugin.ml_training.local.outcome import analyse
 from vdk.plugin.ml_training.local.outcome import one_line
-from vdk.plugin.ml_training.local.plan import LaunchPlan
-from vdk.plugin.ml_training.local.plan import full_plan
-from vdk.plugin.ml_training.local.plan import smoke_plan
 from vdk.plugin.ml_training.local.stack_dump import user_stack
 from vdk.plugin.ml_training.runtime import protocol
-from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 from vdk.plugin.ml_training.runtime.watchdog import STALL_EXIT_CODE
-from vdk.plugin.ml_training.settings import CONTAINER_MODE
-from vdk.plugin.ml_training.settings import RUN_MODE
-from vdk.plugin.ml_training.settings import RUN_MODES
-from vdk.plugin.ml_training.settings import job_settings
-from vdk.plugin.ml_training.settings import setting
+from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
+from vdk.plugin.ml_training.source.import_check import Requirements
+from vdk.plugin.ml_training.source.import_check import distribution_for
+from vdk.plugin.ml_training.source.job_files import Excluded
 from vdk.plugin.ml_training.units import format_duration
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def run_ml_job(context: Any) -> Any:
 
 def check_imports_locally(spec: MLJobSpec, err: bool = False) -> None:
     """The import check with what is known of the base image without contacting its registry."""
-    from vdk.plugin.ml_training.image.base_cache import known_provides
+    from vdk.plugin.ml_training.image.base_facts_cache import known_provides
 
     check_job_imports(spec, known_provides(spec), err=err)
 

@@ -16,27 +16,27 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
-from vdk.plugin.ml_training.image import deps
-from vdk.plugin.ml_training.image import inspection
+from vdk.plugin.ml_training.image import base_inspection
+from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import oci
-from vdk.plugin.ml_training.image import tarball
 from vdk.plugin.ml_training.image import torch_warning
-from vdk.plugin.ml_training.image.base_image import BaseImage
-from vdk.plugin.ml_training.image.base_image import resolve_base
-from vdk.plugin.ml_training.image.plan import Inputs
-from vdk.plugin.ml_training.image.plan import gather
-from vdk.plugin.ml_training.image.plan import image_env
-from vdk.plugin.ml_training.image.plan import large_file_warning
-from vdk.plugin.ml_training.image.plan import target_repository
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.base_manifest import BaseImage
+from vdk.plugin.ml_training.image.base_manifest import resolve_base
+from vdk.plugin.ml_training.image.build_plan import Inputs
+from vdk.plugin.ml_training.image.build_plan import gather
+from vdk.plugin.ml_training.image.build_plan import image_env
+from vdk.plugin.ml_training.image.build_plan import large_file_warning
+from vdk.plugin.ml_training.image.build_plan import target_repository
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.source import audit
 
 PARALLEL_BLOBS = 4
 
@@ -94,7 +94,7 @@ class AssembledImage:
     target: ImageReference  # registry/repo:<content tag>
     manifest: bytes
     config: bytes
-    layers: tuple[tuple[str, tarball.LayerBlob, str], ...]  # (name, blob, created_by) of the job's layers
+    layers: tuple[tuple[str, layer_tarball.LayerBlob, str], ...]  # (name, blob, created_by) of the job's layers
     dependencies: tuple[tuple[str, str], ...]
 
     @property
@@ -129,7 +129,7 @@ def build_and_push(
     """Build the job's image (base + dependencies + runtime + code) and push it to `registry`
     (host[/path]) as <registry>/<job name>:<content tag>; returns it pinned by digest.
 
-    The same inputs give the same digest. Raises MLTrainingError subclasses (see errors.py)."""
+    The same inputs give the same digest. Raises MLTrainingError subclasses (see build_errors.py)."""
     progress = progress or Progress()
     host, _ = target_repository(registry, spec)
     same_registry = parse_reference(spec.base_image).registry == host
@@ -165,19 +165,19 @@ def assemble(
     base_ref = parse_reference(spec.base_image)
     progress.stage(f"Base image {base_ref}")
     base = resolve_base(puller, base_ref)
-    inputs = gather(spec, registry, provenance, inspection.know_read_base(spec, puller, base, progress), created)
+    inputs = gather(spec, registry, provenance, base_inspection.know_read_base(spec, puller, base, progress), created)
     for f in inputs.code.large_files:
         progress.stage(f"warning: {large_file_warning(f)}")
-    dep_layer = deps.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
+    dep_layer = dependency_layer.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
     if dep_layer is not None:  # said once, before gigabytes go anywhere
         warning = torch_warning.layer_warning(dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image)
         if warning:
             progress.stage(f"warning: {warning}")
-    runtime_blob = tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
-    code_blob = tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
+    runtime_blob = layer_tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
+    code_blob = layer_tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
     excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""
     progress.stage(f"Code: {len(inputs.code.files)} files, {inputs.code.total_bytes / 1e6:.2f} MB{excluded}")
-    ours: list[tuple[str, tarball.LayerBlob, str]] = []
+    ours: list[tuple[str, layer_tarball.LayerBlob, str]] = []
     if dep_layer is not None:
         ours.append(
             (
@@ -255,7 +255,7 @@ def _push_base_layer(
     return PushedLayer("base", digest, size, "copied")
 
 
-def _push_file(name: str, blob: tarball.LayerBlob, pusher: RegistryClient, repo: str) -> PushedLayer:
+def _push_file(name: str, blob: layer_tarball.LayerBlob, pusher: RegistryClient, repo: str) -> PushedLayer:
     if pusher.blob_exists(repo, blob.digest):
         return PushedLayer(name, blob.digest, blob.size, "present")
     assert blob.path is not None

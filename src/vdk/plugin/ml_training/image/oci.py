@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from dataclasses import replace
 
-from vdk.plugin.ml_training.image.errors import ImageBuildError
+from vdk.plugin.ml_training.image.build_errors import ImageBuildError
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"

@@ -27,11 +27,11 @@ from dxf import DXF
 from dxf import exceptions as dxf_errors
 
 from vdk.plugin.ml_training.image import credentials
-from vdk.plugin.ml_training.image.errors import RegistryAuthError
-from vdk.plugin.ml_training.image.errors import RegistryError
-from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
-from vdk.plugin.ml_training.image.progress import Progress
-from vdk.plugin.ml_training.image.progress import Transfer
+from vdk.plugin.ml_training.image.build_errors import RegistryAuthError
+from vdk.plugin.ml_training.image.build_errors import RegistryError
+from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
+from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_progress import Transfer
 from vdk.plugin.ml_training.image.reference import api_host
 from vdk.plugin.ml_training.image.reference import is_loopback
 

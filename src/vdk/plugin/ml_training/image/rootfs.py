@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
 
-from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
 
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_WHITEOUT = ".wh..wh..opq"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from vdk.plugin.ml_training.image.bases import BaseInfo
-from vdk.plugin.ml_training.image.bases import normalise
-from vdk.plugin.ml_training.image.bases import public_version
+from vdk.plugin.ml_training.image.base_facts import BaseInfo
+from vdk.plugin.ml_training.image.base_facts import normalise
+from vdk.plugin.ml_training.image.base_facts import public_version
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 
 # torch, its compiler and the CUDA runtime wheels it depends on (not NVML's small Python bindings).

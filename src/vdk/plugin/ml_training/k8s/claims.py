@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.storage import MOUNTS_SECTION
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.resources import PERSISTENT_VOLUME_CLAIM as PVC
-from vdk.plugin.ml_training.storage import MOUNTS_SECTION
 
 # Access modes that let pods on several nodes mount a claim at once.
 SHARED_MODES = {"ReadWriteMany": "ReadWriteMany", "ReadOnlyMany": "ReadOnlyMany"}

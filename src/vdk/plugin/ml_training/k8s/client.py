@@ -18,7 +18,7 @@ import urllib3
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import record as run_record
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
@@ -42,8 +42,8 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_USAGE_OF
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import label_value
-from vdk.plugin.ml_training.k8s.status import RunSummary
-from vdk.plugin.ml_training.k8s.status import summarize
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.run_summary import summarize
 from vdk.plugin.ml_training.k8s.transport import METADATA_ONLY
 from vdk.plugin.ml_training.k8s.transport import REQUEST_TIMEOUT
 from vdk.plugin.ml_training.k8s.transport import Timeout

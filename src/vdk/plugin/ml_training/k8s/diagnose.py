@@ -15,9 +15,9 @@ from dataclasses import field
 from typing import NamedTuple
 
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import status as run_status
+from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
-from vdk.plugin.ml_training.k8s.status import RunSummary
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.runtime.watchdog import parse_stall
 
@@ -228,10 +228,10 @@ def _termination(terminated: dict | None) -> Termination | None:
 
 def effective_phase(phase: str, ranks: list[RankState]) -> str:
     """The run's phase, made honest: an operator reports Running while ranks still cannot start."""
-    if phase in (run_status.RUNNING, run_status.PENDING, run_status.RESTARTING) and any(
+    if phase in (run_summary.RUNNING, run_summary.PENDING, run_summary.RESTARTING) and any(
         r.phase == "Pending" for r in ranks if r.index is not None
     ):
-        return run_status.PENDING
+        return run_summary.PENDING
     return phase
 
 
@@ -343,7 +343,7 @@ def why_waiting(
             groups.setdefault(reason, []).append(r)
     for (what, fix), group in groups.items():
         findings.append(Finding("waiting", f"{_ranks_text(group)}: {what}", fix, [g.rank for g in group]))
-    if not ranks and pods_read and not queued and run.phase in (run_status.PENDING, run_status.RUNNING):
+    if not ranks and pods_read and not queued and run.phase in (run_summary.PENDING, run_summary.RUNNING):
         warnings = [e for e in events if e.type == "Warning"]
         if warnings:
             last = warnings[-1]
@@ -415,7 +415,7 @@ def _kueue_finding(run: RunSummary, workloads: list[dict], events: list[Event]) 
         if checks:
             names = ", ".join(c.get("name", "?") for c in checks)
             return Finding("waiting", f"quota reserved in Kueue; waiting for the admission check(s) {names}", None)
-    if run.phase == run_status.QUEUED:
+    if run.phase == run_summary.QUEUED:
         pending = [e for e in events if e.object.startswith("Workload/") and e.reason in ("Pending", "Inadmissible")]
         if pending:
             return Finding("waiting", f"queued in {run.queue}: {pending[-1].message}", _queue_fix(pending[-1].message))
@@ -499,7 +499,7 @@ def why_failed(run: RunSummary, ranks: list[RankState]) -> Finding | None:
             "deploy again, and raise `memory` if the node was low on memory",
             [evicted.rank],
         )
-    if run.phase != run_status.FAILED:
+    if run.phase != run_summary.FAILED:
         return None
     message = run.message or "the run failed"
     fix = None

@@ -6,7 +6,7 @@ import yaml
 
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import record
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
@@ -26,7 +26,7 @@ def render_run(
     `cluster`: what discovery found (None for a dry run, which asks no cluster)."""
     objects = backends.get(backend).render(spec, image, run, namespace, cluster)
     if with_record:
-        objects.append(record.render(spec, image.reference, run, namespace, backend, objects))
+        objects.append(run_record.render(spec, image.reference, run, namespace, backend, objects))
     return objects
 
 

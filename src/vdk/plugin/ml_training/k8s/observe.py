@@ -16,19 +16,19 @@ from typing import Any
 
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import diagnose
-from vdk.plugin.ml_training.k8s import status as run_status
+from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.diagnose import Event
 from vdk.plugin.ml_training.k8s.diagnose import Finding
 from vdk.plugin.ml_training.k8s.diagnose import RankState
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
-from vdk.plugin.ml_training.k8s.status import RunSummary
-from vdk.plugin.ml_training.k8s.status import summarize
-from vdk.plugin.ml_training.runtime import workspace
-from vdk.plugin.ml_training.runtime.progress import Progress
-from vdk.plugin.ml_training.runtime.progress import loss_curve
-from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.runtime import output_workdir
+from vdk.plugin.ml_training.runtime.progress_lines import Progress
+from vdk.plugin.ml_training.runtime.progress_lines import loss_curve
+from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.runtime.watchdog import parse_stall
 
@@ -96,7 +96,7 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     events = _allowed(notes, "events", lambda: diagnose.run_events(client.list_events(), run.name), [])
     workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
     findings = diagnose.why_waiting(run, ranks, events, workloads, pods_read)
-    if run.phase != run_status.SUCCEEDED:
+    if run.phase != run_summary.SUCCEEDED:
         failure = diagnose.why_failed(run, ranks)
         if failure is not None:
             failure = _allowed(notes, "logs", lambda: _attach_failure_log(tail, failure, ranks, notes), failure)
@@ -105,8 +105,8 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     phase = diagnose.effective_phase(run.phase, ranks)
     outputs = _allowed(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
     detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs)
-    if run.phase == run_status.FAILED and detail.stall is not None:
-        detail.phase = run_status.STALLED
+    if run.phase == run_summary.FAILED and detail.stall is not None:
+        detail.phase = run_summary.STALLED
     return detail
 
 
@@ -169,7 +169,7 @@ def _outputs(run: RunSummary, tail: LogTail, ranks: list[RankState]) -> dict | N
     if rank0 is None or not rank0.started:
         return dict(run.outputs)
     text, _ = tail(rank0.pod, rank0.container, False)
-    summary = workspace.parse_summary((text or "").splitlines())
+    summary = output_workdir.parse_summary((text or "").splitlines())
     if summary is None:
         return dict(run.outputs)
     return {**run.outputs, "files": summary.files, "bytes": summary.bytes}

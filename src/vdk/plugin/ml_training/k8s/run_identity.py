@@ -7,12 +7,12 @@ import secrets
 import string
 from dataclasses import dataclass
 
-from vdk.plugin.ml_training.audit import Provenance
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import is_kubernetes_job_name
-from vdk.plugin.ml_training.teams import team_label
+from vdk.plugin.ml_training.job.teams import team_label
+from vdk.plugin.ml_training.source.audit import Provenance
 
 LABEL_JOB = "vdk.io/job-name"
 LABEL_TEAM = "vdk.io/team"

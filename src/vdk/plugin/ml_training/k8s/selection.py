@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from dataclasses import field
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
+from vdk.plugin.ml_training.job.teams import TeamChoice
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.status import RunSummary
-from vdk.plugin.ml_training.teams import NO_TEAM_TEXT
-from vdk.plugin.ml_training.teams import TeamChoice
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 
 
 def where(client: KubeClient) -> str:

@@ -26,9 +26,9 @@ from datetime import timezone
 
 from vdk.plugin.ml_training.k8s import diagnose
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
-from vdk.plugin.ml_training.k8s import status as run_status
-from vdk.plugin.ml_training.k8s.status import RunSummary
-from vdk.plugin.ml_training.runtime.progress import parse_progress
+from vdk.plugin.ml_training.k8s import run_summary
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
@@ -121,7 +121,7 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
     nodes = int((run.nodes or "1").split(":")[-1] or 1)
     gpus = nodes * run.gpus_per_node * gpu_share(run.gpu_resource)
     ranks = diagnose.rank_states(pods, run.backend)
-    outcome = {run_status.SUCCEEDED: SUCCEEDED, run_status.FAILED: FAILED}.get(run.phase, RUNNING)
+    outcome = {run_summary.SUCCEEDED: SUCCEEDED, run_summary.FAILED: FAILED}.get(run.phase, RUNNING)
     if outcome == FAILED and diagnose.stalled_rank(ranks) is not None:
         outcome = STALLED
     end = parse_time(run.ended) if outcome != RUNNING else None

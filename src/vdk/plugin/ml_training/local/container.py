@@ -20,16 +20,16 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.engine import RUN_LABEL
 from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launcher import Attempt
 from vdk.plugin.ml_training.local.lifeline import Lifeline
-from vdk.plugin.ml_training.local.plan import LaunchPlan
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.units import parse_quantity
 
 # After SIGTERM to the container's torchrun (which passes it on to the ranks, which dump their stacks),
 # how long before the engine kills what is left.
 STOP_GRACE_SECONDS = 5
-GUARD_MODULE = "vdk.plugin.ml_training.local.guard"
+GUARD_MODULE = "vdk.plugin.ml_training.local.container_guard"
 
 
 def inherited_env(gpus: int, spec: MLJobSpec | None = None) -> dict[str, str]:
@@ -111,7 +111,7 @@ class ContainerStarter:
         _share(attempt.run_dir)
         self.release()  # a previous attempt's (another port)
         lifeline = self._lifeline = Lifeline()
-        # The engine's client, under a guard that stops the container if vdk is killed (local/guard.py).
+        # The engine's client, under a guard that stops the container if vdk is killed (local/container_guard.py).
         stop_commands = self.container_engine.stop_commands(self.name, STOP_GRACE_SECONDS)
         client = self.argv(attempt.plan, attempt.run_dir, attempt.port, attempt.env)
         proc = subprocess.Popen(

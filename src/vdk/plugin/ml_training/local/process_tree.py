@@ -1,6 +1,6 @@
 """Stopping a run's processes: SIGTERM to their process groups (ranks dump their stacks), SIGKILL to
 whatever is left after a short grace. Used by `vdk` (local/launcher.py) and, when `vdk` is gone, by
-torchrun's agent itself (local/agent.py). Standard library only."""
+torchrun's agent itself (local/torchrun_agent.py). Standard library only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The working directory of a local run: exactly the files the job's image holds in its code layer
-(job_files.py: the same .gitignore/.vdkignore rules, no secrets), outside the job directory. What the
+(source/job_files.py: the same .gitignore/.vdkignore rules, no secrets), outside the job directory. What the
 code writes (checkpoints, logs, output directories) stays out of the job and out of the next image, and
 a file the image would lack is missing here too.
 
@@ -10,7 +10,7 @@ How files get there, so that it is fast for large job directories and no write r
 - else they are symbolic links to the job's file. A hard link would share the file itself: a script that
   opens it for writing, appends to it or chmods it would change the user's file. A symbolic link is
   replaced, not followed, by whatever writes by rename (atomic saves), and the ranks turn every other
-  write through it into a write to a private copy first (runtime/write_guard.py: Python's opens,
+  write through it into a write to a private copy first (runtime/job_dir_protection.py: Python's opens,
   os.truncate/chmod/utime, torch.save and safetensors); the rare native writer that opens such a big
   file in place is the one write that guard does not see.
 """
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.job_files import Excluded
-from vdk.plugin.ml_training.job_files import SourceFile
-from vdk.plugin.ml_training.job_files import scan_job_dir
+from vdk.plugin.ml_training.source.job_files import Excluded
+from vdk.plugin.ml_training.source.job_files import SourceFile
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 COPY_LIMIT = 4 * 1024 * 1024  # bytes: copied up to this size, cloned or linked above it
 _FICLONE = 0x40049409  # Linux ioctl: make the destination share the source's blocks, copy-on-write

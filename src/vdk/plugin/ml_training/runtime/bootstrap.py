@@ -2,10 +2,10 @@
 ENTRYPOINT [ARGS...]`, where ENTRYPOINT is `script.py` or `-m package.module`, under torchrun.
 
 In a job image it runs the user's code exactly as `python script.py` / `python -m module` would, and
-rank 0 prints progress lines (runtime/progress.py); every rank runs the stall watchdog
+rank 0 prints progress lines (runtime/progress_lines.py); every rank runs the stall watchdog
 (runtime/watchdog.py). Under the local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of
 ranks other than 0 in log files, reports how the rank ended in a result file (the launcher shows the
-failing rank's traceback once), keeps its writes out of the job directory (write_guard.py), and in smoke
+failing rank's traceback once), keeps its writes out of the job directory (job_dir_protection.py), and in smoke
 mode installs the CPU stand-ins and the smoke run's end (the first optimizer step of the second epoch,
 epochs.py) instead of progress lines and the watchdog (a smoke run has its own timeout).
 """
@@ -108,15 +108,15 @@ def _run_in_image(entry: list[str]) -> None:
 
 
 def _enter_output_dir() -> str | None:
-    """The run's output directory as the working directory, the job's code linked into it (workspace.py).
+    """The run's output directory as the working directory, the job's code linked into it (output_workdir.py).
     A run whose outputs would be lost stops here, saying why."""
-    from vdk.plugin.ml_training.runtime import workspace
+    from vdk.plugin.ml_training.runtime import output_workdir
 
     try:
-        return workspace.enter_output_dir()
+        return output_workdir.enter_output_dir()
     except OSError as e:
         _write_line(
-            f"[vdk-ml-training] error: cannot work in the output directory {workspace.output_dir()}: {e}. "
+            f"[vdk-ml-training] error: cannot work in the output directory {output_workdir.output_dir()}: {e}. "
             "Check that the output claim (output_pvc) is writable by the pod's user, and not full"
         )
         raise SystemExit(1) from None
@@ -124,9 +124,9 @@ def _enter_output_dir() -> str | None:
 
 def _report_outputs(rank: int, outputs: str | None) -> None:
     if outputs is not None and rank == 0:
-        from vdk.plugin.ml_training.runtime import workspace
+        from vdk.plugin.ml_training.runtime import output_workdir
 
-        workspace.report(outputs)
+        output_workdir.report(outputs)
 
 
 def _end_after_exit_handlers() -> None:
@@ -290,10 +290,10 @@ def _ending(error: BaseException | None) -> str:
 
 def _start_progress():
     """Progress lines of this process (rank 0), or None when they are off."""
-    from vdk.plugin.ml_training.runtime import progress
+    from vdk.plugin.ml_training.runtime import progress_lines
 
     try:
-        return progress.start()
+        return progress_lines.start()
     except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
         sys.stderr.write(f"[vdk-ml-training] warning: no progress lines ({type(e).__name__}: {e})\n")
         return None
@@ -358,14 +358,14 @@ def _install_smoke(run_dir: str):
 
 
 def guard_writes(run_dir: str) -> None:
-    """Under the local launcher, nothing this process writes reaches the job directory (write_guard.py)."""
+    """Under the local launcher, nothing this process writes reaches the job directory (job_dir_protection.py)."""
     from vdk.plugin.ml_training.runtime import protocol
 
     job_dir = os.environ.get(protocol.JOB_DIR)
     if job_dir:
-        from vdk.plugin.ml_training.runtime import write_guard
+        from vdk.plugin.ml_training.runtime import job_dir_protection
 
-        write_guard.install(job_dir, os.getcwd(), run_dir)
+        job_dir_protection.install(job_dir, os.getcwd(), run_dir)
 
 
 _stand_ins = None  # this process's smoke-run Adaptations, once installed

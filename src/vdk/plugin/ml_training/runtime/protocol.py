@@ -25,8 +25,8 @@ SPAWNED_PROGRESS = "VDK_ML_TRAINING_SPAWNED_PROGRESS"
 # The job directory the ranks' working directory was made from (local/workdir.py): nothing writes into it.
 JOB_DIR = "VDK_ML_TRAINING_JOB_DIR"
 EPOCH_END = "VDK_ML_TRAINING_EPOCH_END"  # "0": a smoke run stops after smoke_steps steps, epochs are not cut
-# Where the run's outputs go; the bootstrap makes it the working directory (runtime/workspace.py). Set for
-# cluster runs with an output claim (k8s/pod.py) and for local runs (their working directory).
+# Where the run's outputs go; the bootstrap makes it the working directory (runtime/output_workdir.py). Set for
+# cluster runs with an output claim (k8s/pod_template.py) and for local runs (their working directory).
 OUTPUT_DIR = "VDK_ML_TRAINING_OUTPUT_DIR"
 
 # Set by the user ([ml-training.env], or the shell for a local run); read by rank 0 of cluster and

@@ -63,7 +63,7 @@ _original_image_wrap: Any = None  # in a forked worker; a spawned one imports mp
 
 def image_worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     """In place of mp.spawn's `_wrap` in a job image and a full local run: every worker runs the stall
-    watchdog, and worker 0 prints the progress lines (runtime/progress.py) if its launcher would have."""
+    watchdog, and worker 0 prints the progress lines (runtime/progress_lines.py) if its launcher would have."""
     original = _original_image_wrap or sys.modules["torch.multiprocessing.spawn"]._wrap
     from vdk.plugin.ml_training.runtime import bootstrap
     from vdk.plugin.ml_training.runtime import watchdog

@@ -4,7 +4,7 @@ show` and `vdk list --usage` read it without a log request.
 
 A stalled rank leaves its stall line and its training thread's top frames (runtime/watchdog.py); rank 0
 leaves its last progress line, which says how long the script ran after its last optimizer step
-(runtime/progress.py). Those modules read what they write; this one only writes. The first process of a
+(runtime/progress_lines.py). Those modules read what they write; this one only writes. The first process of a
 container to leave a message keeps it: a node's other ranks would only repeat or garble it.
 """
 

@@ -37,8 +37,8 @@ from typing import Any
 from typing import TextIO
 
 from vdk.plugin.ml_training.runtime import termination
-from vdk.plugin.ml_training.runtime.progress import approximate_duration
-from vdk.plugin.ml_training.runtime.progress import duration_seconds
+from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
+from vdk.plugin.ml_training.runtime.progress_lines import duration_seconds
 
 # Set in the pods by the renderers and by `vdk run --full` (from the stall_timeout and startup_timeout keys,
 # in seconds); absent or 0: no watchdog.

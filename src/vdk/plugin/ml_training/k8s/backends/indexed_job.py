@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import pod
+from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.backends.base import COMPLETION_INDEX
 from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
@@ -43,11 +43,11 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}},
         },
         {"name": "PET_MASTER_ADDR", "value": master_address(run.name)},
-        {"name": "PET_MASTER_PORT", "value": str(pod.RENDEZVOUS_PORT)},
+        {"name": "PET_MASTER_PORT", "value": str(pod_template.RENDEZVOUS_PORT)},
     ]
-    container = pod.container(spec, image, CONTAINER, run, launcher_env)
-    container["ports"] = [{"name": "rendezvous", "containerPort": pod.RENDEZVOUS_PORT, "protocol": "TCP"}]
-    pod_spec = pod.pod_spec(spec, [container], restart_policy="Never")
+    container = pod_template.container(spec, image, CONTAINER, run, launcher_env)
+    container["ports"] = [{"name": "rendezvous", "containerPort": pod_template.RENDEZVOUS_PORT, "protocol": "TCP"}]
+    pod_spec = pod_template.pod_spec(spec, [container], restart_policy="Never")
     pod_spec["subdomain"] = run.name
     job_spec: dict = {
         "completionMode": "Indexed",
@@ -72,7 +72,7 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     job = {
         "apiVersion": JOB.api_version,
         "kind": JOB.kind,
-        "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
+        "metadata": pod_template.object_metadata(spec, run, image.reference, namespace, labels),
         "spec": job_spec,
     }
     service = {
@@ -87,8 +87,8 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
             "ports": [
                 {
                     "name": "rendezvous",
-                    "port": pod.RENDEZVOUS_PORT,
-                    "targetPort": pod.RENDEZVOUS_PORT,
+                    "port": pod_template.RENDEZVOUS_PORT,
+                    "targetPort": pod_template.RENDEZVOUS_PORT,
                     "protocol": "TCP",
                 }
             ],

@@ -7,7 +7,7 @@ rendezvous variables for elastic jobs) in every pod, so torch's launcher needs n
 from __future__ import annotations
 
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import pod
+from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
 from vdk.plugin.ml_training.k8s.backends.base import as_int
@@ -67,19 +67,19 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
+            "metadata": pod_template.object_metadata(spec, run, image.reference, namespace, labels),
             "spec": job_spec,
         }
     ]
 
 
 def _replica(spec: MLJobSpec, image: JobImage, run: RunInfo, labels: dict[str, str], replicas: int) -> dict:
-    container = pod.container(spec, image, CONTAINER, run)
+    container = pod_template.container(spec, image, CONTAINER, run)
     container["ports"] = [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}]
     return {
         "replicas": replicas,
         "restartPolicy": RESTART_POLICY,
-        "template": {"metadata": {"labels": dict(labels)}, "spec": pod.pod_spec(spec, [container])},
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_template.pod_spec(spec, [container])},
     }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import pod
+from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.backends.base import ApiReader
 from vdk.plugin.ml_training.k8s.backends.base import Backend
@@ -102,11 +102,11 @@ def render(
         "runtimeRef": {"name": runtime, "apiGroup": GROUP, "kind": RUNTIME_KIND},
         "trainer": {
             "image": image.reference,
-            "command": pod.command(spec, image.python),
+            "command": pod_template.command(spec, image.python),
             "numNodes": spec.nodes.max,
             "numProcPerNode": spec.procs_per_node,
-            "resourcesPerNode": pod.resources(spec),
-            "env": pod.env(spec, run),
+            "resourcesPerNode": pod_template.resources(spec),
+            "env": pod_template.env(spec, run),
         },
     }
     # activeDeadlineSeconds arrived with runtimePatches (v2.2); older servers prune it silently.
@@ -119,16 +119,16 @@ def render(
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": pod.object_metadata(spec, run, image.reference, namespace, labels),
+            "metadata": pod_template.object_metadata(spec, run, image.reference, namespace, labels),
             "spec": trainjob_spec,
         }
     ]
 
 
 def _pod_changes(spec: MLJobSpec, run: RunInfo, labels: dict[str, str], mechanism: str) -> list[dict]:
-    volumes = pod.volumes(spec)
-    containers = [{"name": NODE_CONTAINER, "volumeMounts": pod.volume_mounts(spec, run)}]
-    tolerations = pod.tolerations(spec)
+    volumes = pod_template.volumes(spec)
+    containers = [{"name": NODE_CONTAINER, "volumeMounts": pod_template.volume_mounts(spec, run)}]
+    tolerations = pod_template.tolerations(spec)
     if mechanism == POD_SPEC_OVERRIDES:
         override: dict = {"targetJobs": [{"name": NODE_JOB}], "volumes": volumes, "containers": containers}
         if tolerations:

@@ -10,8 +10,8 @@ from typing import Protocol
 from vdk.plugin.ml_training.job import DEFAULT_SMOKE_TIMEOUT
 from vdk.plugin.ml_training.job import DEFAULT_STALL_TIMEOUT
 from vdk.plugin.ml_training.job import DEFAULT_STARTUP_TIMEOUT
-from vdk.plugin.ml_training.teams import TEAM_NAMESPACES
-from vdk.plugin.ml_training.teams import TEAM_QUEUES
+from vdk.plugin.ml_training.job.teams import TEAM_NAMESPACES
+from vdk.plugin.ml_training.job.teams import TEAM_QUEUES
 from vdk.plugin.ml_training.units import format_duration
 
 RUN_MODE = "ml_training_run_mode"

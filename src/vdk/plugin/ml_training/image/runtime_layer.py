@@ -1,12 +1,12 @@
 """The files of the runtime layer (the plugin's runtime package); those of the code layer are the job's
-own files (job_files.py)."""
+own files (source/job_files.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from vdk.plugin.ml_training.job_files import FileSet
-from vdk.plugin.ml_training.job_files import SourceFile
+from vdk.plugin.ml_training.source.job_files import FileSet
+from vdk.plugin.ml_training.source.job_files import SourceFile
 
 
 def runtime_package_dir() -> Path:

@@ -4,7 +4,7 @@ Python version, the distributions that interpreter can import, and its C library
 The config gives the environment (`PATH`, `PYTHONPATH`, `PYTHON_VERSION`, `User`); the layers
 give the rest. They are read as streams, in order, through rootfs.py (whiteouts applied), and only
 the few small files that matter are kept: `*.dist-info/METADATA`, `*.egg-info`, `pyvenv.cfg`,
-`os-release`. A base is read once per manifest digest; the findings are cached (base_cache.py), so a
+`os-release`. A base is read once per manifest digest; the findings are cached (base_facts_cache.py), so a
 later build (or dry run) of the same base reads nothing but its manifest.
 """
 
@@ -16,21 +16,21 @@ import re
 import shlex
 
 from vdk.plugin.ml_training.image import oci
-from vdk.plugin.ml_training.image.base_cache import cached
-from vdk.plugin.ml_training.image.base_cache import last_read
-from vdk.plugin.ml_training.image.base_cache import remember
-from vdk.plugin.ml_training.image.base_cache import store
-from vdk.plugin.ml_training.image.base_image import BaseImage
-from vdk.plugin.ml_training.image.base_image import resolve_base
-from vdk.plugin.ml_training.image.bases import BaseFacts
-from vdk.plugin.ml_training.image.bases import BaseInfo
-from vdk.plugin.ml_training.image.bases import base_info
-from vdk.plugin.ml_training.image.bases import needs_reading
-from vdk.plugin.ml_training.image.bases import normalise
-from vdk.plugin.ml_training.image.bases import platform_of_os
-from vdk.plugin.ml_training.image.errors import RegistryError
-from vdk.plugin.ml_training.image.errors import RegistryUnreachableError
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.base_facts import BaseFacts
+from vdk.plugin.ml_training.image.base_facts import BaseInfo
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.base_facts import needs_reading
+from vdk.plugin.ml_training.image.base_facts import normalise
+from vdk.plugin.ml_training.image.base_facts import platform_of_os
+from vdk.plugin.ml_training.image.base_facts_cache import cached
+from vdk.plugin.ml_training.image.base_facts_cache import last_read
+from vdk.plugin.ml_training.image.base_facts_cache import remember
+from vdk.plugin.ml_training.image.base_facts_cache import store
+from vdk.plugin.ml_training.image.base_manifest import BaseImage
+from vdk.plugin.ml_training.image.base_manifest import resolve_base
+from vdk.plugin.ml_training.image.build_errors import RegistryError
+from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import RetryPolicy

@@ -1,5 +1,5 @@
 """The files of a job directory that its code has wherever it runs: what an image's code layer holds and
-what a local run's working directory holds, with what was left out and why (ignore_rules.py).
+what a local run's working directory holds, with what was left out and why (source/ignore_rules.py).
 
 Pure: reads the job directory, imports nothing of the image builder, so local runs use it too."""
 
@@ -11,8 +11,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdk.plugin.ml_training import ignore_rules
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.source import ignore_rules
 
 LARGE_FILE_BYTES = 50 * 1000 * 1000  # 50 MB: data belongs in storage, not in the image
 

@@ -27,16 +27,16 @@ from pathlib import Path
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import package_index
-from vdk.plugin.ml_training.image import tarball
-from vdk.plugin.ml_training.image.bases import BaseInfo
-from vdk.plugin.ml_training.image.bases import normalise
-from vdk.plugin.ml_training.image.cache import cache_root
-from vdk.plugin.ml_training.image.errors import DependencyError
-from vdk.plugin.ml_training.image.errors import NoWheelError
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.base_facts import BaseInfo
+from vdk.plugin.ml_training.image.base_facts import normalise
+from vdk.plugin.ml_training.image.build_cache import cache_root
+from vdk.plugin.ml_training.image.build_errors import DependencyError
+from vdk.plugin.ml_training.image.build_errors import NoWheelError
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.job_files import SourceFile
+from vdk.plugin.ml_training.source.job_files import SourceFile
 
 REQUIREMENTS = "requirements.txt"
 _FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
@@ -47,7 +47,7 @@ _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
 
 @dataclass(frozen=True)
 class DependencyLayer:
-    blob: tarball.LayerBlob
+    blob: layer_tarball.LayerBlob
     packages: tuple[tuple[str, str], ...]  # (name, version) actually installed, sorted
     has_scripts: bool  # console scripts in DEPS_DIR/bin
     cache_key: str
@@ -138,7 +138,7 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
             return None
     except (OSError, ValueError, KeyError):
         return None
-    blob = tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
+    blob = layer_tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
     packages = tuple((name, version) for name, version in meta["packages"])
     return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
 
@@ -155,7 +155,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
         has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)
         staged = work / "layer"
-        blob = tarball.write_layer(layout.DEPS_DIR, files, staged, level=tarball.SMALL_GZIP_LEVEL)
+        blob = layer_tarball.write_layer(layout.DEPS_DIR, files, staged, level=layer_tarball.SMALL_GZIP_LEVEL)
         meta = {
             "file": blob.path.name if blob.path else "",
             "digest": blob.digest,
@@ -178,7 +178,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
                 raise
             return concurrent
         return DependencyLayer(
-            tarball.LayerBlob(blob.digest, blob.diff_id, blob.size, entry / meta["file"]),
+            layer_tarball.LayerBlob(blob.digest, blob.diff_id, blob.size, entry / meta["file"]),
             packages,
             has_scripts,
             key,

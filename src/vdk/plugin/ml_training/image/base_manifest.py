@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.image import oci
-from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.image.oci import INDEX_TYPES
 from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
 from vdk.plugin.ml_training.image.reference import ImageReference

@@ -4,7 +4,7 @@
 derives the reference the build would push (`registry/<job>:<tag>`, the tag a hash of every
 input, so a plan and the build that follows name the same tag). It contacts nothing, except the
 registry of a base image that neither the table of well-known bases nor `[ml-training]` describes:
-that base is read (once per digest, see inspection.py). `ImagePlan.render()` is the report for stderr.
+that base is read (once per digest, see base_inspection.py). `ImagePlan.render()` is the report for stderr.
 """
 
 from __future__ import annotations
@@ -19,25 +19,25 @@ from datetime import datetime
 from datetime import timezone
 from pathlib import Path
 
-from vdk.plugin.ml_training import audit
 from vdk.plugin.ml_training import layout
-from vdk.plugin.ml_training.image import deps
-from vdk.plugin.ml_training.image import inspection
-from vdk.plugin.ml_training.image import tarball
+from vdk.plugin.ml_training.image import base_inspection
+from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import torch_warning
-from vdk.plugin.ml_training.image.bases import BaseInfo
-from vdk.plugin.ml_training.image.errors import ImageBuildError
-from vdk.plugin.ml_training.image.progress import Progress
+from vdk.plugin.ml_training.image.base_facts import BaseInfo
+from vdk.plugin.ml_training.image.build_errors import ImageBuildError
+from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
 from vdk.plugin.ml_training.image.registry import RetryPolicy
-from vdk.plugin.ml_training.image.sources import scan_runtime_package
+from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.job_files import LARGE_FILE_BYTES
-from vdk.plugin.ml_training.job_files import FileSet
-from vdk.plugin.ml_training.job_files import SourceFile
-from vdk.plugin.ml_training.job_files import scan_job_dir
+from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.source.job_files import FileSet
+from vdk.plugin.ml_training.source.job_files import SourceFile
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
 _FORMAT = "image-v1"  # part of every tag: bump when the image layout changes
@@ -226,7 +226,7 @@ def gather(
             "and every job image starts through it",
             "reinstall vdk-ml-training (`pip install --force-reinstall vdk-ml-training`)",
         )
-    requirements = deps.requirements_file(spec)
+    requirements = dependency_layer.requirements_file(spec)
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
     command = tuple(layout.launch_command(spec, base.python))
@@ -243,17 +243,18 @@ def plan_image(
 ) -> ImagePlan:
     """What building the job's image would produce. Reads local files, and the base image only when
     neither the table nor [ml-training] describes it; never a package index."""
-    base = inspection.know_base(spec, progress or Progress(), retry)
+    base = base_inspection.know_base(spec, progress or Progress(), retry)
     inputs = gather(spec, registry, provenance, base, created)
     target = inputs.target(
-        tarball.diff_id(layout.JOB_DIR, inputs.code.files), tarball.diff_id(layout.LIB_DIR, inputs.runtime.files)
+        layer_tarball.diff_id(layout.JOB_DIR, inputs.code.files),
+        layer_tarball.diff_id(layout.LIB_DIR, inputs.runtime.files),
     )
     layers = []
     requirement_names: tuple[str, ...] = ()
     dependency_warning = None
     if inputs.requirements:
-        requirement_names = tuple(deps.requirement_lines(inputs.requirements))
-        cached = deps.cached_layer(inputs.requirements, inputs.base)
+        requirement_names = tuple(dependency_layer.requirement_lines(inputs.requirements))
+        cached = dependency_layer.cached_layer(inputs.requirements, inputs.base)
         dependency_warning = (
             torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
             if cached

@@ -1,7 +1,7 @@
-"""A run's outputs, streamed through a pod's log: `python -m vdk.plugin.ml_training.runtime.outputs_export
-[--copy] DIR` lists (and with --copy sends) the files a run wrote in its output directory (workspace.py:
+"""A run's outputs, streamed through a pod's log: `python -m vdk.plugin.ml_training.runtime.outputs_stream
+[--copy] DIR` lists (and with --copy sends) the files a run wrote in its output directory (output_workdir.py:
 not the links to its code). `vdk execute --outputs` starts it in a short-lived pod that mounts the run's
-directory of the output claim, and reads its log (k8s/outputs.py). Writer and reader of the format here.
+directory of the output claim, and reads its log (k8s/outputs_copy.py). Writer and reader of the format here.
 
 The log is text, line by line: an `entry` line per file (path, size), then with --copy each file again as
 `file` line, its bytes in base64 lines, and an `end` line with its sha256; `done` ends the stream. The
@@ -43,7 +43,7 @@ def _line(kind: str, data: dict) -> str:
 
 
 def export(directory: str, copy: bool, write: Callable[[str], None]) -> None:
-    from vdk.plugin.ml_training.runtime.workspace import output_files
+    from vdk.plugin.ml_training.runtime.output_workdir import output_files
 
     files = [OutputFile(p, size, mtime) for p, size, mtime in output_files(directory)]
     for item in files:

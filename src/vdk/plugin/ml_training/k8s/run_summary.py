@@ -48,7 +48,9 @@ class RunSummary:
     started: str | None = None  # when its operator started it (None while queued, or never)
     ended: str | None = None  # when it succeeded or failed
     kept_seconds: int | None = None  # how long it is kept after it ends (ttl_after_finished); None: until deleted
-    outputs: dict | None = None  # {"claim", "directory"}: where its outputs persist (k8s/outputs.py); None: nowhere
+    outputs: dict | None = (
+        None  # {"claim", "directory"}: where its outputs persist (k8s/outputs_copy.py); None: nowhere
+    )
 
     def to_dict(self) -> dict:
         """JSON of the run: numbers as numbers (`nodes` the node count, the maximum of an elastic range, and
@@ -133,7 +135,7 @@ def summarize(obj: dict) -> RunSummary:
 
 
 def _outputs(obj: dict) -> dict | None:
-    from vdk.plugin.ml_training.k8s.outputs import location_of
+    from vdk.plugin.ml_training.k8s.outputs_copy import location_of
 
     location = location_of(obj.get("spec") or {})
     return location.to_dict() if location is not None else None

@@ -5,7 +5,7 @@ exactly this base, so it neither reinstalls torch (and its gigabytes of CUDA whe
 wheels the base's Python cannot load. Three sources, in this order of precedence:
 `[ml-training]` keys (`base_python`, `base_python_version`, `base_provides`), then a table of
 well-known bases (recognised from the reference alone: the fast path), else what reading the
-base itself found (`BaseFacts`, see inspection.py). This module decides; it reads nothing.
+base itself found (`BaseFacts`, see base_inspection.py). This module decides; it reads nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vdk.plugin.ml_training.image.errors import BaseImageError
+from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.image.reference import DOCKER_HUB
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -44,7 +44,7 @@ _ENTERPRISE_LINUX = ("rhel", "centos", "rocky", "almalinux", "ol")
 
 @dataclass(frozen=True)
 class BaseFacts:
-    """What reading a base image found (inspection.py); None where it could not tell."""
+    """What reading a base image found (base_inspection.py); None where it could not tell."""
 
     digest: str  # the manifest digest it was read from
     python: str | None  # what the launch command should start: `python3`, or an absolute path off the PATH

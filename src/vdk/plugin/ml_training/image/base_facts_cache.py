@@ -1,4 +1,4 @@
-"""What was read from base images before (inspection.py), kept as JSON under `<cache>/bases/`: the
+"""What was read from base images before (base_inspection.py), kept as JSON under `<cache>/bases/`: the
 findings per manifest digest, and the digest each reference had when it was last read. Reading it
 contacts nothing, so `vdk run` knows a base that a build or dry run has read.
 """
@@ -10,15 +10,15 @@ import hashlib
 import json
 from pathlib import Path
 
-from vdk.plugin.ml_training.image.bases import BaseFacts
-from vdk.plugin.ml_training.image.bases import normalise
-from vdk.plugin.ml_training.image.bases import table_entry
-from vdk.plugin.ml_training.image.cache import cache_root
-from vdk.plugin.ml_training.image.cache import write_atomically
+from vdk.plugin.ml_training.image.base_facts import BaseFacts
+from vdk.plugin.ml_training.image.base_facts import normalise
+from vdk.plugin.ml_training.image.base_facts import table_entry
+from vdk.plugin.ml_training.image.build_cache import cache_root
+from vdk.plugin.ml_training.image.build_cache import write_atomically
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.job import MLJobSpec
 
-FORMAT = "base-v1"  # bump when what inspection.py finds (or how) changes, so old findings are not reused
+FORMAT = "base-v1"  # bump when what base_inspection.py finds (or how) changes, so old findings are not reused
 
 
 def known_provides(spec: MLJobSpec) -> tuple[str, ...] | None:

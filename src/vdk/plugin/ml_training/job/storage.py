@@ -2,7 +2,7 @@
 ([ml-training.mounts]), credentials from Kubernetes Secrets ([ml-training.secrets]), the refusal of
 literal secrets in [ml-training.env], and where a cluster run's outputs go (`output_pvc`).
 
-Parsed from config.ini into plain values for the spec (job.py); the renderers (k8s/pod.py) turn them
+Parsed from config.ini into plain values for the spec (job/spec.py); the renderers (k8s/pod_template.py) turn them
 into volumes, mounts and `secretKeyRef`s. Like the spec, this module knows no cluster.
 """
 

@@ -1,4 +1,4 @@
-"""torchrun for local runs: `python -m vdk.plugin.ml_training.local.agent [torchrun flags] ...`.
+"""torchrun for local runs: `python -m vdk.plugin.ml_training.local.torchrun_agent [torchrun flags] ...`.
 
 Exactly what the `torchrun` console script does (`torch.distributed.run.main()`), with two
 differences that only save time: torch's log formatter, which imports torch._dynamo (over 1 s) to

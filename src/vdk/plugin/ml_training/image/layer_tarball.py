@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from vdk.plugin.ml_training.image.errors import ImageBuildError
-from vdk.plugin.ml_training.job_files import SourceFile
+from vdk.plugin.ml_training.image.build_errors import ImageBuildError
+from vdk.plugin.ml_training.source.job_files import SourceFile
 
 FIXED_MTIME = 1  # a constant; 1 rather than 0, which some tools read as "no time"
 # Code and runtime layers change on every deploy: compress fast (what go-containerregistry does).

@@ -1,6 +1,6 @@
 """A run's outputs on its output claim: where they are (read from its manifests), and how they come back
 to the laptop: a short-lived pod of the run's own image mounts the run's directory of the claim read-only
-and streams it through its log (runtime/outputs_export.py); the pod is deleted whatever happens.
+and streams it through its log (runtime/outputs_stream.py); the pod is deleted whatever happens.
 
 Through the log because reading a log is what a user of `vdk show` may do already (`pods/log`); it needs
 `create` and `delete` on `pods` besides (see README's Role), not `pods/exec`."""
@@ -23,15 +23,15 @@ from vdk.plugin.ml_training.k8s.resources import POD
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
-from vdk.plugin.ml_training.runtime.outputs_export import OutputsReader
-from vdk.plugin.ml_training.runtime.outputs_export import StreamError
+from vdk.plugin.ml_training.runtime.outputs_stream import OutputsReader
+from vdk.plugin.ml_training.runtime.outputs_stream import StreamError
 
 if TYPE_CHECKING:  # the client reads run summaries, which name their output location (this module)
     from vdk.plugin.ml_training.k8s.client import KubeClient
 
 LABEL_OUTPUTS_OF = "vdk.io/outputs-of"  # on the copy pod: the run whose outputs it reads (it is no rank)
 CONTAINER = "outputs"
-EXPORT_MODULE = "vdk.plugin.ml_training.runtime.outputs_export"
+EXPORT_MODULE = "vdk.plugin.ml_training.runtime.outputs_stream"
 POD_DEADLINE_SECONDS = 3600  # a copy pod left behind (vdk killed) ends by itself
 START_TIMEOUT_SECONDS = 900  # the node may pull the job's image first (gigabytes)
 _POLL_SECONDS = 0.5

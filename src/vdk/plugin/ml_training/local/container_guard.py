@@ -1,4 +1,4 @@
-"""The guard of a container run: `python -m vdk.plugin.ml_training.local.guard STOP_JSON -- ENGINE run ...`.
+"""The guard of a container run: `python -m vdk.plugin.ml_training.local.container_guard STOP_JSON -- ENGINE run ...`.
 
 It starts the engine's `run` (in its own process group: the guard's) and waits for it, with its exit code.
 It holds the run's end of `vdk`'s lifeline (local/lifeline.py): when `vdk` is gone without stopping the

@@ -27,7 +27,7 @@ from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
 # Inherited settings that would make torchrun or the ranks use another run's layout.
 _FOREIGN_PREFIXES = ("PET_", "TORCHELASTIC_")
-AGENT_MODULE = "vdk.plugin.ml_training.local.agent"
+AGENT_MODULE = "vdk.plugin.ml_training.local.torchrun_agent"
 FORK = "fork"  # ranks forked from torchrun's agent, which has imported torch already: ~1.3 s faster
 SPAWN = "spawn"  # ranks are fresh interpreters started by torchrun, as in a job image
 
@@ -77,7 +77,7 @@ class LaunchPlan:
     def command(self, run_dir: Path, port: int) -> list[str]:
         from vdk.plugin.ml_training.runtime import bootstrap
 
-        # torch.distributed.run itself, in a process that skips the interpreter's teardown (local/agent.py)
+        # torch.distributed.run itself, in a process that skips the interpreter's teardown (local/torchrun_agent.py)
         return [
             sys.executable,
             "-m",

@@ -20,15 +20,15 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from vdk.plugin.ml_training import spawn_scan
-from vdk.plugin.ml_training import storage
-from vdk.plugin.ml_training import teams
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import storage
+from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.job.storage import DataMount
+from vdk.plugin.ml_training.job.storage import SecretEnv
 from vdk.plugin.ml_training.runtime import protocol
-from vdk.plugin.ml_training.runtime.progress import ProgressSettings
-from vdk.plugin.ml_training.storage import DataMount
-from vdk.plugin.ml_training.storage import SecretEnv
+from vdk.plugin.ml_training.runtime.progress_lines import ProgressSettings
+from vdk.plugin.ml_training.source import spawn_scan
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
@@ -208,7 +208,7 @@ class MLJobSpec:
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
     smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
     import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
-    # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (storage.py).
+    # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/storage.py).
     output_pvc: str | None = None
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
     secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
