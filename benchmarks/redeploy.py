@@ -167,7 +167,7 @@ def ours(job: Path, registry: str) -> tuple[float, object]:
 def ours_fresh_process(job: Path, registry: str) -> float:
     code = (
         "import sys; from vdk.plugin.ml_training.image import build_and_push;"
-        "from vdk.plugin.ml_training.job import load_job_spec; from vdk.plugin.ml_training import audit;"
+        "from vdk.plugin.ml_training.job import load_job_spec; from vdk.plugin.ml_training.source import audit;"
         f"j={str(job)!r}; print(build_and_push(load_job_spec(j), {registry!r}, audit.collect(j)).reference)"
     )
     start = time.perf_counter()

@@ -157,9 +157,9 @@ def test_the_plugins_own_frames_are_left_out_or_marked_so_the_first_frame_is_the
     job.mkdir()
     script = (
         "import os, sys, traceback, json\n"
-        "from vdk.plugin.ml_training.runtime import write_guard\n"
+        "from vdk.plugin.ml_training.runtime import job_dir_protection\n"
         "from vdk.plugin.ml_training.runtime.report import describe\n"
-        f"write_guard.install({str(job)!r}, os.getcwd())\n"
+        f"job_dir_protection.install({str(job)!r}, os.getcwd())\n"
         "try:\n"
         f"    open({str(job / 'x.pt')!r}, 'w')\n"
         "except PermissionError as e:\n"

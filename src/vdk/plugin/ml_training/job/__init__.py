@@ -5,6 +5,7 @@ The spec knows no screen, no cluster and no registry: it only holds validated va
 """
 
 from vdk.plugin.ml_training.job.spec import AUTO_BACKEND
+from vdk.plugin.ml_training.job.spec import CONFIG_FILE
 from vdk.plugin.ml_training.job.spec import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job.spec import DEFAULT_SMOKE_TIMEOUT
 from vdk.plugin.ml_training.job.spec import DEFAULT_STALL_TIMEOUT
@@ -14,12 +15,19 @@ from vdk.plugin.ml_training.job.spec import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job.spec import RESERVED_ENV
 from vdk.plugin.ml_training.job.spec import MLJobSpec
 from vdk.plugin.ml_training.job.spec import backend_choices
+from vdk.plugin.ml_training.job.spec import closest
 from vdk.plugin.ml_training.job.spec import is_kubernetes_job_name
 from vdk.plugin.ml_training.job.spec import is_ml_job
 from vdk.plugin.ml_training.job.spec import load_job_spec
 from vdk.plugin.ml_training.job.spec import ml_config_problem
+from vdk.plugin.ml_training.job.spec import owner_team
+from vdk.plugin.ml_training.job.spec import read_config
 
 __all__ = [
+    "read_config",
+    "owner_team",
+    "closest",
+    "CONFIG_FILE",
     "AUTO_BACKEND",
     "DEFAULT_BASE_IMAGE",
     "DEFAULT_SMOKE_TIMEOUT",
