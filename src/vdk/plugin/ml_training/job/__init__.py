@@ -2,7 +2,7 @@
 
 Everything else in the plugin (local runs, images, Kubernetes manifests) reads the spec, never config.ini.
 The spec knows no screen, no cluster and no registry: it only holds validated values. It knows no backend
-either: their names come from the entry points backends register (backend_names.py).
+either: their names come from the entry points backends register (backend_registry.py).
 
 This face re-exports what the rest of the plugin imports; inside the package, modules import each other directly.
 
@@ -15,12 +15,12 @@ This face re-exports what the rest of the plugin imports; inside the package, mo
 - entrypoint.py, environment.py, mounts.py: the entrypoint, [ml-training.env] / .secrets, [ml-training.mounts]
 - teams.py: team names as label values, which team a command is for, a team's namespace and queue
 - settings.py: the plugin's VDK configuration keys and how every verb reads them
-- backend_names.py: the registered backends' names
+- backend_registry.py: the registered backends' names
 """
 
-from vdk.plugin.ml_training.job.backend_names import AUTO_BACKEND
-from vdk.plugin.ml_training.job.backend_names import backend_choices
-from vdk.plugin.ml_training.job.backend_names import backend_names
+from vdk.plugin.ml_training.job.backend_registry import AUTO_BACKEND
+from vdk.plugin.ml_training.job.backend_registry import backend_choices
+from vdk.plugin.ml_training.job.backend_registry import backend_names
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import ENV_SECTION
 from vdk.plugin.ml_training.job.config_file import MOUNTS_SECTION

@@ -8,16 +8,17 @@ them against the pages), so that the documented keys are the ones the plugin rea
 from __future__ import annotations
 
 from vdk.plugin.ml_training.job.keys import BOOLEAN
-from vdk.plugin.ml_training.job.keys import CATALOGUE
 from vdk.plugin.ml_training.job.keys import DURATION
 from vdk.plugin.ml_training.job.keys import JOB
 from vdk.plugin.ml_training.job.keys import Key
+from vdk.plugin.ml_training.job.keys import job_keys
+from vdk.plugin.ml_training.job.keys import settings
 from vdk.plugin.ml_training.units import format_duration
 
 
 def job_keys_table() -> str:
     """| key | meaning | default | used by |: every key of [ml-training], in catalogue order."""
-    rows = [(f"`{key.name}`", _meaning(key), _default(key), _verbs(key)) for key in CATALOGUE if key.scope == JOB]
+    rows = [(f"`{key.name}`", _meaning(key), _default(key), _verbs(key)) for key in job_keys()]
     return _table(("key", "meaning", "default", "used by"), rows)
 
 
@@ -25,10 +26,9 @@ def settings_table() -> str:
     """| VDK key | environment variable | meaning | default | used by |: every VDK setting of the plugin (a job's own
     key of the same name wins over it)."""
     rows = [
-        (f"`{key.setting_name}`", f"`{key.variable}`", _meaning(key, key.setting_description), _setting_default(key),
-         _verbs(key))
-        for key in CATALOGUE
-        if key.is_setting
+        (f"`{key.setting_name}`", f"`{key.variable}`", _meaning(key, key.setting_description),
+         f"the default of `{key.name}`" if key.scope == JOB else _own_default(key), _verbs(key))
+        for key in settings()
     ]  # fmt: skip
     return _table(("VDK key", "environment variable", "meaning", "default", "used by"), rows)
 
@@ -41,15 +41,15 @@ def _meaning(key: Key, text: str | None = None) -> str:
 
 
 def _default(key: Key) -> str:
-    """The default as the docs state it; for a key that is also a VDK setting, the setting comes first (unless the
-    default's text places it itself)."""
-    own = _setting_default(key)
+    """The default of a job's key as the docs state it; for a key that is also a VDK setting, the setting comes
+    first (unless the default's text places it itself)."""
+    own = _own_default(key)
     if key.scope == JOB and key.setting and key.variable not in own:
         return f"`{key.variable}`, else {own}"
     return own
 
 
-def _setting_default(key: Key) -> str:
+def _own_default(key: Key) -> str:
     return key.default_text or _value(key)
 
 

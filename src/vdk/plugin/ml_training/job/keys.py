@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vdk.plugin.ml_training.job.backend_names import backend_choices
+from vdk.plugin.ml_training.job.backend_registry import backend_choices
 from vdk.plugin.ml_training.units import format_duration
 
 DEFAULT_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
@@ -34,11 +34,13 @@ CHOICE = "choice"
 DURATION = "duration"  # 90s, 30m, 12h, 7d, 1w, 1h30m; read into seconds (the field ends in `_seconds`)
 ENTRYPOINT = "entrypoint"
 GPUS = "gpus"  # a number of GPUs or a MIG profile
+IMAGE = "image reference"  # host/path:tag@digest
 INTEGER = "integer"
 NAME = "name"  # a Kubernetes object's name
 NODES = "nodes"  # N or MIN:MAX
 PACKAGES = "packages"  # comma-separated distribution names
 QUANTITY = "quantity"  # a Kubernetes quantity
+REGISTRY = "registry address"  # host[:port]/path
 TEAM_MAPPING = "team mapping"  # `team:value, team:value`
 TEXT = "text"
 
@@ -120,7 +122,7 @@ def _job_keys() -> tuple[Key, ...]:
         Key("cpu", QUANTITY, "CPU per node, a Kubernetes quantity", "8", default="4", verbs=(DEPLOY,)),
         Key("memory", QUANTITY, "memory per node, a Kubernetes quantity", "32Gi", default="16Gi", verbs=(DEPLOY,)),
         Key("shm_size", QUANTITY, "size of the memory-backed `/dev/shm`", "8Gi", default_text="half of `memory`"),
-        Key("base_image", TEXT, "image with Python + torch that the code is layered onto",
+        Key("base_image", IMAGE, "image with Python + torch that the code is layered onto",
             DEFAULT_BASE_IMAGE, default=DEFAULT_BASE_IMAGE, setting=True,
             setting_meaning="default base image (Python + torch) for ml-training jobs"),
         Key("base_python", TEXT,
@@ -130,7 +132,7 @@ def _job_keys() -> tuple[Key, ...]:
             default_text="found in the base image"),
         Key("base_provides", PACKAGES, "packages `base_image` has (comma-separated), in addition to those found",
             "torch, numpy", default_text="those found in the base image"),
-        Key("backend", CHOICE, "what runs the job on Kubernetes: `auto` (the best the cluster serves) or a backend",
+        Key("backend", CHOICE, "what runs the job on Kubernetes (`auto`: the best the cluster serves)",
             "job", default="auto", verbs=(DEPLOY,), where_it_runs=True, choices=backend_choices),
         Key("queue", NAME, "Kueue local queue", "team-a-queue", verbs=(DEPLOY,), where_it_runs=True,
             default_text="the team's queue (`ml_training_team_queues`), else none"),
@@ -169,7 +171,7 @@ def _job_keys() -> tuple[Key, ...]:
         Key("import_check", BOOLEAN,
             "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
             "does)", "false", default=True, where_it_runs=True),
-        Key("registry", TEXT, "registry (and path) the job image is pushed to", "registry.example.com/ml",
+        Key("registry", REGISTRY, "registry (and path) the job image is pushed to", "registry.example.com/ml",
             verbs=(DEPLOY,), where_it_runs=True, setting=True,
             setting_meaning="OCI registry (and path) that ml-training job images are pushed to, e.g. "
             "registry.example.com/ml"),
@@ -225,6 +227,11 @@ WHERE_IT_RUNS = frozenset(key.field for key in CATALOGUE if key.where_it_runs)
 def key(name: str) -> Key:
     """The catalogue's entry of `name` (a key of [ml-training] or a setting without its `ml_training_` prefix)."""
     return _BY_NAME[name]
+
+
+def job_keys() -> tuple[Key, ...]:
+    """Every key of [ml-training], in catalogue order."""
+    return tuple(key for key in CATALOGUE if key.scope == JOB)
 
 
 def settings() -> tuple[Key, ...]:

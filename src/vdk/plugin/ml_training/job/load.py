@@ -226,7 +226,7 @@ def _team_setting(keys: KeyReader, key: str, team: str | None, origins: dict[str
         origins[key] = f"[{SECTION}] {key} of {keys.path}"
     elif source is not None:
         origins[key] = source
-        return str(value)
+        return value
     elif keys.raw(key) is not None:
         origin = keys.setting_origin(key)
         origins[key] = origin if origin.startswith("[vdk]") else f"ml_training_{key} of VDK configuration ({origin})"

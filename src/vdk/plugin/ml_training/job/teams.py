@@ -259,7 +259,7 @@ def mapped_from(key: str, team: str) -> str:
 MAPPING_OF = {"namespace": TEAM_NAMESPACES, "queue": TEAM_QUEUES}
 
 
-def team_value(settings: Mapping[str, object], key: str, team: str | None) -> tuple[object | None, str | None]:
+def team_value(settings: Mapping[str, object], key: str, team: str | None) -> tuple[str | None, str | None]:
     """`namespace` or `queue` of `team` when the job does not set it, and where it came from: the team's entry of
     its VDK mapping (ml_training_team_namespaces / _queues), else the cluster-wide VDK setting of `key`
     (`ml_training_namespace`; its origin is the setting's own: None). (None, None) when neither is set. A malformed
@@ -268,4 +268,5 @@ def team_value(settings: Mapping[str, object], key: str, team: str | None) -> tu
     mapped = mapping(settings, mapping_key).get(team)
     if mapped:
         return mapped, mapped_from(mapping_key, team or "")
-    return settings.get(key), None
+    value = settings.get(key)
+    return (None if value is None else str(value)), None

@@ -3,7 +3,7 @@
 
 This registry is where the rest of the plugin looks them up: the renderers, the client, the status
 and diagnosis of runs. Backends register themselves as entry points of the group
-`vdk.plugin.ml_training.backends` (setup.cfg): the job spec reads their names from there (job/backend_names.py),
+`vdk.plugin.ml_training.backends` (setup.cfg): the job spec reads their names from there (job/backend_registry.py),
 this module loads their objects, in the same order. Adding a backend is a module that implements `Backend` (plus
 its tests), its entry point, and its place in `AUTO_PREFERENCE`.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.job.backend_names import AUTO_BACKEND
-from vdk.plugin.ml_training.job.backend_names import registered
+from vdk.plugin.ml_training.job.backend_registry import AUTO_BACKEND
+from vdk.plugin.ml_training.job.backend_registry import registered
 from vdk.plugin.ml_training.k8s.backends import indexed_job
 from vdk.plugin.ml_training.k8s.backends import pytorchjob
 from vdk.plugin.ml_training.k8s.backends import trainjob
