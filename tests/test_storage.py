@@ -5,9 +5,9 @@ import pytest
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.job import DataMount
+from vdk.plugin.ml_training.job import SecretEnv
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.job.storage import DataMount
-from vdk.plugin.ml_training.job.storage import SecretEnv
 
 HF_TOKEN = "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3f"
 

@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.jobs import write_job
 from tests.support.vdk_cli import HAS_CONTROL_CLI
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.errors import SettingError
+from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import teams
 
 # --- a team's name as a label value ------------------------------------------------------------------
@@ -121,6 +123,21 @@ def test_which_team_a_command_is_for(option, job, default, here, expected):
     assert (None if choice is None else (choice.name, choice.source, choice.own)) == expected
 
 
+def test_blank_names_are_no_team_and_the_spec_chooses_the_same_way(tmp_path):
+    """One team choice: the spec's team is `choose_team`'s (-t, else [owner] team, else the default team)."""
+    assert teams.choose_team(None, teams.OwnerTeam("  ", Path("/x/config.ini")), "  ", HERE).name == "gamma"
+    assert teams.choose_team(None, JOB, " delta ").own is False
+    job = write_job(tmp_path, team="beta")
+    for option, default, expected in [("alpha", "delta", "alpha"), ("", "delta", None), (None, "delta", "beta")]:
+        spec = load_job_spec(job, team=option, default_team=default)
+        choice = teams.choose_team(option, teams.OwnerTeam("beta", job / "config.ini"), default)
+        assert spec.team == expected == (choice.name or None)
+        assert spec.origin("team") == choice.source
+    nobody = write_job(tmp_path, "nobody")
+    assert load_job_spec(nobody, default_team=" delta ").origin("team") == teams.FROM_DEFAULT
+    assert load_job_spec(nobody).team is None and load_job_spec(nobody).origin("team") is None
+
+
 def test_a_choice_says_which_team_and_why():
     assert teams.choose_team("alpha").phrase() == "of team alpha"
     assert teams.choose_team(None, default="alpha").phrase() == f"of team alpha ({teams.FROM_DEFAULT})"
@@ -139,6 +156,20 @@ def test_team_mappings_are_read_with_teams_as_label_values():
     assert mapping.get("other") is None and mapping.get(None) is None
     assert teams.parse_mapping(teams.TEAM_QUEUES, None).entries == ()
     assert teams.mapping({"team_queues": "vision:vision.gpus"}, teams.TEAM_QUEUES).get("vision") == "vision.gpus"
+
+
+def test_a_teams_namespace_is_its_mapped_one_else_the_cluster_wide_setting():
+    settings = {"team_namespaces": "vision:ml-vision", "namespace": "ml-all", "team_queues": "nlp:nlp-gpus"}
+    assert teams.team_value(settings, "namespace", "vision") == (
+        "ml-vision",
+        "ml_training_team_namespaces for team vision",
+    )
+    assert teams.team_value(settings, "namespace", "nlp") == ("ml-all", None)
+    assert teams.team_value(settings, "namespace", None) == ("ml-all", None)
+    assert teams.team_value(settings, "queue", "nlp") == ("nlp-gpus", "ml_training_team_queues for team nlp")
+    assert teams.team_value(settings, "queue", "vision") == (None, None)
+    with pytest.raises(SettingError):
+        teams.team_value({"team_namespaces": "vision"}, "namespace", "vision")
 
 
 @pytest.mark.parametrize(

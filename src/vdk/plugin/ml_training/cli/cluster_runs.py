@@ -221,8 +221,8 @@ def _new_scope(name: str | None, team: str | None, job_path: str | None) -> Scop
     if directory is not None:
         spec = load_job_spec(directory, settings, team=choice.name if choice else None)
         return Scope(choice, name or spec.kubernetes_name(), directory, spec.kube_context, spec.namespace)
-    mapped = teams.mapping(settings, teams.TEAM_NAMESPACES).get(choice.name if choice else None)
-    return Scope(choice, name, None, settings.get("kube_context"), mapped or settings.get("namespace"))
+    namespace, _ = teams.team_value(settings, "namespace", choice.name if choice else None)
+    return Scope(choice, name, None, settings.get("kube_context"), namespace)
 
 
 def _select(

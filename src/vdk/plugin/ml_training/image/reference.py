@@ -1,19 +1,19 @@
-"""Image references (`host/path:tag@digest`) split the way Docker and podman read them."""
+"""Image references (`host/path:tag@digest`) split the way Docker and podman read them; the grammar of their parts
+is job/names.py's."""
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from dataclasses import replace
 
 from vdk.plugin.ml_training.image.build_errors import ImageBuildError
+from vdk.plugin.ml_training.job.names import DIGEST
+from vdk.plugin.ml_training.job.names import REPOSITORY_COMPONENT
+from vdk.plugin.ml_training.job.names import TAG
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
-_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
-_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def parse_reference(text: str) -> ImageReference:
     """`busybox` -> docker.io/library/busybox:latest; `host:5000/a/b@sha256:..` kept as written."""
     text = text.strip()
     rest, _, digest = text.partition("@")
-    if digest and not _DIGEST.match(digest):
+    if digest and not DIGEST.match(digest):
         raise ImageBuildError(f"{text!r}: {digest!r} is not a sha256 digest", "write it as name@sha256:<64 hex digits>")
     first, slash, remainder = rest.partition("/")
     if slash and _is_host(first):
@@ -70,11 +70,11 @@ def parse_reference(text: str) -> ImageReference:
         path, tag = name, maybe_tag
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
-    if not path or not all(_COMPONENT.match(c) for c in path.split("/")):
+    if not path or not all(REPOSITORY_COMPONENT.match(c) for c in path.split("/")):
         raise ImageBuildError(
             f"{text!r} is not an image reference", "write it like registry.example.com/team/image:tag"
         )
-    if tag is not None and not _TAG.match(tag):
+    if tag is not None and not TAG.match(tag):
         raise ImageBuildError(f"{text!r}: {tag!r} is not a valid tag", "tags are letters, digits, '_', '.' and '-'")
     if tag is None and not digest:
         tag = "latest"

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.errors import SettingError
-
-MAX_LABEL_LENGTH = 63
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_NOT_LABEL_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+from vdk.plugin.ml_training.job.names import DNS_1123_LABEL
+from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
+from vdk.plugin.ml_training.job.names import LABEL_VALUE
+from vdk.plugin.ml_training.job.names import MAX_LABEL_LENGTH
+from vdk.plugin.ml_training.job.names import MAX_SUBDOMAIN_LENGTH
+from vdk.plugin.ml_training.job.names import as_label_value
 
 NO_TEAM_TEXT = "(no team)"  # how runs without a team label are shown
 
@@ -55,7 +55,7 @@ def label_problem(team: str) -> str | None:
         return "a team name cannot be empty"
     if len(value) > MAX_LABEL_LENGTH:
         return f"team {team!r} is longer than the {MAX_LABEL_LENGTH} characters a Kubernetes label value holds"
-    if not _LABEL_VALUE.match(value):
+    if not LABEL_VALUE.match(value):
         return (
             f"team {team!r} cannot be a Kubernetes label value (letters, digits, '-', '_' and '.', "
             "starting and ending with a letter or digit; blanks become '-')"
@@ -65,8 +65,7 @@ def label_problem(team: str) -> str | None:
 
 def suggested_name(team: str) -> str:
     """A label-valid team name close to `team`, for the fix of an error."""
-    value = _NOT_LABEL_CHARS.sub("-", normalise(team))[:MAX_LABEL_LENGTH]
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value) or "my-team"
+    return as_label_value(normalise(team)) or "my-team"
 
 
 def team_label(team: str) -> str:
@@ -177,16 +176,18 @@ def choose_team(
 ) -> TeamChoice | None:
     """The team of a command on runs: `-t` (`option`), else the `[owner] team` of the job named with -p
     (`job`), else VDK's default team, else the `[owner] team` of the job directory the command runs in
-    (`here`). None when no team is known."""
+    (`here`). None when no team is known. Blank names count as none; `-t ''` is the choice of no team (its
+    `name` is "")."""
     if option is not None:
         return TeamChoice(option.strip(), FROM_OPTION, own=True)
-    if job is not None and job.team:
+    default = (default or "").strip() or None
+    if job is not None and (job.team or "").strip():
         own = default is None or same_team(default, job.team)
-        return TeamChoice(job.team, from_owner(job.config_path), own=own)
+        return TeamChoice(job.team.strip(), from_owner(job.config_path), own=own)
     if default:
         return TeamChoice(default, FROM_DEFAULT, own=True)
-    if here is not None and here.team:
-        return TeamChoice(here.team, from_owner(here.config_path), own=True)
+    if here is not None and (here.team or "").strip():
+        return TeamChoice(here.team.strip(), from_owner(here.config_path), own=True)
     return None
 
 
@@ -211,8 +212,8 @@ class TeamMapping:
 
 
 _MAPPED = {
-    TEAM_NAMESPACES: ("namespace", _DNS_1123_LABEL, 63, "vision:ml-vision, nlp:ml-nlp"),
-    TEAM_QUEUES: ("Kueue queue name", _DNS_1123_SUBDOMAIN, 253, "vision:vision-gpus, nlp:nlp-gpus"),
+    TEAM_NAMESPACES: ("namespace", DNS_1123_LABEL, MAX_LABEL_LENGTH, "vision:ml-vision, nlp:ml-nlp"),
+    TEAM_QUEUES: ("Kueue queue name", DNS_1123_SUBDOMAIN, MAX_SUBDOMAIN_LENGTH, "vision:vision-gpus, nlp:nlp-gpus"),
 }
 
 
@@ -252,3 +253,20 @@ def mapping(settings: Mapping[str, object], key: str) -> TeamMapping:
 def mapped_from(key: str, team: str) -> str:
     """Where a value taken from a mapping came from, for the dry run."""
     return f"{key} for team {normalise(team)}"
+
+
+# The VDK mapping of each [ml-training] key a team may have its own value of.
+MAPPING_OF = {"namespace": TEAM_NAMESPACES, "queue": TEAM_QUEUES}
+
+
+def team_value(settings: Mapping[str, object], key: str, team: str | None) -> tuple[str | None, str | None]:
+    """`namespace` or `queue` of `team` when the job does not set it, and where it came from: the team's entry of
+    its VDK mapping (ml_training_team_namespaces / _queues), else the cluster-wide VDK setting of `key`
+    (`ml_training_namespace`; its origin is the setting's own: None). (None, None) when neither is set. A malformed
+    mapping is a SettingError."""
+    mapping_key = MAPPING_OF[key]
+    mapped = mapping(settings, mapping_key).get(team)
+    if mapped:
+        return mapped, mapped_from(mapping_key, team or "")
+    value = settings.get(key)
+    return (None if value is None else str(value)), None

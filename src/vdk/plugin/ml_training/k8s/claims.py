@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MOUNTS_SECTION
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.job.storage import MOUNTS_SECTION
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.resources import PERSISTENT_VOLUME_CLAIM as PVC
 

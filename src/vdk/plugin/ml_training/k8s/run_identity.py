@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import re
 import secrets
-import string
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.job import is_kubernetes_job_name
+from vdk.plugin.ml_training.job.names import MAX_JOB_NAME_LENGTH
+from vdk.plugin.ml_training.job.names import RUN_ID_ALPHABET
+from vdk.plugin.ml_training.job.names import RUN_ID_LENGTH
+from vdk.plugin.ml_training.job.names import as_label_value
+from vdk.plugin.ml_training.job.names import is_kubernetes_job_name
 from vdk.plugin.ml_training.job.teams import team_label
 from vdk.plugin.ml_training.source.audit import Provenance
 
@@ -37,10 +38,6 @@ ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
 
-RUN_ID_LENGTH = 8
-_RUN_ID_ALPHABET = string.ascii_lowercase + string.digits
-_LABEL_VALUE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-
 
 def new_run_name(job_name: str) -> str:
     """`<job name>-<8 random [a-z0-9]>`: a DNS-1035 label of at most 49 characters, so that the
@@ -51,7 +48,7 @@ def new_run_name(job_name: str) -> str:
             f"use a name of lower-case letters, digits and '-' that starts with a letter, "
             f"at most {MAX_JOB_NAME_LENGTH} characters",
         )
-    run_id = "".join(secrets.choice(_RUN_ID_ALPHABET) for _ in range(RUN_ID_LENGTH))
+    run_id = "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(RUN_ID_LENGTH))
     return f"{job_name}-{run_id}"
 
 
@@ -60,9 +57,7 @@ def label_value(text: str | None) -> str | None:
     teams: a team's label value is `teams.team_label` (normalised, validated, never cut)."""
     if not text:
         return None
-    value = _LABEL_VALUE_CHARS.sub("-", text)[:63]
-    value = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
-    return value or None
+    return as_label_value(text) or None
 
 
 @dataclass(frozen=True)

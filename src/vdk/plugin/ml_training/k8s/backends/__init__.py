@@ -2,13 +2,19 @@
 (Kubeflow Training Operator v1), `trainjob` (Kubeflow Trainer v2) and `indexed_job` (plain Kubernetes).
 
 This registry is where the rest of the plugin looks them up: the renderers, the client, the status
-and diagnosis of runs, and the job spec's `backend` key. Adding a backend is a module that implements
-`Backend` (plus its tests) and its entry in `REGISTRY` and `AUTO_PREFERENCE`.
+and diagnosis of runs. Backends register themselves as entry points of the group
+`vdk.plugin.ml_training.backends` (setup.cfg): the job spec reads their names from there (job/backend_registry.py),
+this module loads their objects, in the same order. Adding a backend is a module that implements `Backend` (plus
+its tests), its entry point, and its place in `AUTO_PREFERENCE`.
 """
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint
+
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.backend_registry import AUTO_BACKEND
+from vdk.plugin.ml_training.job.backend_registry import registered
 from vdk.plugin.ml_training.k8s.backends import indexed_job
 from vdk.plugin.ml_training.k8s.backends import pytorchjob
 from vdk.plugin.ml_training.k8s.backends import trainjob
@@ -16,8 +22,21 @@ from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 
-AUTO = "auto"
-REGISTRY: tuple[Backend, ...] = (pytorchjob.BACKEND, trainjob.BACKEND, indexed_job.BACKEND)
+AUTO = AUTO_BACKEND
+
+
+def _load(name: str, entry_point: EntryPoint) -> Backend:
+    """The object a registered entry point names; it must be the Backend called `name`."""
+    backend = entry_point.load()
+    if not isinstance(backend, Backend) or backend.name != name:
+        raise MLTrainingError(
+            f"the backend registered as {name!r} ({entry_point.value}) is not a Backend called {name!r}",
+            "correct its entry point (group vdk.plugin.ml_training.backends)",
+        )
+    return backend
+
+
+REGISTRY: tuple[Backend, ...] = tuple(_load(name, entry_point) for name, entry_point in registered())
 NAMES = tuple(backend.name for backend in REGISTRY)
 # What `backend = auto` takes: the first ready one. Elastic jobs prefer a backend that can run them elastic.
 AUTO_PREFERENCE: tuple[Backend, ...] = (trainjob.BACKEND, pytorchjob.BACKEND, indexed_job.BACKEND)

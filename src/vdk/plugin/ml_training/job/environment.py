@@ -1,0 +1,195 @@
+"""The training processes' environment as config.ini declares it: [ml-training.env] (names checked: the rank
+layout and the plugin's own VDK_ML_TRAINING_* names are refused, but for the runtime settings a job may set, whose
+values are checked here), and [ml-training.secrets] (variables whose values are keys of Kubernetes Secrets). A
+credential written into config.ini as a literal value is refused, with the way to keep it in a Secret.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+from pathlib import Path
+
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.job.config_file import ENV_SECTION
+from vdk.plugin.ml_training.job.config_file import SECRETS_SECTION
+from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.model import SecretEnv
+from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
+from vdk.plugin.ml_training.job.names import ENV_NAME
+from vdk.plugin.ml_training.job.names import MAX_SUBDOMAIN_LENGTH
+from vdk.plugin.ml_training.job.names import SECRET_KEY
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.progress_lines import ProgressSettings
+
+# Launchers and operators set these; a job that sets them too breaks distributed start-up.
+RESERVED_ENV = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "JOB_COMPLETION_INDEX",
+    }
+)
+RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "VDK_ML_TRAINING_")
+
+# Literal credentials, by the formats their issuers document (a value that matches is refused).
+_TOKEN_FORMATS = {
+    "a Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
+    "a GitHub token": re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})\b"),
+    "an AWS access key id": re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    "an OpenAI-style API key": re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
+    "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
+    "a Google API key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    "a private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+}
+# Names that say "secret"; their values are refused when they look like one (long, no spaces, not a path).
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
+_SECRET_LOOKING = re.compile(r"^(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9_+=.-]{16,}$")
+
+
+def _check_runtime_setting(name: str, value: str, path: Path) -> None:
+    """Runtime settings are checked here, where a mistake is cheap, by the rule the runtime applies."""
+    if name in protocol.SWITCHES:
+        if value.strip().lower() not in protocol.SWITCH_VALUES:
+            problem = f"{name} is {value!r}, which is neither on nor off"
+            raise JobConfigError(path, problem, "set it to 1 (on) or 0 (off)", ENV_SECTION, name)
+        return
+    problems = ProgressSettings({name: value}).problems
+    if problems:
+        example = "10 (seconds), or 0 for no progress lines" if name == protocol.PROGRESS_SECONDS else "5000"
+        raise JobConfigError(path, problems[0], f"set it to a number such as {example}", ENV_SECTION, name)
+
+
+def read_env(parser: configparser.ConfigParser, path: Path) -> tuple[tuple[str, str], ...]:
+    """[ml-training.env] as (name, value) pairs, each name one a job may set and no value a credential."""
+    if not parser.has_section(ENV_SECTION):
+        return ()
+    out = []
+    for name, value in parser.items(ENV_SECTION):
+        _check_env_name(name, path, ENV_SECTION)
+        if name in protocol.USER_SETTINGS:
+            _check_runtime_setting(name, value, path)
+        credential = literal_secret(name, value)
+        if credential:
+            raise literal_secret_error(name, credential, path, ENV_SECTION)
+        out.append((name, value))
+    return tuple(out)
+
+
+def read_secrets(parser: configparser.ConfigParser, path: Path) -> tuple[SecretEnv, ...]:
+    """[ml-training.secrets], its names checked as those of [ml-training.env], none set in both."""
+    secrets = parse_secrets(parser, path)
+    env = dict(parser.items(ENV_SECTION)) if parser.has_section(ENV_SECTION) else {}
+    for secret in secrets:
+        _check_env_name(secret.name, path, SECRETS_SECTION)
+        if secret.name in protocol.USER_SETTINGS:
+            raise JobConfigError(
+                path,
+                f"{secret.name} is a setting of the plugin, not a secret",
+                f"set it in [{ENV_SECTION}]",
+                SECRETS_SECTION,
+                secret.name,
+            )
+        if secret.name in env:
+            raise JobConfigError(
+                path,
+                f"{secret.name} is also set in [{ENV_SECTION}]",
+                f"keep one: the Secret reference here, or a value that is no secret in [{ENV_SECTION}]",
+                SECRETS_SECTION,
+                secret.name,
+            )
+    return secrets
+
+
+def _check_env_name(name: str, path: Path, section: str) -> None:
+    """A variable the job may set for its training processes (rank layout and plugin names refused)."""
+    if not ENV_NAME.match(name):
+        raise JobConfigError(
+            path, f"{name!r} is not an environment variable name", "use letters, digits and _", section, name
+        )
+    if name in protocol.USER_SETTINGS:
+        return
+    if name.startswith("VDK_ML_TRAINING_"):
+        raise JobConfigError(
+            path,
+            f"{name} is not a setting the training processes read; VDK_ML_TRAINING_* names are the plugin's own",
+            f"remove {name}; of these names only {', '.join(protocol.USER_SETTINGS)} may be set here "
+            "(VDK settings such as the registry go in [ml-training] or the environment of `vdk`)",
+            section,
+            name,
+        )
+    if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+        raise JobConfigError(
+            path,
+            f"{name} is set by the launcher for every process (rank layout); setting it breaks start-up",
+            f"remove {name}; set nodes / procs_per_node in [{SECTION}] instead",
+            section,
+            name,
+        )
+
+
+def parse_secrets(parser: configparser.ConfigParser, path: Path) -> tuple[SecretEnv, ...]:
+    """[ml-training.secrets]: `HF_TOKEN = hf-credentials/token` (variable = Secret/key). The names are
+    checked by the caller, with the rules of [ml-training.env]."""
+    if not parser.has_section(SECRETS_SECTION):
+        return ()
+    out = []
+    for name, value in parser.items(SECRETS_SECTION):
+        secret, slash, key = value.strip().partition("/")
+        example = f"write `{name} = SECRET/KEY`, e.g. `{name} = hf-credentials/token`"
+        if not slash or not secret or not key:
+            problem = f"{value.strip()!r} is not SECRET/KEY"
+            if looks_like_a_secret(name, value.strip()):
+                problem = "this looks like the secret itself; config.ini names the Kubernetes Secret that holds it"
+            raise JobConfigError(path, problem, example + _create_hint(name), SECRETS_SECTION, name)
+        if not DNS_1123_SUBDOMAIN.match(secret) or len(secret) > MAX_SUBDOMAIN_LENGTH:
+            raise JobConfigError(
+                path, f"{secret!r} is not a Secret name (lower-case letters, digits, '-' and '.')", example,
+                SECRETS_SECTION, name,
+            )  # fmt: skip
+        if not SECRET_KEY.match(key) or len(key) > MAX_SUBDOMAIN_LENGTH:
+            raise JobConfigError(
+                path, f"{key!r} is not a key of a Secret (letters, digits, '-', '_' and '.')", example,
+                SECRETS_SECTION, name,
+            )  # fmt: skip
+        out.append(SecretEnv(name, secret, key))
+    return tuple(out)
+
+
+def literal_secret(name: str, value: str) -> str | None:
+    """What kind of credential `value` of the variable `name` looks like, or None."""
+    for kind, pattern in _TOKEN_FORMATS.items():
+        if pattern.search(value):
+            return kind
+    if looks_like_a_secret(name, value):
+        return "a secret (its name says so, and its value looks like one)"
+    return None
+
+
+def looks_like_a_secret(name: str, value: str) -> bool:
+    return bool(_SECRET_NAME.search(name)) and bool(_SECRET_LOOKING.match(value))
+
+
+def literal_secret_error(name: str, kind: str, path: Path, section: str) -> JobConfigError:
+    """The refusal of a credential written into config.ini, with the way to do it."""
+    secret = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "credentials"
+    return JobConfigError(
+        path,
+        f"the value is {kind}: config.ini goes into git and into the job's image, so a credential must not be in it",
+        f"remove it (and revoke it if it was committed), keep it in a Kubernetes Secret and map it in "
+        f"[{SECRETS_SECTION}]: `{name} = {secret}/value`{_create_hint(name)}. Local runs read {name} from your shell",
+        section,
+        name,
+    )
+
+
+def _create_hint(name: str) -> str:
+    secret = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "credentials"
+    return f" (create it with `kubectl create secret generic {secret} --from-literal=value=...`)"

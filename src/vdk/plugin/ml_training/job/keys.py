@@ -1,0 +1,239 @@
+"""THE catalogue of configuration keys: every key of `[ml-training]` and every VDK setting of the plugin, each
+with its kind, default, one-line meaning, the verbs that use it, whether it says where a job runs (left out of
+the fingerprint) and whether it is also a VDK setting (`ml_training_<key>` / `VDK_ML_TRAINING_<KEY>`).
+
+Everything that lists keys is derived from here: the keys config.ini may hold (`KEYS`), the fingerprint's
+exclusions (`WHERE_IT_RUNS`), the VDK configuration keys (`settings.CONFIG_KEYS`), the defaults the reader
+(load.py) falls back to, and the documentation's tables (key_table.py). Adding a key: an entry here, its line in
+load.py, its field in model.py (and the code that uses it, and tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vdk.plugin.ml_training.job.backend_registry import backend_choices
+from vdk.plugin.ml_training.units import format_duration
+
+DEFAULT_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+DEFAULT_SMOKE_TIMEOUT = 600
+# The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
+DEFAULT_STALL_TIMEOUT = 1800
+DEFAULT_STARTUP_TIMEOUT = 3600
+
+# Where a key is written.
+JOB = "job"  # a key of [ml-training] (and, with `setting`, also a VDK setting that is its default)
+TEAM = "team"  # a setting of `vdk` about teams, read with a job's spec: each team's namespace and queue
+VDK = "vdk"  # a setting of the `vdk` command itself (how `vdk run` runs), never read into a spec
+
+# Kinds: how a value is written (and read, see key_reader.py / load.py).
+ARGUMENTS = "arguments"  # shell-quoted words; empty means none
+BOOLEAN = "boolean"
+CHOICE = "choice"
+DURATION = "duration"  # 90s, 30m, 12h, 7d, 1w, 1h30m; read into seconds (the field ends in `_seconds`)
+ENTRYPOINT = "entrypoint"
+GPUS = "gpus"  # a number of GPUs or a MIG profile
+IMAGE = "image reference"  # host/path:tag@digest
+INTEGER = "integer"
+NAME = "name"  # a Kubernetes object's name
+NODES = "nodes"  # N or MIN:MAX
+PACKAGES = "packages"  # comma-separated distribution names
+QUANTITY = "quantity"  # a Kubernetes quantity
+REGISTRY = "registry address"  # host[:port]/path
+TEAM_MAPPING = "team mapping"  # `team:value, team:value`
+TEXT = "text"
+
+# Verbs (vdk ...) that use a key.
+RUN = "run"
+DEPLOY = "deploy"
+RUN_AND_DEPLOY = (RUN, DEPLOY)
+ON_THE_CLUSTER = (DEPLOY, "list", "show", "execute", "delete")
+SETTING_PREFIX = "ml_training_"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key. `default`: the value when the key is not set (None: none, or one the reader computes,
+    then `default_text` says which); `example`: a valid value (the docs show it, a test loads it)."""
+
+    name: str
+    kind: str
+    meaning: str
+    example: str
+    default: int | bool | str | None = None
+    default_text: str = ""
+    verbs: tuple[str, ...] = RUN_AND_DEPLOY
+    where_it_runs: bool = False  # says where and how a job is checked or started, not what it trains
+    setting: bool = False  # also a VDK setting (always so for TEAM and VDK keys)
+    scope: str = JOB
+    setting_meaning: str = ""  # what `vdk config-help` says of the setting, when not `meaning`
+    choices: Callable[[], tuple[str, ...]] | None = None  # a CHOICE's options, asked when needed
+
+    @property
+    def field(self) -> str:
+        """The MLJobSpec field the key fills (durations are held in seconds)."""
+        return f"{self.name}_seconds" if self.kind == DURATION else self.name
+
+    @property
+    def is_setting(self) -> bool:
+        return self.setting or self.scope != JOB
+
+    @property
+    def setting_name(self) -> str:
+        """`ml_training_<key>`: the VDK configuration key ([vdk] of config.ini, `vdk config-help`)."""
+        return SETTING_PREFIX + self.name
+
+    @property
+    def variable(self) -> str:
+        """`VDK_ML_TRAINING_<KEY>`: the environment variable of the VDK setting."""
+        return f"VDK_{self.setting_name.upper()}"
+
+    @property
+    def may_be_empty(self) -> bool:
+        """Whether `key =` with no value means something (no arguments) rather than a mistake."""
+        return self.kind == ARGUMENTS
+
+    @property
+    def setting_default(self) -> str | None:
+        """The VDK setting's default: text for durations (VDK converts an environment value to the default's type,
+        and "10m" is no int), the default of a `vdk` setting, else none (the job's own default applies)."""
+        if self.scope != JOB:
+            return None if self.default is None else str(self.default)
+        if self.kind == DURATION and self.default is not None:
+            return format_duration(int(self.default))
+        return None
+
+    @property
+    def setting_description(self) -> str:
+        return self.setting_meaning or self.meaning
+
+
+def _job_keys() -> tuple[Key, ...]:
+    """The keys of [ml-training], in the order messages and the documentation list them."""
+    return (
+        Key("entrypoint", ENTRYPOINT, "script path relative to the job dir, or `-m package.module`", "train.py",
+            default_text="the only top-level `.py` with a `__main__` guard, else `train.py`"),
+        Key("args", ARGUMENTS, "arguments for the entrypoint, shell-quoted", "--epochs 3 --lr 3e-4"),
+        Key("nodes", NODES, "number of machines, or `MIN:MAX` for elastic training", "2", default="1"),
+        Key("gpus_per_node", GPUS, "`0`, a number of GPUs, or a MIG profile such as `1g.10gb`", "8", default="1"),
+        Key("procs_per_node", INTEGER, "processes per node", "8",
+            default_text="`gpus_per_node` (1 when 0 or a MIG profile, and for scripts that spawn their workers)"),
+        Key("cpu", QUANTITY, "CPU per node, a Kubernetes quantity", "8", default="4", verbs=(DEPLOY,)),
+        Key("memory", QUANTITY, "memory per node, a Kubernetes quantity", "32Gi", default="16Gi", verbs=(DEPLOY,)),
+        Key("shm_size", QUANTITY, "size of the memory-backed `/dev/shm`", "8Gi", default_text="half of `memory`"),
+        Key("base_image", IMAGE, "image with Python + torch that the code is layered onto",
+            DEFAULT_BASE_IMAGE, default=DEFAULT_BASE_IMAGE, setting=True,
+            setting_meaning="default base image (Python + torch) for ml-training jobs"),
+        Key("base_python", TEXT,
+            "the interpreter of `base_image`: a command on its `PATH` (`python3`) or a path (`/opt/conda/bin/python`)",
+            "python3", default_text="found in the base image"),
+        Key("base_python_version", TEXT, "Python version of `base_image`", "3.11",
+            default_text="found in the base image"),
+        Key("base_provides", PACKAGES, "packages `base_image` has (comma-separated), in addition to those found",
+            "torch, numpy", default_text="those found in the base image"),
+        Key("backend", CHOICE, "what runs the job on Kubernetes (`auto`: the best the cluster serves)",
+            "job", default="auto", verbs=(DEPLOY,), where_it_runs=True, choices=backend_choices),
+        Key("queue", NAME, "Kueue local queue", "team-a-queue", verbs=(DEPLOY,), where_it_runs=True,
+            default_text="the team's queue (`ml_training_team_queues`), else none"),
+        Key("priority_class", NAME, "Kubernetes PriorityClass", "high-priority", verbs=(DEPLOY,)),
+        Key("max_restarts", INTEGER, "restarts before the job is failed", "5", default=3, verbs=(DEPLOY,)),
+        Key("max_runtime", DURATION, "the job is stopped after this long, e.g. `12h`", "12h"),
+        Key("ttl_after_finished", DURATION, "how long finished jobs are kept", "1d", default=7 * 86400,
+            verbs=(DEPLOY,)),
+        Key("smoke_steps", INTEGER,
+            "optimizer steps a smoke run performs: batches per epoch (per pass of every DataLoader)", "2", default=1,
+            where_it_runs=True),
+        Key("smoke_processes", INTEGER, "processes in a smoke run (for a script that spawns its workers: workers)",
+            "2", where_it_runs=True,
+            default_text="`2` when nodes × procs_per_node (gpus_per_node for such a script) > 1, else `1`"),
+        Key("smoke_timeout", DURATION, "a smoke run that takes longer is stopped", "15m",
+            default=DEFAULT_SMOKE_TIMEOUT, where_it_runs=True, setting=True,
+            setting_meaning="seconds (or 10m, 1h) after which a smoke run is stopped"),
+        Key("smoke_device_tracking", BOOLEAN,
+            "`false` turns off the smoke run's checks of where tensors are (CPU or which GPU)", "false", default=True,
+            where_it_runs=True),
+        Key("stall_timeout", DURATION,
+            "a rank of a cluster or full local run with no optimizer step for this long is stopped, so its GPUs are "
+            "freed; `0`: never", "45m", default=DEFAULT_STALL_TIMEOUT, where_it_runs=True, setting=True,
+            setting_meaning="a rank of a cluster or full local run with no optimizer step for this long is stopped "
+            "(0: never)"),
+        Key("startup_timeout", DURATION,
+            "the same for a rank's first optimizer step (loading data and models, compiling); `0`: never", "2h",
+            default=DEFAULT_STARTUP_TIMEOUT, where_it_runs=True, setting=True,
+            setting_meaning="the same for the first optimizer step of a rank (0: never)"),
+        Key("smoke_args", ARGUMENTS,
+            "arguments for the entrypoint in smoke runs, instead of `args` (e.g. a smaller batch for the CPU), "
+            "shell-quoted", "--batch-size 2", default_text="`args`", where_it_runs=True),
+        Key("smoke_epoch_end", BOOLEAN,
+            "`false`: a smoke run stops after `smoke_steps` optimizer steps instead of running the end of the first "
+            "epoch", "false", default=True, where_it_runs=True),
+        Key("import_check", BOOLEAN,
+            "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
+            "does)", "false", default=True, where_it_runs=True),
+        Key("registry", REGISTRY, "registry (and path) the job image is pushed to", "registry.example.com/ml",
+            verbs=(DEPLOY,), where_it_runs=True, setting=True,
+            setting_meaning="OCI registry (and path) that ml-training job images are pushed to, e.g. "
+            "registry.example.com/ml"),
+        Key("namespace", NAME, "Kubernetes namespace", "ml-team", verbs=ON_THE_CLUSTER, where_it_runs=True,
+            setting=True, default_text="the team's namespace (`ml_training_team_namespaces`), else "
+            "`VDK_ML_TRAINING_NAMESPACE`, else the kube context's",
+            setting_meaning="Kubernetes namespace for ml-training jobs [the kube context's namespace]"),
+        Key("kube_context", TEXT, "kubeconfig context", "kind-ml", verbs=ON_THE_CLUSTER, where_it_runs=True,
+            setting=True, default_text="the current context",
+            setting_meaning="kubeconfig context for ml-training jobs [the current context]"),
+        Key("output_pvc", NAME,
+            "PersistentVolumeClaim of cluster runs' outputs: a directory per run, the run's working directory",
+            "ml-outputs", verbs=(DEPLOY,), where_it_runs=True, setting=True,
+            default_text="none (what a run writes goes with its pods)",
+            setting_meaning="PersistentVolumeClaim that holds cluster runs' outputs: a directory per run, the run's "
+            "working directory"),
+    )  # fmt: skip
+
+
+def _vdk_settings() -> tuple[Key, ...]:
+    """Settings of `vdk`, not of a job: config.ini's [ml-training] has no such keys."""
+    return (
+        Key("team_namespaces", TEAM_MAPPING,
+            "each team's Kubernetes namespace, e.g. `vision:ml-vision, nlp:ml-nlp` (a job's `namespace` key wins; "
+            "teams without an entry use ml_training_namespace)", "vision:ml-vision, nlp:ml-nlp",
+            verbs=ON_THE_CLUSTER, scope=TEAM),
+        Key("team_queues", TEAM_MAPPING,
+            "each team's Kueue local queue, e.g. `vision:vision-gpus, nlp:nlp-gpus` (a job's `queue` key wins)",
+            "vision:vision-gpus, nlp:nlp-gpus", verbs=(DEPLOY,), scope=TEAM),
+        Key("run_mode", CHOICE,
+            "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU), full (to completion) or "
+            "container (the smoke run inside the job's image)", "full", default="smoke", verbs=(RUN,), scope=VDK),
+        Key("container_engine", TEXT,
+            "`vdk run --container`: the container engine's command, with global options [podman, else docker]",
+            "podman --storage-driver vfs", verbs=(RUN,), scope=VDK, default_text="podman, else docker"),
+        Key("container_run_options", TEXT,
+            "`vdk run --container`: options added to the engine's `run`, e.g. --network host", "--network host",
+            verbs=(RUN,), scope=VDK),
+    )  # fmt: skip
+
+
+CATALOGUE: tuple[Key, ...] = _job_keys() + _vdk_settings()
+_BY_NAME = {key.name: key for key in CATALOGUE}
+
+# The keys of [ml-training], with their meaning (unknown keys are refused, with the one meant).
+KEYS: dict[str, str] = {key.name: key.meaning for key in CATALOGUE if key.scope == JOB}
+# Fields of MLJobSpec that say where and how a job is checked or started, not what it trains: left out of the
+# fingerprint (image labels, run annotations), so that they do not change an image's digest. The queue too: a
+# team's queue may come from VDK configuration (ml_training_team_queues).
+WHERE_IT_RUNS = frozenset(key.field for key in CATALOGUE if key.where_it_runs)
+
+
+def key(name: str) -> Key:
+    """The catalogue's entry of `name` (a key of [ml-training] or a setting without its `ml_training_` prefix)."""
+    return _BY_NAME[name]
+
+
+def job_keys() -> tuple[Key, ...]:
+    """Every key of [ml-training], in catalogue order."""
+    return tuple(key for key in CATALOGUE if key.scope == JOB)
+
+
+def settings() -> tuple[Key, ...]:
+    """Every key that is a VDK setting, in catalogue order."""
+    return tuple(key for key in CATALOGUE if key.is_setting)

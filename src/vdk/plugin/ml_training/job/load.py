@@ -1,0 +1,233 @@
+"""`load_job_spec`: a job directory read and validated into one `MLJobSpec`, a line per key of the catalogue.
+
+The sections come from config_file.py, the typed values from key_reader.py (with the catalogue's defaults), the
+entrypoint, environment and mounts from their modules; what is left here is what no other key needs: the values
+of a particular grammar (nodes, gpus_per_node, arguments, base_provides), the defaults computed from other keys
+(procs_per_node, shm_size, smoke_processes), and which team the job is for, with that team's namespace and queue.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.config_file import check_sections
+from vdk.plugin.ml_training.job.config_file import read_config
+from vdk.plugin.ml_training.job.config_file import section_values
+from vdk.plugin.ml_training.job.config_file import team_of
+from vdk.plugin.ml_training.job.entrypoint import read_entrypoint
+from vdk.plugin.ml_training.job.entrypoint import spawn_call
+from vdk.plugin.ml_training.job.environment import read_env
+from vdk.plugin.ml_training.job.environment import read_secrets
+from vdk.plugin.ml_training.job.key_reader import KeyReader
+from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.job.model import Accelerators
+from vdk.plugin.ml_training.job.model import MLJobSpec
+from vdk.plugin.ml_training.job.model import NodeRange
+from vdk.plugin.ml_training.job.mounts import parse_mounts
+from vdk.plugin.ml_training.job.names import DNS_1123_LABEL
+from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
+from vdk.plugin.ml_training.job.names import IMAGE_REFERENCE
+from vdk.plugin.ml_training.job.names import INTERPRETER
+from vdk.plugin.ml_training.job.names import MIG_PROFILE
+from vdk.plugin.ml_training.job.names import PACKAGE
+from vdk.plugin.ml_training.job.names import PYTHON_VERSION
+from vdk.plugin.ml_training.job.names import REGISTRY
+from vdk.plugin.ml_training.units import format_bytes
+from vdk.plugin.ml_training.units import parse_quantity
+
+
+def load_job_spec(
+    job_dir: Path | str,
+    settings: Mapping[str, Any] | None = None,
+    team: str | None = None,
+    default_team: str | None = None,
+) -> MLJobSpec:
+    """Parse and validate a job directory into an `MLJobSpec`.
+
+    `settings` are cluster-wide defaults from VDK configuration (`settings.job_settings`), which
+    the job's [ml-training] section overrides. The team is `team` (-t), else `[owner] team`, else
+    `default_team` (VDK's default team); its namespace and queue come from the team mappings of
+    `settings` unless the job sets them. Raises JobConfigError (SettingError for a malformed VDK
+    setting), and nothing else, on bad input.
+    """
+    job_dir = Path(job_dir).resolve()
+    parser = read_config(job_dir)
+    path = job_dir / CONFIG_FILE
+    check_sections(parser, path)
+    keys = KeyReader(path, section_values(parser, path), settings or {})
+    return _spec(keys, parser, job_dir, team, default_team)
+
+
+def _spec(
+    keys: KeyReader, parser: configparser.ConfigParser, job_dir: Path, team: str | None, default_team: str | None
+) -> MLJobSpec:
+    path = keys.path
+    origins: dict[str, str] = {}
+    choice = teams.choose_team(team, teams.OwnerTeam(team_of(parser), path), default_team)
+    if choice is not None:
+        origins["team"] = choice.source
+    team_name = (choice.name or None) if choice else None
+    namespace = _team_setting(keys, "namespace", team_name, origins)
+    queue = _team_setting(keys, "queue", team_name, origins)
+
+    nodes = _nodes(keys)
+    gpus = _gpus(keys)
+    entrypoint = read_entrypoint(keys, job_dir)
+    spawn = spawn_call(keys, job_dir, entrypoint, nodes, gpus)
+    procs = keys.integer("procs_per_node", minimum=1, maximum=1024, default=1 if spawn else max(gpus.devices, 1))
+    memory = keys.quantity("memory")
+    shm_size = keys.quantity("shm_size", format_bytes(parse_quantity(memory) / 2))
+    if parse_quantity(shm_size) > parse_quantity(memory):
+        raise keys.error(
+            "shm_size",
+            f"{shm_size} is more than memory ({memory}); /dev/shm counts against the memory limit",
+            "lower shm_size or raise memory (by default shm_size is half of memory)",
+        )
+    smoke_default = 2 if (gpus.devices if spawn else nodes.max * procs) > 1 else 1
+    return MLJobSpec(
+        name=job_dir.name,
+        job_dir=job_dir,
+        team=team_name,
+        entrypoint=entrypoint,
+        args=_args(keys, "args") or (),
+        nodes=nodes,
+        gpus_per_node=gpus,
+        procs_per_node=procs,
+        cpu=keys.quantity("cpu"),
+        memory=memory,
+        shm_size=shm_size,
+        base_image=keys.matching("base_image", IMAGE_REFERENCE, "an image reference") or _default("base_image"),
+        base_python=keys.matching("base_python", INTERPRETER, "an interpreter name or absolute path"),
+        base_python_version=keys.matching("base_python_version", PYTHON_VERSION, "a Python version"),
+        base_provides=_base_provides(keys),
+        backend=keys.choice("backend"),
+        queue=queue,
+        priority_class=keys.matching("priority_class", DNS_1123_SUBDOMAIN, "a PriorityClass name"),
+        max_restarts=keys.integer("max_restarts", minimum=0, maximum=1000),
+        max_runtime_seconds=keys.duration("max_runtime", minimum=1),
+        ttl_after_finished_seconds=keys.duration("ttl_after_finished", minimum=0) or 0,
+        smoke_steps=keys.integer("smoke_steps", minimum=1, maximum=100_000),
+        smoke_processes=keys.integer("smoke_processes", minimum=1, maximum=64, default=smoke_default),
+        smoke_timeout_seconds=keys.duration("smoke_timeout", minimum=1) or _default("smoke_timeout"),
+        smoke_device_tracking=keys.boolean("smoke_device_tracking"),
+        smoke_args=_args(keys, "smoke_args"),
+        smoke_epoch_end=keys.boolean("smoke_epoch_end"),
+        import_check=keys.boolean("import_check"),
+        env=read_env(parser, path),
+        registry=keys.matching("registry", REGISTRY, "a registry address"),
+        namespace=namespace,
+        kube_context=keys.raw("kube_context"),
+        stall_timeout_seconds=_timeout(keys, "stall_timeout"),
+        startup_timeout_seconds=_timeout(keys, "startup_timeout"),
+        spawns_workers=spawn is not None,
+        output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
+        mounts=parse_mounts(parser, path),
+        secrets=read_secrets(parser, path),
+        origins=tuple(origins.items()),
+    )
+
+
+def _default(key: str) -> Any:
+    return catalogued(key).default
+
+
+# --- values of their own grammar ------------------------------------------------------------------------------
+
+
+def _nodes(keys: KeyReader) -> NodeRange:
+    text = keys.raw("nodes") or _default("nodes")
+    match = re.fullmatch(r"([0-9]{1,6})(?::([0-9]{1,6}))?", text)
+    low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+    if match and low >= 1 and high < low:
+        raise keys.error(
+            "nodes",
+            f"{text!r} has MIN ({low}) above MAX ({high}): an elastic range is MIN:MAX",
+            f"write `nodes = {high}:{low}` (at least {high}, at most {low} machines), "
+            f"or `nodes = {low}` for a fixed size",
+        )
+    if match and (low < 1 or high < 1):
+        raise keys.error(
+            "nodes",
+            f"{text!r}: a run needs at least 1 machine",
+            "write `nodes = 1` (or more), or `nodes = 1:4` (MIN:MAX) for elastic training",
+        )
+    if not match:
+        raise keys.error(
+            "nodes",
+            f"{text!r} is not a number of machines of at least 1",
+            "write `nodes = 2` for a fixed size, or `nodes = 2:8` (MIN:MAX, MIN <= MAX) for elastic training",
+        )
+    return NodeRange(low, high)
+
+
+def _gpus(keys: KeyReader) -> Accelerators:
+    text = keys.raw("gpus_per_node") or _default("gpus_per_node")
+    if re.fullmatch(r"[0-9]{1,4}", text):
+        return Accelerators(int(text))
+    if MIG_PROFILE.match(text):
+        return Accelerators(1, text)
+    raise keys.error(
+        "gpus_per_node",
+        f"{text!r} is neither a number of GPUs nor a MIG profile",
+        "write `gpus_per_node = 0` for CPU only, `gpus_per_node = 8`, or a MIG profile such as `1g.10gb`",
+    )
+
+
+def _timeout(keys: KeyReader, key: str) -> int:
+    """A watchdog timeout: a duration, or 0 for none."""
+    seconds = keys.duration(key, minimum=0)
+    return _default(key) if seconds is None else seconds
+
+
+def _args(keys: KeyReader, key: str) -> tuple[str, ...] | None:
+    # `smoke_args =` (empty) means no arguments, not "as args"; it has no VDK setting to fall back on.
+    text = keys.own(key) if key == "smoke_args" else keys.raw(key)
+    if text is None:
+        return None
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as e:
+        raise keys.error(key, f"cannot be split into arguments ({e})", "quote it as a shell would") from None
+
+
+def _base_provides(keys: KeyReader) -> tuple[str, ...]:
+    text = keys.raw("base_provides")
+    if text is None:
+        return ()
+    names = tuple(n.strip() for n in re.split(r"[,\s]+", text) if n.strip())
+    bad = [n for n in names if not PACKAGE.fullmatch(n)]
+    if bad:
+        raise keys.error("base_provides", f"{bad[0]!r} is not a package name", "list names like `torch, numpy`")
+    return names
+
+
+# --- the team, and its namespace and queue ----------------------------------------------------------------------
+
+_TEAM_KEYS = {
+    "namespace": (DNS_1123_LABEL, "a Kubernetes namespace"),
+    "queue": (DNS_1123_SUBDOMAIN, "a Kueue queue name"),
+}
+
+
+def _team_setting(keys: KeyReader, key: str, team: str | None, origins: dict[str, str]) -> str | None:
+    """`namespace` or `queue`: the job's key, else the team's value from VDK configuration (teams.team_value: its
+    entry in the team mapping, else the cluster-wide setting, which is validated as the job's key would be)."""
+    pattern, what = _TEAM_KEYS[key]
+    value, source = teams.team_value(keys.settings, key, team)
+    if (keys.own(key) or "").strip():
+        origins[key] = f"[{SECTION}] {key} of {keys.path}"
+    elif source is not None:
+        origins[key] = source
+        return value
+    elif keys.raw(key) is not None:
+        origin = keys.setting_origin(key)
+        origins[key] = origin if origin.startswith("[vdk]") else f"ml_training_{key} of VDK configuration ({origin})"
+    return keys.matching(key, pattern, what)

@@ -1,0 +1,218 @@
+"""The job model: `MLJobSpec` and the values it is made of (entrypoint, nodes, accelerators, data mounts, secret
+variables), frozen dataclasses holding validated values. Built by load.py; read by everything else in the plugin
+(local runs, images, Kubernetes manifests), never config.ini.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
+from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
+from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
+from vdk.plugin.ml_training.job.names import kubernetes_job_name
+
+PVC_SCHEME = "pvc:"
+
+
+@dataclass(frozen=True)
+class Entrypoint:
+    """What the training process runs: a script in the job dir, or a module (`-m pkg.mod`)."""
+
+    target: str
+    is_module: bool = False
+
+    def argv(self) -> list[str]:
+        """The part of a `python ...` / `torchrun ...` command line that names the entrypoint."""
+        return ["-m", self.target] if self.is_module else [self.target]
+
+    def file(self, job_dir: Path) -> Path:
+        """The file it runs in `job_dir`: the script, or the module's `.py` or `__main__.py`."""
+        if not self.is_module:
+            return job_dir / self.target
+        base = job_dir.joinpath(*self.target.split("."))
+        return base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__main__.py"
+
+    def __str__(self) -> str:
+        return " ".join(self.argv())
+
+
+@dataclass(frozen=True)
+class NodeRange:
+    """Number of machines; `min != max` means elastic training."""
+
+    min: int
+    max: int
+
+    @property
+    def elastic(self) -> bool:
+        return self.min != self.max
+
+    def __str__(self) -> str:
+        return f"{self.min}:{self.max}" if self.elastic else str(self.min)
+
+
+@dataclass(frozen=True)
+class Accelerators:
+    """GPUs per node: a count of whole GPUs, or one MIG slice of `mig_profile`."""
+
+    count: int
+    mig_profile: str | None = None
+
+    @property
+    def resource_name(self) -> str | None:
+        """The Kubernetes extended resource to request, or None for CPU-only."""
+        if self.mig_profile:
+            return f"nvidia.com/mig-{self.mig_profile}"
+        return "nvidia.com/gpu" if self.count else None
+
+    @property
+    def devices(self) -> int:
+        """How many devices a node's processes see."""
+        return 1 if self.mig_profile else self.count
+
+    def __str__(self) -> str:
+        return self.mig_profile or str(self.count)
+
+
+@dataclass(frozen=True)
+class DataMount:
+    """An existing PersistentVolumeClaim (a directory of it, with `sub_path`) mounted read-only at `path`."""
+
+    path: str
+    claim: str
+    sub_path: str = ""
+
+    def source(self) -> str:
+        return f"{PVC_SCHEME}{self.claim}" + (f"/{self.sub_path}" if self.sub_path else "")
+
+
+@dataclass(frozen=True)
+class SecretEnv:
+    """An environment variable of the training processes whose value is a key of a Kubernetes Secret."""
+
+    name: str
+    secret: str
+    key: str
+
+    def reference(self) -> str:
+        return f"{self.secret}/{self.key}"
+
+
+@dataclass(frozen=True)
+class MLJobSpec:
+    """One ml-training job, fully validated. Build it with `load_job_spec`."""
+
+    name: str
+    job_dir: Path
+    team: str | None
+    entrypoint: Entrypoint
+    args: tuple[str, ...]
+    nodes: NodeRange
+    gpus_per_node: Accelerators
+    procs_per_node: int  # processes the launcher (torchrun) starts per node: 1 when the script spawns its own
+    cpu: str
+    memory: str
+    shm_size: str
+    base_image: str
+    base_python: str | None
+    base_python_version: str | None
+    base_provides: tuple[str, ...]
+    backend: str
+    queue: str | None
+    priority_class: str | None
+    max_restarts: int
+    max_runtime_seconds: int | None
+    ttl_after_finished_seconds: int
+    smoke_steps: int
+    smoke_processes: int
+    smoke_timeout_seconds: int
+    smoke_device_tracking: bool
+    env: tuple[tuple[str, str], ...]
+    registry: str | None
+    namespace: str | None
+    kube_context: str | None
+    # The stall watchdog of cluster and full local runs (runtime/watchdog.py), in seconds; 0 turns it off.
+    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT
+    startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT
+    # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
+    spawns_workers: bool = False
+    smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
+    smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
+    import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
+    # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/mounts.py).
+    output_pvc: str | None = None
+    mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
+    secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
+    # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
+    # dry run; not part of what the job is.
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def origin(self, key: str) -> str | None:
+        return dict(self.origins).get(key)
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    @property
+    def config_path(self) -> Path:
+        return self.job_dir / CONFIG_FILE
+
+    @property
+    def entrypoint_file(self) -> Path:
+        """The file the entrypoint runs (a module's `.py` or `__main__.py`)."""
+        return self.entrypoint.file(self.job_dir)
+
+    @property
+    def import_root(self) -> Path:
+        """Where the entrypoint's absolute imports are looked up first: the script's directory, or the
+        working directory (the job directory) for `-m`."""
+        return self.job_dir if self.entrypoint.is_module else self.entrypoint_file.parent
+
+    def command_args(self, smoke: bool = False) -> list[str]:
+        """Entrypoint and its arguments (a smoke run's: `smoke_args` when set), as they follow `python` or
+        `torchrun` on a command line."""
+        return self.entrypoint.argv() + list(self.arguments(smoke))
+
+    def arguments(self, smoke: bool = False) -> tuple[str, ...]:
+        return self.smoke_args if smoke and self.smoke_args is not None else self.args
+
+    def arguments_key(self, smoke: bool = False) -> str:
+        """The [ml-training] key the arguments of a run come from."""
+        return "smoke_args" if smoke and self.smoke_args is not None else "args"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view of what defines the training run (not where the job dir lies)."""
+        data = dataclasses.asdict(self)
+        data.pop("job_dir")
+        data.pop("origins")
+        data["entrypoint"] = str(self.entrypoint)
+        data["nodes"] = str(self.nodes)
+        data["gpus_per_node"] = str(self.gpus_per_node)
+        data["args"] = list(self.args)
+        data["smoke_args"] = None if self.smoke_args is None else list(self.smoke_args)
+        data["base_provides"] = list(self.base_provides)
+        data["env"] = dict(self.env)
+        data["mounts"] = [dataclasses.asdict(m) for m in self.mounts]
+        data["secrets"] = [dataclasses.asdict(s) for s in self.secrets]  # references, never values
+        return data
+
+    def fingerprint(self) -> str:
+        """sha256 of what defines the training (`to_dict()` without WHERE_IT_RUNS): equal for equal
+        specs from any checkout, and the same image whichever namespace or registry it goes to."""
+        training = {k: v for k, v in self.to_dict().items() if k not in WHERE_IT_RUNS}
+        canonical = json.dumps(training, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def kubernetes_name(self, name: str | None = None) -> str:
+        """The job name as Kubernetes will carry it (`name`: the one of -n); raises JobConfigError if it cannot be
+        one."""
+        return kubernetes_job_name(name or self.name, self.config_path, from_option=bool(name))

@@ -1,0 +1,120 @@
+"""[ml-training.mounts]: datasets on existing PersistentVolumeClaims (`/data = pvc:imagenet`, or a directory of a
+claim, `pvc:NAME/sub/dir`), mounted read-only in the training containers. Parsed into `DataMount`s for the spec;
+the renderers (k8s/pod_template.py, k8s/claims.py) turn them into volumes. A cluster run's outputs go to another
+claim, `output_pvc`, a key of [ml-training] read with the others (load.py). Knows no cluster.
+"""
+
+from __future__ import annotations
+
+import configparser
+import posixpath
+from pathlib import Path
+
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.job.config_file import MOUNTS_SECTION
+from vdk.plugin.ml_training.job.model import PVC_SCHEME
+from vdk.plugin.ml_training.job.model import DataMount
+from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
+from vdk.plugin.ml_training.job.names import MAX_SUBDOMAIN_LENGTH
+
+MAX_MOUNTS = 32
+# Paths of a training container that a dataset must not hide: the system, and the image's own layout.
+_SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr")
+_SYSTEM_PATHS += ("/var/run", "/run", "/opt/vdk-ml", "/opt/conda")
+
+
+def parse_mounts(parser: configparser.ConfigParser, path: Path) -> tuple[DataMount, ...]:
+    """[ml-training.mounts]: `/data = pvc:imagenet` (or `pvc:NAME/sub/dir`), each path once."""
+    if not parser.has_section(MOUNTS_SECTION):
+        return ()
+    mounts: list[DataMount] = []
+    for key, value in parser.items(MOUNTS_SECTION):
+        mount_path = _mount_path(key, path)
+        if any(m.path == mount_path for m in mounts):
+            raise JobConfigError(path, f"{mount_path} is mounted twice", "keep one line per path", MOUNTS_SECTION, key)
+        for other in mounts:
+            outer, inner = sorted((other.path, mount_path), key=len)
+            if inner.startswith(outer + "/"):
+                raise JobConfigError(
+                    path,
+                    f"{inner} is inside {outer}, another mount (read-only: its mount point cannot be made there)",
+                    f"mount it beside it, e.g. at /{inner.rsplit('/', 1)[1]}",
+                    MOUNTS_SECTION,
+                    key,
+                )
+        mounts.append(_mount_source(mount_path, value.strip(), path, key))
+    if len(mounts) > MAX_MOUNTS:
+        raise JobConfigError(
+            path, f"{len(mounts)} mounts; at most {MAX_MOUNTS}", "mount a parent directory instead", MOUNTS_SECTION
+        )
+    return tuple(mounts)
+
+
+def _mount_path(key: str, path: Path) -> str:
+    text = key.strip()
+    example = "write it like `/data = pvc:imagenet` (an absolute path in the training containers)"
+    if not text.startswith("/"):
+        problem = f"{text!r} is not an absolute path"
+        if not text.startswith("."):
+            raise JobConfigError(path, problem, example, MOUNTS_SECTION, key)
+        raise JobConfigError(
+            path,
+            problem + " (the working directory of a cluster run is its output directory, not a place for datasets)",
+            f"mount it at an absolute path, e.g. `/data = pvc:NAME`, and read it there ({text} -> /data)",
+            MOUNTS_SECTION,
+            key,
+        )
+    normal = posixpath.normpath(text)
+    if normal != text.rstrip("/") or "//" in text or normal == "/":
+        raise JobConfigError(path, f"{text!r} is not a plain absolute path", example, MOUNTS_SECTION, key)
+    for system in _SYSTEM_PATHS:
+        if normal == system or normal.startswith(system + "/"):
+            raise JobConfigError(
+                path,
+                f"{normal} would hide {system} of the training containers (the system or the job's image)",
+                "mount the dataset elsewhere, e.g. `/data = pvc:NAME`",
+                MOUNTS_SECTION,
+                key,
+            )
+    return normal
+
+
+def _mount_source(mount_path: str, value: str, path: Path, key: str) -> DataMount:
+    if value.startswith(("hf://", "s3://", "gs://", "http://", "https://")):
+        raise JobConfigError(
+            path,
+            f"{value!r}: only PersistentVolumeClaims can be mounted (fetching from {value.split('://')[0]}:// "
+            "is not supported yet)",
+            "copy the dataset into a PersistentVolumeClaim once and mount it: `/data = pvc:NAME`; or download it "
+            "in your code (credentials from [ml-training.secrets])",
+            MOUNTS_SECTION,
+            key,
+        )
+    if not value.startswith(PVC_SCHEME):
+        raise JobConfigError(
+            path,
+            f"{value!r} is not a volume source",
+            f"write `{mount_path} = pvc:NAME` (NAME: an existing PersistentVolumeClaim of the namespace), "
+            f"or `pvc:NAME/dir` for one of its directories",
+            MOUNTS_SECTION,
+            key,
+        )
+    claim, _, sub_path = value[len(PVC_SCHEME) :].partition("/")
+    if not DNS_1123_SUBDOMAIN.match(claim) or len(claim) > MAX_SUBDOMAIN_LENGTH:
+        raise JobConfigError(
+            path,
+            f"{claim!r} is not a PersistentVolumeClaim name (lower-case letters, digits, '-' and '.')",
+            f"write `{mount_path} = pvc:NAME` with the claim's name as `kubectl get pvc` shows it",
+            MOUNTS_SECTION,
+            key,
+        )
+    sub_path = sub_path.strip("/")
+    if sub_path and (posixpath.normpath(sub_path) != sub_path or sub_path.startswith("..")):
+        raise JobConfigError(
+            path,
+            f"{sub_path!r} is not a plain directory of the claim",
+            f"write `{mount_path} = pvc:{claim}/dir/subdir` (no `..`)",
+            MOUNTS_SECTION,
+            key,
+        )
+    return DataMount(mount_path, claim, sub_path)
