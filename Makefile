@@ -16,7 +16,7 @@ CS_VENV ?= .venv-cs
 # What ruff checks and formats (config in pyproject.toml); `make test` stops on any finding.
 LINTED := src tests benchmarks functional_tests
 
-.PHONY: install install-cs demo lint format crds test clean
+.PHONY: install install-cs demo lint format docs crds test clean
 
 install: $(VENV)/.installed
 
@@ -48,17 +48,23 @@ format: install
 	$(VENV)/bin/ruff check --fix $(LINTED)
 	$(VENV)/bin/ruff format $(LINTED)
 
+# The documentation site (docs/, mkdocs.yml) into site/. --strict: a broken link or anchor, or a page
+# missing from nav, fails. Offline: no plugin of the build reaches the network. The variable quiets
+# mkdocs-material's notice about MkDocs 2.0.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 # The upstream CRDs the schema tests validate against (pinned in tests/support/upstream_crds.py): taken
 # from VDK_ML_TRAINING_CRD_DIR or ../shared/crds/, else downloaded once into .cache/upstream-crds/.
 # Offline it says so and those tests skip; a file that differs from its pin fails the run.
 crds: install
 	$(VENV)/bin/python -m tests.support.upstream_crds
 
-# Lint first: a lint or format error fails the run before any test. pytest exits 5 when it collected
-# nothing: that is not a failure of the code under test.
+# Lint first: a lint or format error fails the run before any test; then the documentation site (a broken
+# link fails it). pytest exits 5 when it collected nothing: that is not a failure of the code under test.
 # Each environment runs what it can: tests that need the Control Service CLI only in .venv-cs, those
 # that need transformers only in .venv (deselected, not skipped: the only skips are real-cluster tests).
-test: install lint install-cs crds
+test: install lint docs install-cs crds
 	$(VENV)/bin/python -m pytest tests functional_tests -m "not needs_control_cli"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then rc=0; fi; \
 	$(CS_VENV)/bin/python -m pytest tests -m "(control_cli or needs_control_cli) and not needs_transformers"; \
@@ -66,4 +72,4 @@ test: install lint install-cs crds
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$cs
 
 clean:
-	rm -rf $(VENV) $(CS_VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis .cache
+	rm -rf $(VENV) $(CS_VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis .cache site

@@ -43,7 +43,7 @@ JOB_DIR = Path(os.environ.get("VDK_ML_TRAINING_E2E_JOB") or PROJECT / "examples"
 NAMESPACE = os.environ.get("VDK_ML_TRAINING_E2E_NAMESPACE", "default")
 TIMEOUT = int(os.environ.get("VDK_ML_TRAINING_E2E_TIMEOUT", "900"))
 
-HOW_TO = "README: Development > Against a real cluster"
+HOW_TO = "docs/contributing.md > Against a real cluster"
 pytestmark = [
     pytest.mark.skipif(
         not KUBECONFIG,

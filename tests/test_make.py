@@ -1,4 +1,5 @@
-"""`make test` (README's test command, and CI's) stops on a lint or format error before any test runs."""
+"""`make test` (README's test command, and CI's) stops on a lint or format error, or a broken link of the
+documentation site, before any test runs."""
 
 import os
 import shutil
@@ -10,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)  # the environment running these tests (it has ruff)
-SOURCES = ("src", "tests", "benchmarks", "functional_tests", "Makefile", "pyproject.toml")
+SOURCES = ("src", "tests", "benchmarks", "functional_tests", "Makefile", "pyproject.toml", "docs", "mkdocs.yml")
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -60,3 +61,17 @@ def test_a_format_error_fails_make_test_before_any_test(repo):
     done = make(repo, "test")
     assert done.returncode != 0
     assert "1 file would be reformatted" in done.stdout and "-m pytest" not in done.stdout
+
+
+def test_the_documentation_site_builds_strict(repo):
+    done = make(repo, "docs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (repo / "site" / "index.html").is_file()
+
+
+def test_a_broken_link_fails_make_test_before_any_test(repo):
+    page = repo / "docs" / "hangs.md"
+    page.write_text(page.read_text() + "\nSee [the runbook](runbook.md).\n")
+    done = make(repo, "test")
+    assert done.returncode != 0
+    assert "runbook.md" in done.stderr and "-m pytest" not in done.stdout
