@@ -617,12 +617,13 @@ def _execute_outputs(
     """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.errors import MLTrainingError
+    from vdk.plugin.ml_training.k8s import output_location
     from vdk.plugin.ml_training.k8s import outputs_copy
 
     client = selection.client
     run = selection.pick(execution_id, f"vdk {command} -n {selection.job_name}")
     rec = client.read_run_record(run.name)
-    location = outputs_copy.location_of({"manifests": rec.manifests})
+    location = output_location.location_of({"manifests": rec.manifests})
     if location is None:
         raise MLTrainingError(
             f"run {run.name} has no output claim: what it wrote went with its pods",
@@ -636,7 +637,7 @@ def _execute_outputs(
         run.name,
         selection.job_name,
         rec.image,
-        outputs_copy.image_python(rec.manifests),
+        output_location.image_python(rec.manifests),
         location,
         client.namespace,
         copy=into is not None,
