@@ -27,6 +27,7 @@ from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.ops import deploy_checks
+from vdk.plugin.ml_training.ops.configuration import or_environment
 from vdk.plugin.ml_training.ops.deploy_plan import DeployPlan
 from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
 from vdk.plugin.ml_training.ops.deploy_plan import Target
@@ -59,9 +60,9 @@ def deploy_spec(
     """The spec of the job at `job_path` as a deploy uses it: named `name` (default the directory's name, as
     Kubernetes allows), of the team `team`, else `[owner] team`, else `default_team` (VDK's: `vdk
     set-default`), with that team's namespace and queue; `backend` overrides the job's. `configuration`:
-    VDK's (None: the environment, else [vdk] of the job's config.ini). A team that cannot be a label value
-    is an error here, before any work."""
-    settings = job_settings(configuration, Path(job_path))
+    VDK's (None: the environment's, ops/configuration.py; then [vdk] of the job's config.ini). A team that
+    cannot be a label value is an error here, before any work."""
+    settings = job_settings(or_environment(configuration), Path(job_path))
     spec = load_job_spec(Path(job_path), settings, team=team, default_team=default_team)
     _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}

@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import Settings
 from vdk.plugin.ml_training.job.settings import job_settings
+from vdk.plugin.ml_training.ops.configuration import or_environment
 
 if TYPE_CHECKING:  # kubernetes is imported when a verb needs the cluster, not when vdk starts
     from vdk.plugin.ml_training.job.teams import TeamChoice
@@ -65,7 +66,8 @@ def find_scope(
 ) -> Scope:
     """The scope of a call: `team` as the user gave it (-t; '' for the runs without a team), `default_team`
     VDK's default team (`vdk set-default`: `job.teams.default_team()`), `configuration` VDK's (None: the
-    environment, else [vdk] of the job's config.ini). Reads config.ini files only; contacts no cluster."""
+    environment's, ops/configuration.py; then [vdk] of the job's config.ini). Reads config.ini files only;
+    contacts no cluster."""
     from vdk.plugin.ml_training.job import CONFIG_FILE
     from vdk.plugin.ml_training.job import is_ml_job
     from vdk.plugin.ml_training.job import load_job_spec
@@ -75,7 +77,7 @@ def find_scope(
     named = Path(job_path) if job_path else None
     here = Path.cwd() if named is None and is_ml_job(Path.cwd()) else None
     # VDK settings: the environment, else [vdk] of the job's config.ini (named, or the one the call runs in)
-    settings = job_settings(configuration, named or here)
+    settings = job_settings(or_environment(configuration), named or here)
     choice = teams.choose_team(
         team,
         job=teams.OwnerTeam(owner_team(named), named / CONFIG_FILE) if named else None,
