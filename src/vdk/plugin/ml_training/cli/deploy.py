@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.job import ml_config_problem
 from vdk.plugin.ml_training.job import teams
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image import PushedImage
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
 
 
@@ -97,7 +98,7 @@ def deploy_ml(
         fail(e)
 
 
-def _built(spec: MLJobSpec, image: Any, as_json: bool) -> None:
+def _built(spec: MLJobSpec, image: PushedImage, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(image.to_dict(), indent=2))
         return
