@@ -16,8 +16,8 @@ from vdk.plugin.ml_training.k8s.output_location import OutputLocation
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
-from vdk.plugin.ml_training.ops.runs import execute_command
 from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputFile
 

@@ -25,15 +25,11 @@ from vdk.plugin.ml_training.k8s.selection import where
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.usage import keep_usage
 
 KIND_ML = "ml-training"  # `kind` of an ML job in JSON (`vdk list -o json` mixes them with data jobs)
-
-
-def execute_command(operation: str, run_id: str | None = None) -> str:
-    """`execute --OPERATION [-i RUN]`: the command that errors about a run suggest again."""
-    return f"execute --{operation}" + (f" -i {run_id}" if run_id else "")
 
 
 # --- vdk list ------------------------------------------------------------------------------------------

@@ -109,3 +109,8 @@ def select_runs(scope: Scope, command: str, changes: bool = False) -> JobSelecti
         )
     suggestion = f"vdk {verb}{' ' + operation if operation else ''} -n {name}"
     return select_job(scope.client, name, scope.team, suggestion, changes=changes)
+
+
+def execute_command(operation: str, run_id: str | None = None) -> str:
+    """`execute --OPERATION [-i RUN]`: the command that errors about a run suggest again."""
+    return f"execute --{operation}" + (f" -i {run_id}" if run_id else "")
