@@ -38,7 +38,7 @@ def test_a_missing_claim_stops_the_deploy_before_anything_is_built(
     assert result.exit_code == 1
     assert "no PersistentVolumeClaim imagenet ([ml-training.mounts] /data) in namespace ml" in result.stderr
     assert "Nothing was built or deployed" in result.stderr
-    # the cluster check runs beside the smoke run and stops it (cli/remote_checks.py)
+    # the cluster check runs beside the smoke run and stops it (ops/deploy_checks.py)
     assert "smoke run PASSED" not in result.stderr and "Code:" not in result.stderr
     answer = requests.get(f"{registry.url}/v2/team/no-claim-job/tags/list", timeout=5, verify=False)
     assert answer.status_code in (401, 404) or not answer.json().get("tags")  # nothing pushed

@@ -1,6 +1,5 @@
-"""`vdk list --usage`: allocated GPU-hours by team and job and how many were wasted (k8s/usage.py), as a
-table or as JSON; and the usage records that `vdk delete` and `vdk execute --cancel` leave for the runs
-they delete. Five requests whatever the number of runs: one list per backend, their pods, the records."""
+"""The text of `vdk list --usage`: allocated GPU-hours by team and job and how many were wasted, as tables
+(the report is ops/usage.py's, its JSON `GpuUsage.to_dict()`); and its `--since` option."""
 
 from __future__ import annotations
 
@@ -10,43 +9,16 @@ from datetime import timezone
 import click
 
 from vdk.plugin.ml_training.cli.cluster_views import table
-from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
-from vdk.plugin.ml_training.job.teams import TeamChoice
-from vdk.plugin.ml_training.k8s import usage
-from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.client import team_selector
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.usage import Totals
 from vdk.plugin.ml_training.k8s.usage import UsageReport
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
-KIND_USAGE = "ml-training-usage"
 MIG_RULE = (
     "a MIG slice counts as its share of a GPU by its compute slices: 1g.10gb = 1/7, 3g.40gb = 3/7 "
     "(A100, H100, H200, B200: 7 slices; A30: 4)"
 )
 WASTE_RULE = "wasted: GPU-hours of runs that failed, stalled or were cancelled, and after a run's last optimizer step"
-
-
-def usage_report(client: KubeClient, choice: TeamChoice | None, since_seconds: int | None) -> UsageReport:
-    """The usage of the chosen team's runs (every team's without a choice) in the client's namespace."""
-    team = {"team": choice.label, "unteamed": choice.label is None} if choice else {"team": None}
-    runs = client.list_runs(**team)
-    pods = client.list_pods(LABEL_RUN + team_selector(**team)) if runs else []
-    records = client.usage_records(**team)
-    return usage.report(runs, pods, records, datetime.now(timezone.utc), since_seconds)
-
-
-def usage_json(report: UsageReport, client: KubeClient, choice: TeamChoice | None) -> dict:
-    return {
-        "kind": KIND_USAGE,
-        "namespace": client.namespace,
-        "context": client.context,
-        "team": (choice.name or None) if choice else None,
-        **report.to_dict(),
-    }
 
 
 def usage_text(report: UsageReport, where: str, team: str | None = None) -> str:
@@ -106,25 +78,3 @@ def since_seconds(text: str | None) -> int | None:
     if seconds <= 0:
         raise click.BadParameter(f"{text!r} is not a duration: write it like 30d, 12h or 1w", param_hint="--since")
     return seconds
-
-
-# --- what deleted runs leave -------------------------------------------------------------------------------
-
-
-def keep_usage(client: KubeClient, runs: list[RunSummary], deleted_by: str | None) -> list[str]:
-    """Leave a usage record for each of `runs` about to be deleted, and delete the records that expired.
-    Returns what could not be done: a deletion is not stopped for want of its usage record."""
-    now = datetime.now(timezone.utc)
-    problems = []
-    try:
-        for run in runs:
-            used = usage.run_usage(run, [], now)
-            if used is not None and used.gpus:
-                client.keep_usage_record(usage.usage_record(used, client.namespace, deleted_by, now))
-        for record in client.usage_records():
-            parsed = usage.parse_usage_record(record)
-            if parsed is not None and parsed[1] is not None and parsed[1] <= now:
-                client.delete_usage_record(record["metadata"]["name"])
-    except MLTrainingError as e:
-        problems.append(f"the GPU-hours of the deleted runs are not kept for `vdk list --usage`: {e.problem}")
-    return problems

@@ -1,4 +1,5 @@
-"""How runs look on the terminal (`-o text`) and as JSON (`-o json`, stable keys)."""
+"""How jobs, runs and their outputs look on the terminal (`-o text`); their JSON is the use cases' data
+(`to_dict()`, ops/)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ from datetime import timezone
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.run_summary import node_range
 from vdk.plugin.ml_training.k8s.run_summary import shape_text
+from vdk.plugin.ml_training.ops.outputs import format_size
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
-KIND_ML = "ml-training"
-KIND_DATA = "data-job"
 RECENT_EVENTS = 10
 
 
@@ -37,27 +36,6 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 # --- vdk list --------------------------------------------------------------------------------------
-
-
-def job_entry(runs: list[RunSummary], phase: str, team: str | None) -> dict:
-    """One (team, job) for `vdk list -o json`: its latest run (`runs` newest first) and how many it has;
-    `team` is None for runs without a team label."""
-    latest = runs[0]
-    return {
-        "kind": KIND_ML,
-        "job_name": latest.job_name,
-        "job_team": team,
-        "namespace": latest.namespace,
-        "latest_run": latest.name,
-        "backend": latest.backend,
-        "phase": phase,
-        "created": latest.created,
-        "nodes": node_range(latest.nodes)[1],
-        "nodes_min": node_range(latest.nodes)[0],
-        "gpus_per_node": latest.gpus_per_node,
-        "gpu_resource": latest.gpu_resource,
-        "runs": len(runs),
-    }
 
 
 def jobs_text(entries: list[dict], where: str, team: str | None = None, now: datetime | None = None) -> str:
@@ -232,16 +210,6 @@ def _indent(text: str, by: str = "  ") -> str:
 # --- a run's outputs (vdk execute --outputs, vdk show) ---------------------------------------------------
 
 
-def format_size(size: int) -> str:
-    """Bytes as people read them: 512 B, 3.4 MB, 1.2 GB."""
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{size} B"
-
-
 def output_files_text(files) -> str:
     """The files of `vdk execute --outputs`: path, size, when last written; then the total."""
     if not files:
@@ -252,27 +220,6 @@ def output_files_text(files) -> str:
     ]
     total = sum(f.size for f in files)
     return table(["PATH", "SIZE", "WRITTEN (UTC)"], rows) + f"\n{len(files)} file(s), {format_size(total)}"
-
-
-class CopyProgress:
-    """Progress of a copy on stderr: each file as it completes, big ones in between at most every 2 s."""
-
-    def __init__(self, say, interval: float = 2.0):
-        import time
-
-        self._say = say
-        self._clock = time.monotonic
-        self._interval = interval
-        self._last = 0.0
-
-    def update(self, path: str, done: int, size: int) -> None:
-        now = self._clock()
-        if done >= size:
-            self._say(f"  {path}  {format_size(size)}")
-            self._last = now
-        elif now - self._last >= self._interval:
-            self._say(f"  {path}  {format_size(done)} of {format_size(size)} ({100 * done // max(size, 1)}%)")
-            self._last = now
 
 
 def outputs_text(outputs: dict) -> str:

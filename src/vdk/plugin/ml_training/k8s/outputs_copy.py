@@ -1,6 +1,6 @@
-"""A run's outputs on its output claim: where they are (read from its manifests), and how they come back
-to the laptop: a short-lived pod of the run's own image mounts the run's directory of the claim read-only
-and streams it through its log (runtime/outputs_stream.py); the pod is deleted whatever happens.
+"""How a run's outputs on its output claim come back to the laptop (where they are: output_location.py): a
+short-lived pod of the run's own image mounts the run's directory of the claim read-only and streams it
+through its log (runtime/outputs_stream.py); the pod is deleted whatever happens.
 
 Through the log because reading a log is what a user of `vdk show` may do already (`pods/log`); it needs
 `create` and `delete` on `pods` besides (see README's Role), not `pods/exec`."""
@@ -11,14 +11,13 @@ import secrets
 import string
 import time
 from collections.abc import Callable
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.output_location import OutputLocation
 from vdk.plugin.ml_training.k8s.resources import POD
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
@@ -26,7 +25,7 @@ from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputsReader
 from vdk.plugin.ml_training.runtime.outputs_stream import StreamError
 
-if TYPE_CHECKING:  # the client reads run summaries, which name their output location (this module)
+if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
 
 LABEL_OUTPUTS_OF = "vdk.io/outputs-of"  # on the copy pod: the run whose outputs it reads (it is no rank)
@@ -35,61 +34,6 @@ EXPORT_MODULE = "vdk.plugin.ml_training.runtime.outputs_stream"
 POD_DEADLINE_SECONDS = 3600  # a copy pod left behind (vdk killed) ends by itself
 START_TIMEOUT_SECONDS = 900  # the node may pull the job's image first (gigabytes)
 _POLL_SECONDS = 0.5
-
-
-@dataclass(frozen=True)
-class OutputLocation:
-    claim: str
-    directory: str  # the run's directory in the claim (its subPath)
-
-    def describe(self) -> str:
-        return f"PersistentVolumeClaim {self.claim}, directory {self.directory}/"
-
-    def to_dict(self) -> dict:
-        return {"claim": self.claim, "directory": self.directory}
-
-
-def location_of(obj: dict) -> OutputLocation | None:
-    """Where the run whose main object (or record manifest) is `obj` keeps its outputs: the claim and the
-    subPath mounted at the image's output directory, in whichever pod template or pod change holds them."""
-    mounts: list[dict] = []
-    volumes: dict[str, dict] = {}
-    for value in _dicts(obj):
-        mounts += [
-            m
-            for m in value.get("volumeMounts") or []
-            if isinstance(m, dict) and m.get("mountPath") == layout.OUTPUT_DIR
-        ]
-        volumes.update(
-            (v.get("name"), v)
-            for v in value.get("volumes") or []
-            if isinstance(v, dict) and "persistentVolumeClaim" in v
-        )
-    for mount in mounts:
-        volume = volumes.get(mount.get("name"))
-        if volume is not None:
-            return OutputLocation(volume["persistentVolumeClaim"].get("claimName", "?"), mount.get("subPath", ""))
-    return None
-
-
-def image_python(manifests: list[dict]) -> str:
-    """The interpreter the run's containers start (the first word of their command)."""
-    for value in _dicts(manifests):
-        command = value.get("command")
-        if isinstance(command, list) and "torch.distributed.run" in command:
-            return str(command[0])
-    return "python3"
-
-
-def _dicts(value: object) -> Iterator[dict]:
-    """Every mapping in a manifest (or a list of them), outer ones first."""
-    if isinstance(value, dict):
-        yield value
-        for item in value.values():
-            yield from _dicts(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _dicts(item)
 
 
 def copy_pod(

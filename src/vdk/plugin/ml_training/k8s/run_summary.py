@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
+from vdk.plugin.ml_training.k8s.output_location import location_of
 
 PENDING = "Pending"
 QUEUED = "Queued"  # suspended by Kueue until its queue admits it
@@ -49,7 +50,7 @@ class RunSummary:
     ended: str | None = None  # when it succeeded or failed
     kept_seconds: int | None = None  # how long it is kept after it ends (ttl_after_finished); None: until deleted
     outputs: dict | None = (
-        None  # {"claim", "directory"}: where its outputs persist (k8s/outputs_copy.py); None: nowhere
+        None  # {"claim", "directory"}: where its outputs persist (k8s/output_location.py); None: nowhere
     )
 
     def to_dict(self) -> dict:
@@ -135,8 +136,6 @@ def summarize(obj: dict) -> RunSummary:
 
 
 def _outputs(obj: dict) -> dict | None:
-    from vdk.plugin.ml_training.k8s.outputs_copy import location_of
-
     location = location_of(obj.get("spec") or {})
     return location.to_dict() if location is not None else None
 

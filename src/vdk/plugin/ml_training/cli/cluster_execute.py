@@ -1,0 +1,234 @@
+"""`vdk execute` for ml-training jobs: the runs of a job — `--list`, `--show` (a run's ranks and why it waits
+or failed), `--logs` (every rank's, once or `--follow`ed), `--outputs` (list or copy back what it wrote),
+`--start` (run a past run again exactly) and `--cancel`. The options, one use case of ops/ per operation
+(ops/runs.py, ops/logs.py, ops/outputs.py), and the result as text (cli/cluster_views.py) or JSON.
+
+Every vdk command imports this module: kubernetes, the k8s package and ops/ are imported when it runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from vdk.plugin.ml_training.cli import verbs
+from vdk.plugin.ml_training.cli.cluster_scope import job_path_option
+from vdk.plugin.ml_training.cli.cluster_scope import ml_errors
+from vdk.plugin.ml_training.cli.cluster_scope import name_option
+from vdk.plugin.ml_training.cli.cluster_scope import names_ml_job
+from vdk.plugin.ml_training.cli.cluster_scope import output_option
+from vdk.plugin.ml_training.cli.cluster_scope import print_json
+from vdk.plugin.ml_training.cli.cluster_scope import stderr
+from vdk.plugin.ml_training.cli.cluster_scope import team_args
+from vdk.plugin.ml_training.cli.cluster_scope import team_option
+from vdk.plugin.ml_training.cli.cluster_scope import verb_scope
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.ops.scope import Scope
+
+# `vdk execute --<operation>` (the Control Service CLI's flags, one option named `operation`)
+OPERATION_HELP = {
+    "start": "Run a past run again exactly: same image digest and manifests (-i RUN, default the latest).",
+    "cancel": "Stop the run -i RUN and delete it.",
+    "list": "List the job's runs.",
+    "show": "A run's ranks, why it waits or failed, its progress (-i RUN, default the latest).",
+    "logs": "The logs of every rank (-i RUN, default the latest); ranks without a log say why.",
+    "outputs": "The files a run wrote to its output claim (-i RUN, default the latest); --to DIR copies them.",
+}
+OPERATIONS = tuple(OPERATION_HELP)
+
+
+def execute_ml(
+    name: str | None,
+    team: str | None,
+    job_path: str | None,
+    execution_id: str | None,
+    operation: str | None,
+    output: str | None,
+    follow: bool,
+    reason: str | None,
+    to: str | None = None,
+) -> None:
+    if operation not in OPERATIONS:
+        raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
+    if follow and operation != "logs":
+        raise click.UsageError("--follow goes with --logs")
+    if to is not None and operation != "outputs":
+        raise click.UsageError("--to goes with --outputs")
+    as_json = (output or "text").lower() == "json"
+    if follow and as_json:
+        raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
+    if operation == "cancel" and not execution_id:
+        raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
+    scope = verb_scope(name, team, job_path, "execute")
+    if operation == "list":
+        _list(scope, as_json)
+    elif operation == "show":
+        _show(scope, execution_id, as_json)
+    elif operation == "logs" and follow:
+        _follow(scope, execution_id)
+    elif operation == "logs":
+        _logs(scope, execution_id, as_json)
+    elif operation == "outputs":
+        _outputs(scope, execution_id, as_json, to)
+    elif operation == "start":
+        _start(scope, execution_id, reason, as_json)
+    else:
+        _cancel(scope, execution_id or "", as_json)
+
+
+def _list(scope: Scope, as_json: bool) -> None:
+    from vdk.plugin.ml_training.cli import cluster_views
+    from vdk.plugin.ml_training.ops.runs import list_runs
+
+    runs = list_runs(scope)
+    if as_json:
+        print_json([r.to_dict() for r in runs])
+    else:
+        click.echo(cluster_views.runs_text(runs))
+
+
+def _show(scope: Scope, execution_id: str | None, as_json: bool) -> None:
+    from vdk.plugin.ml_training.cli import cluster_views
+    from vdk.plugin.ml_training.ops.runs import show_run
+
+    detail = show_run(scope, execution_id)
+    if as_json:
+        print_json(detail.to_dict())
+    else:
+        click.echo(cluster_views.detail_text(detail))
+
+
+def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
+    from vdk.plugin.ml_training.ops.logs import run_logs
+
+    logs = run_logs(scope, execution_id)
+    if as_json:
+        print_json(logs.to_dict())
+        return
+    if not logs.ranks:
+        stderr(f"{logs.run.name} has no pods, so no logs: {logs.why_no_pods()}")
+    for entry in logs.ranks:
+        rank = entry.rank.rank
+        if entry.previous:
+            _echo_prefixed(f"[rank {rank}, previous container] ", entry.previous)
+        if entry.current is not None:
+            _echo_prefixed(f"[rank {rank}] ", entry.current)
+        else:
+            stderr(f"[rank {rank}] no log: {entry.unavailable}")
+
+
+def _echo_prefixed(prefix: str, text: str) -> None:
+    click.echo("".join(f"{prefix}{line}\n" for line in text.splitlines()), nl=False)
+
+
+def _follow(scope: Scope, execution_id: str | None) -> None:
+    from vdk.plugin.ml_training.ops.logs import follow_logs
+
+    seen = []
+
+    def write(rank: str, line: str) -> None:
+        seen.append(rank)
+        click.echo(f"[rank {rank}] {line}")
+
+    def explain(rank: str, why: str) -> None:
+        stderr(f"[{rank if rank == 'run' else 'rank ' + rank}] {why}")
+
+    try:
+        final = follow_logs(scope, execution_id, write=write, explain=explain, say=stderr)
+    except KeyboardInterrupt:
+        return
+    if not seen and not final.finished:
+        return
+    stderr(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""))
+
+
+def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | None) -> None:
+    """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
+    from vdk.plugin.ml_training.cli import cluster_views
+    from vdk.plugin.ml_training.ops.outputs import format_size
+    from vdk.plugin.ml_training.ops.outputs import run_outputs
+
+    outputs = run_outputs(scope, execution_id, to, say=stderr)
+    if as_json:
+        print_json(outputs.to_dict())
+        return
+    if outputs.copied_to is None:
+        click.echo(cluster_views.output_files_text(outputs.files))
+        if outputs.files:
+            stderr(f"Copy them: vdk execute --outputs -n {scope.job_name} -i {outputs.run.name} --to DIR")
+        return
+    written = outputs.written or []
+    click.echo(f"Copied {len(written)} file(s), {format_size(outputs.size)}, to {outputs.copied_to}")
+
+
+def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: bool) -> None:
+    """Run a past run again exactly: its record's image digest and manifests, a new run name."""
+    from vdk.plugin.ml_training.ops.runs import rerun
+
+    started = rerun(scope, execution_id, reason)
+    if as_json:
+        print_json(started.to_dict())
+        return
+    selection = started.selection
+    again = f"-n {selection.job_name}{team_args(selection)}"
+    click.echo(
+        f"Started run {started.run_name} of {selection.describe()}: a re-run of {started.source.name} "
+        f"({started.record.backend}, namespace {selection.client.namespace})"
+    )
+    click.echo(f"  image   {started.record.image}")
+    click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")
+
+
+def _cancel(scope: Scope, execution_id: str, as_json: bool) -> None:
+    from vdk.plugin.ml_training.ops.runs import cancel_run
+
+    cancelled = cancel_run(scope, execution_id, say=stderr)
+    if as_json:
+        print_json(cancelled.to_dict())
+        return
+    click.echo(
+        f"Cancelled {cancelled.run.name} of {cancelled.selection.describe()} (was {cancelled.run.phase}): "
+        f"deleted {', '.join(cancelled.deleted)}; its pods stop now"
+    )
+
+
+EXECUTE = verbs.Verb(
+    name="execute",
+    help=(
+        "Runs of an ml-training job: --list, --show, --logs (every rank), --outputs (list or copy back), "
+        "--start (re-run exactly), --cancel."
+    ),
+    ml_help=(
+        "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed; --logs [-i RUN] "
+        "[--follow] the logs of every rank (pending ranks say why); --outputs [-i RUN] [--to DIR] lists (copies) "
+        "the files it wrote to its output claim; --start [-i RUN] runs a past run again exactly "
+        "(same image digest and manifests; default the latest); --cancel -i RUN stops and deletes a run. "
+        "RUN is the run name or its last part."
+    ),
+    params=[
+        name_option(),
+        team_option(),
+        job_path_option(),
+        click.Option(
+            ["-i", "--execution-id"], help="The run (its name, or the part after the job name); default the latest."
+        ),
+        *[click.Option([f"--{op}", "operation"], flag_value=op, help=text) for op, text in OPERATION_HELP.items()],
+        output_option(),
+        click.Option(
+            ["--follow", "-f"],
+            is_flag=True,
+            help="ml-training, with --logs: keep printing new log lines until the run ends.",
+        ),
+        click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
+        click.Option(
+            ["--to"],
+            type=click.Path(file_okay=False, dir_okay=True),
+            help="ml-training, with --outputs: the directory to copy the run's outputs into.",
+        ),
+    ],
+    ml_only=("job_path", "follow", "reason", "to"),
+    is_ml=names_ml_job,
+    run_ml=ml_errors(execute_ml),
+)

@@ -1,0 +1,135 @@
+"""What a deploy starts, the same for `vdk deploy` and its dry run: where the run goes (a Target: namespace,
+backend, and the connected cluster when one was asked), the run's identity, and its manifests rendered for the
+job's image. The dry run prints a DeployPlan; a deploy applies one (ops/deploy.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import AUTO_BACKEND
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.source import audit
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image import ImagePlan
+    from vdk.plugin.ml_training.image import PushedImage
+    from vdk.plugin.ml_training.k8s.backends import Discovery
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+
+# What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
+DRY_RUN_AUTO_BACKEND = "job"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a run goes: its namespace (and where that came from), its backend, and for a deploy the connected
+    cluster and what it serves (a dry run asks no cluster: both None)."""
+
+    namespace: str
+    namespace_origin: str  # when the job's keys do not say: "the namespace of kube context lab", ...
+    backend: str
+    client: KubeClient | None = None
+    discovery: Discovery | None = None
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    """A run ready to be created: the manifests, in the order to create them, for `image` in `target`."""
+
+    spec: MLJobSpec
+    target: Target
+    image: JobImage
+    run: RunInfo
+    manifests: list[dict]
+    image_plan: ImagePlan | None = None  # a dry run's: what the build would push
+
+    def to_yaml(self) -> str:
+        """Multi-document YAML, as `kubectl apply -f -` reads it."""
+        from vdk.plugin.ml_training.k8s.manifests import to_yaml
+
+        return to_yaml(self.manifests)
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    """A run started: its plan as applied, the image it runs (pushed, pinned by digest), what was created."""
+
+    plan: DeployPlan
+    image: PushedImage
+    created: list[str]  # Kind/name, in the order created
+    provenance: audit.Provenance
+
+    def to_dict(self) -> dict:
+        spec, target, provenance = self.plan.spec, self.plan.target, self.provenance
+        return {
+            "job_name": spec.name,
+            "job_team": spec.team,
+            "run": self.plan.run.name,
+            "backend": target.backend,
+            "namespace": target.namespace,
+            "context": target.client.context if target.client is not None else None,
+            "image": self.image.reference,
+            "created": list(self.created),
+            "git_commit": provenance.git_commit,
+            "git_dirty": provenance.git_dirty if provenance.git_commit else None,  # None: not in git
+            "dependencies": dict(self.image.dependencies),
+        }
+
+
+def plan_run(
+    spec: MLJobSpec,
+    target: Target,
+    image: JobImage,
+    run: RunInfo,
+    say: Say,
+    image_plan: ImagePlan | None = None,
+) -> DeployPlan:
+    """The run's manifests, for a deploy and a dry run alike; what the backend cannot honour goes to `say`."""
+    from vdk.plugin.ml_training.k8s.manifests import limitations
+    from vdk.plugin.ml_training.k8s.manifests import render_run
+
+    for note in limitations(spec, target.backend, target.discovery):
+        say(f"note: {note}")
+    manifests = render_run(spec, image, run, target.namespace, target.backend, target.discovery)
+    return DeployPlan(spec, target, image, run, manifests, image_plan)
+
+
+def offline_target(spec: MLJobSpec, say: Say) -> Target:
+    """Where a dry run says the run goes, asking no cluster: the job's namespace, else the kube context's as the
+    kubeconfig file says, else "default"; `backend = auto` shows as DRY_RUN_AUTO_BACKEND (with a note)."""
+    backend = spec.backend
+    if backend == AUTO_BACKEND:
+        backend = DRY_RUN_AUTO_BACKEND
+        say(
+            f"note: backend = auto is decided by what the cluster serves; a dry run asks no cluster, so it shows "
+            f"`{backend}` (see the others with --backend pytorchjob|trainjob)"
+        )
+    local = None if spec.namespace else _local_namespace(spec)
+    namespace = spec.namespace or local or "default"
+    kube = "the kube context's namespace" if local else "no namespace is set and no kube context has one"
+    return Target(namespace, kube, backend)
+
+
+def _local_namespace(spec: MLJobSpec) -> str | None:
+    """The kube context's namespace as the kubeconfig file says (a local read, no connection)."""
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+
+    try:
+        return KubeClient(spec.kube_context, None).namespace
+    except MLTrainingError:
+        return None
+
+
+def where_it_runs(spec: MLJobSpec, target: Target) -> str:
+    """Team, namespace and queue of the run and where each came from (a deploy and a dry run say it)."""
+    team = f"{spec.team}  ({spec.origin('team')})" if spec.team else "none (no -t, [owner] team or default team)"
+    lines = ["Where it runs:", f"  team       {team}"]
+    lines.append(f"  namespace  {target.namespace}  ({spec.origin('namespace') or target.namespace_origin})")
+    if spec.queue:
+        lines.append(f"  queue      {spec.queue}  ({spec.origin('queue')})")
+    return "\n".join(lines)

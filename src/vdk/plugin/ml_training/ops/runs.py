@@ -1,0 +1,238 @@
+"""The runs of ml-training jobs on the cluster: which jobs there are (`vdk list`), a job's runs and the latest
+one's detail with its diagnosis (`vdk show`), one run's detail (`vdk execute --show`), running a past run
+again exactly (`--start`), cancelling one (`--cancel`) and deleting a job's runs (`vdk delete`).
+
+Each function takes a Scope (ops/scope.py) or the runs it selected and returns data with `to_dict()` for
+JSON (stable keys); the text is the command line's (cli/cluster_views.py). Logs: ops/logs.py, outputs:
+ops/outputs.py, GPU-hours: ops/usage.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone
+
+from vdk.plugin.ml_training.k8s.observe import RunDetail
+from vdk.plugin.ml_training.k8s.observe import inspect_run
+from vdk.plugin.ml_training.k8s.run_record import RunRecord
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.run_summary import node_range
+from vdk.plugin.ml_training.k8s.selection import JobSelection
+from vdk.plugin.ml_training.k8s.selection import select_jobs
+from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import execute_command
+from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.usage import keep_usage
+
+KIND_ML = "ml-training"  # `kind` of an ML job in JSON (`vdk list -o json` mixes them with data jobs)
+
+
+# --- vdk list ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """One (team, job) with runs: its runs (newest first), its phase, its team (None: runs without a team)."""
+
+    runs: list[RunSummary]
+    phase: str
+    team: str | None
+
+    def to_dict(self) -> dict:
+        """The job's latest run and how many it has."""
+        latest = self.runs[0]
+        return {
+            "kind": KIND_ML,
+            "job_name": latest.job_name,
+            "job_team": self.team,
+            "namespace": latest.namespace,
+            "latest_run": latest.name,
+            "backend": latest.backend,
+            "phase": self.phase,
+            "created": latest.created,
+            "nodes": node_range(latest.nodes)[1],
+            "nodes_min": node_range(latest.nodes)[0],
+            "gpus_per_node": latest.gpus_per_node,
+            "gpu_resource": latest.gpu_resource,
+            "runs": len(self.runs),
+        }
+
+
+@dataclass(frozen=True)
+class JobListing:
+    """The jobs of a namespace (of one team unless every team's were asked for)."""
+
+    jobs: list[JobEntry]
+    where: str  # "namespace ml (context lab)"
+    team: str | None  # the team filter as a phrase ("of team vision"); None: every team
+    teams_elsewhere: list[tuple[str, str]]  # (team, namespace) of teams that ml_training_team_namespaces puts elsewhere
+
+    def to_dict(self) -> list[dict]:
+        return [job.to_dict() for job in self.jobs]
+
+
+def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
+    """Every (team, job) with runs in the scope's namespace, of the scope's team unless `all_teams`: one list
+    per backend, whatever the number of runs (their phases are honest from the operators' status)."""
+    from vdk.plugin.ml_training.job import teams
+
+    choice = None if all_teams else scope.team
+    client = scope.client
+    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice)]
+    mapped = teams.mapping(scope.settings, teams.TEAM_NAMESPACES)
+    elsewhere = [(team, ns) for team, ns in mapped.entries if ns != client.namespace]
+    return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere)
+
+
+# --- vdk show, vdk execute --list / --show -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """A job's runs (newest first) and the detail of the latest: its ranks, why it waits or failed, progress."""
+
+    selection: JobSelection
+    latest: RunDetail
+
+    @property
+    def runs(self) -> list[RunSummary]:
+        return self.selection.runs
+
+    def to_dict(self) -> dict:
+        client = self.selection.client
+        return {
+            "kind": KIND_ML,
+            "job_name": self.selection.job_name,
+            "job_team": self.selection.team_name,
+            "namespace": client.namespace,
+            "context": client.context,
+            "runs": [r.to_dict() for r in self.runs],
+            "latest": self.latest.to_dict(),
+        }
+
+
+def show_job(scope: Scope) -> JobDetail:
+    """The scope's job: its runs and, for the latest, every rank's state, why it waits or failed (events,
+    Kueue, exit codes, the failing rank's last log lines), its progress and loss curve."""
+    selection = select_runs(scope, "show")
+    return JobDetail(selection, inspect_run(selection.client, selection.runs[0]))
+
+
+def list_runs(scope: Scope) -> list[RunSummary]:
+    """The runs of the scope's job, newest first."""
+    return select_runs(scope, execute_command("list")).runs
+
+
+def show_run(scope: Scope, run_id: str | None = None) -> RunDetail:
+    """One run's detail with its diagnosis: `run_id` is its name or the part after the job name; default
+    the latest run."""
+    command = execute_command("show", run_id)
+    selection = select_runs(scope, command)
+    return inspect_run(selection.client, selection.pick(run_id, f"vdk {command} -n {selection.job_name}"))
+
+
+# --- vdk execute --start / --cancel, vdk delete ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A past run started again: its record's image digest and manifests, a new run name."""
+
+    selection: JobSelection
+    source: RunSummary  # the run it repeats
+    run_name: str
+    record: RunRecord  # the source's
+    created: list[str]  # Kind/name of what was created
+
+    def to_dict(self) -> dict:
+        return {
+            "job_name": self.selection.job_name,
+            "job_team": self.selection.team_name,
+            "run": self.run_name,
+            "rerun_of": self.source.name,
+            "backend": self.record.backend,
+            "image": self.record.image,
+            "namespace": self.selection.client.namespace,
+            "created": list(self.created),
+        }
+
+
+def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None) -> Rerun:
+    """Run a past run of the scope's job again exactly (default the latest): same image digest and manifests,
+    a new run name; `reason` goes to its audit trail."""
+    from vdk.plugin.ml_training.k8s import run_record
+    from vdk.plugin.ml_training.k8s.run_identity import new_run_name
+    from vdk.plugin.ml_training.source import audit
+
+    command = execute_command("start", run_id)
+    selection = select_runs(scope, command)
+    client, name = selection.client, selection.job_name
+    source = selection.pick(run_id, f"vdk {command} -n {name}")
+    rec = client.read_run_record(source.name)
+    run_name = new_run_name(name)
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    manifests = run_record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
+    created = client.apply(manifests)
+    return Rerun(selection, source, run_name, rec, [f"{m['kind']}/{m['metadata']['name']}" for m in created])
+
+
+@dataclass(frozen=True)
+class CancelledRun:
+    """A run stopped and deleted, with what was deleted (`Kind/name`)."""
+
+    selection: JobSelection
+    run: RunSummary  # as it was before
+    deleted: list[str]
+
+    def to_dict(self) -> dict:
+        return {
+            "job_name": self.selection.job_name,
+            "job_team": self.selection.team_name,
+            "run": self.run.name,
+            "phase": self.run.phase,
+            "deleted": list(self.deleted),
+        }
+
+
+def cancel_run(scope: Scope, run_id: str, say: Say = to_stderr) -> CancelledRun:
+    """Stop the run `run_id` of the scope's job and delete it; its GPU-hours stay counted (ops/usage.py; a
+    warning through `say` when they cannot)."""
+    command = execute_command("cancel", run_id)
+    selection = select_runs(scope, command, changes=True)
+    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    _keep_usage(selection, [run], say)
+    return CancelledRun(selection, run, selection.client.delete_run(run.name, run.backend))
+
+
+def select_for_deletion(scope: Scope) -> JobSelection:
+    """The runs `delete_runs` would delete: every run of the scope's (team, job); another team's runs only
+    when that team was named."""
+    return select_runs(scope, "delete", changes=True)
+
+
+def delete_runs(
+    selection: JobSelection, deleted: Callable[[RunSummary], None] | None = None, say: Say = to_stderr
+) -> list[RunSummary]:
+    """Delete every run of `selection` (running ones stop) and their records; `deleted(run)` after each. Their
+    GPU-hours stay counted (a warning through `say` when they cannot). Returns the runs deleted."""
+    _keep_usage(selection, selection.runs, say)
+    done = []
+    for run in selection.runs:
+        selection.client.delete_run(run.name, run.backend)
+        done.append(run)
+        if deleted is not None:
+            deleted(run)
+    return done
+
+
+def _keep_usage(selection: JobSelection, runs: list[RunSummary], say: Say) -> None:
+    """Before runs are deleted: their GPU-hours stay in `vdk list --usage` (a warning when they cannot)."""
+    from vdk.plugin.ml_training.source import audit
+
+    for problem in keep_usage(selection.client, runs, audit.deployer()):
+        say(f"warning: {problem}")

@@ -1,0 +1,116 @@
+"""Which runs a verb works on: the scope of a call (the team, the job, the kube context and namespace) from
+its options, VDK configuration and the directory it runs in; and the runs of that (team, job), chosen by
+k8s/selection.py. Every use case of the cluster starts here.
+
+The team: `team`, else the `[owner] team` of the job at `job_path`, else VDK's default team (`vdk
+set-default`), else the `[owner] team` of the ml-training job directory the call runs in. The job name:
+`name`, else the name of that job directory. The namespace: the job's `namespace` key, else the team's
+entry of ml_training_team_namespaces, else ml_training_namespace, else the kube context's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.settings import ConfigurationLike
+from vdk.plugin.ml_training.job.settings import Settings
+from vdk.plugin.ml_training.job.settings import job_settings
+from vdk.plugin.ml_training.ops.configuration import or_environment
+
+if TYPE_CHECKING:  # kubernetes is imported when a verb needs the cluster, not when vdk starts
+    from vdk.plugin.ml_training.job.teams import TeamChoice
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.selection import JobSelection
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a verb works on: the team it chose (and why), the job's name and directory, where its runs are."""
+
+    team: TeamChoice | None
+    job_name: str | None
+    job_dir: Path | None  # the job named with `job_path`, or the one the call runs in
+    context: str | None
+    namespace: str | None
+    settings: Settings = field(default_factory=Settings, compare=False, repr=False)  # VDK's, for that directory
+
+    @cached_property
+    def client(self) -> KubeClient:
+        """The connection to the scope's cluster and namespace, made once."""
+        from vdk.plugin.ml_training.k8s.client import KubeClient
+
+        return KubeClient(self.context, self.namespace)
+
+
+def job_dir(job_path: str | Path | None) -> Path | None:
+    """The job a verb works on: `job_path`, else the ml-training job directory it runs in (None: neither)."""
+    from vdk.plugin.ml_training.job import is_ml_job
+
+    if job_path:
+        return Path(job_path)
+    return Path.cwd() if is_ml_job(Path.cwd()) else None
+
+
+def find_scope(
+    name: str | None = None,
+    team: str | None = None,
+    job_path: str | Path | None = None,
+    *,
+    default_team: str | None = None,
+    configuration: ConfigurationLike | None = None,
+) -> Scope:
+    """The scope of a call: `team` as the user gave it (-t; '' for the runs without a team), `default_team`
+    VDK's default team (`vdk set-default`: `job.teams.default_team()`), `configuration` VDK's (None: the
+    environment's, ops/configuration.py; then [vdk] of the job's config.ini). Reads config.ini files only;
+    contacts no cluster."""
+    from vdk.plugin.ml_training.job import CONFIG_FILE
+    from vdk.plugin.ml_training.job import is_ml_job
+    from vdk.plugin.ml_training.job import load_job_spec
+    from vdk.plugin.ml_training.job import owner_team
+    from vdk.plugin.ml_training.job import teams
+
+    named = Path(job_path) if job_path else None
+    here = Path.cwd() if named is None and is_ml_job(Path.cwd()) else None
+    # VDK settings: the environment, else [vdk] of the job's config.ini (named, or the one the call runs in)
+    settings = job_settings(or_environment(configuration), named or here)
+    choice = teams.choose_team(
+        team,
+        job=teams.OwnerTeam(owner_team(named), named / CONFIG_FILE) if named else None,
+        default=default_team,
+        here=teams.OwnerTeam(owner_team(here), here / CONFIG_FILE) if here else None,
+    )
+    if choice is not None and choice.name:
+        teams.team_label(choice.name)  # a team that cannot be a label value has no runs: say so, with the fix
+    directory = named or here
+    if directory is not None:
+        spec = load_job_spec(directory, settings, team=choice.name if choice else None)
+        return Scope(choice, name or spec.kubernetes_name(), directory, spec.kube_context, spec.namespace, settings)
+    namespace, _ = teams.team_value(settings, "namespace", choice.name if choice else None)
+    return Scope(choice, name, None, settings.get("kube_context"), namespace, settings)
+
+
+def select_runs(scope: Scope, command: str, changes: bool = False) -> JobSelection:
+    """The runs of the scope's (team, job) (see k8s.selection.select_job). `command`: the verb and its
+    operation (`execute --cancel -i RUN`), for the commands that errors suggest. `changes`: the caller
+    changes runs (delete, cancel), so another team's runs only when that team was named."""
+    from vdk.plugin.ml_training.k8s.selection import select_job
+
+    verb, _, operation = command.partition(" ")
+    name = scope.job_name
+    if not name:
+        raise MLTrainingError(
+            f"`vdk {verb}` of an ml-training job needs the job's name",
+            "name the job (-n/--name; `vdk list` shows them), or give its directory (-p/--job-path)",
+        )
+    suggestion = f"vdk {verb}{' ' + operation if operation else ''} -n {name}"
+    return select_job(scope.client, name, scope.team, suggestion, changes=changes)
+
+
+def execute_command(operation: str, run_id: str | None = None) -> str:
+    """`execute --OPERATION [-i RUN]`: the command that errors about a run suggest again."""
+    return f"execute --{operation}" + (f" -i {run_id}" if run_id else "")

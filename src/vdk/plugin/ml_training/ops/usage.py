@@ -1,0 +1,83 @@
+"""GPU-hours: allocated GPU-hours by team and job and how many were wasted (`vdk list --usage`; the
+accounting is k8s/usage.py), and the usage records that deleting runs leaves behind so that their hours stay
+counted. Five requests whatever the number of runs: one list per backend, their pods, the records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone
+from typing import TYPE_CHECKING
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.k8s import usage
+from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.client import team_selector
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.k8s.usage import UsageReport
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.job.teams import TeamChoice
+    from vdk.plugin.ml_training.ops.scope import Scope
+
+KIND_USAGE = "ml-training-usage"
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    """The usage report of a namespace's runs (of one team, unless every team's), and where it was read."""
+
+    report: UsageReport
+    namespace: str
+    context: str | None
+    where: str  # "namespace ml (context lab)"
+    team: TeamChoice | None  # None: every team's runs
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": KIND_USAGE,
+            "namespace": self.namespace,
+            "context": self.context,
+            "team": (self.team.name or None) if self.team else None,
+            **self.report.to_dict(),
+        }
+
+
+def gpu_usage(scope: Scope, all_teams: bool = False, since_seconds: int | None = None) -> GpuUsage:
+    """GPU-hours by team and job in the scope's namespace (of the scope's team unless `all_teams`), and the
+    wasted ones: of runs that failed, stalled or were cancelled, and after a run's last optimizer step. Only
+    the last `since_seconds` when given (else since the oldest run still in the cluster)."""
+    client = scope.client
+    choice = None if all_teams else scope.team
+    report = usage_report(client, choice, since_seconds)
+    return GpuUsage(report, client.namespace, client.context, where(client), choice)
+
+
+def usage_report(client: KubeClient, choice: TeamChoice | None, since_seconds: int | None) -> UsageReport:
+    """The usage of the chosen team's runs (every team's without a choice) in the client's namespace."""
+    team = {"team": choice.label, "unteamed": choice.label is None} if choice else {"team": None}
+    runs = client.list_runs(**team)
+    pods = client.list_pods(LABEL_RUN + team_selector(**team)) if runs else []
+    records = client.usage_records(**team)
+    return usage.report(runs, pods, records, datetime.now(timezone.utc), since_seconds)
+
+
+def keep_usage(client: KubeClient, runs: list[RunSummary], deleted_by: str | None) -> list[str]:
+    """Leave a usage record for each of `runs` about to be deleted, and delete the records that expired.
+    Returns what could not be done: a deletion is not stopped for want of its usage record."""
+    now = datetime.now(timezone.utc)
+    problems = []
+    try:
+        for run in runs:
+            used = usage.run_usage(run, [], now)
+            if used is not None and used.gpus:
+                client.keep_usage_record(usage.usage_record(used, client.namespace, deleted_by, now))
+        for record in client.usage_records():
+            parsed = usage.parse_usage_record(record)
+            if parsed is not None and parsed[1] is not None and parsed[1] <= now:
+                client.delete_usage_record(record["metadata"]["name"])
+    except MLTrainingError as e:
+        problems.append(f"the GPU-hours of the deleted runs are not kept for `vdk list --usage`: {e.problem}")
+    return problems
