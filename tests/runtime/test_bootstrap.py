@@ -141,12 +141,12 @@ def test_describe_keeps_the_users_frames_and_the_exception_chain():
 def test_the_plugins_own_frames_are_left_out_or_marked_so_the_first_frame_is_the_users(tmp_path):
     """A stand-in that calls what fails (a torch operator, the user's collate function) is left out; one
     that raises itself (the write guard) keeps its frame, marked as the plugin's."""
-    from vdk.plugin.ml_training.runtime import cpu_shims
+    from vdk.plugin.ml_training.runtime import patching
 
     def collate(batch):
         raise ValueError("bad batch")
 
-    wrapped = cpu_shims._with_arguments(collate, lambda arguments: None)  # a runtime frame between
+    wrapped = patching.with_arguments(collate, lambda arguments: None)  # a runtime frame between
     with pytest.raises(ValueError) as info:
         wrapped([1])
     frames = [line for line in describe(info.value)["traceback"].splitlines() if line.startswith("  File ")]

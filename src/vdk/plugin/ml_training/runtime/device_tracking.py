@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
-from vdk.plugin.ml_training.runtime.cpu_shims import _with_arguments
+from vdk.plugin.ml_training.runtime.patching import Adaptations
+from vdk.plugin.ml_training.runtime.patching import with_arguments
 from vdk.plugin.ml_training.runtime.virtual_gpu import VirtualGPUs
 
 TAG = "_vdk_device"  # a tensor's device: a virtual GPU's index, or CPU_TAG; absent when not known
@@ -668,7 +668,7 @@ def _checkpoints(a: Adaptations, tracker: DeviceTracker) -> None:
         arguments["map_location"] = CPU
 
     def load(original):
-        bound = _with_arguments(original, to_cpu)
+        bound = with_arguments(original, to_cpu)
 
         def torch_load(*args, **kwargs):
             depth = len(targets)

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from vdk.plugin.ml_training.runtime import post_import
-from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
-from vdk.plugin.ml_training.runtime.cpu_shims import _moved
+from vdk.plugin.ml_training.runtime.patching import Adaptations
+from vdk.plugin.ml_training.runtime.patching import moved
 
 CPU = torch.device("cpu")
 NAME = "vdk virtual GPU (smoke run on CPU)"
@@ -524,7 +524,7 @@ def _data_parallel(a: Adaptations) -> None:
         def forward(self, *inputs, **kwargs):
             # DataParallel scatters the inputs onto the GPUs whatever device they are on
             device = _gpus().device(0) if _gpus() else CPU
-            inputs, kwargs = _moved((inputs, kwargs), device)
+            inputs, kwargs = moved((inputs, kwargs), device)
             return self.module(*inputs, **kwargs)
 
         return forward
