@@ -194,9 +194,10 @@ def test_the_runtime_imports_nothing_of_the_plugin_outside_runtime():
         sys.modules["vdk.api"] = None  # make any import of vdk-core fail
         import vdk.plugin.ml_training.runtime.bootstrap, vdk.plugin.ml_training.runtime.cpu_shims
         import vdk.plugin.ml_training.runtime.hf_shims, vdk.plugin.ml_training.runtime.steps
-        import vdk.plugin.ml_training.runtime.lightning_shims, vdk.plugin.ml_training.runtime.spawned
-        from vdk.plugin.ml_training.runtime import bootstrap
-        bootstrap.install_stand_ins("/tmp")  # the smoke run's stand-ins, virtual GPUs and device tracking
+        import vdk.plugin.ml_training.runtime.lightning_shims, vdk.plugin.ml_training.runtime.smoke_rank
+        import vdk.plugin.ml_training.runtime.spawned_workers, vdk.plugin.ml_training.runtime.rank_process
+        from vdk.plugin.ml_training.runtime import smoke_rank
+        smoke_rank.install_stand_ins("/tmp")  # the smoke run's stand-ins, virtual GPUs and device tracking
         print(any(m in sys.modules for m in ("transformers", "accelerate", "lightning", "pytorch_lightning")))
         """
     )

@@ -153,7 +153,7 @@ def _data_loading(a: Adaptations) -> None:
 
 
 def _multiprocessing(a: Adaptations) -> None:
-    """Note the workers an mp.spawn call starts (each is a rank of the smoke run, runtime/spawned.py), and
+    """Note the workers an mp.spawn call starts (each is a rank of the smoke run, smoke_rank.py), and
     notice one that starts no process at all: the script trains nothing, and the summary should say why."""
     import sys
 
@@ -162,7 +162,7 @@ def _multiprocessing(a: Adaptations) -> None:
         return
 
     def watch(arguments: dict) -> None:
-        from vdk.plugin.ml_training.runtime.spawned import forget_agent_store
+        from vdk.plugin.ml_training.runtime.rank_process import forget_agent_store
 
         forget_agent_store()
         nprocs = arguments.get("nprocs")
