@@ -29,11 +29,6 @@ _smoke_counter = None  # and its StepCounter with the step limit
 _original_wrap: Any = None  # torch.multiprocessing.spawn's own `_wrap`, which `worker` calls
 
 
-def stand_ins():
-    """This process's smoke-run Adaptations (patching.py), or None before `install_stand_ins`."""
-    return _stand_ins
-
-
 def install_stand_ins(run_dir: str):
     """The smoke run's stand-ins in this process (once): virtual GPUs, device tracking, gloo, and the
     adaptations of Hugging Face and Lightning when the code imports them."""
