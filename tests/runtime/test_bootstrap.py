@@ -141,12 +141,12 @@ def test_describe_keeps_the_users_frames_and_the_exception_chain():
 def test_the_plugins_own_frames_are_left_out_or_marked_so_the_first_frame_is_the_users(tmp_path):
     """A stand-in that calls what fails (a torch operator, the user's collate function) is left out; one
     that raises itself (the write guard) keeps its frame, marked as the plugin's."""
-    from vdk.plugin.ml_training.runtime import cpu_shims
+    from vdk.plugin.ml_training.runtime import patching
 
     def collate(batch):
         raise ValueError("bad batch")
 
-    wrapped = cpu_shims._with_arguments(collate, lambda arguments: None)  # a runtime frame between
+    wrapped = patching.with_arguments(collate, lambda arguments: None)  # a runtime frame between
     with pytest.raises(ValueError) as info:
         wrapped([1])
     frames = [line for line in describe(info.value)["traceback"].splitlines() if line.startswith("  File ")]
@@ -194,9 +194,10 @@ def test_the_runtime_imports_nothing_of_the_plugin_outside_runtime():
         sys.modules["vdk.api"] = None  # make any import of vdk-core fail
         import vdk.plugin.ml_training.runtime.bootstrap, vdk.plugin.ml_training.runtime.cpu_shims
         import vdk.plugin.ml_training.runtime.hf_shims, vdk.plugin.ml_training.runtime.steps
-        import vdk.plugin.ml_training.runtime.lightning_shims, vdk.plugin.ml_training.runtime.spawned
-        from vdk.plugin.ml_training.runtime import bootstrap
-        bootstrap.install_stand_ins("/tmp")  # the smoke run's stand-ins, virtual GPUs and device tracking
+        import vdk.plugin.ml_training.runtime.lightning_shims, vdk.plugin.ml_training.runtime.smoke_rank
+        import vdk.plugin.ml_training.runtime.spawned_workers, vdk.plugin.ml_training.runtime.rank_process
+        from vdk.plugin.ml_training.runtime import smoke_rank
+        smoke_rank.install_stand_ins("/tmp")  # the smoke run's stand-ins, virtual GPUs and device tracking
         print(any(m in sys.modules for m in ("transformers", "accelerate", "lightning", "pytorch_lightning")))
         """
     )

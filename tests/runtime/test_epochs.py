@@ -11,10 +11,10 @@ import pytest
 HARNESS = """
 import json, torch
 from torch.utils.data import DataLoader, TensorDataset, IterableDataset
-from vdk.plugin.ml_training.runtime import cpu_shims, epochs
+from vdk.plugin.ml_training.runtime import epochs, patching
 from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached, StepCounter
 
-adaptations = cpu_shims.Adaptations()
+adaptations = patching.Adaptations()
 counter = StepCounter().install()
 watch = epochs.watch(counter, {steps}, adaptations)
 model = torch.nn.Linear(4, 1)

@@ -8,15 +8,20 @@ ranks other than 0 in log files, reports how the rank ended in a result file (th
 failing rank's traceback once), keeps its writes out of the job directory (job_dir_protection.py), and in smoke
 mode installs the CPU stand-ins and the smoke run's end (the first optimizer step of the second epoch,
 epochs.py) instead of progress lines and the watchdog (a smoke run has its own timeout).
+
+What a training process does as it starts and ends is in rank_process.py, shared with the workers a
+script spawns; a smoke rank's stand-ins and end are in smoke_rank.py. This module runs as `__main__`
+(`python -m`, or torchrun's `--run-path`), so it keeps no state that another module would look up.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
-import signal
 import sys
 import types
+
+from vdk.plugin.ml_training.runtime import rank_process
 
 # Full runs: seconds between two updates of a rank's step count in its result file.
 FULL_RUN_RECORD_SECONDS = 5.0
@@ -71,36 +76,37 @@ def main(argv: list[str] | None = None) -> int:
 def _run_in_image(entry: list[str]) -> None:
     """The user's code and nothing else, but for the progress lines of rank 0, every rank's stall
     watchdog (and workers spawned by a launcher process forming their own process group:
-    runtime/spawned.py), and what the job's environment asks for: the CPU adaptations, parameter
+    spawned_workers.py), and what the job's environment asks for: the CPU adaptations, parameter
     checksums."""
     from vdk.plugin.ml_training.runtime import protocol
-    from vdk.plugin.ml_training.runtime import spawned
+    from vdk.plugin.ml_training.runtime import spawned_workers
 
-    rank = _global_rank()
+    rank = rank_process.global_rank()
     outputs = _enter_output_dir()
-    spawned.install_in_image(reports_progress=rank == 0)
+    spawned_workers.install(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
-    reporter = _start_progress() if rank == 0 else None
+    reporter = rank_process.start_progress() if rank == 0 else None
     checksum = _checksum()
     counters: list = []  # the StepCounter, once the code imported torch
-    watch = _start_watchdog(counters)
+    watch = rank_process.start_watchdog(counters)
     if reporter is None and watch is None and checksum is None and outputs is None:
         run_entrypoint(entry)
     else:
-        _when_torch_is_imported(counters.append, *[x.attach for x in (reporter, checksum) if x is not None])
+        receivers = [x.attach for x in (reporter, checksum) if x is not None]
+        rank_process.count_steps_once_torch_is_imported(counters.append, *receivers)
         try:
             run_entrypoint(entry)
         except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
-            _stop(watch)
+            rank_process.stop_watchdog(watch)
             if reporter is not None:
-                reporter.finish(_ending(e))
-            if _ending(e) == protocol.FINISHED:
+                reporter.finish(rank_process.ending(e))
+            if rank_process.ending(e) == protocol.FINISHED:
                 _end_lines(rank, checksum, adaptations)
             _report_outputs(rank, outputs)
             raise
-        _stop(watch)
+        rank_process.stop_watchdog(watch)
         if reporter is not None:
-            reporter.finish(_ending(None))
+            reporter.finish(rank_process.ending(None))
     _end_lines(rank, checksum, adaptations)
     _report_outputs(rank, outputs)
     if adaptations is not None:
@@ -192,16 +198,16 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     from vdk.plugin.ml_training.runtime.report import json_number
     from vdk.plugin.ml_training.runtime.report import report_argument_errors
 
-    rank = _global_rank()
+    rank = rank_process.global_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     # a script that spawns its own workers runs as one launcher process; its workers are the ranks
     name = protocol.LAUNCHER if os.environ.get(protocol.SPAWNED_WORKERS) else rank
-    guard_writes(run_dir)
+    rank_process.guard_writes(run_dir)
     report_argument_errors()
-    _route_output(rank, run_dir)
-    _reset_signals()
-    _die_with_parent()
-    _dump_stacks_on_crash(protocol.stack_path(run_dir, name))
+    rank_process.route_output(rank, run_dir)
+    rank_process.reset_signals()
+    rank_process.die_with_parent()
+    rank_process.dump_stacks_on_crash(protocol.stack_path(run_dir, name))
     # smoke runs count steps from the start: a rank that never steps has taken 0, not an unknown number
     report = RankReport(run_dir, name, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
@@ -210,19 +216,21 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
     if mode == protocol.SMOKE:
+        from vdk.plugin.ml_training.runtime import smoke_rank
         from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
-        counter, adaptations = _install_smoke(run_dir)
+        adaptations = smoke_rank.install_stand_ins(run_dir)
+        counter = smoke_rank.step_counter()
         counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
         if checksum is not None:
             counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
         counters.append(counter)
         stopped_at_limit = (SmokeStepsReached,)
     else:  # full: every rank counts its steps for the summary and runs the watchdog; rank 0 prints progress lines
-        from vdk.plugin.ml_training.runtime import spawned
+        from vdk.plugin.ml_training.runtime import spawned_workers
 
-        spawned.install_in_image(reports_progress=False)
-        reporter = _start_progress() if rank == 0 else None
+        spawned_workers.install(reports_progress=False)
+        reporter = rank_process.start_progress() if rank == 0 else None
         if protocol.switched_on(protocol.ADAPT_TO_CPU):
             adaptations = _adapt_to_cpu()
 
@@ -233,8 +241,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
             report.finish(protocol.STALLED, stall=stall.to_dict(), steps=counters[0].steps if counters else 0)
 
         receivers = [x.attach for x in (reporter, checksum) if x is not None]
-        _when_torch_is_imported(counters.append, record_steps, *receivers)
-        watch = _start_watchdog(counters, record_stall)
+        rank_process.count_steps_once_torch_is_imported(counters.append, record_steps, *receivers)
+        watch = rank_process.start_watchdog(counters, record_stall)
 
     status, error, code = protocol.FINISHED, None, 0
     try:
@@ -248,14 +256,16 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
         status, code = protocol.FAILED, 1
         error = describe(e)
-    _stop(watch)
+    rank_process.stop_watchdog(watch)
     if status != protocol.FAILED and checksum is not None:
         _end_lines(rank, checksum, None)
     fields: dict = {"error": error}
     if counters:
         fields.update(steps=counters[0].steps, last_loss=json_number(counters[0].loss()))
     if mode == protocol.SMOKE:
-        fields["epoch_end"] = epoch_end(status).to_record()
+        from vdk.plugin.ml_training.runtime import smoke_rank
+
+        fields["epoch_end"] = smoke_rank.epoch_end(status).to_record()
     if reporter is not None:
         reporter.finish(status)
         fields["progress"] = reporter.last_line
@@ -263,76 +273,13 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         fields["adaptations"] = dict(adaptations.counts)
         fields["observed"] = sorted(adaptations.observed)
     if status != protocol.FAILED:
-        _end_process_group()
+        rank_process.end_process_group()
     report.finish(status, **fields)
     sys.stdout.flush()
     sys.stderr.flush()
     if mode == protocol.SMOKE:
         _skip_teardown(code)
     return code
-
-
-def _global_rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
-
-
-def _ending(error: BaseException | None) -> str:
-    """How the script ended, as a protocol status: `sys.exit(0)` is an ordinary end."""
-    from vdk.plugin.ml_training.runtime import protocol
-
-    if error is None or (isinstance(error, SystemExit) and error.code in (None, 0)):
-        return protocol.FINISHED
-    return protocol.FAILED
-
-
-def _start_progress():
-    """Progress lines of this process (rank 0), or None when they are off."""
-    from vdk.plugin.ml_training.runtime import progress_lines
-
-    try:
-        return progress_lines.start()
-    except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
-        sys.stderr.write(f"[vdk-ml-training] warning: no progress lines ({type(e).__name__}: {e})\n")
-        return None
-
-
-def _start_watchdog(counters: list, on_stall=None):
-    """This rank's stall watchdog over the step counter that `counters` will hold, or None when it is off."""
-    from vdk.plugin.ml_training.runtime import watchdog
-
-    try:
-        return watchdog.start(str(_global_rank()), lambda: counters[0].steps if counters else 0, on_stall)
-    except Exception as e:  # noqa: BLE001 - no watchdog, but the user's code runs as ever
-        sys.stderr.write(f"[vdk-ml-training] warning: no stall watchdog ({type(e).__name__}: {e})\n")
-        return None
-
-
-def _stop(watch) -> None:
-    """The script ended: what it does from here on (teardown) is not training."""
-    if watch is not None:
-        watch.stop()
-
-
-def _when_torch_is_imported(*then) -> None:
-    """Count optimizer steps from the moment the user's code imports torch (not before: a script may
-    set torch's environment variables first, and multiprocessing must see the script as __main__),
-    and hand the counter to each of `then`."""
-    from vdk.plugin.ml_training.runtime import post_import
-
-    def install(_torch) -> None:
-        try:
-            from vdk.plugin.ml_training.runtime.steps import StepCounter
-
-            counter = StepCounter().install()
-            for receive in then:
-                receive(counter)
-        except Exception as e:  # noqa: BLE001 - the user's `import torch` must not fail because of us
-            sys.stderr.write(f"[vdk-ml-training] warning: optimizer steps are not counted ({type(e).__name__}: {e})\n")
-
-    post_import.when_imported("torch", install)
 
 
 def _skip_teardown(code: int) -> None:
@@ -344,165 +291,7 @@ def _skip_teardown(code: int) -> None:
 
     if multiprocessing.parent_process() is not None:
         return
-    import gc
-
-    gc.collect()  # a stopped DataLoader iterator shuts its workers down when collected
-    for child in multiprocessing.active_children():
-        child.terminate()
-    os._exit(code)
-
-
-def _install_smoke(run_dir: str):
-    adaptations = install_stand_ins(run_dir)
-    return smoke_step_counter(), adaptations
-
-
-def guard_writes(run_dir: str) -> None:
-    """Under the local launcher, nothing this process writes reaches the job directory (job_dir_protection.py)."""
-    from vdk.plugin.ml_training.runtime import protocol
-
-    job_dir = os.environ.get(protocol.JOB_DIR)
-    if job_dir:
-        from vdk.plugin.ml_training.runtime import job_dir_protection
-
-        job_dir_protection.install(job_dir, os.getcwd(), run_dir)
-
-
-_stand_ins = None  # this process's smoke-run Adaptations, once installed
-_smoke_counter = None  # and its StepCounter with the step limit
-
-
-def epoch_end(status: str):
-    """Whether this smoke rank reached the end of an epoch, and what ran after it (protocol.EpochEnd)."""
-    from vdk.plugin.ml_training.runtime import epochs
-    from vdk.plugin.ml_training.runtime import protocol
-
-    watch = epochs.active()
-    if watch is None:
-        off = os.environ.get(protocol.EPOCH_END) == "0"
-        return protocol.EpochEnd(False, why_not=epochs.TURNED_OFF if off else "")
-    return watch.result(finished=status == protocol.FINISHED)
-
-
-def install_stand_ins(run_dir: str):
-    """The smoke run's stand-ins in this process (once): virtual GPUs, device tracking, gloo, and the
-    adaptations of Hugging Face and Lightning when the code imports them."""
-    global _stand_ins
-    if _stand_ins is not None:
-        return _stand_ins
-    import warnings
-
-    from vdk.plugin.ml_training.runtime import cpu_shims
-    from vdk.plugin.ml_training.runtime import hf_shims
-    from vdk.plugin.ml_training.runtime import lightning_shims
-    from vdk.plugin.ml_training.runtime import protocol
-    from vdk.plugin.ml_training.runtime import spawned
-
-    steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
-    gpus = int(os.environ.get(protocol.SMOKE_GPUS) or os.environ.get("LOCAL_WORLD_SIZE") or "1")
-    adaptations = cpu_shims.install(gpus, track_devices=os.environ.get(protocol.DEVICE_TRACKING) != "0")
-    cut_epochs = os.environ.get(protocol.EPOCH_END) != "0"
-    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"), cut_epochs)
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or "1")
-    lightning_shims.install(adaptations, processes, os.path.join(run_dir, "lightning"))
-    spawned.install(adaptations)
-    # DTensor's warning about the CPU mesh that stands for the GPU mesh concerns the smoke run, not the code
-    warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support on cpu")
-    _stand_ins = adaptations
-    return adaptations
-
-
-def smoke_step_counter():
-    """This process's step counter with the smoke run's end: at the first optimizer step of the second
-    epoch (epochs.py), or after smoke_steps steps when epochs are not cut. A worker forked from a rank
-    starts it afresh."""
-    global _smoke_counter
-    from vdk.plugin.ml_training.runtime import epochs
-    from vdk.plugin.ml_training.runtime import hf_shims
-    from vdk.plugin.ml_training.runtime import protocol
-    from vdk.plugin.ml_training.runtime.steps import StepCounter
-    from vdk.plugin.ml_training.runtime.steps import StepLimit
-
-    if _smoke_counter is not None:
-        _smoke_counter.reset()
-    else:
-        _smoke_counter = StepCounter().install()
-    steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
-    if os.environ.get(protocol.EPOCH_END) == "0":
-        StepLimit(steps).attach(_smoke_counter)
-    else:
-        epochs.watch(_smoke_counter, steps, _stand_ins)
-    hf_shims.count_with(_smoke_counter)
-    return _smoke_counter
-
-
-def _route_output(rank: int, run_dir: str) -> None:
-    """Rank 0 talks to the user's console; the others write to rank-<N>.log."""
-    from vdk.plugin.ml_training.runtime import protocol
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if rank != 0:
-        fd = os.open(protocol.log_path(run_dir, rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        return
-    console = os.environ.get(protocol.CONSOLE_STDERR)
-    try:  # non-blocking open: fails at once instead of hanging if nobody reads the FIFO
-        if not console:
-            raise OSError("no console given")
-        fd = os.open(console, os.O_WRONLY | os.O_NONBLOCK | os.O_APPEND)
-        os.set_blocking(fd, True)
-    except OSError:
-        os.dup2(1, 2)  # better on stdout than hidden in torchrun's log
-        return
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
-def _reset_signals() -> None:
-    """A rank forked from torchrun's agent inherits its handlers; a script expects Python's defaults."""
-    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def _die_with_parent() -> None:
-    """If torchrun's agent dies, even by SIGKILL, this rank follows (Linux; elsewhere the launcher
-    kills ranks it knows)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _dump_stacks_on_crash(path):
-    """Python stacks of every thread into rank-<N>.stack on a fatal signal or on SIGTERM (a timeout):
-    where a hung or crashed rank was."""
-    import faulthandler
-
-    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - stays open: faulthandler writes to it until exit
-    faulthandler.enable(file=f, all_threads=True)
-    faulthandler.register(signal.SIGTERM, file=f, all_threads=True, chain=True)
-
-
-def _end_process_group() -> None:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - the run's outcome is already known; cleanup must not change it
-        pass
+    rank_process.end_now(code)
 
 
 if __name__ == "__main__":

@@ -1,62 +1,24 @@
 """Stand-ins that let GPU-targeted PyTorch code run unmodified on CPU: for smoke runs, and for whole
 runs that ask for them (VDK_ML_TRAINING_ADAPT_TO_CPU: a rehearsal on CPU-only nodes).
 
-Each stand-in replaces one torch entry point in memory; no user file changes. `install()` returns
-the `Adaptations` that counts which stand-ins the user's code actually needed, for the summary.
+Each stand-in replaces one torch entry point in memory (patching.py); no user file changes. `install()`
+puts them all in place, with the virtual GPUs (virtual_gpu.py) and device tracking (device_tracking.py),
+and returns the `Adaptations` that counts which stand-ins the user's code actually needed, for the summary.
 Hugging Face libraries are adapted in `hf_shims` when (and if) the user's code imports them.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.patching import Adaptations
+from vdk.plugin.ml_training.runtime.patching import moved
+from vdk.plugin.ml_training.runtime.patching import with_arguments
 
 CPU = torch.device("cpu")
-
-
-class Adaptations:
-    """Which stand-ins fired, and how often; plus the originals, so tests can uninstall them."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self.observed: set[str] = set()  # what the code did that explains a failure, e.g. spawning no process
-        self._originals: list[tuple[Any, str, Any]] = []
-        self._mode: Any = None  # the device mode (device_tracking.DeviceTracker), left on uninstall
-
-    def note(self, what: str) -> None:
-        self.counts[what] += 1
-
-    def observe(self, what: str) -> None:
-        self.observed.add(what)
-
-    def replace(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-        """Set `owner.name` to `make(original)`; a missing attribute is left alone."""
-        original = getattr(owner, name, None)
-        if original is None:
-            return
-        replacement = make(original)
-        if callable(replacement) and not isinstance(replacement, type):
-            try:
-                functools.update_wrapper(replacement, original)
-            except (AttributeError, TypeError):
-                pass
-        self._originals.append((owner, name, original))
-        setattr(owner, name, replacement)
-
-    def uninstall(self) -> None:
-        if self._mode is not None:
-            self._mode.__exit__(None, None, None)
-            self._mode = None
-        for owner, name, original in reversed(self._originals):
-            setattr(owner, name, original)
-        self._originals.clear()
 
 
 def is_cuda_device(device: Any) -> bool:
@@ -66,22 +28,6 @@ def is_cuda_device(device: Any) -> bool:
     if isinstance(device, str):
         return device.split(":", 1)[0].strip().lower() == "cuda"
     return isinstance(device, int) and not isinstance(device, bool) and device >= 0
-
-
-def _with_arguments(original: Callable, change: Callable[[dict], None]) -> Callable:
-    """A wrapper that binds the call to `original`'s signature, lets `change` edit the arguments
-    by name (positional or keyword alike), and calls `original` with them."""
-    signature = inspect.signature(original)
-
-    def wrapper(*args, **kwargs):
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            return original(*args, **kwargs)  # let the original raise its own, familiar error
-        change(bound.arguments)
-        return original(*bound.args, **bound.kwargs)
-
-    return wrapper
 
 
 def cpu_backend(backend: Any) -> Any:
@@ -115,9 +61,9 @@ def _distributed(a: Adaptations) -> None:
 
     c10d = dist.distributed_c10d
     for owner in (dist, c10d):
-        a.replace(owner, "init_process_group", lambda f: _with_arguments(f, adapt_group_args))
-        a.replace(owner, "new_group", lambda f: _with_arguments(f, adapt_group_args))
-        a.replace(owner, "barrier", lambda f: _with_arguments(f, drop_device_ids))
+        a.replace(owner, "init_process_group", lambda f: with_arguments(f, adapt_group_args))
+        a.replace(owner, "new_group", lambda f: with_arguments(f, adapt_group_args))
+        a.replace(owner, "barrier", lambda f: with_arguments(f, drop_device_ids))
 
     from torch.nn.parallel import DistributedDataParallel
 
@@ -131,13 +77,13 @@ def _distributed(a: Adaptations) -> None:
             arguments["device_ids"] = None
             arguments["output_device"] = None
 
-    a.replace(DistributedDataParallel, "__init__", lambda f: _with_arguments(f, drop_ddp_devices))
+    a.replace(DistributedDataParallel, "__init__", lambda f: with_arguments(f, drop_ddp_devices))
 
     def forward(original):
         def forward(self, *inputs, **kwargs):
             device = self.__dict__.get("_vdk_input_device")
             if device is not None:
-                inputs, kwargs = _moved((inputs, kwargs), device)
+                inputs, kwargs = moved((inputs, kwargs), device)
             return original(self, *inputs, **kwargs)
 
         return forward
@@ -149,13 +95,6 @@ def _cuda_device(device: Any) -> torch.device:
     if isinstance(device, torch.device):
         return device
     return torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
-
-
-def _moved(value: Any, device: torch.device) -> Any:
-    """Every tensor in nested inputs moved to `device`, as DDP and DataParallel do with a forward's inputs."""
-    from torch.utils._pytree import tree_map
-
-    return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, value)
 
 
 def _mixed_precision(a: Adaptations) -> None:
@@ -174,8 +113,8 @@ def _mixed_precision(a: Adaptations) -> None:
             a.note("GradScaler off")
         arguments["enabled"] = False
 
-    a.replace(autocast, "__init__", lambda f: _with_arguments(f, autocast_off))
-    a.replace(GradScaler, "__init__", lambda f: _with_arguments(f, scaler_off))
+    a.replace(autocast, "__init__", lambda f: with_arguments(f, autocast_off))
+    a.replace(GradScaler, "__init__", lambda f: with_arguments(f, scaler_off))
 
 
 def _compile(a: Adaptations) -> None:
@@ -210,11 +149,11 @@ def _data_loading(a: Adaptations) -> None:
             a.note("pin_memory off")
             arguments["pin_memory"] = False
 
-    a.replace(DataLoader, "__init__", lambda f: _with_arguments(f, unpinned))
+    a.replace(DataLoader, "__init__", lambda f: with_arguments(f, unpinned))
 
 
 def _multiprocessing(a: Adaptations) -> None:
-    """Note the workers an mp.spawn call starts (each is a rank of the smoke run, runtime/spawned.py), and
+    """Note the workers an mp.spawn call starts (each is a rank of the smoke run, smoke_rank.py), and
     notice one that starts no process at all: the script trains nothing, and the summary should say why."""
     import sys
 
@@ -223,7 +162,7 @@ def _multiprocessing(a: Adaptations) -> None:
         return
 
     def watch(arguments: dict) -> None:
-        from vdk.plugin.ml_training.runtime.spawned import forget_agent_store
+        from vdk.plugin.ml_training.runtime.rank_process import forget_agent_store
 
         forget_agent_store()
         nprocs = arguments.get("nprocs")
@@ -233,7 +172,7 @@ def _multiprocessing(a: Adaptations) -> None:
             a.note(f"mp.spawn -> {nprocs} worker{'s' if nprocs != 1 else ''} on virtual GPUs")
 
     # mp.spawn calls its module's start_processes; torch.multiprocessing re-exports it
-    a.replace(spawn_module, "start_processes", lambda f: _with_arguments(f, watch))
+    a.replace(spawn_module, "start_processes", lambda f: with_arguments(f, watch))
     a.replace(torch.multiprocessing, "start_processes", lambda _: spawn_module.start_processes)
 
 
@@ -251,5 +190,5 @@ def install(gpus: int = 1, track_devices: bool = True) -> Adaptations:
     _data_loading(a)
     _multiprocessing(a)
     virtual = virtual_gpu.install(a, gpus)
-    a._mode = device_tracking.install(a, virtual, track_devices)
+    a.exit_on_uninstall(device_tracking.install(a, virtual, track_devices))
     return a

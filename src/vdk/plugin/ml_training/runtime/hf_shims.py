@@ -13,7 +13,7 @@ import functools
 import weakref
 
 from vdk.plugin.ml_training.runtime import post_import
-from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
+from vdk.plugin.ml_training.runtime.patching import Adaptations
 
 TRAINER = "the Hugging Face Trainer"
 
@@ -65,7 +65,7 @@ def _patch_accelerator(module, a: Adaptations) -> None:
     cls = getattr(module, "Accelerator", None)
     if cls is None or getattr(cls.__init__, "_vdk_smoke", False):
         return
-    from vdk.plugin.ml_training.runtime.cpu_shims import _with_arguments
+    from vdk.plugin.ml_training.runtime.patching import with_arguments
 
     def on_cpu(arguments: dict) -> None:
         if arguments.get("mixed_precision") not in (None, "no"):
@@ -73,7 +73,7 @@ def _patch_accelerator(module, a: Adaptations) -> None:
         arguments["mixed_precision"] = "no"
 
     def make(original):
-        wrapper = _with_arguments(original, on_cpu)
+        wrapper = with_arguments(original, on_cpu)
         wrapper._vdk_smoke = True  # type: ignore[attr-defined]
         return wrapper
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from vdk.plugin.ml_training.runtime import post_import
-from vdk.plugin.ml_training.runtime.cpu_shims import Adaptations
-from vdk.plugin.ml_training.runtime.cpu_shims import _with_arguments
+from vdk.plugin.ml_training.runtime.patching import Adaptations
+from vdk.plugin.ml_training.runtime.patching import with_arguments
 
 TRAINER_MODULES = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 
@@ -41,7 +41,7 @@ def _patch_trainer(module: Any, a: Adaptations, processes: int, root_dir: str | 
             a.note(change)
 
     def make(original):
-        wrapper = _with_arguments(original, adapt)
+        wrapper = with_arguments(original, adapt)
         wrapper._vdk_smoke = True  # type: ignore[attr-defined]
         return wrapper
 

@@ -1,0 +1,183 @@
+"""What a training process does as it starts and as it ends, whoever started it: torchrun (the launcher
+path, bootstrap.py) or multiprocessing (the workers a script spawns: smoke_rank.py in a smoke run,
+spawned_workers.py in a full run).
+
+At the start: its output routed (rank 0 to the console, the others to their log file), its Python stacks
+dumped on a crash or a timeout, its writes kept out of the job directory, signals as a script expects
+them, its end tied to its parent's, its progress lines and stall watchdog started, its steps counted
+once the code imports torch. At the end: the status a script's end means, the process group destroyed,
+and an end without the interpreter's teardown. Standard library at import; what a helper needs
+(torch, the watchdog, progress lines) is imported when it is called.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+# torchrun tells its ranks to use its agent's store for env:// rendezvous; workers that a rank spawns
+# meet on their own (the script's MASTER_ADDR/PORT), and with it their rank 0 would wait for a store
+# that never comes.
+AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
+
+
+def global_rank() -> int:
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def forget_agent_store() -> None:
+    """Before a process that torchrun started spawns workers that form their own process group."""
+    os.environ.pop(AGENT_STORE, None)
+
+
+def guard_writes(run_dir: str) -> None:
+    """Under the local launcher, nothing this process writes reaches the job directory (job_dir_protection.py)."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    job_dir = os.environ.get(protocol.JOB_DIR)
+    if job_dir:
+        from vdk.plugin.ml_training.runtime import job_dir_protection
+
+        job_dir_protection.install(job_dir, os.getcwd(), run_dir)
+
+
+def route_output(rank: int, run_dir: str) -> None:
+    """Rank 0 talks to the user's console; the others write to rank-<N>.log."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if rank != 0:
+        fd = os.open(protocol.log_path(run_dir, rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        return
+    console = os.environ.get(protocol.CONSOLE_STDERR)
+    try:  # non-blocking open: fails at once instead of hanging if nobody reads the FIFO
+        if not console:
+            raise OSError("no console given")
+        fd = os.open(console, os.O_WRONLY | os.O_NONBLOCK | os.O_APPEND)
+        os.set_blocking(fd, True)
+    except OSError:
+        os.dup2(1, 2)  # better on stdout than hidden in torchrun's log
+        return
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def reset_signals() -> None:
+    """A rank forked from torchrun's agent inherits its handlers; a script expects Python's defaults."""
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def die_with_parent() -> None:
+    """If torchrun's agent dies, even by SIGKILL, this rank follows (Linux; elsewhere the launcher
+    kills ranks it knows)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def dump_stacks_on_crash(path) -> None:
+    """Python stacks of every thread into rank-<N>.stack on a fatal signal or on SIGTERM (a timeout):
+    where a hung or crashed rank was."""
+    import faulthandler
+
+    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - stays open: faulthandler writes to it until exit
+    faulthandler.enable(file=f, all_threads=True)
+    faulthandler.register(signal.SIGTERM, file=f, all_threads=True, chain=True)
+
+
+def start_progress():
+    """Progress lines of this process (rank 0), or None when they are off."""
+    from vdk.plugin.ml_training.runtime import progress_lines
+
+    try:
+        return progress_lines.start()
+    except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
+        sys.stderr.write(f"[vdk-ml-training] warning: no progress lines ({type(e).__name__}: {e})\n")
+        return None
+
+
+def start_watchdog(counters: list, on_stall=None):
+    """This rank's stall watchdog over the step counter that `counters` will hold, or None when it is off."""
+    from vdk.plugin.ml_training.runtime import watchdog
+
+    try:
+        return watchdog.start(str(global_rank()), lambda: counters[0].steps if counters else 0, on_stall)
+    except Exception as e:  # noqa: BLE001 - no watchdog, but the user's code runs as ever
+        sys.stderr.write(f"[vdk-ml-training] warning: no stall watchdog ({type(e).__name__}: {e})\n")
+        return None
+
+
+def stop_watchdog(watch) -> None:
+    """The script ended: what it does from here on (teardown) is not training."""
+    if watch is not None:
+        watch.stop()
+
+
+def count_steps_once_torch_is_imported(*then) -> None:
+    """Count optimizer steps from the moment the user's code imports torch (not before: a script may
+    set torch's environment variables first, and multiprocessing must see the script as __main__),
+    and hand the counter to each of `then`."""
+    from vdk.plugin.ml_training.runtime import post_import
+
+    def install(_torch) -> None:
+        try:
+            from vdk.plugin.ml_training.runtime.steps import StepCounter
+
+            counter = StepCounter().install()
+            for receive in then:
+                receive(counter)
+        except Exception as e:  # noqa: BLE001 - the user's `import torch` must not fail because of us
+            sys.stderr.write(f"[vdk-ml-training] warning: optimizer steps are not counted ({type(e).__name__}: {e})\n")
+
+    post_import.when_imported("torch", install)
+
+
+def ending(error: BaseException | None) -> str:
+    """How the script ended, as a protocol status: `sys.exit(0)` is an ordinary end."""
+    from vdk.plugin.ml_training.runtime import protocol
+
+    if error is None or (isinstance(error, SystemExit) and error.code in (None, 0)):
+        return protocol.FINISHED
+    return protocol.FAILED
+
+
+def end_process_group() -> None:
+    """Destroy the script's process group, if it left one (only when torch is imported already)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the run's outcome is already known; cleanup must not change it
+        pass
+
+
+def end_now(code: int) -> None:
+    """End the process without an interpreter teardown: the teardown of an interpreter that loaded torch
+    takes 0.3-1 s and, with gloo, now and then aborts ("terminate called without an active exception")."""
+    import gc
+    import multiprocessing
+
+    gc.collect()  # a stopped DataLoader iterator shuts its workers down when collected
+    for child in multiprocessing.active_children():
+        child.terminate()
+    os._exit(code)

@@ -1,0 +1,84 @@
+"""Workers that a training process of a full run (a job image, a full local run) starts with
+`torch.multiprocessing` (mp.spawn): they form their own process group, and each runs its own stall
+watchdog while the launcher process's stops (it only waits for them); when the launcher is the process
+that reports progress (rank 0), its worker 0 reports it instead.
+
+In a smoke run, the workers are ranks of the smoke run instead (smoke_rank.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime import rank_process
+
+_original_wrap: Any = None  # in a forked worker; a spawned one imports mp.spawn's own afresh
+
+
+def install(reports_progress: bool) -> None:
+    """Once the code imports torch: mp.spawn's workers run `worker`; `reports_progress`: this process is
+    the one that prints progress lines, which its worker 0 then does instead."""
+    from vdk.plugin.ml_training.runtime import post_import
+
+    def patch(_torch: Any) -> None:
+        global _original_wrap
+        module = sys.modules.get("torch.multiprocessing.spawn")
+        original = getattr(module, "start_processes", None)
+        if original is None or getattr(original, "_vdk_forgets_agent_store", False):
+            return
+
+        def start_processes(*args: Any, **kwargs: Any) -> Any:
+            from vdk.plugin.ml_training.runtime import watchdog
+
+            rank_process.forget_agent_store()
+            watchdog.stop_current()
+            if reports_progress:
+                os.environ[protocol.SPAWNED_PROGRESS] = "1"
+            return original(*args, **kwargs)
+
+        start_processes._vdk_forgets_agent_store = True  # type: ignore[attr-defined]
+        module.start_processes = start_processes  # type: ignore[union-attr]
+        if hasattr(module, "_wrap"):
+            _original_wrap = module._wrap  # type: ignore[union-attr]
+            module._wrap = worker  # type: ignore[union-attr]
+
+    post_import.when_imported("torch", patch)
+
+
+def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
+    """In place of mp.spawn's `_wrap` in a job image and a full local run: every worker runs the stall
+    watchdog, and worker 0 prints the progress lines (runtime/progress_lines.py) if its launcher would have."""
+    original = _original_wrap or sys.modules["torch.multiprocessing.spawn"]._wrap
+    from vdk.plugin.ml_training.runtime import watchdog
+
+    reporter = rank_process.start_progress() if i == 0 and os.environ.get(protocol.SPAWNED_PROGRESS) else None
+    settings = watchdog.WatchdogSettings.from_env()
+    if reporter is None and not settings.on:
+        original(fn, i, args, error_file)
+        return
+    from vdk.plugin.ml_training.runtime.steps import StepCounter
+
+    counter = StepCounter().install()
+    if reporter is not None:
+        reporter.attach(counter)
+    watch = watchdog.Watchdog(settings, str(i), lambda: counter.steps).start() if settings.on else None
+    ended: list[BaseException | None] = []
+
+    def run(index: int, *rest: Any) -> None:
+        try:
+            fn(index, *rest)
+        except BaseException as e:  # noqa: B036 - the last line says how far it got, then mp.spawn's handling
+            ended.append(e)
+            raise
+        ended.append(None)
+
+    try:
+        original(run, i, args, error_file)
+    finally:
+        if watch is not None:
+            watch.stop()
+        if reporter is not None:
+            reporter.finish(rank_process.ending(ended[0] if ended else None))

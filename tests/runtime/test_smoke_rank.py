@@ -1,0 +1,84 @@
+"""The workers a smoke rank starts with torch.multiprocessing are ranks of the smoke run, whichever way
+multiprocessing starts them: each stops after smoke_steps optimizer steps and reports its steps and the
+stand-ins it needed in its own result file."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from vdk.plugin.ml_training.runtime import protocol
+
+SCRIPT = """
+import os
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main(rank, world_size):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = "{port}"
+    dist.init_process_group(backend="nccl", rank=rank, world_size=world_size)
+    torch.cuda.set_device(rank)
+    data = TensorDataset(torch.randn(256, 20), torch.randint(0, 2, (256,)))
+    loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data))
+    model = DDP(torch.nn.Linear(20, 2).to(rank), device_ids=[rank])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    for epoch in range(3):
+        for source, targets in loader:
+            source, targets = source.to(rank), targets.to(rank)
+            optimizer.zero_grad()
+            F.cross_entropy(model(source), targets).backward()
+            optimizer.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.start_processes(main, args=(2,), nprocs=2, start_method="{start_method}")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_each_worker_a_smoke_rank_starts_is_a_rank_that_stops_after_the_smoke_steps(tmp_path, start_method):
+    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT.format(port=free_port(), start_method=start_method)))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VDK_ML_TRAINING_", "PET_"))}
+    env = {
+        **clean,
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        protocol.MODE: protocol.SMOKE,
+        protocol.RUN_DIR: str(run_dir),
+        protocol.SMOKE_STEPS: "2",
+        protocol.SMOKE_GPUS: "2",
+        protocol.SPAWNED_WORKERS: "2",
+    }
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
+    command += ["-m", "vdk.plugin.ml_training.runtime.bootstrap", "train.py"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    results = protocol.read_results(run_dir)
+    for worker in (0, 1):
+        result = results[worker]
+        assert result["status"] == protocol.STOPPED, result
+        assert result["steps"] == 2, result  # the first optimizer step of the second epoch ended it
+        assert "nccl->gloo" in result["adaptations"] and "DDP device_ids dropped" in result["adaptations"], result
+    assert protocol.read_launcher(run_dir)["status"] == protocol.FINISHED
