@@ -241,9 +241,9 @@ def _import_check(spec: MLJobSpec, base: BaseInfo) -> None:
     per digest, as the build that follows does)."""
     if not spec.import_check:
         return
-    from vdk.plugin.ml_training.cli.imports import check_job_imports
+    from vdk.plugin.ml_training.ops.imports import check_job_imports
 
-    check_job_imports(spec, base.provides, err=True)
+    check_job_imports(spec, base.provides)
 
 
 def _nothing_done(error: MLTrainingError) -> MLTrainingError:
@@ -294,14 +294,14 @@ def _check_push(spec: MLJobSpec, registry: str) -> None:
 
 def _smoke_check(spec: MLJobSpec, checks: RemoteChecks) -> None:
     """The smoke run, stopped by the first remote check that fails."""
-    from vdk.plugin.ml_training.cli.local_run import run_locally
-    from vdk.plugin.ml_training.local.launch_plan import smoke_plan
+    from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
+    from vdk.plugin.ml_training.ops.local_run import smoke_check
 
     _stderr("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
     try:
         with checks.interrupting():
-            error = run_locally(smoke_plan(spec), err=True, again=again)
+            error = smoke_check(spec, again, SummaryPrinter(err=True))
     except RemoteCheckFailed as stopped:
         _stderr(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
         failure = checks.failure_so_far()
