@@ -42,6 +42,7 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/lint-imports
 
 # Fixes what ruff can fix and formats the tree.
 format: install

@@ -24,7 +24,7 @@ from tests.support.processes import MARK as PROCESS_MARK
 from tests.support.processes import left_after
 from tests.support.processes import new_mark
 from vdk.plugin.ml_training import plugin
-from vdk.plugin.ml_training.cli.local_run import format_start
+from vdk.plugin.ml_training.cli.local_summary import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.launch_plan import FORK

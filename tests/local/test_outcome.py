@@ -3,19 +3,14 @@ that failed first, not the peers that failed because of it."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from tests.support.jobs import write_job
-from vdk.plugin.ml_training.cli.local_run import failure_fix
-from vdk.plugin.ml_training.cli.local_run import format_summary
-from vdk.plugin.ml_training.job import load_job_spec
+from tests.support.local_outcomes import make_run
+from vdk.plugin.ml_training.cli.local_summary import format_summary
 from vdk.plugin.ml_training.local.launch_plan import full_plan
-from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import runs_dir
 from vdk.plugin.ml_training.local.outcome import analyse
+from vdk.plugin.ml_training.ops.local_run import failure_fix
 from vdk.plugin.ml_training.runtime import protocol
 
 CONNECTION_CLOSED = {
@@ -62,21 +57,6 @@ FORKED_FIRST_FAILURE = (
     "E1130 07:50:30.180000 11015 torch/distributed/elastic/multiprocessing/api.py:836] failed (exitcode: 1) "
     "local_rank: 0 (pid: 100) of fn: run_script_path (start_method: fork)\n"
 )
-
-
-def make_run(
-    tmp_path: Path, ranks: dict[int, dict], agent_log: str = "", exit_code: int = 1, timed_out=False
-) -> LocalRun:
-    job = write_job(tmp_path, "job", ml="nodes = 2\nsmoke_steps = 2\n", files={"train.py": "print()\n"})
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    for rank, record in ranks.items():
-        stack = record.pop("stack", None)
-        if stack is not None:
-            protocol.stack_path(run_dir, rank).write_text(stack)
-        protocol.result_path(run_dir, rank).write_text(json.dumps({"rank": rank, "pid": 100 + rank, **record}))
-    (run_dir / "agent.log").write_text(agent_log)
-    return LocalRun(smoke_plan(load_job_spec(job)), run_dir, exit_code, 3.0, timed_out)
 
 
 def test_the_first_exception_is_the_root_cause_and_later_ones_its_consequences(tmp_path):
@@ -219,44 +199,6 @@ def test_a_full_run_without_steps_is_not_judged_by_them(tmp_path):
     )
     full = LocalRun(full_plan(run.plan.spec, gpus=0), run.run_dir, 0, 3.0, False)
     assert analyse(full).passed  # evaluation or export scripts train nothing, by design
-
-
-def missing_module(module: str) -> dict:
-    return {
-        "status": "failed",
-        "ended_at": 1.0,
-        "error": {
-            "type": "ModuleNotFoundError",
-            "message": f"ModuleNotFoundError: No module named '{module}'",
-            "traceback": f"Traceback ...\nModuleNotFoundError: No module named '{module}'\n",
-        },
-    }
-
-
-def test_a_missing_module_names_the_distribution_to_install_and_list_in_requirements(tmp_path):
-    run = make_run(tmp_path, {0: missing_module("sentencepiece.tokenizer"), 1: {"status": "stopped", "steps": 2}})
-    fix = failure_fix(analyse(run))
-    assert "install sentencepiece (which provides `sentencepiece`)" in fix and "-m pip install sentencepiece`" in fix
-    assert f"list it in {run.plan.spec.job_dir / 'requirements.txt'}" in fix and "dependency layer" in fix
-    # the import name is not the distribution's
-    fix = failure_fix(analyse(make_run(tmp_path / "yaml", {0: missing_module("yaml"), 1: {"status": "stopped"}})))
-    assert "install PyYAML (which provides `yaml`)" in fix and "pip install PyYAML`" in fix
-    error = {
-        "type": "ImportError",
-        "message": "ImportError: cannot import name 'Llama4' from 'transformers'",
-        "traceback": "Traceback ...\n",
-    }
-    run = make_run(tmp_path / "b", {0: {"status": "failed", "ended_at": 1.0, "error": error}, 1: {"status": "stopped"}})
-    assert "installed version of a package lacks what the code imports" in failure_fix(analyse(run))
-
-
-def test_a_missing_module_listed_in_requirements_is_installed_from_it_not_added_again(tmp_path):
-    run = make_run(tmp_path, {0: missing_module("cv2"), 1: {"status": "stopped", "steps": 2}})
-    requirements = run.plan.spec.job_dir / "requirements.txt"
-    requirements.write_text("numpy\nopencv-python-headless==4.10.0.84  # the server build\n")
-    fix = failure_fix(analyse(run))
-    assert f"opencv-python-headless (which provides `cv2`) is in {requirements} but not installed" in fix
-    assert f"pip install -r {requirements}`" in fix and "list it" not in fix
 
 
 def test_a_crash_while_python_shuts_down_after_the_script_ended_fails_the_run(tmp_path):

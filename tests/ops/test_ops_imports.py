@@ -13,12 +13,6 @@ from vdk.plugin.ml_training import errors
 
 PACKAGE = "vdk.plugin.ml_training"
 ROOT = Path(errors.__file__).parent
-# Until the local run's use case is in ops/ (ops/local_run.py), the smoke run and the import check of a
-# deploy are called from cli/, each behind one small function of ops/deploy_checks.py.
-NOT_YET_MOVED = {
-    ("deploy_checks", f"{PACKAGE}.cli.imports"),
-    ("deploy_checks", f"{PACKAGE}.cli.local_run"),
-}
 
 
 def module_name(source: Path) -> str:
@@ -58,7 +52,7 @@ def test_the_use_cases_import_nothing_of_the_command_line():
         for module in imported(source)
         if module == f"{PACKAGE}.cli" or module.startswith(f"{PACKAGE}.cli.")
     }
-    assert found <= NOT_YET_MOVED
+    assert found == set()
 
 
 def test_a_notebook_imports_the_use_cases_without_click():

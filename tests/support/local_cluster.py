@@ -17,7 +17,7 @@ the kubelet would under OnFailure: the same pod, its volumes and their files as 
 (the operator's wait for the master's DNS name: here every name resolves at once), probes, Services beyond
 name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy deleting the other
 pods): the other replicas must stop by themselves, which is what the tests check. `RunResult.pods()` shows
-the containers as the API would show their pods, for the plugin's own diagnosis (k8s/diagnose.py).
+the containers as the API would show their pods, for the plugin's own diagnosis (k8s/pod_states.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tests.support.controllers import pods as controller_pods
 from tests.support.debian_base import RUN_OPTIONS
 from tests.support.registry import podman
 from tests.support.registry import podman_command
-from vdk.plugin.ml_training.k8s import diagnose
+from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.units import parse_quantity
 
 SHM_PATH = "/dev/shm"
@@ -139,9 +139,9 @@ class RunResult:
         """The replicas as the API shows their pods (what `vdk show` reads)."""
         return [_pod_object(r, self.created_at) for r in self.replicas]
 
-    def first_failure(self) -> tuple[diagnose.RankState, diagnose.Termination] | None:
-        """The rank the plugin blames for the failure (k8s/diagnose.py), from the pods' states."""
-        found = diagnose.failing_rank(diagnose.rank_states(self.pods(), self.backend))
+    def first_failure(self) -> tuple[pod_states.RankState, pod_states.Termination] | None:
+        """The rank the plugin blames for the failure (k8s/pod_states.py), from the pods' states."""
+        found = pod_states.failing_rank(pod_states.rank_states(self.pods(), self.backend))
         return (found[0], found[1]) if found else None
 
 

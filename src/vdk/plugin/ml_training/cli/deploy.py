@@ -22,6 +22,7 @@ from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import configuration
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.cli.context import team_option
+from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import backend_choices
@@ -86,12 +87,15 @@ def deploy_ml(
         if dry_run:
             click.echo(deploy.plan_deploy(spec, reason=reason).to_yaml(), nl=False)
             return
+        smoke = SummaryPrinter(err=True)  # stdout is the deploy's result
         with interrupts.stop_on_signals():
             try:
                 if build_only:
-                    _built(spec, deploy.build(spec, skip_smoke=skip_smoke), as_json)
+                    _built(spec, deploy.build(spec, skip_smoke=skip_smoke, watcher=smoke), as_json)
                 else:
-                    _started(deploy.deploy(spec, reason=reason, skip_smoke=skip_smoke), default_team, as_json)
+                    _started(
+                        deploy.deploy(spec, reason=reason, skip_smoke=skip_smoke, watcher=smoke), default_team, as_json
+                    )
             except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
                 interrupts.exit_interrupted(e, f"vdk deploy interrupted by {interrupts.as_interrupted(e).name}.")
     except MLTrainingError as e:

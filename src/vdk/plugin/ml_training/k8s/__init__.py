@@ -7,7 +7,8 @@
   pieces every backend shares; `resources`: the built-in resource types.
 - `manifests`: renders a whole run for a backend, run record included; YAML for --dry-run.
 - `record`: the run record (a ConfigMap owned by the run) and re-running a past run.
-- `status`: a run's phase and summary from its object; `diagnose`/`observe`: why it waits or failed.
+- `status`: a run's phase and summary from its object; `pod_states`: its ranks' pods and which failed first;
+  `run_evidence`: them as the evidence `diagnosis/` reads; `observe`: why it waits or failed, its logs.
 - `client`: run-level operations (`KubeClient`: apply, list, get and delete runs, records, pods,
   logs, events) over `transport` (the connection, requests, the tolerant GET, log streams) and
   `discovery` (what the cluster serves); `kubeconfig`: where credentials are (standard library

@@ -1,10 +1,11 @@
 """What a run is doing, read through the client: its ranks, events and Kueue state, why it waits or
 failed (with the failing rank's last log lines), its progress; and the logs of every rank, once or
-followed. The interpretation lives in `diagnose`; this module only gathers.
+followed. The interpretation lives in `diagnosis/` (through `run_evidence`); this module only gathers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -14,15 +15,20 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
+from vdk.plugin.ml_training.diagnosis import engine
+from vdk.plugin.ml_training.diagnosis.evidence import Event
+from vdk.plugin.ml_training.diagnosis.evidence import Evidence
+from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import diagnose
+from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.diagnose import Event
-from vdk.plugin.ml_training.k8s.diagnose import Finding
-from vdk.plugin.ml_training.k8s.diagnose import RankState
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
+from vdk.plugin.ml_training.k8s.pod_states import RankState
+from vdk.plugin.ml_training.k8s.run_evidence import rank_explanation
+from vdk.plugin.ml_training.k8s.run_evidence import run_evidence
+from vdk.plugin.ml_training.k8s.run_evidence import stalled_in_log
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.run_summary import summarize
 from vdk.plugin.ml_training.runtime import output_workdir
@@ -88,21 +94,24 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
         pods = _allowed(notes, "pods", lambda: run_pods(client, run), None)
     pods_read = pods is not None
     pods = pods or []
-    ranks = diagnose.rank_states(pods, run.backend)
+    ranks = pod_states.rank_states(pods, run.backend)
     # (pod, container, previous) -> the end of that log, read once: rank 0's failure log is its progress too
     tail: LogTail = functools.cache(
         lambda pod, container, previous: client.pod_log(pod, container, previous=previous, tail_lines=LOG_SCAN_LINES)
     )
-    events = _allowed(notes, "events", lambda: diagnose.run_events(client.list_events(), run.name), [])
+    events = _allowed(notes, "events", lambda: pod_states.run_events(client.list_events(), run.name), [])
     workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
-    findings = diagnose.why_waiting(run, ranks, events, workloads, pods_read)
+    evidence = run_evidence(run, ranks, events, workloads, pods_read)
+    findings = engine.why_waiting(evidence)
     if run.phase != run_summary.SUCCEEDED:
-        failure = diagnose.why_failed(run, ranks)
+        failure = engine.why_failed(evidence)
         if failure is not None:
-            failure = _allowed(notes, "logs", lambda: _attach_failure_log(tail, failure, ranks, notes), failure)
+            failure = _allowed(
+                notes, "logs", lambda: _attach_failure_log(tail, failure, evidence, ranks, notes), failure
+            )
             findings.append(failure)
     progress, curve = _allowed(notes, "logs", lambda: _progress(tail, ranks), (None, []))
-    phase = diagnose.effective_phase(run.phase, ranks)
+    phase = pod_states.effective_phase(run.phase, ranks)
     outputs = _allowed(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
     detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs)
     if run.phase == run_summary.FAILED and detail.stall is not None:
@@ -131,10 +140,12 @@ def _allowed(notes: list[str], what: str, read: Callable[[], Any], otherwise: An
         return otherwise
 
 
-def _attach_failure_log(tail: LogTail, failure: Finding, ranks: list[RankState], notes: list[str]) -> Finding:
+def _attach_failure_log(
+    tail: LogTail, failure: Finding, evidence: Evidence, ranks: list[RankState], notes: list[str]
+) -> Finding:
     """The failure with the end of the blamed rank's log, what well-known errors in it mean, and the stall
     its log reports: every thread's stack, where a termination message holds the top frames only."""
-    blamed = diagnose.blamed_rank(ranks)
+    blamed = pod_states.blamed_rank(ranks)
     if blamed is None or failure.ranks != [blamed[0].rank]:
         return failure
     rank, previous = blamed
@@ -145,10 +156,8 @@ def _attach_failure_log(tail: LogTail, failure: Finding, ranks: list[RankState],
     lines = text.splitlines()
     stall = parse_stall(lines)
     if stall is not None and (failure.stall is None or failure.stall.rank == stall.rank):
-        failure = diagnose.stall_finding(rank, stall, previous)
-    failure.log_tail = lines[-FAILURE_LOG_LINES:]
-    failure.hints = diagnose.log_hints(lines)
-    return failure
+        failure = engine.why_failed(stalled_in_log(evidence, stall)) or failure
+    return dataclasses.replace(failure, log_tail=lines[-FAILURE_LOG_LINES:], hints=engine.log_hints(lines))
 
 
 def _progress(tail: LogTail, ranks: list[RankState]) -> tuple[Progress | None, list[tuple[int, float]]]:
@@ -199,12 +208,12 @@ class RankLog:
 
 def rank_logs(client: KubeClient, run: RunSummary) -> Iterator[RankLog]:
     """The log of every rank, in rank order; a rank without one says why instead."""
-    for rank in diagnose.rank_states(run_pods(client, run), run.backend):
+    for rank in pod_states.rank_states(run_pods(client, run), run.backend):
         previous = None
         if rank.previous is not None:
             previous, _ = client.pod_log(rank.pod, rank.container, previous=True)
         current = client.pod_log(rank.pod, rank.container)[0] if rank.streamable else None
-        unavailable = diagnose.rank_explanation(rank) if current is None else None
+        unavailable = rank_explanation(rank) if current is None else None
         yield RankLog(rank, previous, current, unavailable)
 
 
@@ -251,7 +260,7 @@ def follow_logs(
             with lock:
                 explain("run", f"{run.name} was deleted")
             break
-        ranks = diagnose.rank_states(run_pods(client, run), run.backend)
+        ranks = pod_states.rank_states(run_pods(client, run), run.backend)
         # Before any pod exists (queued, not created yet): say why, again when that changes.
         due = run.finished or time.monotonic() - no_pods_checked >= NO_PODS_RECHECK_SECONDS
         if not ranks and not streams and due:
@@ -271,7 +280,7 @@ def follow_logs(
                         streams[key] = thread
                         thread.start()
                 continue
-            why = diagnose.rank_explanation(rank)
+            why = rank_explanation(rank)
             if explained.get(rank.rank) != why:
                 explained[rank.rank] = why
                 with lock:

@@ -24,7 +24,7 @@ from datetime import datetime
 from datetime import timedelta
 from datetime import timezone
 
-from vdk.plugin.ml_training.k8s import diagnose
+from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -120,9 +120,9 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
         return None
     nodes = int((run.nodes or "1").split(":")[-1] or 1)
     gpus = nodes * run.gpus_per_node * gpu_share(run.gpu_resource)
-    ranks = diagnose.rank_states(pods, run.backend)
+    ranks = pod_states.rank_states(pods, run.backend)
     outcome = {run_summary.SUCCEEDED: SUCCEEDED, run_summary.FAILED: FAILED}.get(run.phase, RUNNING)
-    if outcome == FAILED and diagnose.stalled_rank(ranks) is not None:
+    if outcome == FAILED and pod_states.stalled_rank(ranks) is not None:
         outcome = STALLED
     end = parse_time(run.ended) if outcome != RUNNING else None
     if outcome != RUNNING and end is None:
@@ -142,7 +142,7 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
     )
 
 
-def _after_last_step(ranks: list[diagnose.RankState]) -> float | None:
+def _after_last_step(ranks: list[pod_states.RankState]) -> float | None:
     """What rank 0's last progress line (its container's termination message) says."""
     rank0 = next((r for r in ranks if r.index == 0), None)
     ended = rank0.terminated if rank0 is not None else None

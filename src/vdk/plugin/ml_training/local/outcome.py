@@ -1,5 +1,6 @@
 """How a local run ended, from the ranks' result files and torchrun's log: passed or not, steps and
-losses per rank, and for a failure its root cause (the first rank that failed) and nothing else."""
+losses per rank, and for a failure its root cause (the first rank that failed) and nothing else; and that
+outcome as the evidence the diagnosis reads (`evidence`: what it means and the fix are `diagnosis/`'s)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,17 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from vdk.plugin.ml_training.diagnosis.evidence import Blame
+from vdk.plugin.ml_training.diagnosis.evidence import Ending
+from vdk.plugin.ml_training.diagnosis.evidence import Evidence
+from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
+from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
 from vdk.plugin.ml_training.local import stack_dump
 from vdk.plugin.ml_training.local.launcher import LocalRun
+from vdk.plugin.ml_training.local.memory import machine_memory_bytes
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.protocol import SPAWNED_NOTHING
+from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.units import format_duration
 
 # A rank's end as torchrun's ChildFailedError lists it.
@@ -319,3 +327,82 @@ def one_line(error: dict[str, str] | None, width: int = 200) -> str:
         line = f"{line} {lines[lines.index(line) + 1]}"  # "RuntimeError:" with its message on the next lines
     line = _SOURCE_LOCATION.sub("", line)  # "[/__w/pytorch/.../pair.cc:553] " of native errors
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# --- the evidence the diagnosis reads ------------------------------------------------------------------
+
+
+def evidence(outcome: RunOutcome, again: str | None = None) -> Evidence:
+    """What the failed run left, for the diagnosis. `again`: how its fix ends (default: run the same
+    `vdk run` again)."""
+    run = outcome.run
+    plan = run.plan
+    full = " --full" if plan.mode == protocol.FULL else ""
+    container = " --container" if run.engine else ""
+    processes = [*outcome.ranks, *([outcome.launcher] if outcome.launcher else [])]
+    root = outcome.root_cause
+    facts = LocalFacts(
+        spec=plan.spec,
+        mode=plan.mode,
+        headline=outcome.headline,
+        again=again or f"run `vdk run{container}{full} {plan.spec.job_dir}` again",
+        gpus=plan.gpus,
+        ranks=plan.ranks,
+        smoke_gpus=plan.env.get(protocol.SMOKE_GPUS, "?"),
+        timeout_setting=plan.timeout_setting,
+        timed_out=run.timed_out,
+        untrained=outcome.untrained,
+        in_image=bool(run.engine),
+        agent_log=run.agent_log,
+        machine_memory=machine_memory_bytes(),
+        left_out=run.work.exclusion if run.work is not None else None,
+    )
+    blame = None
+    if root is not None:
+        blame = Blame(_rank_evidence(root), _ending(root), stall=_stall(root))
+    return Evidence(tuple(_rank_evidence(r) for r in processes), blame, local=facts)
+
+
+def _rank_evidence(rank: RankOutcome) -> RankEvidence:
+    launcher = rank.rank == LAUNCHER_RANK
+    return RankEvidence(
+        rank=protocol.LAUNCHER if launcher else str(rank.rank),
+        label=rank.label,
+        index=None if launcher else rank.rank,
+        ended=_ending(rank),
+        error=rank.error,
+        log=rank.log,
+        observed=rank.observed,
+        peak_memory=rank.peak_memory,
+    )
+
+
+def _ending(rank: RankOutcome) -> Ending:
+    code = rank.exit_code
+    name = None
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+    return Ending(
+        exit_code=code,
+        signal=name,
+        crash=rank.crash,
+        unnamed_signal=code is None and rank.died_abruptly and not rank.crash,
+    )
+
+
+def _stall(rank: RankOutcome) -> Stall | None:
+    """The stall watchdog's record (runtime/watchdog.Stall.to_dict) read back."""
+    stall = rank.stall
+    if stall is None:
+        return None
+    last_step = stall.get("last_step")
+    return Stall(
+        rank=str(stall.get("rank", rank.rank)),
+        seconds=float(stall.get("seconds") or 0),
+        last_step=last_step if isinstance(last_step, int) else None,
+        collective=stall.get("collective"),
+        threads=[(str(t.get("name")), [str(f) for f in t.get("frames") or []]) for t in stall.get("threads") or []],
+    )

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import Progress
     from vdk.plugin.ml_training.image import PushedImage
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.ops.local_run import RunWatcher
 
 # The registry a dry run names when none is set: the plan shows where a build would push.
 PLACEHOLDER_REGISTRY = "registry.invalid/set-vdk-ml-training-registry"
@@ -111,12 +112,15 @@ def build(
     provenance: audit.Provenance | None = None,
     say: Say = to_stderr,
     progress: Progress | None = None,
+    watcher: RunWatcher | None = None,
 ) -> PushedImage:
     """Build and push the job's image (after the smoke run and the remote checks but the cluster's), start
-    nothing. Returns the pushed image: its reference is pinned by digest."""
+    nothing. `watcher` is shown the smoke run. Returns the pushed image: its reference is pinned by digest."""
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
-    deploy_checks.preflight(spec, registry, provenance, with_cluster=False, smoke=not skip_smoke, say=say)
+    deploy_checks.preflight(
+        spec, registry, provenance, with_cluster=False, smoke=not skip_smoke, say=say, watcher=watcher
+    )
     return _build(spec, registry, provenance, progress)
 
 
@@ -128,14 +132,18 @@ def deploy(
     provenance: audit.Provenance | None = None,
     say: Say = to_stderr,
     progress: Progress | None = None,
+    watcher: RunWatcher | None = None,
 ) -> DeployResult:
     """Deploy the job: the smoke run (unless `skip_smoke`) beside the remote checks, then build and push its
-    image, render the run for it and create it, all or nothing. `reason` goes to the run's audit trail.
+    image, render the run for it and create it, all or nothing. `reason` goes to the run's audit trail;
+    `watcher` is shown the smoke run.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
     created, saying so; KeyboardInterrupt stops every process it started."""
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
-    target = deploy_checks.preflight(spec, registry, provenance, with_cluster=True, smoke=not skip_smoke, say=say)
+    target = deploy_checks.preflight(
+        spec, registry, provenance, with_cluster=True, smoke=not skip_smoke, say=say, watcher=watcher
+    )
     assert target is not None and target.client is not None
     _say_where(spec, target, say)
     image = _build(spec, registry, provenance, progress)

@@ -11,6 +11,9 @@ from typing import Any
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.ops.deploy_plan import Target
+from vdk.plugin.ml_training.ops.local_run import QuietWatcher
+from vdk.plugin.ml_training.ops.local_run import RunWatcher
+from vdk.plugin.ml_training.ops.local_run import smoke_check
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.remote_checks import RemoteCheckFailed
 from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
@@ -33,14 +36,20 @@ def nothing_done(error: MLTrainingError) -> MLTrainingError:
 
 
 def preflight(
-    spec: MLJobSpec, registry: str, provenance: audit.Provenance, with_cluster: bool, smoke: bool, say: Say
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
+    with_cluster: bool,
+    smoke: bool,
+    say: Say,
+    watcher: RunWatcher | None = None,
 ) -> Target | None:
-    """The remote checks, and the smoke run (`smoke`) beside them; raises the first problem (that of the
-    check that stopped the smoke run, else the smoke run's, else the first check's to fail). Returns where
-    the run goes (None without the cluster: a build only)."""
+    """The remote checks, and the smoke run (`smoke`, shown to `watcher`) beside them; raises the first problem
+    (that of the check that stopped the smoke run, else the smoke run's, else the first check's to fail).
+    Returns where the run goes (None without the cluster: a build only)."""
     checks = start_checks(spec, registry, provenance, with_cluster, say)
     if smoke:
-        _smoke_check(spec, checks, say)
+        _smoke_check(spec, checks, say, watcher or QuietWatcher())
     failure = checks.first_failure()
     if failure is not None:
         raise nothing_done(failure[1])
@@ -111,18 +120,18 @@ def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:
     per digest, as the build that follows does)."""
     if not spec.import_check:
         return
-    from vdk.plugin.ml_training.cli.imports import check_job_imports  # the lead re-points it at merge
+    from vdk.plugin.ml_training.ops.imports import check_job_imports
 
-    check_job_imports(spec, base.provides, err=True)
+    check_job_imports(spec, base.provides)
 
 
-def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say) -> None:
+def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWatcher) -> None:
     """The smoke run, stopped by the first remote check that fails."""
     say("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
     try:
         with checks.interrupting():
-            error = smoke_run(spec, again)
+            error = smoke_check(spec, again, watcher)
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
         failure = checks.failure_so_far()
@@ -130,12 +139,3 @@ def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say) -> None:
         raise nothing_done(failure[1]) from None
     if error is not None:
         raise nothing_done(error)
-
-
-def smoke_run(spec: MLJobSpec, again: str) -> MLTrainingError | None:
-    """The local smoke run of `spec`, everything on stderr (stdout is the deploy's result); the error to
-    report when it did not pass, whose fix ends with `again`."""
-    from vdk.plugin.ml_training.cli.local_run import run_locally  # the lead re-points it at ops.local_run at merge
-    from vdk.plugin.ml_training.local.launch_plan import smoke_plan
-
-    return run_locally(smoke_plan(spec), err=True, again=again)

@@ -1,13 +1,11 @@
-"""The import check of `vdk run` and `vdk deploy` (source/import_check.py) as the user sees it: an undeclared
+"""The import check of `vdk run` and `vdk deploy` (source/import_check.py) as a use case: an undeclared
 import fails before anything runs or is built, with the file, line, module, the distribution to add and
 where. When the base image's packages are not known yet (a base never read: `vdk run` contacts no
-registry), what may come from it is a note instead."""
+registry), what may come from it is a note instead, returned for the caller to show."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import click
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -16,18 +14,18 @@ from vdk.plugin.ml_training.source.import_check import ImportCheck
 from vdk.plugin.ml_training.source.import_check import Undeclared
 from vdk.plugin.ml_training.source.import_check import check_imports
 
-SKIP_OPTION = "--skip-import-check"
+SKIP_OPTION = "--skip-import-check"  # the flag of `vdk run` and `vdk deploy` that skips the check, as fixes name it
 
 
 class ImportCheckFailed(MLTrainingError):
     """The job imports a module its image would not have."""
 
 
-def check_job_imports(spec: MLJobSpec, base_provides: Iterable[str] | None, err: bool = False) -> None:
+def check_job_imports(spec: MLJobSpec, base_provides: Iterable[str] | None) -> list[str]:
     """Raise ImportCheckFailed for imports the image lacks; `base_provides` None: the base is unknown, and
-    what it may provide is only noted (on stderr when `err`)."""
+    what it may provide is only noted: the notes are returned."""
     if not spec.import_check:
-        return
+        return []
     requirements = spec.job_dir / REQUIREMENTS
     result = check_imports(
         spec.job_dir,
@@ -37,11 +35,9 @@ def check_job_imports(spec: MLJobSpec, base_provides: Iterable[str] | None, err:
         base_provides,
     )
     if result.passed:
-        return
+        return []
     if not result.base_known:
-        for item in result.undeclared:
-            click.echo(f"note: {_site(item)} is not in {REQUIREMENTS}; {_from_base(spec)}", err=err)
-        return
+        return [f"note: {_site(item)} is not in {REQUIREMENTS}; {_from_base(spec)}" for item in result.undeclared]
     raise failure(spec, result)
 
 

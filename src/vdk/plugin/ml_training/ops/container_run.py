@@ -1,4 +1,4 @@
-"""`vdk run --container JOB`: the smoke run (or, with --full, the whole run) inside the job's image.
+"""The local run inside the job's image (`vdk run --container JOB`): the smoke run, or with --full the whole run.
 
 The image is assembled exactly as `vdk deploy` builds it (same layers, same config, so the same
 digest), then loaded into the local container engine through a loopback endpoint (image/serve.py):

@@ -1,0 +1,45 @@
+"""A collective or reduce op that gloo, the CPU backend standing in for NCCL in the smoke run, does not
+implement: a limit of the CPU check, not a bug of the job."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from vdk.plugin.ml_training.diagnosis.evidence import Evidence
+from vdk.plugin.ml_training.diagnosis.finding import Finding
+from vdk.plugin.ml_training.diagnosis.finding import local_failure
+from vdk.plugin.ml_training.diagnosis.finding import reported_error
+
+# gloo's answers to what it does not implement: "Backend gloo does not support reduce_scatter_tensor_coalesced",
+# "Cannot use ReduceOp.PREMUL_SUM with Gloo"
+_GLOO_MISSING = (
+    (re.compile(r"Backend gloo does not support ([A-Za-z_]+)"), "the collective {}"),
+    (re.compile(r"Cannot use (ReduceOp\.[A-Z_]+) with Gloo"), "{}"),
+)
+
+
+def gloo_limit(error: Mapping[str, Any] | None) -> str | None:
+    """What the smoke run's gloo lacks that NCCL has, said as a limit of the CPU check (None: not that)."""
+    message = (error or {}).get("message", "")
+    for pattern, what in _GLOO_MISSING:
+        match = pattern.search(message)
+        if match:
+            return (
+                f"{what.format(match.group(1))} is not available in gloo, the CPU backend that stands in for NCCL in "
+                "the smoke run: this is a limit of the CPU check, not a bug in your code"
+            )
+    return None
+
+
+def not_in_gloo(evidence: Evidence) -> Finding | None:
+    reported = reported_error(evidence)
+    limit = gloo_limit(reported[2]) if reported is not None else None
+    if reported is None or limit is None:
+        return None
+    return local_failure(
+        evidence,
+        f"{limit}. Deploy with `vdk deploy --skip-smoke` if the rest of the run passed, or keep the call "
+        f"out of smoke runs. Then {reported[0].again}",
+    )

@@ -1,0 +1,190 @@
+"""The local run of a job as a use case: `vdk run` (the smoke run, a full run, either in the job's image) and
+the smoke check before `vdk deploy`. Which run the flags and settings ask for, the import check before it,
+the run itself, and its outcome with the diagnosis of a failure (`diagnosis/`).
+
+What the user reads as the run goes is the watcher's (`RunWatcher`; cli/local_summary.py prints it): the
+start line is shown before a run that may take hours, the summary when it ends."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Protocol
+from typing import TextIO
+
+from vdk.plugin.ml_training.diagnosis import engine
+from vdk.plugin.ml_training.diagnosis.finding import Finding
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.settings import CONTAINER_MODE
+from vdk.plugin.ml_training.job.settings import RUN_MODE
+from vdk.plugin.ml_training.job.settings import RUN_MODES
+from vdk.plugin.ml_training.job.settings import setting
+from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
+from vdk.plugin.ml_training.local.launch_plan import full_plan
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
+from vdk.plugin.ml_training.local.launcher import HostStarter
+from vdk.plugin.ml_training.local.launcher import LocalRun
+from vdk.plugin.ml_training.local.launcher import Starter
+from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.outcome import RunOutcome
+from vdk.plugin.ml_training.local.outcome import analyse
+from vdk.plugin.ml_training.local.outcome import evidence
+from vdk.plugin.ml_training.ops.imports import check_job_imports
+from vdk.plugin.ml_training.runtime import protocol
+
+log = logging.getLogger(__name__)
+
+
+class LocalRunFailed(MLTrainingError):
+    """A local run of an ml-training job did not pass; the summary above it says why."""
+
+
+@dataclass(frozen=True)
+class LocalRunResult:
+    """A local run that ended: its outcome, and for a failure the finding (what happened, the fix) and the
+    error to report."""
+
+    run: LocalRun
+    outcome: RunOutcome
+    finding: Finding | None  # None: it passed
+    error: LocalRunFailed | None
+    debug: bool  # `vdk -v DEBUG`: torchrun's log is shown and the run's files are kept
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome.passed
+
+
+class RunWatcher(Protocol):
+    """What a local run tells as it goes."""
+
+    def note(self, text: str) -> None:
+        """Something to know before the run (an import the base image may or may not provide)."""
+
+    def starting(self, plan: LaunchPlan) -> None:
+        """The run is about to start (the plan says which run, where, for how long)."""
+
+    def interrupted(self, plan: LaunchPlan, error: KeyboardInterrupt) -> None:
+        """`vdk` was asked to stop (Ctrl-C, SIGTERM, SIGHUP): every process of the run was stopped."""
+
+    def ended(self, result: LocalRunResult) -> None:
+        """The run ended, passed or not."""
+
+
+class QuietWatcher:
+    """A watcher that shows nothing (a notebook or CI step reads the returned `LocalRunResult`)."""
+
+    def note(self, text: str) -> None:
+        pass
+
+    def starting(self, plan: LaunchPlan) -> None:
+        pass
+
+    def interrupted(self, plan: LaunchPlan, error: KeyboardInterrupt) -> None:
+        pass
+
+    def ended(self, result: LocalRunResult) -> None:
+        pass
+
+
+def run_mode(
+    configuration: Any, job_dir: Path | None = None, full: bool = False, container: bool = False
+) -> tuple[str, bool]:
+    """(smoke or full, whether in the job's image) from the flags (`full`, `container`), else
+    ml_training_run_mode (the environment, else [vdk] of the job's config.ini)."""
+    mode = str(setting(configuration, RUN_MODE, job_dir)[0] or protocol.SMOKE).strip().lower()
+    if mode not in RUN_MODES:
+        raise MLTrainingError(
+            f"VDK_ML_TRAINING_RUN_MODE (ml_training_run_mode) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
+            "set it to `smoke` (a few steps on CPU, the default), `full` or `container` (the smoke run in the job's "
+            "image), or pass `vdk run --full` / `--container`",
+        )
+    in_container = container or mode == CONTAINER_MODE
+    full = full or mode == protocol.FULL
+    return (protocol.FULL if full else protocol.SMOKE), in_container
+
+
+def run_job(
+    spec: MLJobSpec,
+    configuration: Any,
+    watcher: RunWatcher,
+    full: bool = False,
+    container: bool = False,
+    check_imports: bool = True,
+) -> LocalRunResult:
+    """`vdk run JOB`: the run the flags (`full`, `container`) or the settings in `configuration` ask for, after
+    the import check (unless `check_imports` is False)."""
+    mode, in_container = run_mode(configuration, spec.job_dir, full, container)
+    if check_imports:
+        for note in check_imports_locally(spec):
+            watcher.note(note)
+    if in_container:
+        from vdk.plugin.ml_training.ops import container_run
+
+        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, spec.job_dir))
+        return run_plan(plan, watcher, starter=starter)
+    return run_plan(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec), watcher)
+
+
+def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
+    """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
+    report if it failed, with a fix that ends with `again`."""
+    return run_plan(smoke_plan(spec), watcher, again=again, stdout=sys.stderr).error
+
+
+def check_imports_locally(spec: MLJobSpec) -> list[str]:
+    """The import check with what is known of the base image without contacting its registry: raises
+    ImportCheckFailed, returns notes about imports the base image may provide."""
+    from vdk.plugin.ml_training.image.base_facts_cache import known_provides
+
+    return check_job_imports(spec, known_provides(spec))
+
+
+def run_plan(
+    plan: LaunchPlan,
+    watcher: RunWatcher,
+    starter: Starter | None = None,
+    again: str | None = None,
+    stdout: TextIO | None = None,
+) -> LocalRunResult:
+    """Run the plan and diagnose a failure. `starter`: where torchrun runs (default: this machine). `again`:
+    what the fix ends with, after the change it asks for (default: run `vdk run JOB` again). `stdout`: where
+    the ranks' output goes (default: this process's stdout)."""
+    # `vdk -v DEBUG` sets the root logger's level; VDK_LOG_LEVEL_VDK=DEBUG that of "vdk.*" loggers
+    debug = log.isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
+    starter = starter or HostStarter()
+    starter.check()  # before the start line: nothing starts without torch
+    watcher.starting(plan)
+    try:
+        run = launch(plan, stdout=stdout, starter=starter)
+    except KeyboardInterrupt as e:
+        watcher.interrupted(plan, e)
+        raise
+    outcome = analyse(run)
+    finding = None if outcome.passed else diagnose(outcome, again)
+    error = None
+    if finding is not None:
+        error = LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {finding.what}", finding.fix or "")
+    result = LocalRunResult(run, outcome, finding, error, debug)
+    watcher.ended(result)
+    if outcome.passed and plan.mode == protocol.SMOKE and not debug:
+        shutil.rmtree(run.run_dir, ignore_errors=True)  # a full run's logs stay: it may have run for hours
+    return result
+
+
+def diagnose(outcome: RunOutcome, again: str | None = None) -> Finding:
+    """What happened to a failed run, and the fix; it ends with `again` (default: run the same `vdk run`
+    again)."""
+    finding = engine.why_failed(evidence(outcome, again))
+    assert finding is not None  # the last rule answers every local failure
+    return finding
+
+
+def failure_fix(outcome: RunOutcome, again: str | None = None) -> str:
+    """What to do about a failed run."""
+    return diagnose(outcome, again).fix or ""
