@@ -227,10 +227,10 @@ import torch.multiprocessing as mp
 def main(rank):
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(16):
+    for _ in range(12):
         model(torch.ones(2, 4)).sum().backward()
         optimizer.step()
-        time.sleep(0.5)
+        time.sleep(2)
     print(f"worker {rank} done", flush=True)
 
 
@@ -241,8 +241,9 @@ if __name__ == "__main__":
 
 @pytest.mark.slow
 def test_a_launcher_that_spawns_its_workers_hands_the_watch_over_to_them(tmp_path):
-    # the launcher never steps and waits longer than its startup timeout: its workers train and are watched
-    env = {"RANK": "0", watchdog.STALL_TIMEOUT: "3", watchdog.STARTUP_TIMEOUT: "8"}
+    # the launcher never steps and waits longer than its startup timeout (the workers train for 24 s): its
+    # workers train and are watched. The timeout leaves a loaded machine time to start a worker (import torch).
+    env = {"RANK": "0", watchdog.STALL_TIMEOUT: "8", watchdog.STARTUP_TIMEOUT: "20"}
     done = bootstrap(tmp_path, SPAWNS_SLOW_WORKERS, env)
     assert done.returncode == 0, done.stderr
     assert "worker 0 done" in done.stdout and "worker 1 done" in done.stdout
@@ -251,7 +252,7 @@ def test_a_launcher_that_spawns_its_workers_hands_the_watch_over_to_them(tmp_pat
     done = bootstrap(tmp_path, hung, env)
     assert done.returncode != 0
     stall = parse_stall(done.stderr.splitlines())
-    assert (stall.rank, stall.last_step) == ("1", 16)  # worker 1, in its own watchdog
+    assert (stall.rank, stall.last_step) == ("1", 12)  # worker 1, in its own watchdog
 
 
 # --- full local runs of 2 ranks over gloo -------------------------------------------------------------
