@@ -18,7 +18,7 @@ from tests.support.e2e import vdk_environment
 from tests.support.jobs import write_job
 from tests.support.registry import podman
 
-from vdk.plugin.ml_training.local.engine import RUN_LABEL
+from vdk.plugin.ml_training.local.container_engine import RUN_LABEL
 
 pytestmark = pytest.mark.slow
 

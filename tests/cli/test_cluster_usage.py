@@ -11,7 +11,7 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.vdk_cli import vdk
-from vdk.plugin.ml_training.k8s import usage
+from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime.watchdog import Stall
@@ -142,8 +142,8 @@ def test_no_request_per_run(namespace):
 
 def test_deleted_runs_stay_counted_until_they_would_have_expired(namespace):
     fake, names = namespace
-    old = usage.RunUsage("bert-old", "bert", "nlp", "nlp", "job", "succeeded", cs.T0, cs.T0, 8.0, None, 3600)
-    fake.add("configmaps", usage.usage_record(old, "ml", "ada", cs.T0))  # expired long ago
+    old = gpu_hours.RunUsage("bert-old", "bert", "nlp", "nlp", "job", "succeeded", cs.T0, cs.T0, 8.0, None, 3600)
+    fake.add("configmaps", gpu_hours.usage_record(old, "ml", "ada", cs.T0))  # expired long ago
     result = vdk("delete", "-n", "bert", "-t", "nlp", "--yes")
     assert result.exit_code == 0, result.stderr
     records = {c["metadata"]["name"] for c in fake.stored("configmaps") if "vdk.io/usage-of" in c["metadata"]["labels"]}

@@ -12,7 +12,7 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
-from vdk.plugin.ml_training.k8s import usage
+from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.run_summary import summarize
 from vdk.plugin.ml_training.runtime import progress_lines
@@ -38,7 +38,7 @@ HOUR = 3600
     ],
 )
 def test_a_mig_slice_counts_as_its_share_of_a_gpu(resource, share):
-    assert usage.gpu_share(resource) == pytest.approx(share)
+    assert gpu_hours.gpu_share(resource) == pytest.approx(share)
 
 
 class Runs:
@@ -77,10 +77,12 @@ def test_gpu_hours_and_waste_of_runs_with_known_times(tmp_path):
     queued = runs.run("bert", "job", None, 0, team="nlp", nodes="1", gpus_per_node="8")  # never started
     assert queued.started is None
     # a run on 4 GPUs that `vdk execute --cancel` deleted after 30 minutes: its usage record
-    cancelled = usage.RunUsage("bert-x", "bert", "nlp", "nlp", "job", "running", NOW - timedelta(hours=1), None, 4.0)
-    record = usage.usage_record(cancelled, "ml", "ada@example.com", NOW - timedelta(minutes=30))
+    cancelled = gpu_hours.RunUsage(
+        "bert-x", "bert", "nlp", "nlp", "job", "running", NOW - timedelta(hours=1), None, 4.0
+    )
+    record = gpu_hours.usage_record(cancelled, "ml", "ada@example.com", NOW - timedelta(minutes=30))
 
-    report = usage.report(runs.summaries, runs.pods, [record], NOW)
+    report = gpu_hours.report(runs.summaries, runs.pods, [record], NOW)
     outcomes = sorted((u.job, u.outcome, u.gpus) for u in report.runs)
     assert outcomes == [
         ("bert", "cancelled", 4.0),
@@ -111,21 +113,21 @@ def test_a_window_counts_the_hours_inside_it_and_says_which_runs_may_be_gone(tmp
     runs = Runs(tmp_path)
     runs.run("mnist", "job", "Succeeded", 0, 10 * HOUR, nodes="1", gpus_per_node="2", ttl_after_finished="1d")
     # the last 10 hours at 15 h after it started: its hours 5 to 10
-    report = usage.report(runs.summaries, [], [], cs.T0 + timedelta(hours=15), since_seconds=10 * HOUR)
+    report = gpu_hours.report(runs.summaries, [], [], cs.T0 + timedelta(hours=15), since_seconds=10 * HOUR)
     assert report.totals().gpu_hours == pytest.approx(2 * 5)
-    everything = usage.report(runs.summaries, [], [], NOW)
+    everything = gpu_hours.report(runs.summaries, [], [], NOW)
     assert everything.since == cs.T0 and everything.totals().gpu_hours == pytest.approx(20)
     assert everything.complete_from == NOW - timedelta(days=1)
     assert any("deleted with their records 1d after they end" in n for n in everything.notes)
-    after = usage.report(runs.summaries, [], [], NOW, since_seconds=HOUR)
+    after = gpu_hours.report(runs.summaries, [], [], NOW, since_seconds=HOUR)
     assert after.runs == [] and after.totals().gpu_hours == 0
 
 
 def test_a_usage_record_keeps_a_deleted_run_until_it_would_have_expired():
-    ended = usage.RunUsage(
+    ended = gpu_hours.RunUsage(
         "a-1", "a", None, None, "job", "succeeded", cs.T0, cs.T0 + timedelta(hours=2), 8.0, 60.0, 86400
     )
-    record = usage.usage_record(ended, "ml", "ada", cs.T0 + timedelta(hours=3))
+    record = gpu_hours.usage_record(ended, "ml", "ada", cs.T0 + timedelta(hours=3))
     assert record["metadata"]["name"] == "a-1-usage"
     assert record["metadata"]["labels"] == {
         "vdk.io/job-name": "a",
@@ -133,10 +135,10 @@ def test_a_usage_record_keeps_a_deleted_run_until_it_would_have_expired():
         "app.kubernetes.io/managed-by": "vdk-ml-training",
         "vdk.io/backend": "job",
     }  # no vdk.io/run: it is no part of a run, and outlives it
-    read, expires = usage.parse_usage_record(record)
+    read, expires = gpu_hours.parse_usage_record(record)
     assert read == ended and expires == cs.T0 + timedelta(hours=3, days=1)
-    assert usage.report([], [], [record], expires + timedelta(seconds=1)).runs == []  # expired: not counted
-    assert usage.parse_usage_record({"data": {"usage.json": "{"}}) is None
-    still = usage.RunUsage("b-1", "b", None, None, "job", "running", cs.T0, None, 1.0)
-    cancelled, _ = usage.parse_usage_record(usage.usage_record(still, "ml", "ada", cs.T0 + timedelta(hours=1)))
+    assert gpu_hours.report([], [], [record], expires + timedelta(seconds=1)).runs == []  # expired: not counted
+    assert gpu_hours.parse_usage_record({"data": {"gpu_hours.json": "{"}}) is None
+    still = gpu_hours.RunUsage("b-1", "b", None, None, "job", "running", cs.T0, None, 1.0)
+    cancelled, _ = gpu_hours.parse_usage_record(gpu_hours.usage_record(still, "ml", "ada", cs.T0 + timedelta(hours=1)))
     assert (cancelled.outcome, cancelled.end) == ("cancelled", cs.T0 + timedelta(hours=1))

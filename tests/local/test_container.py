@@ -8,7 +8,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local.container import ContainerStarter
 from vdk.plugin.ml_training.local.container import inherited_env
-from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.container_engine import ContainerEngine
 from vdk.plugin.ml_training.local.launch_plan import FORK
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan

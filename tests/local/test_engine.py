@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.programs import path_with
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.local.engine import find_engine
+from vdk.plugin.ml_training.local.container_engine import find_engine
 
 
 def test_podman_first_then_docker_then_what_the_setting_names(tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ def vdk_command_line(root_command) -> None:
     """`vdk run --full/--container`, and deploy (list, show, execute, delete) for ML jobs. The Control Service
     CLI's commands, when installed, are wrapped: its hook is tryfirst, so they exist by now."""
     from vdk.plugin.ml_training.cli.commands import install_all
-    from vdk.plugin.ml_training.cli.local_run import add_run_flags
+    from vdk.plugin.ml_training.cli.run_command import add_run_flags
 
     add_run_flags(root_command)
     install_all(root_command)
@@ -54,6 +54,6 @@ def run_job(context):
     Anything else: None, so vdk-core runs the data job's steps as always."""
     if context.job_directory is None or not is_ml_job(context.job_directory):
         return None
-    from vdk.plugin.ml_training.cli.local_run import run_ml_job
+    from vdk.plugin.ml_training.cli.run_command import run_ml_job
 
     return run_ml_job(context)

@@ -10,8 +10,8 @@ import click
 
 from vdk.plugin.ml_training.cli.cluster_views import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
-from vdk.plugin.ml_training.k8s.usage import Totals
-from vdk.plugin.ml_training.k8s.usage import UsageReport
+from vdk.plugin.ml_training.k8s.gpu_hours import Totals
+from vdk.plugin.ml_training.k8s.gpu_hours import UsageReport
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
 MIG_RULE = (

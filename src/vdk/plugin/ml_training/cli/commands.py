@@ -11,7 +11,7 @@ def ml_verbs() -> list[verbs.Verb]:
     # The verb modules import kubernetes, the image builder and torch's launcher only when a verb
     # runs: `vdk_command_line` runs for every vdk command, `vdk run` included.
     from vdk.plugin.ml_training.cli.cluster_runs import VERBS as RUN_VERBS
-    from vdk.plugin.ml_training.cli.deploy import DEPLOY
+    from vdk.plugin.ml_training.cli.deploy_command import DEPLOY
 
     return [DEPLOY, *RUN_VERBS]
 

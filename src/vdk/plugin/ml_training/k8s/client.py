@@ -306,7 +306,7 @@ class KubeClient:
             )
         return run_record.parse(configmap)
 
-    # --- usage records of deleted runs (k8s/usage.py) -------------------------------------------------
+    # --- usage records of deleted runs (k8s/gpu_hours.py) -------------------------------------------------
 
     def usage_records(self, team: str | None = None, unteamed: bool = False) -> list[dict]:
         """The usage records deleted runs left in the namespace (of the team label value `team`)."""

@@ -22,7 +22,7 @@ LABEL_BACKEND = "vdk.io/backend"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "vdk-ml-training"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-# On the usage record a deleted run leaves (k8s/usage.py), instead of LABEL_RUN: it is no part of a run.
+# On the usage record a deleted run leaves (k8s/gpu_hours.py), instead of LABEL_RUN: it is no part of a run.
 LABEL_USAGE_OF = "vdk.io/usage-of"
 
 ANNOTATION_GIT_COMMIT = "vdk.io/git-commit"

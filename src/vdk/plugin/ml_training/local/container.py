@@ -18,8 +18,8 @@ from pathlib import Path
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.local.engine import RUN_LABEL
-from vdk.plugin.ml_training.local.engine import ContainerEngine
+from vdk.plugin.ml_training.local.container_engine import RUN_LABEL
+from vdk.plugin.ml_training.local.container_engine import ContainerEngine
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launcher import Attempt
 from vdk.plugin.ml_training.local.lifeline import Lifeline

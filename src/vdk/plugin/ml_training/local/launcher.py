@@ -30,7 +30,7 @@ from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.local import workdir
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.lifeline import Lifeline
-from vdk.plugin.ml_training.local.memory import MemoryWatch
+from vdk.plugin.ml_training.local.rank_memory import MemoryWatch
 from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"

@@ -18,7 +18,7 @@ from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
 from vdk.plugin.ml_training.local import stack_dump
 from vdk.plugin.ml_training.local.launcher import LocalRun
-from vdk.plugin.ml_training.local.memory import machine_memory_bytes
+from vdk.plugin.ml_training.local.rank_memory import machine_memory_bytes
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.protocol import SPAWNED_NOTHING
 from vdk.plugin.ml_training.runtime.watchdog import Stall

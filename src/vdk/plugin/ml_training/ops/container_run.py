@@ -20,9 +20,9 @@ from vdk.plugin.ml_training.job.settings import CONTAINER_RUN_OPTIONS
 from vdk.plugin.ml_training.job.settings import setting
 from vdk.plugin.ml_training.local.container import ContainerStarter
 from vdk.plugin.ml_training.local.container import inherited_env
-from vdk.plugin.ml_training.local.engine import LOCAL_REPOSITORY
-from vdk.plugin.ml_training.local.engine import ContainerEngine
-from vdk.plugin.ml_training.local.engine import find_engine
+from vdk.plugin.ml_training.local.container_engine import LOCAL_REPOSITORY
+from vdk.plugin.ml_training.local.container_engine import ContainerEngine
+from vdk.plugin.ml_training.local.container_engine import find_engine
 from vdk.plugin.ml_training.local.launch_plan import FORK
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launch_plan import full_plan

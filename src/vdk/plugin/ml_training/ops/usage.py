@@ -1,5 +1,5 @@
 """GPU-hours: allocated GPU-hours by team and job and how many were wasted (`vdk list --usage`; the
-accounting is k8s/usage.py), and the usage records that deleting runs leaves behind so that their hours stay
+accounting is k8s/gpu_hours.py), and the usage records that deleting runs leaves behind so that their hours stay
 counted. Five requests whatever the number of runs: one list per backend, their pods, the records."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from datetime import timezone
 from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import usage
+from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.client import team_selector
+from vdk.plugin.ml_training.k8s.gpu_hours import UsageReport
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.selection import where
-from vdk.plugin.ml_training.k8s.usage import UsageReport
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.job.teams import TeamChoice
@@ -61,7 +61,7 @@ def usage_report(client: KubeClient, choice: TeamChoice | None, since_seconds: i
     runs = client.list_runs(**team)
     pods = client.list_pods(LABEL_RUN + team_selector(**team)) if runs else []
     records = client.usage_records(**team)
-    return usage.report(runs, pods, records, datetime.now(timezone.utc), since_seconds)
+    return gpu_hours.report(runs, pods, records, datetime.now(timezone.utc), since_seconds)
 
 
 def keep_usage(client: KubeClient, runs: list[RunSummary], deleted_by: str | None) -> list[str]:
@@ -71,11 +71,11 @@ def keep_usage(client: KubeClient, runs: list[RunSummary], deleted_by: str | Non
     problems = []
     try:
         for run in runs:
-            used = usage.run_usage(run, [], now)
+            used = gpu_hours.run_usage(run, [], now)
             if used is not None and used.gpus:
-                client.keep_usage_record(usage.usage_record(used, client.namespace, deleted_by, now))
+                client.keep_usage_record(gpu_hours.usage_record(used, client.namespace, deleted_by, now))
         for record in client.usage_records():
-            parsed = usage.parse_usage_record(record)
+            parsed = gpu_hours.parse_usage_record(record)
             if parsed is not None and parsed[1] is not None and parsed[1] <= now:
                 client.delete_usage_record(record["metadata"]["name"])
     except MLTrainingError as e:
