@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from vdk.plugin.ml_training.job import KEYS
+from vdk.plugin.ml_training.job import key_table
 from vdk.plugin.ml_training.job.settings import CONFIG_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +24,14 @@ def test_job_format_table_matches_the_parser():
     vdk_keys = {k for k in documented if k.startswith("ml_training_")}
     assert set(documented) - vdk_keys == set(KEYS)
     assert vdk_keys == set(CONFIG_KEYS)
+
+
+def test_the_key_tables_are_the_catalogue():
+    """Both tables of the job format are printed from the one catalogue of keys (job/keys.py)."""
+    page = JOB_FORMAT.read_text()
+    regenerate = "print them again: `python -m vdk.plugin.ml_training.job.key_table`"
+    assert key_table.job_keys_table().strip() in page, f"docs/job-format.md's key table is stale: {regenerate}"
+    assert key_table.settings_table().strip() in page, f"docs/job-format.md's settings table is stale: {regenerate}"
 
 
 def test_setup_commands_are_what_ci_runs():
