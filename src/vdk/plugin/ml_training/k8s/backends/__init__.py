@@ -4,8 +4,8 @@
 This registry is where the rest of the plugin looks them up: the renderers, the client, the status
 and diagnosis of runs. Backends register themselves as entry points of the group
 `vdk.plugin.ml_training.backends` (setup.cfg): the job spec reads their names from there (job/backend_registry.py),
-this module loads their objects, in the same order. Adding a backend is a module that implements `Backend` (plus
-its tests), its entry point, and its place in `AUTO_PREFERENCE`.
+this module loads their objects, in the same order. Adding a backend is a module that implements `Backend` (with
+its `auto_preference`) and its entry point, plus its tests.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from importlib.metadata import EntryPoint
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.backend_registry import AUTO_BACKEND
 from vdk.plugin.ml_training.job.backend_registry import registered
-from vdk.plugin.ml_training.k8s.backends import indexed_job
-from vdk.plugin.ml_training.k8s.backends import pytorchjob
-from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
 from vdk.plugin.ml_training.k8s.resources import ResourceType
@@ -39,7 +36,7 @@ def _load(name: str, entry_point: EntryPoint) -> Backend:
 REGISTRY: tuple[Backend, ...] = tuple(_load(name, entry_point) for name, entry_point in registered())
 NAMES = tuple(backend.name for backend in REGISTRY)
 # What `backend = auto` takes: the first ready one. Elastic jobs prefer a backend that can run them elastic.
-AUTO_PREFERENCE: tuple[Backend, ...] = (trainjob.BACKEND, pytorchjob.BACKEND, indexed_job.BACKEND)
+AUTO_PREFERENCE: tuple[Backend, ...] = tuple(sorted(REGISTRY, key=lambda backend: backend.auto_preference))
 
 _BY_NAME = {backend.name: backend for backend in REGISTRY}
 _BY_MAIN_TYPE = {(backend.main.api_version, backend.main.kind): backend for backend in REGISTRY}

@@ -61,6 +61,8 @@ class Backend(ABC):
     operator: ClassVar[bool] = True  # needs an operator installed in the cluster
     records_start_time: ClassVar[bool] = True  # its status has `startTime` once the run started
     install: ClassVar[str] = ""  # what to install when the cluster does not serve it
+    # Its place among the ready backends when a job asks for `backend = auto` (lower first).
+    auto_preference: ClassVar[int] = 100
 
     @property
     def title(self) -> str:

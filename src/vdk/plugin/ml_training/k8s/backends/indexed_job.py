@@ -122,6 +122,7 @@ class IndexedJobBackend(Backend):
     main = JOB
     creates = (JOB, SERVICE)
     container = CONTAINER
+    auto_preference = 30  # last: plain Kubernetes runs anywhere, without an operator
     operator = False
 
     def render(

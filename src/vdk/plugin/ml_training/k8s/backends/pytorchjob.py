@@ -149,6 +149,7 @@ class PyTorchJobBackend(Backend):
     main = PYTORCHJOB
     creates = (PYTORCHJOB,)
     container = CONTAINER
+    auto_preference = 20
     elastic = True
     install = INSTALL
 

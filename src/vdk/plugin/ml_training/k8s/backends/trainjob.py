@@ -291,6 +291,7 @@ class TrainJobBackend(Backend):
     main = TRAINJOB
     creates = (TRAINJOB,)
     container = NODE_CONTAINER
+    auto_preference = 10  # first: Trainer v2 is where Kubeflow training goes
     install = INSTALL
     records_start_time = False  # its status has conditions and its jobs' counts, no start time
 
