@@ -1,4 +1,4 @@
-# Developer entry points. README gives two: `make demo` and `make test`.
+# Developer entry points. README gives two: `make demo` and `make test`; `make test-fast` is the quick loop.
 PYTHON ?= python3
 VENV ?= .venv
 PIP := $(VENV)/bin/pip
@@ -16,7 +16,7 @@ CS_VENV ?= .venv-cs
 # What ruff checks and formats (config in pyproject.toml); `make test` stops on any finding.
 LINTED := src tests benchmarks functional_tests
 
-.PHONY: install install-cs demo lint format docs crds test clean
+.PHONY: install install-cs demo lint format docs crds test test-fast clean
 
 install: $(VENV)/.installed
 
@@ -71,6 +71,11 @@ test: install lint docs install-cs crds
 	$(CS_VENV)/bin/python -m pytest tests -m "(control_cli or needs_control_cli) and not needs_transformers"; \
 	cs=$$?; if [ $$cs -eq 5 ]; then cs=0; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$cs
+
+# The quick loop while changing code: the unit tests (tests/unit/: no process, server or connection), in
+# well under a minute; `make test` runs everything CI runs.
+test-fast: install
+	$(VENV)/bin/python -m pytest tests/unit -q -m "not needs_control_cli"
 
 clean:
 	rm -rf $(VENV) $(CS_VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis .cache site

@@ -93,7 +93,7 @@ if __name__ == "__main__":
 """
 
 
-# SIGINT and SIGHUP take SIGTERM's path in vdk (tests/cli/test_interrupts.py sends each to host runs); a
+# SIGINT and SIGHUP take SIGTERM's path in vdk (tests/integration/cli/test_interrupts.py sends each to host runs); a
 # container run costs close to a minute here (vfs storage copies the image's root filesystem).
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_stopping_vdk_stops_the_container(local_bases, podman_root, env, tmp_path, signal_name):

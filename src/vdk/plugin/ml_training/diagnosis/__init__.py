@@ -9,5 +9,5 @@ foundation: the adapters that build the evidence live with what they read (`loca
 `k8s/run_evidence.py`).
 
 Add a diagnosis: `rules/<kind>.py`, its place in `rules/__init__.py`, its entry in the documentation's
-troubleshooting page; tests in `tests/diagnosis/test_<kind>.py`.
+troubleshooting page; tests in `tests/unit/diagnosis/rules/test_<kind>.py`.
 """

@@ -1,0 +1,146 @@
+"""The dependency layer: real uv resolving hand-made wheels from a local directory (no index)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import os
+import tarfile
+import time
+
+import pytest
+
+from tests.support.jobs import write_job
+from tests.support.wheels import make_sdist
+from tests.support.wheels import make_wheel
+from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image import plan_image
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.build_errors import DependencyError
+from vdk.plugin.ml_training.image.build_errors import NoWheelError
+from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.source import audit
+
+PYTORCH_BASE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory):
+    """A package index in a directory: a fake torch (with a CUDA-ish dependency) in two versions,
+    torchvision builds for each, a package with a console script, and an sdist-only package."""
+    d = tmp_path_factory.mktemp("wheelhouse")
+    make_wheel(d, "torch", "2.13.0", requires=("nvidia-fake-cublas",))
+    make_wheel(d, "torch", "2.14.0", requires=("nvidia-fake-cublas",))
+    make_wheel(d, "nvidia-fake-cublas", "13.0.0")
+    make_wheel(d, "torchvision", "0.28.0", requires=("torch==2.13.0",))
+    make_wheel(d, "torch-addon", "1.0", requires=("torch==2.13.0",))
+    make_wheel(d, "torch-addon", "2.0", requires=("torch==2.14.0",))
+    make_wheel(d, "tinydep", "1.0", requires=("helperdep>=2",), console_script="tiny")
+    make_wheel(d, "helperdep", "2.0")
+    make_sdist(d, "tinysrc", "1.0")
+    return d
+
+
+def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
+    files = {
+        "train.py": "if __name__ == '__main__':\n    pass\n",
+        "requirements.txt": f"--no-index\n--find-links {wheelhouse}\n{requirements}",
+    }
+    return load_job_spec(write_job(tmp_path, name, ml=f"base_image = {base_image}\n", files=files))
+
+
+def layer_members(blob):
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob.path.read_bytes()))) as tar:
+        return {m.name: (m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}
+
+
+def test_base_packages_are_left_out_and_the_rest_matches_the_base_torch(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "torchvision\ntorch-addon\ntinydep\n")
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+
+    # torch-addon 1.0 is the build for the base's torch 2.13.0 (2.0 would need torch 2.14);
+    # torch, torchvision (the base has both) and the CUDA package only torch needs are not installed.
+    assert layer.packages == (("helperdep", "2.0"), ("tinydep", "1.0"), ("torch-addon", "1.0"))
+    assert not layer.from_cache and layer.has_scripts
+    members = layer_members(layer.blob)
+    names = set(members)
+    assert "opt/vdk-ml/deps/torch_addon/__init__.py" in names
+    assert "opt/vdk-ml/deps/tinydep/__init__.py" in names
+    assert not any(
+        n.startswith(("opt/vdk-ml/deps/torch/", "opt/vdk-ml/deps/torchvision", "opt/vdk-ml/deps/nvidia")) for n in names
+    )
+    assert "opt/vdk-ml/deps/.lock" not in names  # uv's lock of its target directory is no file of a package
+    script = members["opt/vdk-ml/deps/bin/tiny"][1]
+    assert script.startswith(b"#!/usr/bin/env python\n")  # not this machine's interpreter
+    assert members["opt/vdk-ml/deps/bin/tiny"][0].mode == 0o755
+
+
+def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkeypatch):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    info = base_info(spec)
+    first = dependency_layer.dependency_layer(spec, info, Progress())
+
+    def no_uv(*args, **kwargs):
+        raise AssertionError("uv must not run for unchanged requirements")
+
+    monkeypatch.setattr(dependency_layer, "_install", no_uv)
+    again = dependency_layer.dependency_layer(spec, info, Progress())
+    assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
+    assert dependency_layer.cached_layer(spec.job_dir / "requirements.txt", info).packages == (
+        ("helperdep", "2.0"),
+        ("tinydep", "1.0"),
+    )
+    planned = plan_image(spec, "registry.example.com/ml", audit.collect(spec.job_dir)).layers[0]
+    assert (
+        planned.name == "dependencies" and "requirements.txt, cached: 2 packages, " in planned.detail
+    )  # the dry run says so
+    # Another base with the same Python, platform and torch (or the same tag re-pushed): reused.
+    devel = job_with(
+        tmp_path, wheelhouse, "tinydep\n", base_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-devel", name="devel"
+    )
+    assert dependency_layer.dependency_layer(devel, base_info(devel), Progress()).blob.digest == first.blob.digest
+    newer_python = dataclasses.replace(spec, base_python_version="3.12")
+    with pytest.raises(AssertionError, match="must not run"):
+        dependency_layer.dependency_layer(newer_python, base_info(newer_python), Progress())  # another Python: rebuilt
+
+
+def test_layers_unused_for_a_month_are_pruned(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    old = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    entry = old.blob.path.parent
+    month_ago = time.time() - 31 * 86400
+    os.utime(entry / "layer.json", (month_ago, month_ago))
+    other = job_with(tmp_path, wheelhouse, "helperdep\n", name="other")
+    dependency_layer.dependency_layer(other, base_info(other), Progress())  # a new build prunes
+    assert not entry.exists()
+
+
+def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, wheelhouse, monkeypatch):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\ntorch-addon\n")
+    info = base_info(spec)
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-a"))
+    a = dependency_layer.dependency_layer(spec, info, Progress())
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache-b"))
+    b = dependency_layer.dependency_layer(spec, info, Progress())
+    assert not b.from_cache and a.blob.digest == b.blob.digest
+
+
+def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\ntinysrc\n", base_image="python:3.11-slim")
+    with pytest.raises(NoWheelError) as caught:
+        dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    error = caught.value
+    assert error.packages == ["tinysrc"]
+    assert "tinysrc has no pre-built wheel for Python 3.11 on x86_64-manylinux_2_28" in error.problem
+    assert "--find-links" in error.fix and "base_provides" in error.fix
+    assert list((tmp_path / "cache" / "deps").glob("*/layer.json")) == []  # nothing half-built is kept
+
+
+def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "no-such-package-anywhere\n", base_image="python:3.11")
+    with pytest.raises(DependencyError) as caught:
+        dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    assert "no-such-package-anywhere" in caught.value.problem
+    assert not isinstance(caught.value, NoWheelError)

@@ -1,0 +1,40 @@
+"""The dependency layer finds packages where pip would: pip's configuration files and PIP_* variables
+handed to uv (which reads neither), unless uv has its own settings."""
+
+from __future__ import annotations
+
+from tests.support.wheels import make_wheel
+from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image.base_facts import base_info
+from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.job import load_job_spec
+
+
+def pip_conf(path, text: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkeypatch):
+    """One package in a simple index, one in a directory of wheels, both named only in pip.conf."""
+    index_wheels = tmp_path / "index-wheels"
+    wheel = make_wheel(index_wheels, "tinydep", "1.0", requires=("helperdep>=2",))
+    simple = tmp_path / "simple" / "tinydep"
+    simple.mkdir(parents=True)
+    (simple / "index.html").write_text(f'<html><body><a href="{wheel.as_uri()}">{wheel.name}</a></body></html>\n')
+    make_wheel(tmp_path / "find-links", "helperdep", "2.0")
+    config = pip_conf(
+        tmp_path / "pip.conf",
+        f"[global]\nindex-url = {(tmp_path / 'simple').as_uri()}\nfind-links = {tmp_path / 'find-links'}\n",
+    )
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml-training]\nbase_image = python:3.11-slim\n")
+    (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
+    (job / "requirements.txt").write_text("tinydep\n")
+    spec = load_job_spec(job)
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    assert layer.packages == (("helperdep", "2.0"), ("tinydep", "1.0"))

@@ -1,0 +1,141 @@
+"""What the code layer (and a local run's working directory) takes from a job directory, and what it leaves
+out and why."""
+
+from __future__ import annotations
+
+import os
+
+from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
+
+PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def write(root, relpath, text="x\n"):
+    path = root / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def scanned(job):
+    result = scan_job_dir(job)
+    return [f.path for f in result.files], {e.path: e.reason for e in result.excluded}
+
+
+def test_secrets_and_clutter_are_always_excluded_with_a_reason(tmp_path):
+    job = tmp_path / "job"
+    for path in [
+        "train.py",
+        "pkg/model.py",
+        "notes/keys.md",  # kept
+        ".env",
+        ".env.production",
+        "sub/.envrc",
+        "svc.keytab",
+        "id_rsa",
+        "certs/server.key",
+        ".netrc",
+        ".aws/credentials",
+        "deploy/.kube/config",
+        "creds/.docker/config.json",
+        "token.p12",
+        "pkg/__pycache__/model.cpython-311.pyc",
+        "stale.pyc",
+        ".git/HEAD",
+        ".venv/bin/python",
+    ]:
+        write(job, path)
+    write(job, "envs/old/pyvenv.cfg", "home = /usr/bin\n")  # a venv under any name
+    write(job, "configs/innocent.txt", PEM_KEY)  # a key under an innocent name
+    write(job, "gcp.json", '{"type": "service_account", "private_key": "-----BEGIN"}')
+    write(job, "ok.json", '{"type": "dataset", "note": "private_key rotation docs"}')
+
+    files, excluded = scanned(job)
+
+    assert files == ["notes/keys.md", "ok.json", "pkg/model.py", "train.py"]
+    assert excluded[".env"].startswith("environment file")
+    assert excluded[".env.production"].startswith("environment file")
+    assert excluded["sub/.envrc"].startswith("environment file")
+    assert "keytab" in excluded["svc.keytab"]
+    assert excluded["id_rsa"] == excluded["certs/server.key"] == excluded["token.p12"] == "private key"
+    assert excluded["configs/innocent.txt"] == "private key (PEM content)"
+    assert excluded["gcp.json"] == "cloud service-account key"
+    for credential in (".netrc", ".aws/credentials", "deploy/.kube/config", "creds/.docker/config.json"):
+        assert excluded[credential] == "credential file", credential
+    assert excluded[".git/"] == "version-control data"
+    assert excluded[".venv/"] == excluded["envs/old/"] == "virtual environment"
+    assert excluded["pkg/__pycache__/"] == "Python bytecode cache"
+    assert excluded["stale.pyc"] == "Python bytecode cache"
+
+
+def test_nothing_inside_an_ignored_directory_comes_back(tmp_path):
+    job = tmp_path / "job"
+    write(job, ".gitignore", "build/\n!build/keep.txt\n")
+    write(job, "build/keep.txt")
+    write(job, "train.py")
+    files, excluded = scanned(job)
+    assert files == [".gitignore", "train.py"]
+    assert "build/" in excluded
+
+
+def test_symlinks_inside_are_kept_as_links_outside_are_refused(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    write(job, "conf/base.yaml")
+    write(tmp_path, "secret.txt", "outside")
+    (job / "current.yaml").symlink_to("conf/base.yaml")
+    (job / "leak.txt").symlink_to("../secret.txt")
+    (job / "abs.txt").symlink_to(tmp_path / "secret.txt")
+    result = scan_job_dir(job)
+    links = {f.path: f.link for f in result.files if f.link}
+    assert links == {"current.yaml": "conf/base.yaml"}
+    reasons = {e.path: e.reason for e in result.excluded}
+    assert "outside the job directory" in reasons["leak.txt"]
+    assert "outside the job directory" in reasons["abs.txt"]
+
+
+def test_large_files_are_kept_but_reported(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    big = job / "weights.bin"
+    with open(big, "wb") as f:
+        f.truncate(LARGE_FILE_BYTES + 1)  # sparse: costs no disk
+    result = scan_job_dir(job)
+    assert [f.path for f in result.large_files] == ["weights.bin"]
+    assert "weights.bin" in [f.path for f in result.files]
+
+
+def test_executable_bit_is_the_only_mode_kept(tmp_path):
+    job = tmp_path / "job"
+    write(job, "run.sh").chmod(0o750)
+    write(job, "train.py").chmod(0o600)
+    modes = {f.path: f.executable for f in scan_job_dir(job).files}
+    assert modes == {"run.sh": True, "train.py": False}
+
+
+def test_unreadable_special_files_are_reported(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    os.mkfifo(job / "pipe")
+    _, excluded = scanned(job)
+    assert "not a regular file" in excluded["pipe"]
+
+
+def test_a_link_that_leaves_through_dotdot_and_comes_back_points_inside_wherever_the_job_is_copied(tmp_path):
+    job = tmp_path / "my-job"
+    write(job, "train.py")
+    write(job, "data/real.txt", "real\n")
+    (job / "alias.txt").symlink_to("../my-job/data/real.txt")
+    (job / "conf").mkdir()
+    (job / "conf" / "data").symlink_to("../../my-job/data")
+    (job / "kept.txt").symlink_to("data/real.txt")
+    links = {f.path: f.link for f in scan_job_dir(job).files if f.link}
+    assert links == {"alias.txt": "data/real.txt", "conf/data": "../data", "kept.txt": "data/real.txt"}
+    # the image's /opt/vdk-ml/job, a local run's working directory: another name, the links still resolve
+    copy = tmp_path / "opt" / "job"
+    for relpath, target in links.items():
+        (copy / relpath).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, copy / relpath)
+    write(copy, "data/real.txt", "real\n")
+    assert (copy / "alias.txt").read_text() == "real\n" and (copy / "conf/data/real.txt").read_text() == "real\n"
