@@ -111,14 +111,16 @@ def run_mode(
 
 def run_job(
     spec: MLJobSpec,
-    configuration: Any,
-    watcher: RunWatcher,
+    configuration: Any = None,
+    watcher: RunWatcher | None = None,
     full: bool = False,
     container: bool = False,
     check_imports: bool = True,
 ) -> LocalRunResult:
-    """`vdk run JOB`: the run the flags (`full`, `container`) or the settings in `configuration` ask for, after
-    the import check (unless `check_imports` is False)."""
+    """`vdk run JOB`: the run the flags (`full`, `container`) or the settings in `configuration` ask for (None:
+    the environment's, then [vdk] of the job's config.ini), after the import check (unless `check_imports` is
+    False), shown to `watcher` as it goes (None: nothing shown; the result says everything)."""
+    watcher = watcher or QuietWatcher()
     mode, in_container = run_mode(configuration, spec.job_dir, full, container)
     if check_imports:
         for note in check_imports_locally(spec):
