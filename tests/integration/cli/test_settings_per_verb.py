@@ -1,4 +1,4 @@
-"""Every VDK setting of the plugin is read the same way by every verb (README, "Cluster-wide settings"):
+"""Every VDK setting of the plugin is read the same way by every verb (docs/job-format.md, "Cluster-wide settings"):
 `[ml-training]` of the job, else the environment (VDK_ML_TRAINING_*), else `[vdk]` of the job's config.ini,
 else the default. Through the real vdk CLI, the real `kubernetes` client and the fake API server, whose
 kubeconfig's current context leads nowhere: only the context the settings name reaches the cluster, and

@@ -93,7 +93,8 @@ def test_names_are_unique_and_the_job_config_accepts_exactly_them_and_auto():
 
 
 def test_only_the_backend_modules_know_backend_kinds():
-    """README's check: `grep -rn "PyTorchJob\\|TrainJob\\|kubeflow.org" src/vdk/plugin/ml_training/k8s`."""
+    """The check of docs/architecture.md:
+    `grep -rn "PyTorchJob\\|TrainJob\\|kubeflow.org" src/vdk/plugin/ml_training/k8s`."""
     k8s = Path(backends.__file__).resolve().parents[1]
     found = [
         f"{path.relative_to(k8s)}:{number}"

@@ -37,8 +37,8 @@ def read_config(job_dir: Path) -> configparser.ConfigParser:
             raise JobConfigError(
                 path,
                 "is not a text file (it holds binary data, such as NUL bytes)",
-                "write config.ini as UTF-8 text: `key = value` lines under [section] headers (see the README's job "
-                "format)",
+                "write config.ini as UTF-8 text: `key = value` lines under [section] headers (see the job format: "
+                "docs/job-format.md)",
             )
         with open(path, encoding="utf-8") as f:
             parser.read_file(f)
@@ -73,7 +73,7 @@ def _syntax_fix(error: Exception) -> str:
         return "start config.ini with a section header such as [job]"
     if isinstance(error, UnicodeDecodeError):
         return "save config.ini as UTF-8"
-    return "write every line as `key = value` under a [section] header (see the README's job format)"
+    return "write every line as `key = value` under a [section] header (see the job format: docs/job-format.md)"
 
 
 def _is_text(data: bytes) -> bool:

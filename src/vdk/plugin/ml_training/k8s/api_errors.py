@@ -9,7 +9,7 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 
-RBAC_HINT = 'the minimal Role is in the README section "deploy to Kubernetes"'
+RBAC_HINT = 'the minimal Role is in the documentation: docs/deploy.md, "Minimal RBAC"'
 NOT_SERVED_FIX = "install the operator that serves it"
 
 
@@ -129,7 +129,7 @@ def _translate(status: int, reason: str, st: dict, message: str, action: Action,
             f"the cluster's {action.kind or action.plural} does not know some fields vdk-ml-training sets "
             f"(400 BadRequest): {message}",
             "the installed operator is a version the plugin does not render for; check which version the "
-            "cluster runs and that it is supported (see README), or choose another backend",
+            "cluster runs and that it is supported (docs/deploy.md), or choose another backend",
             status,
             st_reason,
         )

@@ -3,7 +3,7 @@ short-lived pod of the run's own image mounts the run's directory of the claim r
 through its log (runtime/outputs_stream.py); the pod is deleted whatever happens.
 
 Through the log because reading a log is what a user of `vdk show` may do already (`pods/log`); it needs
-`create` and `delete` on `pods` besides (see README's Role), not `pods/exec`."""
+`create` and `delete` on `pods` besides (the Role of docs/deploy.md), not `pods/exec`."""
 
 from __future__ import annotations
 
