@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     copy = "--copy" in args
     paths = [a for a in args if not a.startswith("--")]
     if len(paths) != 1:
-        sys.stderr.write("usage: outputs_export [--copy] DIRECTORY\n")
+        sys.stderr.write("usage: outputs_stream [--copy] DIRECTORY\n")
         return 2
     if not os.path.isdir(paths[0]):
         sys.stderr.write(f"{MARK}: {paths[0]} is not a directory\n")
