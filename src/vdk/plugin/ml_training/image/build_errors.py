@@ -43,3 +43,7 @@ class RegistryAuthError(RegistryError):
 
 class RegistryUnreachableError(RegistryError):
     """The registry could not be reached, even after retries."""
+
+
+class RegistryNameError(RegistryUnreachableError):
+    """The registry's name does not resolve (DNS): not retried, and the fix says what to set instead."""

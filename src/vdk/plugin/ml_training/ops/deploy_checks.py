@@ -50,7 +50,7 @@ def preflight(
     checks = start_checks(spec, registry, provenance, with_cluster, say)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
-    failure = checks.first_failure()
+    failure = checks.first_failure(say)
     if failure is not None:
         raise nothing_done(failure[1])
     return checks.result(CLUSTER_CHECK) if with_cluster else None
@@ -67,6 +67,7 @@ def start_checks(
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     def base() -> BaseInfo:
+        check_base_reachable(spec)  # a name that does not resolve fails here, at once
         return know_base(spec, Progress())  # silent: the smoke run has the screen
 
     checks: dict[str, Any] = {}
@@ -108,11 +109,25 @@ def check_push(spec: MLJobSpec, registry: str) -> None:
     """The registry is reachable, takes the credentials, and allows a push to the job's repository."""
     from vdk.plugin.ml_training.image.build_plan import target_repository
     from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.registry import TARGET
     from vdk.plugin.ml_training.image.registry import RegistryClient
 
     host, repository = target_repository(registry, spec)
-    with RegistryClient(host, Progress()) as client:
+    with RegistryClient(host, Progress(), role=TARGET) as client:
         client.check_push(repository)
+
+
+def check_base_reachable(spec: MLJobSpec) -> None:
+    """The base image's registry answers and has it (a HEAD of its manifest), also for a base whose contents the
+    builder knows without reading it: the build reads its manifest and layers from there."""
+    from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.reference import parse_reference
+    from vdk.plugin.ml_training.image.registry import BASE
+    from vdk.plugin.ml_training.image.registry import RegistryClient
+
+    ref = parse_reference(spec.base_image)
+    with RegistryClient(ref.registry, Progress(), role=BASE) as client:
+        client.check_manifest(ref.repository, ref.ref)
 
 
 def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:
