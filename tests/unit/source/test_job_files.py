@@ -139,3 +139,24 @@ def test_a_link_that_leaves_through_dotdot_and_comes_back_points_inside_wherever
         os.symlink(target, copy / relpath)
     write(copy, "data/real.txt", "real\n")
     assert (copy / "alias.txt").read_text() == "real\n" and (copy / "conf/data/real.txt").read_text() == "real\n"
+
+
+def test_a_key_anywhere_in_a_file_excludes_it_after_the_first_kilobytes_indented_or_in_a_big_file(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    write(job, "late.txt", "x" * 9000 + "\n" + PEM_KEY)  # after the first 8 KiB
+    indented = "".join(f"  {line}\n" for line in PEM_KEY.splitlines())
+    write(job, "deploy/values.yaml", f"tls:\n  key: |\n{indented}")  # a YAML block
+    big = job / "data" / "blob.bin"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:  # 3 MB of data, the key straddling two reads of the scan
+        f.write(os.urandom(1 << 20)[:-10].replace(b"-", b"_"))
+        f.write(PEM_KEY.encode())
+        f.write(b"\0" * (2 << 20))
+    write(job, "docs/key-format.md", "A key starts with -----BEGIN PUBLIC KEY----- and is public.\n")
+
+    files, excluded = scanned(job)
+
+    assert files == ["docs/key-format.md", "train.py"]
+    assert excluded["late.txt"] == excluded["deploy/values.yaml"] == excluded["data/blob.bin"]
+    assert excluded["data/blob.bin"] == "private key (PEM content)"

@@ -15,6 +15,9 @@ from typing import Any
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job.config_file import SECTION
 from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.secret_patterns import public_url
+from vdk.plugin.ml_training.secret_patterns import redact
+from vdk.plugin.ml_training.secret_patterns import url_credentials
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -148,6 +151,15 @@ class KeyReader:
     def matching(self, key: str, pattern: re.Pattern, what: str) -> str | None:
         """The text of `key` when `pattern` matches it (None: not set); the error shows the catalogue's example."""
         text = self.raw(key)
+        if text is not None and url_credentials(text):
+            host = text.split("://", 1)[-1].rpartition("@")[2].split("/", 1)[0]
+            raise self.error(
+                key,
+                f"{redact(text)!r} holds credentials (user:password@), which would be shown and recorded wherever "
+                "the address is",
+                f"write `{key} = {public_url(text).split('://', 1)[-1]}` and log in with `podman login {host}` (or "
+                "`docker login`): the credentials are read from there",
+            )
         if text is not None and (not pattern.match(text) or len(text) > 253):
             scheme = " without a scheme such as https://" if "://" in text else ""
             example = catalogued(key).example

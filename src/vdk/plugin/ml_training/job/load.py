@@ -28,6 +28,8 @@ from vdk.plugin.ml_training.job.environment import read_env
 from vdk.plugin.ml_training.job.environment import read_secrets
 from vdk.plugin.ml_training.job.key_reader import KeyReader
 from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.job.literal_secrets import secret_argument
+from vdk.plugin.ml_training.job.literal_secrets import secret_argument_error
 from vdk.plugin.ml_training.job.model import Accelerators
 from vdk.plugin.ml_training.job.model import MLJobSpec
 from vdk.plugin.ml_training.job.model import NodeRange
@@ -193,9 +195,14 @@ def _args(keys: KeyReader, key: str) -> tuple[str, ...] | None:
     if text is None:
         return None
     try:
-        return tuple(shlex.split(text))
+        args = tuple(shlex.split(text))
     except ValueError as e:
         raise keys.error(key, f"cannot be split into arguments ({e})", "quote it as a shell would") from None
+    found = secret_argument(args)
+    if found is not None:
+        refusal = secret_argument_error(key, found[0], found[1], keys.path, SECTION)
+        raise keys.error(key, refusal.problem.split(": ", 1)[1], refusal.fix)
+    return args
 
 
 def _base_provides(keys: KeyReader) -> tuple[str, ...]:

@@ -73,10 +73,12 @@ ALWAYS_EXCLUDED_SUFFIXES = (
     (".kube/config", _CREDENTIALS),
     (".config/gcloud/credentials.db", _CREDENTIALS),
 )
-# Small files are read this far to catch keys under innocent names.
-SNIFF_BYTES = 8192
-SNIFF_MAX_SIZE = 1 << 20
-_PEM_PRIVATE_KEY = re.compile(rb"(?m)^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
+# Files are read whole, this much at a time, to catch keys under innocent names wherever they are in the file
+# (after the first lines, indented in a YAML block, in a JSON string); consecutive reads overlap by more than a
+# key's header, so that none is missed between two of them.
+SNIFF_CHUNK = 1 << 20
+_OVERLAP = 256
+_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
 _SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
 
 
@@ -101,18 +103,22 @@ def always_excluded_file(relpath: str, name: str) -> str | None:
 
 
 def secret_content(path: Path, size: int) -> str | None:
-    """Why a file's content marks it as a secret (a PEM private key, a cloud key file), or None."""
-    if size > SNIFF_MAX_SIZE or size == 0:
+    """Why a file's content marks it as a secret (a PEM private key anywhere in it, a cloud key file), or None.
+    The whole file is read (unreadable files are reported by whoever reads them next)."""
+    if size == 0:
         return None
+    tail = b""
     try:
         with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
+            while chunk := f.read(SNIFF_CHUNK):
+                window = tail + chunk
+                if b"PRIVATE KEY-----" in window and _PEM_PRIVATE_KEY.search(window):
+                    return "private key (PEM content)"
+                if path.suffix == ".json" and _SERVICE_ACCOUNT.search(window) and b'"private_key"' in window:
+                    return "cloud service-account key"
+                tail = window[-_OVERLAP:]
     except OSError:
         return None
-    if _PEM_PRIVATE_KEY.search(head):
-        return "private key (PEM content)"
-    if path.suffix == ".json" and _SERVICE_ACCOUNT.search(head) and b'"private_key"' in head:
-        return "cloud service-account key"
     return None
 
 
