@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
+
+from vdk.plugin.ml_training.source import content_scan
 
 VDKIGNORE = ".vdkignore"
 GITIGNORE = ".gitignore"
@@ -73,13 +74,6 @@ ALWAYS_EXCLUDED_SUFFIXES = (
     (".kube/config", _CREDENTIALS),
     (".config/gcloud/credentials.db", _CREDENTIALS),
 )
-# Files are read whole, this much at a time, to catch keys under innocent names wherever they are in the file
-# (after the first lines, indented in a YAML block, in a JSON string); consecutive reads overlap by more than a
-# key's header, so that none is missed between two of them.
-SNIFF_CHUNK = 1 << 20
-_OVERLAP = 256
-_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
-_SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
 
 
 def always_excluded_dir(name: str, path: Path) -> str | None:
@@ -103,23 +97,9 @@ def always_excluded_file(relpath: str, name: str) -> str | None:
 
 
 def secret_content(path: Path, size: int) -> str | None:
-    """Why a file's content marks it as a secret (a PEM private key anywhere in it, a cloud key file), or None.
-    The whole file is read (unreadable files are reported by whoever reads them next)."""
-    if size == 0:
-        return None
-    tail = b""
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(SNIFF_CHUNK):
-                window = tail + chunk
-                if b"PRIVATE KEY-----" in window and _PEM_PRIVATE_KEY.search(window):
-                    return "private key (PEM content)"
-                if path.suffix == ".json" and _SERVICE_ACCOUNT.search(window) and b'"private_key"' in window:
-                    return "cloud service-account key"
-                tail = window[-_OVERLAP:]
-    except OSError:
-        return None
-    return None
+    """Why a file's content marks it as a secret (a PEM private key anywhere in it, a cloud key file), or None:
+    source/content_scan.py."""
+    return content_scan.secret_content(path, size)
 
 
 @dataclass(frozen=True)
