@@ -18,6 +18,7 @@ from vdk.plugin.ml_training.job.keys import key as catalogued
 from vdk.plugin.ml_training.secret_patterns import public_url
 from vdk.plugin.ml_training.secret_patterns import redact
 from vdk.plugin.ml_training.secret_patterns import url_credentials
+from vdk.plugin.ml_training.units import format_duration
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -108,6 +109,12 @@ class KeyReader:
                 f"{text!r} is not a duration" + (" above zero" if minimum else ""),
                 f"write it like `{key} = 12h` (units s, m, h, d, w; `1h30m` works too)",
             )
+        maximum = catalogued(key).maximum
+        if isinstance(maximum, int) and seconds > maximum:
+            most = format_duration(maximum)
+            raise self.error(
+                key, f"{text!r} is longer than {most}, the most it may be", f"write it like `{key} = {most}` or less"
+            )
         return seconds
 
     def quantity(self, key: str, default: str = _UNSET) -> str:
@@ -122,6 +129,13 @@ class KeyReader:
                 key,
                 f"{text!r} is not a positive Kubernetes quantity",
                 f"write it like `{key} = {example}` (suffixes Ki Mi Gi Ti, k M G T, or m for milli)",
+            )
+        maximum = catalogued(key).maximum
+        if maximum is not None and value > parse_quantity(str(maximum)):
+            raise self.error(
+                key,
+                f"{text!r} is more than {maximum}, more than any machine has (per node)",
+                f"write it like `{key} = {'32Gi' if key in _MEMORY_KEYS else '8'}`: what one node of the run needs",
             )
         if key in _MEMORY_KEYS and value < _MIN_MEMORY:
             milli = re.fullmatch(r"([0-9.]+)m", text)

@@ -80,8 +80,11 @@ def always_excluded_dir(name: str, path: Path) -> str | None:
     """Why a directory is never copied, or None."""
     if name in ALWAYS_EXCLUDED_DIRS:
         return ALWAYS_EXCLUDED_DIRS[name]
-    if (path / "pyvenv.cfg").is_file():
-        return "virtual environment"
+    try:
+        if (path / "pyvenv.cfg").is_file():
+            return "virtual environment"
+    except OSError:  # an unreadable directory: the walk into it says so
+        pass
     return None
 
 
