@@ -13,6 +13,7 @@ indexes: see package_index.py.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.build_cache import cache_root
 from vdk.plugin.ml_training.image.build_errors import DependencyError
+from vdk.plugin.ml_training.image.build_errors import DiskFullError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -110,7 +112,12 @@ def dependency_layer(
     progress.stage(
         f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
     )
-    layer = _build(spec, requirements, base, entry, key)
+    try:
+        layer = _build(spec, requirements, base, entry, key)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _disk_full(e.filename or cache_root()) from None
+        raise
     progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
     prune_cache()
     return layer
@@ -282,6 +289,8 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
         ) from None
     if done.returncode == 0:
         return
+    if _DISK_FULL.search(done.stderr):
+        raise _disk_full(_uv_cache_dir(), cache_root())
     detail = _uv_message(done.stderr)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:
@@ -291,6 +300,35 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
         "fix the requirement named above (a version that exists, or one that agrees with the others); "
         "`uv pip compile requirements.txt` shows the same resolution locally",
     )
+
+
+# uv's words for ENOSPC and EDQUOT (Rust's io::Error shows the errno).
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b")
+
+
+def _disk_full(*places: str | Path) -> DiskFullError:
+    """The disk-full error naming the fullest of `places` (the build cache, uv's cache) and its free space."""
+    free: list[tuple[int, str]] = []
+    for place in places:
+        path = Path(place)
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        try:
+            free.append((shutil.disk_usage(path).free, str(place)))
+        except OSError:
+            continue
+    if not free:
+        return DiskFullError(str(places[0]), "no space free")
+    room, where = min(free)
+    return DiskFullError(where, f"{room / 1e6:.1f} MB free once the unfinished install was removed")
+
+
+def _uv_cache_dir() -> str:
+    explicit = _uv_env().get("UV_CACHE_DIR")
+    if explicit:
+        return explicit
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return str(Path(xdg if xdg else Path.home() / ".cache") / "uv")
 
 
 def _uv_message(stderr: str) -> str:
