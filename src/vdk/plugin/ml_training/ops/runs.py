@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field
 from datetime import datetime
 from datetime import timezone
 
@@ -71,6 +72,7 @@ class JobListing:
     where: str  # "namespace ml (context lab)"
     team: str | None  # the team filter as a phrase ("of team vision"); None: every team
     teams_elsewhere: list[tuple[str, str]]  # (team, namespace) of teams that ml_training_team_namespaces puts elsewhere
+    notes: list[str] = field(default_factory=list)  # what could not be listed (the rest is)
 
     def to_dict(self) -> list[dict]:
         return [job.to_dict() for job in self.jobs]
@@ -83,10 +85,11 @@ def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
 
     choice = None if all_teams else scope.team
     client = scope.client
-    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice)]
+    notes: list[str] = []
+    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice, notes)]
     mapped = teams.mapping(scope.settings, teams.TEAM_NAMESPACES)
     elsewhere = [(team, ns) for team, ns in mapped.entries if ns != client.namespace]
-    return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere)
+    return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere, notes)
 
 
 # --- vdk show, vdk execute --list / --show -----------------------------------------------------------------
@@ -119,21 +122,31 @@ class JobDetail:
 def show_job(scope: Scope) -> JobDetail:
     """The scope's job: its runs and, for the latest, every rank's state, why it waits or failed (events,
     Kueue, exit codes, the failing rank's last log lines), its progress and loss curve."""
-    selection = select_runs(scope, "show")
-    return JobDetail(selection, inspect_run(selection.client, selection.runs[0]))
+    selection = select_runs(scope, "show", partial=True)
+    return JobDetail(selection, _with_notes(inspect_run(selection.client, selection.runs[0]), selection.notes))
 
 
-def list_runs(scope: Scope) -> list[RunSummary]:
-    """The runs of the scope's job, newest first."""
-    return select_runs(scope, execute_command("list")).runs
+def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:
+    """The runs of the scope's job, newest first (a list that failed is a note through `say`)."""
+    selection = select_runs(scope, execute_command("list"), partial=True)
+    for note in selection.notes:
+        say(f"note: {note}")
+    return selection.runs
 
 
 def show_run(scope: Scope, run_id: str | None = None) -> RunDetail:
     """One run's detail with its diagnosis: `run_id` is its name or the part after the job name; default
     the latest run."""
     command = execute_command("show", run_id)
-    selection = select_runs(scope, command)
-    return inspect_run(selection.client, selection.pick(run_id, f"vdk {command} -n {selection.job_name}"))
+    selection = select_runs(scope, command, partial=True)
+    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    return _with_notes(inspect_run(selection.client, run), selection.notes)
+
+
+def _with_notes(detail: RunDetail, notes: list[str]) -> RunDetail:
+    """`detail` with the selection's notes first (what could not be listed: its runs may be missing)."""
+    detail.notes[:0] = notes
+    return detail
 
 
 # --- vdk execute --start / --cancel, vdk delete ------------------------------------------------------------
