@@ -86,13 +86,12 @@ def read_outputs(
     progress: Callable[[str, int, int], None] | None = None,
     waiting: Callable[[str], None] | None = None,
 ) -> OutputsReader:
-    """Create the copy pod, read its stream (listing, and the files into `into`), delete the pod."""
+    """Create the copy pod, read its stream (listing, and the files into `into`), delete the pod — also when
+    the create's answer was lost, and when the call is interrupted (SIGINT, SIGTERM, SIGHUP: cli/interrupts.py)."""
     name = pod["metadata"]["name"]
-    ns = client.namespace
-    client.transport.request(
-        "POST", POD.path(ns), body=pod, action=POD.action("create", ns, name), query={"fieldManager": "vdk-ml-training"}
-    )
+    interrupted = False
     try:
+        client.create(POD, pod)
         _wait_started(client, name, waiting)
         reader = OutputsReader(into, progress)
         try:
@@ -103,8 +102,13 @@ def read_outputs(
                 "run the command again; for very large outputs, copy them from a pod that mounts the claim "
                 "(`kubectl cp`)",
             ) from None
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         _delete(client, name)
+        if interrupted:
+            client.transport.say(f"Deleted the copy pod {name}; the files copied so far are kept, none half-written")
 
 
 def _wait_started(client: KubeClient, name: str, waiting: Callable[[str], None] | None) -> None:
