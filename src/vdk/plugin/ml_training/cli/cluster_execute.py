@@ -170,7 +170,7 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
     from vdk.plugin.ml_training.ops.runs import rerun
 
-    started = rerun(scope, execution_id, reason)
+    started = rerun(scope, execution_id, reason, say=stderr)
     if as_json:
         print_json(started.to_dict())
         return

@@ -15,6 +15,7 @@ from dataclasses import field
 from datetime import datetime
 from datetime import timezone
 
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.observe import inspect_run
 from vdk.plugin.ml_training.k8s.run_record import RunRecord
@@ -175,9 +176,10 @@ class Rerun:
         }
 
 
-def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None) -> Rerun:
+def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None, say: Say = to_stderr) -> Rerun:
     """Run a past run of the scope's job again exactly (default the latest): same image digest and manifests,
-    a new run name; `reason` goes to its audit trail."""
+    a new run name; `reason` goes to its audit trail. Created exactly once or not at all, as a deploy's run
+    (what an interruption left is said through `say`)."""
     from vdk.plugin.ml_training.k8s import run_record
     from vdk.plugin.ml_training.k8s.run_identity import new_run_name
     from vdk.plugin.ml_training.source import audit
@@ -190,7 +192,7 @@ def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None) ->
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     manifests = run_record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
-    created = client.apply(manifests)
+    created = client.apply(manifests, say)
     return Rerun(selection, source, run_name, rec, [f"{m['kind']}/{m['metadata']['name']}" for m in created])
 
 
@@ -234,9 +236,18 @@ def delete_runs(
     """Delete every run of `selection` (running ones stop) and their records; `deleted(run)` after each. Their
     GPU-hours stay counted (a warning through `say` when they cannot). Returns the runs deleted."""
     _keep_usage(selection, selection.runs, say)
-    done = []
-    for run in selection.runs:
-        selection.client.delete_run(run.name, run.backend)
+    done: list[RunSummary] = []
+    for i, run in enumerate(selection.runs):
+        try:
+            selection.client.delete_run(run.name, run.backend)
+        except MLTrainingError as e:
+            left = [r.name for r in selection.runs[i + 1 :]]
+            raise MLTrainingError(
+                f"{e.problem}\n"
+                + (f"Deleted before that: {', '.join(r.name for r in done)}. " if done else "No run was deleted. ")
+                + (f"Not deleted yet: {', '.join(left)}." if left else ""),
+                f"{e.fix}\nThe same command again deletes what remains of {selection.describe()}",
+            ) from e
         done.append(run)
         if deleted is not None:
             deleted(run)
