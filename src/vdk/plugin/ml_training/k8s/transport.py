@@ -45,7 +45,7 @@ REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
 # sent again, silently; a server that cannot be reached is reported at once (retrying it three times, as
 # urllib3 does by default, only makes the user wait longer for the same error). Answers worth another
 # attempt (429, 5xx, a reset) are retried above urllib3, by `retries`, and said.
-RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
+RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0, respect_retry_after_header=False)
 # Answers of a GET that only make what is read less complete: forbidden, or not there.
 TOLERATED = (403, 404)
 JSON = "application/json"
