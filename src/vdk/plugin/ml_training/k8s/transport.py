@@ -41,11 +41,22 @@ from vdk.plugin.ml_training.k8s.retries import Say
 
 Timeout = tuple[float, float]
 REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
-# urllib3's own retries: only a GET/DELETE whose pooled connection the server had closed meanwhile is
-# sent again, silently; a server that cannot be reached is reported at once (retrying it three times, as
-# urllib3 does by default, only makes the user wait longer for the same error). Answers worth another
-# attempt (429, 5xx, a reset) are retried above urllib3, by `retries`, and said.
-RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0, respect_retry_after_header=False)
+
+
+class _StaleConnectionRetry(urllib3.Retry):
+    """urllib3's own retries: only a GET/DELETE whose pooled connection the server had closed meanwhile is
+    sent again, silently; a server that cannot be reached is reported at once (retrying it three times, as
+    urllib3 does by default, only makes the user wait longer for the same error), and a read that timed out
+    is not sent again here. Answers worth another attempt (429 and its Retry-After, 5xx, a reset, a timeout)
+    are retried above urllib3, by `retries`, bounded in time and said."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+RETRIES = _StaleConnectionRetry(total=1, connect=0, read=1, status=0, other=0, respect_retry_after_header=False)
 # Answers of a GET that only make what is read less complete: forbidden, or not there.
 TOLERATED = (403, 404)
 JSON = "application/json"
