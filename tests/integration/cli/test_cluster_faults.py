@@ -200,6 +200,29 @@ def test_a_followed_run_survives_a_server_failing_for_a_while(kube, fast_retries
     assert "[run] the run's state could not be read (503): restarting" in result.stderr
 
 
+# --- deleting -----------------------------------------------------------------------------------------------
+
+
+def test_a_delete_cut_short_says_which_runs_were_deleted_and_which_remain(kube, fast_retries):
+    older = kube.deploy(backend="job", created=cs.ago(600))["metadata"]["name"]
+    newer = kube.deploy(backend="pytorchjob", created=cs.ago(60))["metadata"]["name"]
+    kube.fake.fail("DELETE", "jobs", 500, "InternalError", "etcd down", times=None)
+    result = vdk("delete", "-n", "mnist-ddp", "-t", "Vision Research", "--yes")
+    assert result.exit_code == 1
+    assert result.stdout == f"Deleted {newer}\n"  # newest first, said as it goes
+    assert f"deleting run {older} stopped part way: the Kubernetes API server failed to delete Job {older}" in (
+        result.stderr
+    )
+    assert f"nothing of it was deleted; still there: Job/{older}, Service/{older}, ConfigMap/{older}-record" in (
+        result.stderr
+    )
+    assert f"Deleted before that: {newer}." in result.stderr
+    assert "The same command again deletes what remains of mnist-ddp" in result.stderr
+    kube.fake.faults.clear()
+    assert ok(vdk("delete", "-n", "mnist-ddp", "-t", "Vision Research", "--yes")).stdout == f"Deleted {older}\n"
+    assert kube.fake.run_objects() == []
+
+
 # --- -n ------------------------------------------------------------------------------------------------------
 
 
