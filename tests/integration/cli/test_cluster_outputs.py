@@ -177,3 +177,21 @@ def test_a_signal_to_the_copy_deletes_its_pod(cluster, tmp_path, sig):
     assert f"Deleted the copy pod {pod['metadata']['name']}" in err
     assert f"vdk execute interrupted by {signal.Signals(sig).name}." in err
     assert not list(tmp_path.glob("**/*.part"))
+
+
+def test_a_target_that_cannot_be_written_is_a_clear_error(outputs_run, tmp_path, monkeypatch):
+    from vdk.plugin.ml_training.runtime import outputs_stream
+
+    fake, run, directory = outputs_run
+
+    def full(source, target):  # the local disk fills up as the first file is put in place
+        raise OSError(28, "No space left on device", str(target))
+
+    monkeypatch.setattr(outputs_stream.os, "replace", full)
+    target = tmp_path / "copy"
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp", "--to", str(target))
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "the copy of the outputs could not be written (" in done.stderr
+    assert "No space left on device" in done.stderr and "another directory (--to)" in done.stderr
+    assert not [p for p in target.rglob("*") if p.is_file()]  # no half-written file
+    assert fake.stored("pods") == []

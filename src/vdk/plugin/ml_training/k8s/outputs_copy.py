@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputsReader
 from vdk.plugin.ml_training.runtime.outputs_stream import StreamError
+from vdk.plugin.ml_training.runtime.outputs_stream import display
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -101,6 +102,13 @@ def read_outputs(
                 f"the copy of the outputs failed: {e}",
                 "run the command again; for very large outputs, copy them from a pod that mounts the claim "
                 "(`kubectl cp`)",
+            ) from None
+        except OSError as e:  # the local side: a full disk, a directory that may not be written, a name too long
+            where = display(str(e.filename)) if e.filename else str(into)
+            raise MLTrainingError(
+                f"the copy of the outputs could not be written ({where}: {e.strerror or e})",
+                "free space or fix the permissions there, or copy into another directory (--to); the files "
+                "completed before are kept, none half-written",
             ) from None
     except KeyboardInterrupt:
         interrupted = True

@@ -219,7 +219,11 @@ class OutputsReader:
                 f"{display(item.path)} arrived damaged ({size} of {item.size} bytes, or its digest differs)"
             )
         target = part.parent / relative_parts(item.path)[-1]
-        os.replace(part, target)  # replaces a link of that name itself, never what it points to
+        try:
+            os.replace(part, target)  # replaces a link of that name itself, never what it points to
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
         if item.mtime:
             os.utime(target, (item.mtime, item.mtime), follow_symlinks=False)
         self.written.append(target)
