@@ -170,3 +170,29 @@ def test_a_delete_cut_short_says_what_was_deleted_and_what_remains(cluster, spec
     )
     assert f"; deleted Job/{run.name}; still there: Service/{run.name}, ConfigMap/{run.name}-record" in e.value.problem
     assert f"kubectl delete --context fake -n ml services/{run.name} configmaps/{run.name}-record" in e.value.fix
+
+
+def test_another_s_object_of_the_run_s_name_is_neither_taken_nor_deleted(cluster, spec, fast_retries):
+    fake, client = cluster()
+    run, manifests = render(spec, "job")
+    foreign = fake.add("configmaps", {"metadata": {"name": f"{run.name}-record", "labels": {"app": "other"}}})
+    fake.fail("POST", "configmaps", 503, "ServiceUnavailable", "the server is currently unable to handle the request")
+    with pytest.raises(MLTrainingError):
+        client.apply(manifests)
+    (kept,) = fake.stored("configmaps")
+    assert kept["metadata"]["uid"] == foreign["metadata"]["uid"]  # not adopted, not deleted by the rollback
+    assert fake.stored("jobs") == [] and fake.stored("services") == []
+
+
+def test_a_lost_answer_that_cannot_be_looked_up_is_deleted_again(cluster, spec, fast_retries):
+    fake, client = cluster(pytorchjob=True)
+    run, manifests = render(spec, "pytorchjob")
+    fake.drop("POST", "pytorchjobs", after=True)  # created, the answer lost
+    fake.forbidden.add(("get", "pytorchjobs"))  # and it may not be read
+    with pytest.raises(MLTrainingError) as e:
+        client.apply(manifests)
+    assert "403" in e.value.problem
+    assert f"Nothing was left in the cluster: what was created was deleted again (PyTorchJob/{run.name})" in (
+        e.value.problem
+    )
+    assert fake.run_objects() == []

@@ -69,19 +69,29 @@ def create(client: ClientLike, rtype: ResourceType, body: dict, dry_run: bool = 
                 found = lookup(client, rtype, name, namespace)
                 if found is not None and ours(found, body):
                     return _adopted(transport.say, action, found, error)
+                if found is not None:
+                    _not_created(error)
                 raise
             if not retries.retryable(error):
+                _not_created(error)  # an answer that says it was not done (400, 403, 409, 422, ...)
                 raise
             uncertain = True
             found = lookup(client, rtype, name, namespace)
             if found is not None:
                 if not ours(found, body):
+                    _not_created(error)  # another's object of that name: never taken, never deleted
                     raise
                 return _adopted(transport.say, action, found, error)
             wait = attempts.next_wait(error)
             if wait is None:
                 raise attempts.exhausted(error) from None
             attempts.retry_after(error, wait, then=f"{rtype.kind} {name} does not exist: creating it again")
+
+
+def _not_created(error: KubeApiError) -> None:
+    """Mark `error` as the answer of a create that certainly did not create the object (a rollback leaves
+    that name alone)."""
+    error.not_created = True  # type: ignore[attr-defined]
 
 
 def lookup(client: ClientLike, rtype: ResourceType, name: str, namespace: str | None) -> dict | None:
@@ -137,9 +147,9 @@ def apply(client: ClientLike, manifests: list[dict], say: Say | None = None) -> 
 def _roll_back(client: ClientLike, created: list[dict], pending: dict | None, error: BaseException, say: Say) -> None:
     """Delete what `apply` created, and the object whose create was under way; raise `error` naming what
     remains (an MLTrainingError), or say it (an interruption, re-raised by the caller)."""
-    unsure = pending is not None and (
-        not isinstance(error, KubeApiError) or error.status == 0 or retries.retryable(error)
-    )
+    # The object whose create was under way may exist, unless the server said it was not made: an
+    # interruption, a lost answer, a failed lookup or retries used up leave it unknown, so it is deleted too.
+    unsure = pending is not None and not getattr(error, "not_created", False)
     objects = created + ([pending] if unsure else [])
     remaining: list[tuple[dict, str]] = []
     deleted: list[str] = []
