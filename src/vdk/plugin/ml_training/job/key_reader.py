@@ -154,6 +154,16 @@ class KeyReader:
             raise self.error(key, f"{text!r} is not {what}", f"write it like `{key} = {example}`{scheme}")
         return text
 
+    @staticmethod
+    def key_default(key: str) -> Any:
+        """The catalogue's default of `key`."""
+        return catalogued(key).default
+
+    @staticmethod
+    def key_example(key: str) -> str:
+        """The catalogue's example of `key`, as fixes show it."""
+        return catalogued(key).example
+
     def _ask(self, key: str) -> None:
         catalogued(key)  # a key the catalogue lacks is a mistake of the reading code: KeyError
         self.asked.add(key)

@@ -40,6 +40,7 @@ from vdk.plugin.ml_training.job.names import MIG_PROFILE
 from vdk.plugin.ml_training.job.names import PACKAGE
 from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
+from vdk.plugin.ml_training.job.placement_keys import read_placement
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -132,6 +133,7 @@ def _spec(
         mounts=parse_mounts(parser, path),
         secrets=read_secrets(parser, path),
         origins=tuple(origins.items()),
+        **read_placement(keys, gpus),
     )
 
 
