@@ -33,7 +33,7 @@ HELD_OTHERWISE = (
     keys.TOLERATIONS,
 )
 HELD_OTHERWISE += (keys.NAMES,)
-NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins"}
+NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins", "overrides"}
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # `vdk execute --<operation>` (the Control Service CLI's flags, one option named `operation`)
 OPERATION_HELP = {
     "start": "Run a past run again exactly: same image digest and manifests (-i RUN, default the latest).",
-    "cancel": "Stop the run -i RUN and delete it.",
+    "cancel": "Stop a run and delete it (-i RUN, default the latest, if it has not ended).",
     "list": "List the job's runs.",
     "show": "A run's ranks, why it waits or failed, its progress (-i RUN, default the latest).",
     "logs": "The logs of every rank (-i RUN, default the latest); ranks without a log say why.",
@@ -59,8 +59,6 @@ def execute_ml(
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
-    if operation == "cancel" and not execution_id:
-        raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
     scope = verb_scope(name, team, job_path, "execute")
     if operation == "list":
         _list(scope, as_json)
@@ -75,7 +73,7 @@ def execute_ml(
     elif operation == "start":
         _start(scope, execution_id, reason, as_json)
     else:
-        _cancel(scope, execution_id or "", as_json)
+        _cancel(scope, execution_id, as_json)
 
 
 def _list(scope: Scope, as_json: bool) -> None:
@@ -181,7 +179,7 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
     click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")
 
 
-def _cancel(scope: Scope, execution_id: str, as_json: bool) -> None:
+def _cancel(scope: Scope, execution_id: str | None, as_json: bool) -> None:
     from vdk.plugin.ml_training.ops.runs import cancel_run
 
     cancelled = cancel_run(scope, execution_id, say=stderr)
@@ -204,7 +202,8 @@ EXECUTE = verbs.Verb(
         "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed; --logs [-i RUN] "
         "[--follow] the logs of every rank (pending ranks say why); --outputs [-i RUN] [--to DIR] lists (copies) "
         "the files it wrote to its output claim; --start [-i RUN] runs a past run again exactly "
-        "(same image digest and manifests; default the latest); --cancel -i RUN stops and deletes a run. "
+        "(same image digest and manifests; default the latest); --cancel [-i RUN] stops and deletes a run (default the "
+        "latest, if it has not ended). "
         "RUN is the run name or its last part."
     ),
     params=[

@@ -29,6 +29,8 @@ from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import ml_config_problem
 from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
+from vdk.plugin.ml_training.job.overrides import SET_OPTION
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import PushedImage
@@ -63,7 +65,10 @@ def deploy_ml(
     build_only: bool,
     backend: str | None,
     skip_import_check: bool = False,
+    set_values: tuple[str, ...] = (),
+    ml_args: str | None = None,
 ) -> None:
+    from vdk.plugin.ml_training.job.overrides import parse_overrides
     from vdk.plugin.ml_training.ops import deploy
 
     as_json = (output or "text").lower() == "json"
@@ -71,7 +76,7 @@ def deploy_ml(
         if dry_run and build_only:
             raise MLTrainingError(
                 "--dry-run and --build-only exclude each other",
-                "use --dry-run to see what would be built and started (nothing is contacted), "
+                "use --dry-run to see what would be built and started (no cluster is contacted), "
                 "or --build-only to build and push the image",
             )
         option, default_team = team_option(team)
@@ -83,6 +88,7 @@ def deploy_ml(
             backend=backend,
             import_check=not skip_import_check,
             configuration=configuration(),
+            overrides=parse_overrides(set_values or (), ml_args),
         )
         if dry_run:
             click.echo(deploy.plan_deploy(spec, reason=reason).to_yaml(), nl=False)
@@ -144,7 +150,9 @@ DEPLOY = verbs.Verb(
     ml_help=(
         "ml-training jobs (config.ini `[job] type = ml-training`): `vdk deploy -p JOB` runs the smoke check, builds "
         "and pushes the job's image, and starts distributed training on Kubernetes. --dry-run prints the "
-        "manifests and contacts nothing; --build-only pushes the image and prints its reference."
+        "manifests and contacts no cluster (a base image's registry once, to learn its Python and packages); "
+        "--build-only pushes the image and prints its reference. "
+        "--set KEY=VALUE and --args TEXT override [ml-training] keys for this run."
     ),
     params=[
         click.Option(
@@ -167,7 +175,8 @@ DEPLOY = verbs.Verb(
         click.Option(
             ["--dry-run"],
             is_flag=True,
-            help="ml-training: print the manifests (YAML) and the image plan; contact nothing.",
+            help="ml-training: print the manifests (YAML) and the image plan; contacts no cluster and no registry, "
+            "except once the registry of a base image whose Python and packages are not known yet.",
         ),
         click.Option(["--skip-smoke"], is_flag=True, help="ml-training: do not run the smoke check first."),
         click.Option(
@@ -185,8 +194,20 @@ DEPLOY = verbs.Verb(
             type=click.Choice(list(backend_choices()), case_sensitive=False),
             help="ml-training: override `backend` of [ml-training] (auto, pytorchjob, trainjob, job).",
         ),
+        click.Option(
+            [SET_OPTION, "set_values"],
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="ml-training: a key of [ml-training] for this run only, e.g. --set nodes=4 (repeatable); the run's "
+            "record keeps it, config.ini is not changed.",
+        ),
+        click.Option(
+            [ARGS_OPTION, "ml_args"],
+            metavar="TEXT",
+            help='ml-training: the entrypoint\'s arguments for this run, instead of `args` (--args "--lr 1e-3").',
+        ),
     ],
-    ml_only=("dry_run", "skip_smoke", "build_only", "backend", "skip_import_check"),
+    ml_only=("dry_run", "skip_smoke", "build_only", "backend", "skip_import_check", "set_values", "ml_args"),
     is_ml=_is_ml,
     run_ml=deploy_ml,
     not_ml_reason=_not_ml_reason,

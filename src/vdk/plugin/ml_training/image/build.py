@@ -169,10 +169,13 @@ def assemble(
     for f in inputs.code.large_files:
         progress.stage(f"warning: {large_file_warning(f)}")
     dep_layer = dependency_layer.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
-    if dep_layer is not None:  # said once, before gigabytes go anywhere
-        warning = torch_warning.layer_warning(dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image)
-        if warning:
-            progress.stage(f"warning: {warning}")
+    if dep_layer is not None:  # said before gigabytes go anywhere; in full once per job and dependency set
+        entry = dep_layer.blob.path.parent if dep_layer.blob.path is not None else None
+        notice = torch_warning.layer_notice(
+            dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image, entry, spec.name
+        )
+        if notice:
+            progress.stage(notice)
     runtime_blob = layer_tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
     code_blob = layer_tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
     excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""

@@ -191,6 +191,9 @@ class MLJobSpec:
     # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
     # dry run; not part of what the job is.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The [ml-training] keys given for this run only (`--set KEY=VALUE`, `--args`: job/overrides.py), as given;
+    # their values are in the fields above. Kept in a deployed run's record.
+    overrides: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)
@@ -231,6 +234,7 @@ class MLJobSpec:
         data = dataclasses.asdict(self)
         data.pop("job_dir")
         data.pop("origins")
+        data.pop("overrides")
         data["entrypoint"] = str(self.entrypoint)
         data["nodes"] = str(self.nodes)
         data["gpus_per_node"] = str(self.gpus_per_node)

@@ -122,6 +122,10 @@ def run_job(
     False), shown to `watcher` as it goes (None: nothing shown; the result says everything)."""
     watcher = watcher or QuietWatcher()
     mode, in_container = run_mode(configuration, spec.job_dir, full, container)
+    if spec.overrides:
+        from vdk.plugin.ml_training.job.overrides import describe
+
+        watcher.note(f"for this run, over config.ini: {describe(spec.overrides)}")
     if check_imports:
         for note in check_imports_locally(spec):
             watcher.note(note)
