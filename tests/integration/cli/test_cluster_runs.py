@@ -772,7 +772,7 @@ def test_execute_list_and_show(kube):
     result = vdk("execute", "-n", "mnist-ddp")
     assert result.exit_code == 2 and "--start, --cancel, --list, --show, --logs or --outputs" in result.stderr
     result = vdk("execute", "--list", "--follow", "-n", "mnist-ddp")
-    assert result.exit_code == 2 and "--follow goes with --logs" in result.stderr
+    assert result.exit_code == 2 and "--follow goes with --logs (every rank's logs) or --show" in result.stderr
 
 
 def test_delete_asks_then_removes_every_run_of_the_job(kube):

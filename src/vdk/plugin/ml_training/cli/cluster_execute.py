@@ -52,16 +52,18 @@ def execute_ml(
 ) -> None:
     if operation not in OPERATIONS:
         raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
-    if follow and operation != "logs":
-        raise click.UsageError("--follow goes with --logs")
+    if follow and operation not in ("logs", "show"):
+        raise click.UsageError("--follow goes with --logs (every rank's logs) or --show (the run, to its end)")
     if to is not None and operation != "outputs":
         raise click.UsageError("--to goes with --outputs")
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
-        raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
+        raise click.UsageError("--follow prints lines as they come; it has no JSON form")
     scope = verb_scope(name, team, job_path, "execute")
     if operation == "list":
         _list(scope, as_json)
+    elif operation == "show" and follow:
+        _follow_run(scope, execution_id)
     elif operation == "show":
         _show(scope, execution_id, as_json)
     elif operation == "logs" and follow:
@@ -142,6 +144,19 @@ def _follow(scope: Scope, execution_id: str | None) -> None:
     stderr(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""))
 
 
+def _follow_run(scope: Scope, execution_id: str | None) -> None:
+    """--show --follow: the run to its end (rank 0's output, failing ranks' last lines); exit status its outcome."""
+    import functools
+
+    from vdk.plugin.ml_training.cli.cluster_follow import follow_and_exit
+    from vdk.plugin.ml_training.ops.follow import follow_run
+    from vdk.plugin.ml_training.ops.follow import run_to_follow
+
+    selection, run = run_to_follow(scope, execution_id)
+    again = f"-n {selection.job_name}{team_args(selection)}"
+    follow_and_exit(functools.partial(follow_run, selection.client, run), run.name, again)
+
+
 def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | None) -> None:
     """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
     from vdk.plugin.ml_training.cli import cluster_views
@@ -199,9 +214,10 @@ EXECUTE = verbs.Verb(
         "--start (re-run exactly), --cancel."
     ),
     ml_help=(
-        "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed; --logs [-i RUN] "
-        "[--follow] the logs of every rank (pending ranks say why); --outputs [-i RUN] [--to DIR] lists (copies) "
-        "the files it wrote to its output claim; --start [-i RUN] runs a past run again exactly "
+        "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed (with --follow: "
+        "the run to its end); --logs [-i RUN] [--follow] the logs of every rank (pending ranks say why); --outputs "
+        "[-i RUN] [--to DIR] lists (copies) the files it wrote to its output claim; --start [-i RUN] runs a past run "
+        "again exactly "
         "(same image digest and manifests; default the latest); --cancel [-i RUN] stops and deletes a run (default the "
         "latest, if it has not ended). "
         "RUN is the run name or its last part."
@@ -218,7 +234,8 @@ EXECUTE = verbs.Verb(
         click.Option(
             ["--follow", "-f"],
             is_flag=True,
-            help="ml-training, with --logs: keep printing new log lines until the run ends.",
+            help="ml-training, with --logs: keep printing new log lines until the run ends; with --show: follow the "
+            "run to its end (rank 0's output, the last lines of any rank that fails; exit status its outcome).",
         ),
         click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
         click.Option(
