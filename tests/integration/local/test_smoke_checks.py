@@ -274,6 +274,18 @@ def test_an_undeclared_import_fails_before_anything_runs_and_a_guarded_one_passe
     assert "end of epoch: not reached (the training loop takes no batches from a torch DataLoader" in result.output
 
 
+def test_a_package_installed_nowhere_is_to_be_listed_and_installed_here_in_one_fix(tmp_path):
+    """Not in requirements.txt, not installed where vdk runs: the fix says both at once, not one per round trip."""
+    script = "import torch\nimport sentencepiece_not_here\n"
+    broken = job(tmp_path, "nowhere", script, "gpus_per_node = 0\nbase_provides = torch", {})
+    result = vdk_run(broken)
+    assert result.exit_code != 0 and "smoke run of" not in result.output
+    assert "`import sentencepiece_not_here` needs sentencepiece_not_here, not installed here" in result.output
+    assert f"add `sentencepiece_not_here` to {broken / 'requirements.txt'} (a new file)" in result.output
+    assert "It is not installed here either, and the smoke run needs it here too: " in result.output
+    assert "-m pip install sentencepiece_not_here`" in result.output
+
+
 def test_the_jobs_own_module_left_out_of_the_image_is_missing_in_the_smoke_run_too(tmp_path):
     script = "import torch, helpers\nhelpers.train()\n"
     helpers = """
@@ -303,6 +315,19 @@ def test_a_data_file_the_image_leaves_out_is_missing_in_the_smoke_run_too(tmp_pa
         result.output
     )
     assert "`!data/`" in result.output
+
+
+def test_a_data_file_the_image_leaves_out_is_named_whichever_library_opened_it(tmp_path):
+    """numpy says `data/train.txt not found.`, not open()'s errno text: the ignore rule is named all the same."""
+    script = "import numpy, torch\nrows = numpy.loadtxt('data/train.txt')\n"
+    broken = job(
+        tmp_path, "numpy-data", script, "gpus_per_node = 0", {"data/train.txt": "1 2\n", ".gitignore": "data/\n"}
+    )
+    result = vdk_run(broken)
+    assert result.exit_code != 0 and "data/train.txt not found." in result.output
+    assert "data/train.txt is in the job directory, but its image leaves it out (data/: .gitignore: data/)" in (
+        result.output
+    )
 
 
 # --- arguments and memory -------------------------------------------------------------------------
