@@ -106,7 +106,8 @@ def format_summary(outcome: RunOutcome, finding: Finding | None = None) -> str:
         lines += _death_details(root, run.plan.spec.job_dir)
     elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
         tail = _tail(run.agent_log, 20)
-        lines += ["", f"last lines of torchrun's log ({run.agent_log}):", *(f"  {t}" for t in tail)]
+        whose = f"{run.engine}'s and torchrun's log" if run.engine else "torchrun's log"
+        lines += ["", f"last lines of {whose} ({run.agent_log}):", *(f"  {t}" for t in tail)]
     if run.timed_out:
         for rank in outcome.ranks:
             if not rank.succeeded:

@@ -16,6 +16,7 @@ from vdk.plugin.ml_training.diagnosis.evidence import Ending
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
+from vdk.plugin.ml_training.diagnosis.rules.engine_failure import engine_message
 from vdk.plugin.ml_training.local import stack_dump
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.rank_memory import machine_memory_bytes
@@ -280,6 +281,9 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
         limit = format_duration(run.plan.timeout_seconds or 0)
         return None, f"timed out after {limit} ({run.plan.timeout_setting}): {who}"
     if not any(r.status != MISSING for r in ranks):
+        said = engine_message(run.agent_log) if run.engine else None
+        if said is not None:  # the engine's failure, not torchrun's: the container never ran
+            return None, f"{run.engine} could not start the job's container (exit code {run.exit_code}): {said}"
         return None, f"torchrun failed before any rank started (exit code {run.exit_code})"
     unfinished = [r for r in ranks if not r.succeeded]
     if unfinished:
@@ -353,6 +357,7 @@ def evidence(outcome: RunOutcome, again: str | None = None) -> Evidence:
         timed_out=run.timed_out,
         untrained=outcome.untrained,
         in_image=bool(run.engine),
+        engine=run.engine,
         agent_log=run.agent_log,
         machine_memory=machine_memory_bytes(),
         left_out=run.work.exclusion if run.work is not None else None,

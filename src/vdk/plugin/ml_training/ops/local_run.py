@@ -126,13 +126,17 @@ def run_job(
         from vdk.plugin.ml_training.job.overrides import describe
 
         watcher.note(f"for this run, over config.ini: {describe(spec.overrides)}")
+    base_unknown = False
     if check_imports:
-        for note in check_imports_locally(spec):
+        notes = check_imports_locally(spec)
+        base_unknown = bool(notes)  # what the base provides is not known: checked again once it is read
+        for note in notes:
             watcher.note(note)
     if in_container:
         from vdk.plugin.ml_training.ops import container_run
 
-        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, spec.job_dir))
+        engine = container_run.engine_from(configuration, spec.job_dir)
+        plan, starter = container_run.prepare(spec, mode, engine, recheck_imports=base_unknown)
         return run_plan(plan, watcher, starter=starter)
     return run_plan(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec), watcher)
 
