@@ -47,6 +47,8 @@ class SummaryPrinter:
         if result.debug:
             click.echo(format_agent_log(result.run.agent_log), err=self.err)
         click.echo(format_summary(result.outcome, result.finding), err=self.err)
+        for line in result.turned_off:  # what the smoke run turned off, and how it was checked
+            click.echo(f"  {line}", err=self.err)
         if result.passed and result.debug:
             click.echo(f"  run files: {result.run.run_dir}", err=self.err)
 

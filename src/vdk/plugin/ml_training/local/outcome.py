@@ -53,6 +53,9 @@ class RankOutcome:
     stall: dict[str, Any] | None = None  # full run: what the stall watchdog saw (runtime/watchdog.Stall.to_dict)
     epoch_end: protocol.EpochEnd | None = None  # smoke run: whether it reached the end of an epoch
     peak_memory: int | None = None  # bytes: its peak resident memory, as last sampled
+    # smoke run: what the code asked for that the smoke run turned off (`report_to=wandb`), each with the module
+    # the cluster run imports for it (None: none)
+    turned_off: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -124,6 +127,13 @@ class RunOutcome:
         """Whether the smoke run reached the end of an epoch: as the first rank that tells says."""
         known = [r.epoch_end for r in self.ranks if r.epoch_end is not None]
         return known[0] if known else None
+
+    def turned_off(self) -> dict[str, str | None]:
+        """What the code asked for that the smoke run turned off, on any rank: {what: module it needs, or None}."""
+        out: dict[str, str | None] = {}
+        for rank in [*self.ranks, *([self.launcher] if self.launcher else [])]:
+            out.update(rank.turned_off)
+        return out
 
     def adaptations(self) -> list[str]:
         seen: dict[str, int] = {}
@@ -206,6 +216,7 @@ def _rank(
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
         observed=tuple(record.get("observed") or ()),
+        turned_off=dict(record.get("turned_off") or {}),
         stall=_stall_in_job(run, record.get("stall")),
         epoch_end=protocol.EpochEnd.from_record(record.get("epoch_end")),
         peak_memory=memory,
