@@ -245,7 +245,7 @@ def test_show_explains_why_a_run_waits(kube):
     assert f"rank 1 (pod {p1['metadata']['name']}): cannot be scheduled: {GPU_FULL}" in out
     assert "-> no node has that many free GPUs now" in out
     assert f"rank 2 (pod {p2['metadata']['name']}): cannot pull the image (ImagePullBackOff)" in out
-    assert "imagePullSecrets" in out
+    assert "name it in `image_pull_secrets` of [ml-training]" in out
     # the audit trail of the run
     assert f"image      {IMAGE.reference}" in out
     assert "commit     0123456789abcdef0123456789abcdef01234567 (with uncommitted changes)" in out

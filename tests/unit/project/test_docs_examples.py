@@ -97,11 +97,16 @@ def test_every_command_of_the_docs_exists_with_its_options(root_command, where, 
         return  # `vdk` alone, or several verbs at once (`vdk list/show/execute/delete`)
     verb = words[0]
     assert verb in root_command.commands, f"{where}: `{command}`: vdk has no command {verb!r}"
-    known = _options(root_command.commands[verb])
-    for word in words[1:]:
+    params = {opt: p for p in root_command.commands[verb].params for opt in [*p.opts, *p.secondary_opts]}
+    rest = iter(words[1:])
+    for word in rest:
         if word.startswith("-") and len(word) > 1:
-            option = word.split("=", 1)[0]
-            assert option in known, f"{where}: `{command}`: `vdk {verb}` has no option {option}"
+            option, has_value = word.split("=", 1)[0], "=" in word
+            assert option in params, f"{where}: `{command}`: `vdk {verb}` has no option {option}"
+            param = params[option]
+            takes_value = isinstance(param, click.Option) and not param.is_flag and not param.count
+            if takes_value and not has_value:
+                next(rest, None)  # its value, which may start with `-` (`--args "--lr 1e-3"`)
 
 
 def test_every_file_the_docs_name_is_in_the_repository():
