@@ -140,7 +140,10 @@ def deploy(
     image, render the run for it and create it, all or nothing. `reason` goes to the run's audit trail;
     `watcher` is shown the smoke run.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
-    created, saying so; KeyboardInterrupt stops every process it started."""
+    created, saying so; KeyboardInterrupt stops every process it started. The run is created exactly once
+    (a create whose answer was lost is found by the run's name) or not at all: a failure or an interruption
+    while it is created deletes what was made, or names what could not be deleted with the command that does
+    (k8s/creation.py)."""
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
     target = deploy_checks.preflight(
@@ -151,7 +154,8 @@ def deploy(
     image = _build(spec, registry, provenance, progress)
     run = _run_info(spec, provenance, reason, image)
     plan = plan_run(spec, target, image.job_image, run, say)
-    created = target.client.apply(plan.manifests)
+    target.client.transport.say = say  # retries of the cluster's requests are said where progress goes
+    created = target.client.apply(plan.manifests, say)
     return DeployResult(plan, image, [f"{m['kind']}/{m['metadata']['name']}" for m in created], provenance)
 
 
