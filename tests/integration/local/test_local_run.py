@@ -423,6 +423,8 @@ def test_a_full_run_of_cuda_code_without_a_gpu_says_what_to_do_instead():
     assert result.exit_code != 0
     assert "full run FAILED" in result.output and "Torch not compiled with CUDA enabled" in result.output
     assert "needs a GPU and this machine has none" in str(result.exception)
+    # the fix that trains it here: the smoke run's CPU adaptations for the whole run
+    assert f"`VDK_ML_TRAINING_ADAPT_TO_CPU=1 vdk run --full {EXAMPLES / 'single-gpu-loop'}`" in str(result.exception)
 
 
 # A script that checks for the GPUs of the cluster's nodes and ends quietly without them.
