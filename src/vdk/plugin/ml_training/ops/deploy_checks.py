@@ -50,7 +50,7 @@ def preflight(
     checks = start_checks(spec, registry, provenance, with_cluster, say)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
-    failure = checks.first_failure(say)
+    failure = checks.first_failure(say)  # each wait said; the first failure ends it
     if failure is not None:
         raise nothing_done(failure[1])
     return checks.result(CLUSTER_CHECK) if with_cluster else None
@@ -63,12 +63,16 @@ def start_checks(
     run and to read them back), the registry (reachable, credentials, push allowed), the base image
     (resolvable, then the job's imports against it and its dependency layer, resolved or cached)."""
     from vdk.plugin.ml_training.image.base_inspection import know_base
+    from vdk.plugin.ml_training.image.build_progress import LineProgress
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     def base() -> BaseInfo:
         check_base_reachable(spec)  # a name that does not resolve fails here, at once
-        return know_base(spec, Progress())  # silent: the smoke run has the screen
+        return know_base(spec, Progress())  # silent: the smoke run has the screen, and a base is read in seconds
+
+    # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
+    dependencies = LineProgress(say, prefix="Pre-flight ")
 
     checks: dict[str, Any] = {}
     if with_cluster:
@@ -76,7 +80,7 @@ def start_checks(
     checks[REGISTRY_CHECK] = lambda: check_push(spec, registry)
     checks[BASE_CHECK] = base
     checks[IMPORTS_CHECK] = lambda: check_imports(spec, remote.result(BASE_CHECK))
-    checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), Progress())
+    checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), dependencies)
     remote = RemoteChecks(checks)
     what = ", ".join(checks)
     say(f"Pre-flight: checking at once {what}{'' if with_cluster else ' (no cluster: --build-only)'}")

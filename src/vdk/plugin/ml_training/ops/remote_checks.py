@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import TimeoutError as FutureTimeout  # the builtin's alias from Python 3.11
 from contextlib import contextmanager
 from typing import Any
 
@@ -76,9 +76,11 @@ class RemoteChecks:
         """What check `name` found (waiting for it); its MLTrainingError if it failed."""
         return self._futures[name].result()
 
-    def first_failure(self, say: Callable[[str], None] | None = None) -> tuple[str, MLTrainingError] | None:
-        """Waits for every check (a wait of more than NOTICE_AFTER seconds said through `say`, then every
-        NOTICE_EVERY seconds, naming the checks still running); the one that failed first, if any."""
+    def first_failure(
+        self, say: Callable[[str], None] | None = None, after: float = NOTICE_AFTER, every: float = NOTICE_EVERY
+    ) -> tuple[str, MLTrainingError] | None:
+        """Waits for every check, or until one fails (a wait of more than `after` seconds said through `say`,
+        then every `every` seconds, naming the checks still running); the one that failed first, if any."""
         started = time.monotonic()
         said: float | None = None
         while True:
@@ -89,8 +91,8 @@ class RemoteChecks:
             if not running:
                 break
             waited = time.monotonic() - started
-            due = said is None or waited - said >= NOTICE_EVERY
-            if say is not None and waited >= NOTICE_AFTER and due:
+            due = said is None or waited - said >= every
+            if say is not None and waited >= after and due:
                 said = waited
                 say(
                     f"Pre-flight: waiting for the {', '.join(running)} check{'s' * (len(running) > 1)} ({waited:.0f} s)"
@@ -101,6 +103,23 @@ class RemoteChecks:
                 pass
         with self._lock:
             return self._failures[0] if self._failures else None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for every check to end; whether they all have."""
+        deadline = time.monotonic() + timeout
+        for future in self._futures.values():
+            left = deadline - time.monotonic()
+            if left <= 0 and not future.done():
+                return False
+            try:
+                future.exception(timeout=max(left, 0))
+            except FutureTimeout:
+                return False
+        return True
+
+    def pending(self) -> list[str]:
+        """The checks still running."""
+        return [name for name, future in self._futures.items() if not future.done()]
 
     def failure_so_far(self) -> tuple[str, MLTrainingError] | None:
         with self._lock:
