@@ -8,6 +8,7 @@ import pytest
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.secret_patterns import public_url
+from vdk.plugin.ml_training.secret_patterns import redact
 from vdk.plugin.ml_training.secret_patterns import token_kind
 from vdk.plugin.ml_training.secret_patterns import url_credentials
 
@@ -55,3 +56,20 @@ def test_no_error_message_shows_a_credential_whatever_put_it_there(tmp_path):
         tmp_path / "config.ini", f"'{GITHUB}' is not a number", "write a number", "ml-training", "x"
     )
     assert GITHUB not in config.message
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("--password=hunter2 --lr 3e-4", "--password=*** --lr 3e-4"),
+        ("train.py --hf-token abc123 --epochs 3", "train.py --hf-token *** --epochs 3"),
+        ("-token=q and --db_password s3", "-token=*** and --db_password ***"),
+        ("--password-file /run/secrets/p", "--password-file ***"),  # when in doubt, hidden
+        (
+            "--max-tokens 512 --tokenizer bert --secret --verbose",
+            "--max-tokens 512 --tokenizer bert --secret --verbose",
+        ),
+    ],
+)
+def test_the_values_of_options_named_like_credentials_are_never_shown(text, shown):
+    assert redact(text) == shown

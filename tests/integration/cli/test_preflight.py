@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.support.jobs import write_job
 
@@ -163,3 +164,36 @@ def test_a_bad_job_directory_is_one_clear_message_and_nothing_created(tmp_path, 
         assert "Traceback" not in output, f"{args}: {output}"
         assert problem in done.stderr and "Fix: " in done.stderr, f"{args}: {output}"
         assert tree(tmp_path) == before, args
+
+
+HF_TOKEN = "hf_" + "Ab1Cd2Ef3G" * 4
+
+
+def test_credentials_in_arguments_or_the_registry_address_are_refused_unshown_and_nothing_is_pushed(tmp_path, registry):
+    path = write_job(tmp_path, ml="gpus_per_node = 0", files={"train.py": SCRIPT})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
+    env["VDK_ML_TRAINING_REGISTRY"] = f"{registry.host}/leaks"
+    cases = [
+        (["run", path.name, "--args", f"--hf-token {HF_TOKEN}"], env, "argument 2 is a Hugging Face token"),
+        (["deploy", "-p", str(path), "--build-only", "--set", f"smoke_args=--x {HF_TOKEN}"], env, "argument 2 is a"),
+        (
+            ["deploy", "-p", str(path), "--build-only", "--args", "--password=hunter2 --db-token Zq9Zq9Zq9Zq9Zq9Zq9"],
+            env,
+            "argument 3 is a secret (the value of --db-token",
+        ),
+        (
+            ["deploy", "-p", str(path), "--build-only"],
+            {**env, "VDK_ML_TRAINING_REGISTRY": f"ada:hunter2@{registry.host}/leaks"},
+            "holds credentials (user:password@)",
+        ),
+    ]
+    for args, environment, problem in cases:
+        done = subprocess.run(
+            [str(VDK), *args], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode in (1, 2) and problem in output, f"{args}: {output}"
+        for secret in (HF_TOKEN, "hunter2", "Zq9Zq9Zq9Zq9Zq9Zq9"):
+            assert secret not in output, f"{args}: {output}"
+    catalog = requests.get(f"{registry.url}/v2/_catalog", timeout=10).json()["repositories"]
+    assert not [name for name in catalog if name.startswith("leaks/")]

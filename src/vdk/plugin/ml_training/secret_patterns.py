@@ -26,6 +26,13 @@ _WORD = re.compile(r"[^\s'\"<>()\[\]{},;]+")
 # signatures, `?password=`...).
 _CREDENTIAL_PARAMETER = re.compile(r"token|secret|passw|sig|auth|credential|key", re.I)
 REDACTED = "***"
+# The value of an option named like a credential (`--password=VALUE`, `--hf-token VALUE`), as whole words: not
+# `--max-tokens 512`. Redacted in messages whatever it looks like (refused only when it looks like a credential).
+_SECRET_OPTION_VALUE = re.compile(
+    r"(?<![\w-])(--?(?:[a-z0-9]+[-_])*(?:token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key"
+    r"|credentials?)(?:[-_][a-z0-9]+)*)(=|[ \t]+)(?![-'\"\s])([^\s'\"]+)",
+    re.I,
+)
 
 
 def token_kind(text: str) -> str | None:
@@ -63,12 +70,14 @@ def public_url(url: str) -> str:
 
 
 def redact(text: str) -> str:
-    """`text` with every credential it shows replaced by ***: tokens of the documented formats, the password
-    of `user:password@` URLs, and credential parameters of URLs' queries. Linear in the length of `text`."""
+    """`text` with every credential it shows replaced by ***: tokens of the documented formats, the values of
+    options named like credentials, the password of `user:password@` URLs, and credential parameters of URLs'
+    queries. Linear in the length of `text`."""
     if not text:
         return text
     for pattern in TOKEN_FORMATS.values():
         text = pattern.sub(REDACTED, text)
+    text = _SECRET_OPTION_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     if "@" not in text and "=" not in text:
         return text
     return _WORD.sub(lambda match: _credentials_in(match.group())[0], text)
