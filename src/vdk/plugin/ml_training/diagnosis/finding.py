@@ -26,13 +26,15 @@ from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 WAITING = "waiting"
 FAILED = "failed"
+ADVICE = "advice"  # what to change so that the next run uses its GPUs (diagnosis/sizing.py)
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Something a user must know: why the run waits (`waiting`) or why it failed (`failed`)."""
+    """Something a user must know: why the run waits (`waiting`), why it failed (`failed`), or what to change
+    so that the next run uses its GPUs (`advice`)."""
 
-    kind: str  # WAITING | FAILED
+    kind: str  # WAITING | FAILED | ADVICE
     what: str
     fix: str | None = None
     ranks: list[str] = field(default_factory=list)
