@@ -86,8 +86,8 @@ class Script:
 def environment(library_dir: Path, script: Path | None, calls: Path | None = None, **extra: str) -> dict[str, str]:
     """The environment of a process that loads the fake (on top of this process's)."""
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = f"{library_dir}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else str(
-        library_dir
+    env["LD_LIBRARY_PATH"] = (
+        f"{library_dir}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else str(library_dir)
     )
     if script is not None:
         env["FAKE_NVML_SCRIPT"] = str(script)

@@ -22,6 +22,7 @@ from vdk.plugin.ml_training.diagnosis.evidence import Ending
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
+from vdk.plugin.ml_training.runtime.idle_policy import Idle
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 WAITING = "waiting"
@@ -42,10 +43,12 @@ class Finding:
     log_source: str | None = None  # "rank 1, pod x, previous container"
     hints: list[str] = field(default_factory=list)  # what well-known errors (in the log, in the error) mean
     stall: Stall | None = None  # the rank the stall watchdog stopped: how long, where it was
+    idle: Idle | None = None  # the node the idle policy stopped: how long, where it was
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["stall"] = self.stall.to_dict() if self.stall is not None else None
+        out["idle"] = self.idle.to_dict() if self.idle is not None else None
         return out
 
 
