@@ -138,7 +138,7 @@ class GpuSampler:
         self.policy = None
         if settings.idle_seconds and devices.source != gpu_lines.NONE:
             self.policy = idle_policy.IdlePolicy(
-                settings.idle_seconds, node, rank, on_idle=on_idle, exit=exit, postscript=self._final_line
+                settings.idle_seconds, node, rank, on_idle=on_idle, out=err, exit=exit, postscript=self._final_line
             )
         elif settings.idle_seconds:
             self._warn(

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 
 PATH = "/dev/termination-log"
+# Another file instead (the container's terminationMessagePath, or a test's): set in the environment.
+PATH_VARIABLE = "VDK_ML_TRAINING_TERMINATION_LOG"
 MAX_BYTES = 4096
 # The lines a postscript starts with (runtime/gpu_lines.py's mark); they do not count as a message.
 POSTSCRIPTS = ("[vdk-ml-training] gpu ",)
@@ -25,7 +27,7 @@ def leave(text: str, path: str | None = None) -> bool:
     """Write `text` as the container's termination message, unless another process of the container did.
     Outside Kubernetes (no such file) nothing happens; the file is never created. Never raises."""
     try:
-        fd = os.open(path or PATH, os.O_RDWR)
+        fd = os.open(path or os.environ.get(PATH_VARIABLE) or PATH, os.O_RDWR)
     except OSError:
         return False
     try:
@@ -54,7 +56,7 @@ def add(text: str, path: str | None = None) -> bool:
     file's end: a message pushed out of it would be lost). Like `leave`, never creates the file or raises."""
     data = text.strip().encode("utf-8", "replace") + b"\n"
     try:
-        fd = os.open(path or PATH, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(path or os.environ.get(PATH_VARIABLE) or PATH, os.O_WRONLY | os.O_APPEND)
     except OSError:
         return False
     try:
