@@ -180,3 +180,24 @@ def test_the_container_cpu_is_read_from_its_cgroup(tmp_path):
     used, limit = gpu_sampler.container_cpu(str(tmp_path))
     assert used == 12.5 and limit >= 1
     assert gpu_sampler.container_cpu(str(tmp_path / "none")) is None
+
+
+def test_an_nvml_call_that_hangs_does_not_keep_the_script_from_ending(monkeypatch):
+    import threading
+
+    release, hanging = threading.Event(), threading.Event()
+
+    class Hanging(Devices):
+        def read(self):
+            if self.reads:
+                hanging.set()
+                release.wait(30)
+            return super().read()
+
+    made, out, err, _ = sampler(Hanging([50.0]), [0], Clock(), period=0.01)
+    made.start()
+    monkeypatch.setattr(made._thread, "join", lambda timeout=None: None)  # its 5 s, without the wait
+    assert hanging.wait(10)
+    assert made.finish() is None
+    assert "GPU sampling did not stop (an NVML call hangs): this node has no GPU totals" in err.getvalue()
+    release.set()

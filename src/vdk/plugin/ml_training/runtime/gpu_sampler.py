@@ -272,6 +272,9 @@ class GpuSampler:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+            if self._thread.is_alive():  # an NVML call that hangs (a driver in trouble): the script must still end
+                self._warn("GPU sampling did not stop (an NVML call hangs): this node has no GPU totals")
+                return None
         if self.failed is not None:
             self._close()
             return None
