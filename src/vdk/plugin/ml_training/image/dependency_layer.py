@@ -13,7 +13,6 @@ indexes: see package_index.py.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -28,13 +27,13 @@ from pathlib import Path
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import disk_full
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.build_cache import cache_root
 from vdk.plugin.ml_training.image.build_errors import DependencyError
-from vdk.plugin.ml_training.image.build_errors import DiskFullError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
@@ -68,6 +67,33 @@ _built_here: dict[str, float] = {}
 UV_TARGET_LOCK = ".lock"
 
 
+# NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
+# plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
+# requirements.txt has it (pynvml, the older wrapper, depends on it).
+NVML_BINDING = "nvidia-ml-py"
+_NVML_NAMES = {"nvidia-ml-py", "pynvml"}
+
+
+def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
+    """What the layer holds beyond requirements.txt (`name==version`): the NVML binding, when the job's GPUs are
+    sampled and nothing else provides it."""
+    if not spec.gpus_per_node.count or not spec.gpu_sample_period_seconds:
+        return ()
+    if _NVML_NAMES & set(base.provides):
+        return ()
+    requirements = requirements_file(spec)
+    lines = requirement_lines(requirements) if requirements else []
+    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
+    if _NVML_NAMES & named:
+        return ()
+    from importlib import metadata
+
+    try:
+        return (f"{NVML_BINDING}=={metadata.version(NVML_BINDING)}",)
+    except metadata.PackageNotFoundError:  # an installation without it: the sampler stays off in the image
+        return ()
+
+
 def requirements_file(spec: MLJobSpec) -> Path | None:
     """The job's requirements.txt if it asks for anything."""
     path = spec.job_dir / REQUIREMENTS
@@ -83,10 +109,11 @@ def requirement_lines(path: Path) -> list[str]:
     return lines
 
 
-def cache_key(requirements: bytes, base: BaseInfo) -> str:
+def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
+        **({"extra": list(extra)} if extra else {}),
         "python": base.python_version,
         "platform": base.wheel_platform,
         "provides": sorted(base.provides),
@@ -96,20 +123,21 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def cached_layer(requirements: Path, base: BaseInfo) -> DependencyLayer | None:
-    """The layer a build of these requirements for this kind of base would take from the cache."""
-    key = cache_key(requirements.read_bytes(), base)
+def cached_layer(requirements: Path | None, base: BaseInfo, extra: tuple[str, ...] = ()) -> DependencyLayer | None:
+    """The layer a build of these requirements (and `extra`) for this kind of base would take from the cache."""
+    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
     return _load(cache_root() / "deps" / key, key)
 
 
 def dependency_layer(
     spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
 ) -> DependencyLayer | None:
-    """The cached or freshly built dependency layer; None when the job has no requirements."""
+    """The cached or freshly built dependency layer; None when the job has no requirements (and needs no extra)."""
     requirements = requirements_file(spec)
-    if requirements is None:
+    extra = extra_requirements(spec, base)
+    if requirements is None and not extra:
         return None
-    key = cache_key(requirements.read_bytes(), base)
+    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -117,16 +145,14 @@ def dependency_layer(
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
-    progress.stage(
-        f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
-    )
+    what = " and ".join(x for x in (requirements.name if requirements else None, *extra) if x)
+    progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
     started = time.monotonic()
     activity = progress.activity("dependencies")
     try:
-        layer = _build(spec, requirements, base, entry, key, activity)
+        layer = _build(spec, requirements, base, entry, key, extra, activity)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _disk_full(e.filename or cache_root()) from None
+        disk_full.raise_if_full(e, cache_root())
         raise
     finally:
         activity.close()
@@ -198,7 +224,13 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
 
 
 def _build(
-    spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str, activity: Activity | None = None
+    spec: MLJobSpec,
+    requirements: Path | None,
+    base: BaseInfo,
+    entry: Path,
+    key: str,
+    extra: tuple[str, ...] = (),
+    activity: Activity | None = None,
 ) -> DependencyLayer:
     activity = activity or Activity()
     root = cache_root() / "deps"
@@ -206,7 +238,10 @@ def _build(
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
-        _install(spec.job_dir, requirements, base, work, target, activity)
+        if requirements is not None:
+            _install(spec.job_dir, requirements, base, work, target, activity)
+        if extra:
+            _bundle(extra, target)
         activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
@@ -332,6 +367,24 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
     (target / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
+def _bundle(extra: tuple[str, ...], target: Path) -> None:
+    """Copy the distributions `extra` names (`name==version`: pure Python, no dependencies) from this environment,
+    which installs them with the plugin, into the layer: no package index is asked, the version is the plugin's."""
+    from importlib import metadata
+
+    for requirement in extra:
+        dist = metadata.distribution(requirement.split("==", 1)[0])
+        if list(target.glob(f"{normalise(dist.metadata['Name']).replace('-', '_')}-*.dist-info")):
+            continue  # a requirement of the job's depends on it: the version it resolved stays
+        for file in dist.files or ():
+            if ".." in file.parts or "__pycache__" in file.parts or file.suffix == ".pyc":
+                continue
+            source = Path(str(dist.locate_file(file)))
+            if source.is_file():
+                (target / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target / file)
+
+
 def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | None = None) -> None:
     if progress is not None:
         progress.started()
@@ -346,8 +399,7 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | N
         ) from None
     if done.returncode == 0:
         return
-    if _DISK_FULL.search(done.stderr):
-        raise _disk_full(_uv_cache_dir(), cache_root())
+    disk_full.raise_if_uv_said(done.stderr, _uv_env(), cache_root())
     detail = _uv_message(done.stderr)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:
@@ -357,35 +409,6 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | N
         "fix the requirement named above (a version that exists, or one that agrees with the others); "
         "`uv pip compile requirements.txt` shows the same resolution locally",
     )
-
-
-# uv's words for ENOSPC and EDQUOT (Rust's io::Error shows the errno).
-_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b")
-
-
-def _disk_full(*places: str | Path) -> DiskFullError:
-    """The disk-full error naming the fullest of `places` (the build cache, uv's cache) and its free space."""
-    free: list[tuple[int, str]] = []
-    for place in places:
-        path = Path(place)
-        while not path.exists() and path != path.parent:
-            path = path.parent
-        try:
-            free.append((shutil.disk_usage(path).free, str(place)))
-        except OSError:
-            continue
-    if not free:
-        return DiskFullError(str(places[0]), "no space free")
-    room, where = min(free)
-    return DiskFullError(where, f"{room / 1e6:.1f} MB free once the unfinished install was removed")
-
-
-def _uv_cache_dir() -> str:
-    explicit = _uv_env().get("UV_CACHE_DIR")
-    if explicit:
-        return explicit
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return str(Path(xdg if xdg else Path.home() / ".cache") / "uv")
 
 
 def _uv_message(stderr: str) -> str:
