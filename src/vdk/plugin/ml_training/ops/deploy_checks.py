@@ -5,6 +5,8 @@ minutes and a build. Nothing is pushed and nothing is created by a check."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -30,9 +32,26 @@ IMPORTS_CHECK = "imports"
 DEPENDENCIES_CHECK = "dependencies"
 
 
+# Seconds the other checks get, once one failed, to end: what they find is said with it.
+FAILURE_GRACE_SECONDS = 2.0
+
+
 def nothing_done(error: MLTrainingError) -> MLTrainingError:
     """`error`, saying that it stopped the deploy before anything was built or created."""
     return MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
+
+
+def failed_checks(checks: RemoteChecks) -> MLTrainingError:
+    """The checks' failures as one error (each problem once, each with its fix), saying nothing was done."""
+    seen: dict[str, MLTrainingError] = {}
+    for _, error in checks.failures(FAILURE_GRACE_SECONDS):
+        seen.setdefault(error.message, error)
+    errors = list(seen.values())
+    if len(errors) == 1:
+        return nothing_done(errors[0])
+    problems = "\n".join(f"{i}. {e.problem}" for i, e in enumerate(errors, 1))
+    fixes = "\n".join(f"{i}. {e.fix}" for i, e in enumerate(errors, 1) if e.fix)
+    return nothing_done(MLTrainingError(f"the pre-flight found {len(errors)} problems:\n{problems}", fixes))
 
 
 def preflight(
@@ -50,9 +69,8 @@ def preflight(
     checks = start_checks(spec, registry, provenance, with_cluster, say)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
-    failure = checks.first_failure(say)  # each wait said; the first failure ends it
-    if failure is not None:
-        raise nothing_done(failure[1])
+    if checks.first_failure(say) is not None:  # each wait said; the first failure ends it
+        raise failed_checks(checks)
     return checks.result(CLUSTER_CHECK) if with_cluster else None
 
 
@@ -67,9 +85,19 @@ def start_checks(
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
+    # silent: the smoke run has the screen, and a base is read in seconds (a known or cached one: no request)
+    facts = _Once(lambda: know_base(spec, Progress()))
+
     def base() -> BaseInfo:
         check_base_reachable(spec)  # a name that does not resolve fails here, at once
-        return know_base(spec, Progress())  # silent: the smoke run has the screen, and a base is read in seconds
+        return facts()
+
+    def imports() -> None:  # the job's own problem: said even when the base's registry is out of reach
+        try:
+            known = facts()
+        except MLTrainingError:
+            return  # the base image check says why the base cannot be read
+        check_imports(spec, known)
 
     # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
     dependencies = LineProgress(say, prefix="Pre-flight ")
@@ -79,7 +107,7 @@ def start_checks(
         checks[CLUSTER_CHECK] = lambda: check_cluster(spec, provenance, say)
     checks[REGISTRY_CHECK] = lambda: check_push(spec, registry)
     checks[BASE_CHECK] = base
-    checks[IMPORTS_CHECK] = lambda: check_imports(spec, remote.result(BASE_CHECK))
+    checks[IMPORTS_CHECK] = imports
     checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), dependencies)
     remote = RemoteChecks(checks)
     what = ", ".join(checks)
@@ -153,8 +181,29 @@ def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWa
             error = smoke_check(spec, again, watcher)
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
-        failure = checks.failure_so_far()
-        assert failure is not None
-        raise nothing_done(failure[1]) from None
+        raise failed_checks(checks) from None
     if error is not None:
         raise nothing_done(error)
+
+
+class _Once:
+    """`make()` called once, by the first thread that asks; the others wait for its result (or error)."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if not self._done:
+                try:
+                    self._value = self._make()
+                except BaseException as e:  # noqa: B036 - each caller gets the same error
+                    self._error = e
+                self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
