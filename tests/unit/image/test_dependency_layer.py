@@ -1,16 +1,9 @@
-"""The dependency layer: real uv resolving hand-made wheels from a local directory (no index)."""
+"""The dependency layer before anything is resolved: a requirements.txt that asks for nothing (comments and
+blank lines) gives no layer. (Real uv resolving wheels: tests/integration/image/test_dependency_layer.py.)"""
 
 from __future__ import annotations
 
-import gzip
-import io
-import tarfile
-
-import pytest
-
 from tests.support.jobs import write_job
-from tests.support.wheels import make_sdist
-from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_progress import Progress
@@ -19,37 +12,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 PYTORCH_BASE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 
 
-@pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory):
-    """A package index in a directory: a fake torch (with a CUDA-ish dependency) in two versions,
-    torchvision builds for each, a package with a console script, and an sdist-only package."""
-    d = tmp_path_factory.mktemp("wheelhouse")
-    make_wheel(d, "torch", "2.13.0", requires=("nvidia-fake-cublas",))
-    make_wheel(d, "torch", "2.14.0", requires=("nvidia-fake-cublas",))
-    make_wheel(d, "nvidia-fake-cublas", "13.0.0")
-    make_wheel(d, "torchvision", "0.28.0", requires=("torch==2.13.0",))
-    make_wheel(d, "torch-addon", "1.0", requires=("torch==2.13.0",))
-    make_wheel(d, "torch-addon", "2.0", requires=("torch==2.14.0",))
-    make_wheel(d, "tinydep", "1.0", requires=("helperdep>=2",), console_script="tiny")
-    make_wheel(d, "helperdep", "2.0")
-    make_sdist(d, "tinysrc", "1.0")
-    return d
-
-
-def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
-    files = {
-        "train.py": "if __name__ == '__main__':\n    pass\n",
-        "requirements.txt": f"--no-index\n--find-links {wheelhouse}\n{requirements}",
-    }
-    return load_job_spec(write_job(tmp_path, name, ml=f"base_image = {base_image}\n", files=files))
-
-
-def layer_members(blob):
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob.path.read_bytes()))) as tar:
-        return {m.name: (m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}
-
-
-def test_no_requirements_no_layer(tmp_path, wheelhouse):
-    spec = job_with(tmp_path, wheelhouse, "")
-    (spec.job_dir / "requirements.txt").write_text("# nothing yet\n\n")
+def test_no_requirements_no_layer(tmp_path):
+    files = {"train.py": "if __name__ == '__main__':\n    pass\n", "requirements.txt": "# nothing yet\n\n"}
+    spec = load_job_spec(write_job(tmp_path, "job", ml=f"base_image = {PYTORCH_BASE}\n", files=files))
     assert dependency_layer.dependency_layer(spec, base_info(spec), Progress()) is None
