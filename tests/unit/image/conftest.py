@@ -1,4 +1,4 @@
-"""Every image test runs in the isolated environment (tests/support/fixtures.py)."""
+"""Every image unit test runs in the isolated environment (tests/support/fixtures.py)."""
 
 import pytest
 
