@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
@@ -18,6 +19,9 @@ from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
 from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
 from vdk.plugin.ml_training.job.names import kubernetes_job_name
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.job.sweep import SweepSpec
 
 PVC_SCHEME = "pvc:"
 
@@ -151,6 +155,7 @@ class MLJobSpec:
     output_pvc: str | None = None
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
     secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
+    sweep: SweepSpec | None = None  # [ml-training.sweep]: a hyperparameter sweep (job/sweep.py)
     # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
     # dry run; not part of what the job is.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -203,7 +208,17 @@ class MLJobSpec:
         data["env"] = dict(self.env)
         data["mounts"] = [dataclasses.asdict(m) for m in self.mounts]
         data["secrets"] = [dataclasses.asdict(s) for s in self.secrets]  # references, never values
+        data["sweep"] = self.sweep.to_dict() if self.sweep is not None else None
         return data
+
+    def trial(self, params: dict[str, Any]) -> MLJobSpec:
+        """The spec of one trial of the sweep: `params` in place of their `${name}` in args, smoke_args and
+        [ml-training.env] values; no sweep."""
+        from vdk.plugin.ml_training.job.sweep import trial_values
+
+        args, env = trial_values(self.args, self.env, params)
+        smoke = None if self.smoke_args is None else trial_values(self.smoke_args, (), params)[0]
+        return dataclasses.replace(self, args=args, smoke_args=smoke, env=env, sweep=None)
 
     def fingerprint(self) -> str:
         """sha256 of what defines the training (`to_dict()` without WHERE_IT_RUNS): equal for equal

@@ -86,18 +86,21 @@ def _run_in_image(entry: list[str]) -> None:
     spawned_workers.install(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
     reporter = rank_process.start_progress() if rank == 0 else None
+    metric = rank_process.start_metric() if rank == 0 else None  # a sweep's trial (runtime/metrics.py)
     checksum = _checksum()
     counters: list = []  # the StepCounter, once the code imported torch
     watch = rank_process.start_watchdog(counters)
-    if reporter is None and watch is None and checksum is None and outputs is None:
+    if reporter is None and watch is None and checksum is None and outputs is None and metric is None:
         run_entrypoint(entry)
     else:
-        receivers = [x.attach for x in (reporter, checksum) if x is not None]
+        receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, *receivers)
         try:
             run_entrypoint(entry)
         except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
             rank_process.stop_watchdog(watch)
+            if metric is not None:
+                metric.finish()
             if reporter is not None:
                 reporter.finish(rank_process.ending(e))
             if rank_process.ending(e) == protocol.FINISHED:
@@ -105,6 +108,8 @@ def _run_in_image(entry: list[str]) -> None:
             _report_outputs(rank, outputs)
             raise
         rank_process.stop_watchdog(watch)
+        if metric is not None:
+            metric.finish()
         if reporter is not None:
             reporter.finish(rank_process.ending(None))
     _end_lines(rank, checksum, adaptations)
@@ -212,6 +217,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     report = RankReport(run_dir, name, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
     adaptations = reporter = watch = None
+    metric = rank_process.start_metric() if rank == 0 else None  # a sweep's trial (runtime/metrics.py)
     checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
@@ -224,6 +230,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
         if checksum is not None:
             counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
+        if metric is not None:
+            metric.attach(counter)
         counters.append(counter)
         stopped_at_limit = (SmokeStepsReached,)
     else:  # full: every rank counts its steps for the summary and runs the watchdog; rank 0 prints progress lines
@@ -240,7 +248,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         def record_stall(stall) -> None:  # the device is not asked for the loss: it may hang too
             report.finish(protocol.STALLED, stall=stall.to_dict(), steps=counters[0].steps if counters else 0)
 
-        receivers = [x.attach for x in (reporter, checksum) if x is not None]
+        receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, record_steps, *receivers)
         watch = rank_process.start_watchdog(counters, record_stall)
 
@@ -257,6 +265,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         status, code = protocol.FAILED, 1
         error = describe(e)
     rank_process.stop_watchdog(watch)
+    if metric is not None:
+        metric.finish()
     if status != protocol.FAILED and checksum is not None:
         _end_lines(rank, checksum, None)
     fields: dict = {"error": error}
