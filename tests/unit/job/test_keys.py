@@ -23,7 +23,7 @@ from vdk.plugin.ml_training.job.settings import job_settings
 
 JOB_KEYS = [key for key in CATALOGUE if key.scope == keys.JOB]
 # MLJobSpec's fields that no single [ml-training] key fills.
-NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins"}
+NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "sweep", "origins"}
 
 
 @pytest.fixture

@@ -58,10 +58,41 @@ class DependencyLayer:
 UV_TARGET_LOCK = ".lock"
 
 
+# What a job with a sweep needs in its image besides its own requirements: the Optuna client of its trial pods
+# and the study's gRPC storage proxy (runtime/sweep_*.py), at the versions `vdk` runs with.
+SWEEP_PACKAGES = ("optuna", "grpcio", "protobuf")
+
+
 def requirements_file(spec: MLJobSpec) -> Path | None:
-    """The job's requirements.txt if it asks for anything."""
+    """The job's requirements.txt if it asks for anything; for a job with a sweep, a file that also asks for the
+    sweep's packages (in the build cache, keyed by what it holds)."""
     path = spec.job_dir / REQUIREMENTS
-    return path if path.is_file() and requirement_lines(path) else None
+    own = path if path.is_file() and requirement_lines(path) else None
+    if spec.sweep is None:
+        return own
+    return sweep_requirements(own)
+
+
+def sweep_requirements(own: Path | None) -> Path:
+    """A requirements file of the job's own (included by path, its digest in a comment, so that a change of it
+    is a new file) and SWEEP_PACKAGES pinned to the versions installed here."""
+    from importlib import metadata
+
+    lines = []
+    if own is not None:
+        lines += [f"# {REQUIREMENTS} sha256 {hashlib.sha256(own.read_bytes()).hexdigest()}", f"-r {own.resolve()}"]
+    for name in SWEEP_PACKAGES:
+        try:
+            lines.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            lines.append(name)
+    text = "\n".join(lines) + "\n"
+    folder = cache_root() / "sweep-requirements"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}-{REQUIREMENTS}"
+    if not path.is_file():
+        path.write_text(text, encoding="utf-8")
+    return path
 
 
 def requirement_lines(path: Path) -> list[str]:

@@ -69,6 +69,11 @@ def deploy_spec(
     changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
     if backend:
         changes["backend"] = backend
+    if spec.sweep is not None:
+        from vdk.plugin.ml_training.k8s import sweep_manifests
+
+        sweep_manifests.check(spec)  # before any work
+        changes["backend"] = sweep_manifests.BACKEND  # its trials are an Indexed Job, whatever the job's backend
     if not import_check:
         changes["import_check"] = False
     return dataclasses.replace(spec, **changes)

@@ -26,10 +26,11 @@ DEFAULT_METRIC_SECONDS = 10.0
 SPEC = "VDK_ML_TRAINING_SWEEP"  # the sweep as JSON
 STUDY_ADDRESS = "VDK_ML_TRAINING_SWEEP_STUDY"  # host:port of the study's storage proxy
 STUDY_STORAGE = "VDK_ML_TRAINING_SWEEP_STORAGE"  # or a storage URL (local full runs, tests)
+TRIAL_SECONDS = "VDK_ML_TRAINING_SWEEP_TRIAL_SECONDS"  # a trial that runs longer fails (max_runtime)
 TRIAL_PARAMS = "VDK_ML_TRAINING_SWEEP_PARAMS"  # a trial's parameters as JSON (set for its processes)
 
 # `${name}` in args and [ml-training.env] values: a parameter of the sweep.
-REFERENCE = re.compile(r"\$\{([^}]*)\}")
+REFERENCE = re.compile(r"\$\{([^{}$]*)\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Parameter kinds, as config.ini writes them (a plain list is LIST).

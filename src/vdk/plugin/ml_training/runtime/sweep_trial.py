@@ -88,10 +88,17 @@ def run_trial(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str
     child_env = trial_environment(env, params, metric_file, sweep, trial.number)
     process = subprocess.Popen(argv, env=child_env, start_new_session=True)
     reports = sweep_study.TrialReports(trial, Path(metric_file), sweep.prune)
-    pruned = False
+    pruned = timed_out = False
+    limit = float(env.get(wire.TRIAL_SECONDS) or 0) or None
+    started = time.monotonic()
     try:
         while process.poll() is None:
             time.sleep(POLL_SECONDS)
+            if limit is not None and time.monotonic() - started > limit:
+                say(f"[vdk-ml-training] trial {trial.number} ran longer than max_runtime ({limit:.0f} s): stopped")
+                timed_out = True
+                stop(process)
+                break
             if sweep_study.wait_for(reports.poll, "reporting", STUDY_TIMEOUT_SECONDS, say):
                 last = reports.last
                 say(
@@ -110,6 +117,8 @@ def run_trial(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str
     last = reports.last
     if pruned:
         state, value, why = engine.trial.TrialState.PRUNED, None, None
+    elif timed_out:
+        state, value, why = engine.trial.TrialState.FAIL, None, f"it ran longer than max_runtime ({limit:.0f} s)"
     elif code != 0:
         state, value, why = engine.trial.TrialState.FAIL, None, f"the training exited with code {code}"
     elif last is None:
