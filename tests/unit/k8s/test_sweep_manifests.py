@@ -15,6 +15,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s import sweep_manifests
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.run_summary import ANNOTATION_SWEEP
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 
 MODELS = {"Job": "V1Job", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}
@@ -76,7 +77,7 @@ def test_the_trials_run_parallel_at_a_time_one_node_each_in_the_teams_queue(tmp_
     assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
     stop = job["podFailurePolicy"]["rules"][0]
     assert stop["action"] == "FailJob" and stop["onExitCodes"]["values"] == [sweep_manifests.STOP_EXIT_CODE]
-    assert json.loads(trials["metadata"]["annotations"][sweep_manifests.ANNOTATION_SWEEP])["metric"] == "eval_loss"
+    assert json.loads(trials["metadata"]["annotations"][ANNOTATION_SWEEP])["metric"] == "eval_loss"
     assert any("one node" in note for note in limitations(spec, "job"))
 
 

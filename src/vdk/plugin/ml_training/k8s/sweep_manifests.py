@@ -31,6 +31,7 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.run_summary import ANNOTATION_SWEEP
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 
@@ -44,7 +45,6 @@ SERVER_MODULE = "vdk.plugin.ml_training.runtime.sweep_server"
 STOP_EXIT_CODE = 3  # runtime/sweep_trial.py: the first trials all failed
 LABEL_SWEEP = "vdk.io/sweep"  # "true" on a sweep's objects and pods
 LABEL_STUDY_OF = "vdk.io/study-of"  # on the study's Job and pod: the sweep it serves (it is no run)
-ANNOTATION_SWEEP = "vdk.io/sweep"  # on the trials Job: the sweep's settings, JSON
 STUDY_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 STUDY_RESTARTS = 20
 

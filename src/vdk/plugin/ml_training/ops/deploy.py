@@ -72,8 +72,7 @@ def deploy_spec(
     if spec.sweep is not None:
         from vdk.plugin.ml_training.k8s import sweep_manifests
 
-        sweep_manifests.check(spec)  # before any work
-        changes["backend"] = sweep_manifests.BACKEND  # its trials are an Indexed Job, whatever the job's backend
+        sweep_manifests.check(spec)  # before any work (its trials are an Indexed Job, whatever the backend)
     if not import_check:
         changes["import_check"] = False
     return dataclasses.replace(spec, **changes)

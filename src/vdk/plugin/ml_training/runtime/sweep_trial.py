@@ -56,6 +56,9 @@ def trial_environment(env: dict[str, str], params: dict, metric_file: str, sweep
     out[wire.METRIC] = sweep.metric
     out[wire.METRIC_FILE] = metric_file
     out[wire.TRIAL_PARAMS] = json.dumps(params, sort_keys=True)
+    # the metric is reported every progress period (VDK_ML_TRAINING_PROGRESS_SECONDS, when the job sets one)
+    period = out.get(protocol.PROGRESS_SECONDS, "").strip()
+    out.setdefault(wire.METRIC_SECONDS, period if period and period != "0" else str(wire.DEFAULT_METRIC_SECONDS))
     out.pop(wire.SPEC, None)
     if out.get(protocol.OUTPUT_DIR):
         out[protocol.OUTPUT_DIR] = os.path.join(out[protocol.OUTPUT_DIR], f"trial-{number}")
