@@ -173,6 +173,10 @@ def show_ml(name: str | None, team: str | None, job_path: str | None, output: st
     if len(runs) > SHOW_RUNS:
         click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list {again}")
     click.echo("\n" + cluster_views.detail_text(detail, title="Latest run"))
+    if job.sweep is not None:
+        from vdk.plugin.ml_training.cli.sweep_views import sweep_text
+
+        click.echo("\n" + sweep_text(job.sweep, again))
     click.echo(f"\nLogs of every rank: vdk execute --logs {again}")
     for other in selection.others:
         click.echo(f"note: {name} also has {other.describe()}: vdk show -n {name} {other.option()}")

@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 from datetime import timezone
 
+from vdk.plugin.ml_training.cli.sweep_views import summary_text
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -50,7 +51,7 @@ def jobs_text(entries: list[dict], where: str, team: str | None = None, now: dat
             e["job_team"] or NO_TEAM_TEXT,
             e["latest_run"],
             e["backend"] or "?",
-            e["phase"],
+            e["phase"] + (f" ({summary_text(e['sweep'])})" if e.get("sweep") else ""),
             age(e["created"], now),
             _shape(e),
             str(e["runs"]),

@@ -22,6 +22,7 @@ from vdk.plugin.ml_training.k8s.run_summary import node_range
 from vdk.plugin.ml_training.k8s.selection import JobSelection
 from vdk.plugin.ml_training.k8s.selection import select_jobs
 from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.ops import sweeps
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
@@ -42,6 +43,7 @@ class JobEntry:
     runs: list[RunSummary]
     phase: str
     team: str | None
+    sweep: dict | None = None  # the latest run is a sweep: its trials by state and the best metric (ops/sweeps.py)
 
     def to_dict(self) -> dict:
         """The job's latest run and how many it has."""
@@ -60,6 +62,7 @@ class JobEntry:
             "gpus_per_node": latest.gpus_per_node,
             "gpu_resource": latest.gpu_resource,
             "runs": len(self.runs),
+            "sweep": self.sweep,
         }
 
 
@@ -83,10 +86,21 @@ def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
 
     choice = None if all_teams else scope.team
     client = scope.client
-    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice)]
+    jobs = [
+        JobEntry(job.runs, job.runs[0].phase, job.team_name, _sweep_summary(client, job.runs[0]))
+        for job in select_jobs(client, choice)
+    ]
     mapped = teams.mapping(scope.settings, teams.TEAM_NAMESPACES)
     elsewhere = [(team, ns) for team, ns in mapped.entries if ns != client.namespace]
     return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere)
+
+
+def _sweep_summary(client, run: RunSummary) -> dict | None:
+    """A sweep's row of `vdk list`: its trials by state and the best metric so far (None: no sweep)."""
+    if run.sweep is None:
+        return None
+    detail = sweeps.sweep_detail(client, run)
+    return detail.table.summary() if detail.table is not None else {"why": detail.why}
 
 
 # --- vdk show, vdk execute --list / --show -----------------------------------------------------------------
@@ -98,6 +112,7 @@ class JobDetail:
 
     selection: JobSelection
     latest: RunDetail
+    sweep: sweeps.SweepDetail | None = None  # the latest run is a sweep: its trial table
 
     @property
     def runs(self) -> list[RunSummary]:
@@ -113,6 +128,7 @@ class JobDetail:
             "context": client.context,
             "runs": [r.to_dict() for r in self.runs],
             "latest": self.latest.to_dict(),
+            "sweep": self.sweep.to_dict() if self.sweep is not None else None,
         }
 
 
@@ -120,7 +136,9 @@ def show_job(scope: Scope) -> JobDetail:
     """The scope's job: its runs and, for the latest, every rank's state, why it waits or failed (events,
     Kueue, exit codes, the failing rank's last log lines), its progress and loss curve."""
     selection = select_runs(scope, "show")
-    return JobDetail(selection, inspect_run(selection.client, selection.runs[0]))
+    latest = selection.runs[0]
+    sweep = sweeps.sweep_detail(selection.client, latest) if latest.sweep is not None else None
+    return JobDetail(selection, inspect_run(selection.client, latest), sweep)
 
 
 def list_runs(scope: Scope) -> list[RunSummary]:
