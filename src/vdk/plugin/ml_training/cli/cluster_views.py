@@ -9,6 +9,7 @@ from datetime import datetime
 from datetime import timezone
 
 from vdk.plugin.ml_training.cli.sweep_views import summary_text
+from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -28,12 +29,6 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
         return "-"
     seconds = max(0.0, ((now or datetime.now(timezone.utc)) - then).total_seconds())
     return approximate_duration(seconds)
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows, strict=True)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [headers, *rows]]
-    return "\n".join(lines)
 
 
 # --- vdk list --------------------------------------------------------------------------------------

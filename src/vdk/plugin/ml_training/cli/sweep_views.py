@@ -14,12 +14,6 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.sweeps import SweepTable
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    from vdk.plugin.ml_training.cli.cluster_views import table
-
-    return table(headers, rows)
-
-
 def number(value: Any) -> str:
     if value is None:
         return "-"
@@ -56,7 +50,7 @@ def trial_table_text(table: SweepTable) -> str:
             f"{row.gpu_hours:.3f}" if row.gpu_hours is not None else "-",
         ])  # fmt: skip
     headers = ["TRIAL", "PARAMETERS", table.metric.upper(), "STATE", "STEPS", "DURATION", "GPU-HOURS"]
-    lines = [_table(headers, rows)]
+    lines = [table(headers, rows)]
     best = table.best
     goal = "lowest" if table.goal == "min" else "highest"
     if best is not None:
