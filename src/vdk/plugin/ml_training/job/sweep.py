@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import itertools
+import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,10 +159,41 @@ class SweepSpec:
             study=study,
         )
 
+    def extremes(self) -> list[dict[str, Any]]:
+        """The two trials at the extremes: every parameter at its smallest, every one at its largest (largest
+        batch, most layers, highest rate, ...), as the smoke check runs them."""
+        low = {p.name: p.extremes()[0] for p in self.parameters}
+        high = {p.name: p.extremes()[1] for p in self.parameters}
+        return [low] if low == high else [low, high]
+
+    def trial_values(self) -> list[dict[str, Any]]:
+        """The values of every trial as the smoke check checks their arguments: the grid's combinations (all of
+        them), else `trials` sets drawn over the ranges (seeded), the extremes first."""
+        grid = [p.grid_values() for p in self.parameters]
+        if self.algorithm == GRID and all(values is not None for values in grid):
+            combos = itertools.product(*grid)  # type: ignore[arg-type]
+            return [dict(zip(self.names, combo, strict=True)) for combo in combos][: self.trials]
+        rng = random.Random(self.seed if self.seed is not None else 0)
+        out = self.extremes()
+        while len(out) < self.trials:
+            out.append({p.name: _draw(p, rng) for p in self.parameters})
+        return out[: self.trials]
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["parameters"] = {p.name: p.describe() for p in self.parameters}
         return data
+
+
+def _draw(parameter: Parameter, rng: random.Random) -> Any:
+    if parameter.kind in (wire.LIST, wire.CHOICE):
+        return rng.choice(parameter.values)
+    if parameter.kind == wire.INT:
+        return rng.randint(int(parameter.low), int(parameter.high))  # type: ignore[arg-type]
+    low, high = float(parameter.low), float(parameter.high)  # type: ignore[arg-type]
+    if parameter.kind == wire.LOGUNIFORM:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.uniform(low, high)
 
 
 def read_sweep(
