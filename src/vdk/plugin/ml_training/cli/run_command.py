@@ -82,6 +82,13 @@ def run_ml_job(context: Any) -> Any:
             configuration = context.core_context.configuration
             spec = load_job_spec(context.job_directory, job_settings(configuration, context.job_directory))
             step_name = str(spec.entrypoint)
+            if spec.sweep is not None:
+                from vdk.plugin.ml_training.cli.sweep_run import run_sweep
+
+                error = run_sweep(
+                    spec, configuration, _full_requested.get(), _container_requested.get(), not _skip_import_check.get()
+                )
+                return _execution_result(context, step_name, started, error)
             result = local_run.run_job(
                 spec,
                 configuration,

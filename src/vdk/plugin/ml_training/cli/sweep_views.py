@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
+from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
 
@@ -23,7 +24,7 @@ def number(value: Any) -> str:
 
 
 def params_text(params: dict) -> str:
-    return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
+    return " ".join(f"{k}={number(v) if isinstance(v, float) else format_value(v)}" for k, v in params.items())
 
 
 def summary_text(summary: dict | None) -> str:
@@ -40,26 +41,35 @@ def summary_text(summary: dict | None) -> str:
     return f"sweep {counts} of {summary['trials']}{best}{stopped}"
 
 
-def trial_table_text(table: SweepTable) -> str:
+def trial_table_text(trials: SweepTable) -> str:
     rows = []
-    for row in table.rows:
+    for row in trials.rows:
         state = row.state + (f" ({row.why})" if row.why and row.state == "failed" else "")
-        rows.append([
-            ("* " if row.best else "  ") + str(row.number), params_text(row.params), number(row.metric), state,
-            number(row.steps), approximate_duration(row.seconds) if row.seconds is not None else "-",
-            f"{row.gpu_hours:.3f}" if row.gpu_hours is not None else "-",
-        ])  # fmt: skip
-    headers = ["TRIAL", "PARAMETERS", table.metric.upper(), "STATE", "STEPS", "DURATION", "GPU-HOURS"]
+        rows.append(
+            [
+                ("* " if row.best else "  ") + str(row.number),
+                params_text(row.params),
+                number(row.metric),
+                state,
+                number(row.steps),
+                approximate_duration(row.seconds) if row.seconds is not None else "-",
+                f"{row.gpu_hours:.3f}" if row.gpu_hours is not None else "-",
+            ]
+        )
+    headers = ["TRIAL", "PARAMETERS", trials.metric.upper(), "STATE", "STEPS", "DURATION", "GPU-HOURS"]
     lines = [table(headers, rows)]
-    best = table.best
-    goal = "lowest" if table.goal == "min" else "highest"
+    best = trials.best
+    goal = "lowest" if trials.goal == "min" else "highest"
     if best is not None:
-        lines.append(f"* best: trial {best.number}, {table.metric} {number(best.metric)} ({goal}): "
-                     f"{params_text(best.params)}")  # fmt: skip
-    lines.append(f"Pruning saved about {table.saved_gpu_hours:.3f} GPU-hours ({table.count('pruned')} trial(s) "
-                 "stopped before the typical complete trial's time)")  # fmt: skip
-    if table.stopped:
-        lines.append(f"The sweep stopped: {table.stopped}")
+        lines.append(
+            f"* best: trial {best.number}, {trials.metric} {number(best.metric)} ({goal}): {params_text(best.params)}"
+        )
+    lines.append(
+        f"Pruning saved about {trials.saved_gpu_hours:.3f} GPU-hours ({trials.count('pruned')} trial(s) "
+        "stopped before the typical complete trial's time)"
+    )
+    if trials.stopped:
+        lines.append(f"The sweep stopped: {trials.stopped}")
     return "\n".join(lines)
 
 
@@ -70,6 +80,35 @@ def sweep_text(detail: SweepDetail, again: str) -> str:
         return f"{title}: no trials known yet: {detail.why}"
     table = detail.table
     lines = [f"{title}: {summary_text(table.summary())}", trial_table_text(table)]
-    lines.append(f"A trial's log: vdk execute --logs {again} --trial N      the best as a full run: "
-                 f"vdk execute --start {again} --trial best [--nodes N]")  # fmt: skip
+    lines.append(
+        f"A trial's log: vdk execute --logs {again} --trial N      the best as a full run: "
+        f"vdk execute --start {again} --trial best [--nodes N]"
+    )
+    return "\n".join(lines)
+
+
+def smoke_text(result) -> str:  # noqa: ANN001 - ops.sweep_smoke.SweepSmoke
+    """The smoke check of a sweep: a row per checked trial (arguments; for the extremes, their smoke run and
+    metric), then passed or what failed."""
+    metric = result.spec.sweep.metric
+    rows = [
+        [
+            params_text(t.params),
+            t.arguments + (f": {t.message}" if t.message else ""),
+            t.smoke or "-",
+            number(t.steps),
+            number(t.metric),
+        ]
+        for t in result.trials
+    ]
+    lines = [table(["TRIAL", "ARGUMENTS", "SMOKE RUN", "STEPS", metric.upper()], rows)]
+    if result.arguments.status not in ("parsed",) and result.arguments.why:
+        lines.append(f"note: the arguments were not checked one by one: {result.arguments.why}")
+    if result.passed:
+        lines.append(
+            f"Smoke check passed: {len(result.trials)} trials' arguments accepted, the extremes ran and "
+            f"reported {metric}"
+        )
+    else:
+        lines.append(f"Smoke check FAILED: {result.error.problem}\nFix: {result.error.fix}")
     return "\n".join(lines)

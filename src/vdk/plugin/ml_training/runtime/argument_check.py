@@ -32,8 +32,9 @@ class _Done(SystemExit):
         self.outcome = outcome
 
 
-def _check_all(parser: argparse.ArgumentParser, original, sets: list[list[str]], namespace) -> list[dict]:
-    """Fork a child per argument list; each parses it with `parser` and exits 0 (accepted) or 2 (refused)."""
+def _check_all(parser: argparse.ArgumentParser, original, sets: list[list[str]], namespace, strict: bool) -> list[dict]:
+    """Fork a child per argument list; each parses it with `parser` and exits 0 (accepted) or 2 (refused).
+    `strict`: the script called parse_args (or HfArgumentParser's), which refuse arguments left over."""
     results: list[dict] = []
     children = []
     folder = tempfile.mkdtemp(prefix="vdk-argcheck-")
@@ -48,7 +49,9 @@ def _check_all(parser: argparse.ArgumentParser, original, sets: list[list[str]],
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(fd, 2)
                 os.dup2(fd, 1)
-                original(parser, argv, namespace)
+                _, extras = original(parser, argv, namespace)
+                if strict and extras:
+                    parser.error(f"unrecognized arguments: {' '.join(extras)}")
             except SystemExit as e:
                 code = 0 if e.code in (None, 0) else 2
             except BaseException as e:  # noqa: BLE001 - a type= function that raised: refused
@@ -74,12 +77,20 @@ def run(entry: list[str], sets: list[list[str]]) -> dict:
     """Run the script (its first argument list) until it parses, check every list there; the outcome."""
     original = argparse.ArgumentParser.parse_known_args
 
-    def parse_known_args(self, args=None, namespace=None):
+    def check(parser, args, namespace, strict: bool):
         if args is not None:
             raise _Done({"status": OWN_LIST})
-        raise _Done({"status": PARSED, "results": _check_all(self, original, sets, namespace)})
+        strict = strict or type(parser).__name__ == "HfArgumentParser"  # it refuses what is left over too
+        raise _Done({"status": PARSED, "results": _check_all(parser, original, sets, namespace, strict)})
+
+    def parse_known_args(self, args=None, namespace=None):
+        check(self, args, namespace, strict=False)
+
+    def parse_args(self, args=None, namespace=None):
+        check(self, args, namespace, strict=True)
 
     argparse.ArgumentParser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    argparse.ArgumentParser.parse_args = parse_args  # type: ignore[method-assign]
     from vdk.plugin.ml_training.runtime import post_import
 
     def no_training(torch: Any) -> None:
