@@ -64,7 +64,15 @@ def distributions(sweep: Sweep) -> dict[str, Any]:
 def sampler(sweep: Sweep) -> Any:
     samplers = optuna().samplers
     if sweep.algorithm == wire.GRID:
-        return samplers.GridSampler(sweep.grid(), seed=sweep.seed)
+
+        class Grid(samplers.GridSampler):
+            """Optuna's grid, told trial by trial: its `after_trial` would call `study.stop()`, which only
+            `study.optimize` allows; the sweep counts its trials itself."""
+
+            def after_trial(self, study, trial, state, values):  # noqa: ANN001
+                return None
+
+        return Grid(sweep.grid(), seed=sweep.seed)
     if sweep.algorithm == wire.RANDOM:
         return samplers.RandomSampler(seed=sweep.seed)
     startup = max(1, min(10, sweep.trials // 4))
@@ -230,7 +238,9 @@ def wait_for(call: Callable[[], Any], what: str, timeout: float, say: Callable[[
     while True:
         try:
             return call()
-        except Exception as e:  # noqa: BLE001 - gRPC and connection errors of every kind
+        except Exception as e:  # noqa: BLE001 - gRPC and connection errors of every kind; others go on
+            if not _unreachable(e):
+                raise
             if time.monotonic() >= deadline:
                 raise SystemExit(
                     f"[vdk-ml-training] error: {what}: the study did not answer for {timeout:.0f} s "
@@ -241,3 +251,11 @@ def wait_for(call: Callable[[], Any], what: str, timeout: float, say: Callable[[
                 told = time.monotonic()
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether `error` says the study's server could not be reached (it may be starting or restarting)."""
+    kinds = [type(error), *type(error).__mro__]
+    return isinstance(error, (ConnectionError, TimeoutError, OSError)) or any(
+        k.__module__.startswith("grpc") or k.__name__ in ("OperationalError", "RpcError") for k in kinds
+    )
