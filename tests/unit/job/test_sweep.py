@@ -237,3 +237,14 @@ def test_substitution_replaces_exactly_the_known_references(params, text):
     out = substitute(text + tail, params)
     assert out.endswith("".join(f" --{name} {format_value(value)}" for name, value in params.items()))
     assert substitute(text, {}) == text
+
+
+def test_the_documented_settings_are_the_catalogue_of_the_sweep():
+    import re
+    from pathlib import Path
+
+    from vdk.plugin.ml_training.job.sweep import SWEEP_KEYS
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "sweeps.md").read_text()
+    settings = page.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^\| `([a-z_]+)` \|", settings, re.M) == [key.name for key in SWEEP_KEYS]
