@@ -135,13 +135,7 @@ def run_job(
 
 def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
-    report if it failed, with a fix that ends with `again`. A sweep's is its own (ops/sweep_smoke.py)."""
-    if spec.sweep is not None:
-        from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
-
-        checked = smoke_check_sweep(spec, again)
-        watcher.note(f"sweep smoke check: {len(checked.trials)} trials' arguments checked, the extremes ran")
-        return checked.error  # type: ignore[return-value]
+    report if it failed, with a fix that ends with `again`. (A sweep's is ops/sweep_smoke.py's.)"""
     return run_plan(smoke_plan(spec), watcher, again=again, stdout=sys.stderr).error
 
 
