@@ -62,7 +62,7 @@ class JobEntry:
             "gpus_per_node": latest.gpus_per_node,
             "gpu_resource": latest.gpu_resource,
             "runs": len(self.runs),
-            "sweep": self.sweep,
+            **({"sweep": self.sweep} if self.sweep is not None else {}),  # a sweep's job only
         }
 
 
@@ -128,7 +128,7 @@ class JobDetail:
             "context": client.context,
             "runs": [r.to_dict() for r in self.runs],
             "latest": self.latest.to_dict(),
-            "sweep": self.sweep.to_dict() if self.sweep is not None else None,
+            **({"sweep": self.sweep.to_dict()} if self.sweep is not None else {}),  # a sweep's job only
         }
 
 
