@@ -70,12 +70,16 @@ class LocalJobController:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> LocalJobController:
+        """Start it once the objects are created (as one `vdk deploy` creates them at once): a pod's Service
+        addresses are rewritten when it starts, so a Service created after a pod that uses or serves it would
+        be unknown to that pod (in a cluster, its DNS name resolves once it exists)."""
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(30)
+        if self._thread.is_alive():
+            self._thread.join(30)
         for run in self.jobs.values():
             for pod in run.pods:
                 _kill(pod.process)
@@ -90,7 +94,8 @@ class LocalJobController:
             if run is not None and run.outcome is not None:
                 return run
             time.sleep(_POLL)
-        raise AssertionError(f"Job {name} did not end within {timeout} s: {self.jobs.get(name)}")
+        tails = {pod: text[-1500:] for (_, pod, _, _), text in self.fake.logs.items()}
+        raise AssertionError(f"Job {name} did not end within {timeout} s: {self.jobs.get(name)}; the pods' logs: {tails}")
 
     # --- the controller ---------------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ def sweep_cluster(cluster, tmp_path, monkeypatch):
     fake.add_claim("sweeps")
     job = sweep_job(tmp_path / "jobs")
     claims = tmp_path / "claims"
-    controller = LocalJobController(fake, job, {"sweeps": claims}).start()
+    controller = LocalJobController(fake, job, {"sweeps": claims})  # started once the sweep is deployed
     monkeypatch.chdir(tmp_path)
     yield fake, client, job, controller, claims
     controller.stop()
@@ -92,6 +92,7 @@ def test_a_six_trial_sweep_finds_the_best_lr_prunes_the_hopeless_and_survives_a_
     fake, client, job, controller, claims = sweep_cluster
     run, created = deploy(client, job)
     assert [m["kind"] for m in created] == ["Job", "Job", "Service", "ConfigMap"]
+    controller.start()
     trials = controller.wait(run.name, timeout=600)
     assert trials.outcome == "Complete", fake.logs
     controller.wait(f"{run.name}-study", timeout=120)
@@ -153,6 +154,7 @@ def test_a_six_trial_sweep_finds_the_best_lr_prunes_the_hopeless_and_survives_a_
 def test_cancel_stops_every_trial_and_the_study(sweep_cluster):
     fake, client, job, controller, _ = sweep_cluster
     run, _ = deploy(client, job)
+    controller.start()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and sum(1 for r in controller.jobs.values() for p in r.pods) < 3:
         time.sleep(0.2)
@@ -164,3 +166,49 @@ def test_cancel_stops_every_trial_and_the_study(sweep_cluster):
         time.sleep(0.2)
     assert controller.running_processes() == []
     assert [k for k in fake.objects if k[1] in ("jobs", "services") and k[3].startswith(run.name)] == []
+
+
+def test_a_trial_pods_restart_and_the_study_pods_restart_lose_nothing(cluster, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    fake, client = cluster()
+    fake.add_claim("sweeps")
+    extra = SWEEP.replace("trials = 6", "trials = 3").replace("parallel = 2", "parallel = 1")
+    extra = extra.replace("lr = 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0", "lr = 1e-4, 1e-3, 1e-2")
+    job = sweep_job(tmp_path / "jobs", extra=extra)
+    controller = LocalJobController(fake, job, {"sweeps": tmp_path / "claims"})
+    monkeypatch.chdir(tmp_path)
+    try:
+        run, _ = deploy(client, job)
+        controller.start()
+
+        def running_pod(job_name: str, until=lambda pod: True):
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                live = [p for p in getattr(controller.jobs.get(job_name), "pods", []) if p.process.poll() is None]
+                if live and until(live[-1]):
+                    return live[-1]
+                time.sleep(0.2)
+            raise AssertionError(f"no running pod of {job_name}: {fake.logs}")
+
+        def training(pod) -> bool:
+            return "score=" in fake.logs.get(("ml", pod.name, "trial", False), "")
+
+        first = running_pod(run.name, training)  # slot 0, its trial under way
+        os.killpg(first.process.pid, signal.SIGKILL)  # a lost node: the Job replaces the pod
+        study = running_pod(f"{run.name}-study")
+        os.killpg(study.process.pid, signal.SIGKILL)  # the study's pod restarts on its file of the claim
+        trials = controller.wait(run.name, timeout=600)
+        assert trials.outcome == "Complete", fake.logs
+        attempts = [p for p in trials.pods if p.index == 0]
+        assert len(attempts) == 2 and attempts[0].exit_code != 0 and attempts[1].exit_code == 0
+        again = fake.logs[("ml", attempts[1].name, "trial", False)]
+        assert "slot 0 restarted: trial 0 runs again from the start" in again
+        assert len([p for p in controller.jobs[f"{run.name}-study"].pods]) >= 2
+        controller.wait(f"{run.name}-study", timeout=120)
+        table = show_sweep(find_scope("lr-sweep", TEAM)).table
+        assert len(table.rows) == 3 and {r.state for r in table.rows} <= {"complete", "pruned"}  # counted once
+        assert table.best.params == {"lr": 0.001}
+    finally:
+        controller.stop()

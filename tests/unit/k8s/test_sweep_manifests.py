@@ -3,6 +3,8 @@ team's queue, one node per trial), the study's Job and Service on the output cla
 valid as the API server checks it (the `kubernetes` models plus its rules), as today's runs are."""
 
 import json
+from datetime import datetime
+from datetime import timezone
 
 import pytest
 
@@ -12,10 +14,12 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s import sweep_manifests
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.run_summary import ANNOTATION_SWEEP
+from vdk.plugin.ml_training.k8s.run_summary import summarize
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 
 MODELS = {"Job": "V1Job", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}
@@ -102,3 +106,24 @@ def test_a_sweep_without_an_output_claim_is_refused_with_the_fix(tmp_path):
     with pytest.raises(MLTrainingError) as info:
         render_run(spec, IMAGE, make_run(spec), "ml", "job")
     assert "output_pvc" in info.value.fix
+
+
+def test_vdk_list_usage_counts_a_sweeps_gpu_hours_under_its_job(tmp_path):
+    """The trials Job is the sweep's run: `parallel` one-node pods of `1g.10gb` (1/7 of a GPU each) held for the
+    sweep's duration, under the job's name and team; the study's Job holds no GPU and is no run."""
+    spec = sweep_spec(tmp_path)
+    run = make_run(spec)
+    trials, study, *_ = render_run(spec, IMAGE, run, "ml", "job")
+    trials["status"] = {
+        "startTime": "2026-01-01T10:00:00Z",
+        "completionTime": "2026-01-01T12:00:00Z",
+        "succeeded": 24,
+        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T12:00:00Z"}],
+    }
+    now = datetime(2026, 1, 1, 13, tzinfo=timezone.utc)
+    usage = gpu_hours.report([summarize(trials)], [], [], now)
+    [(team, job, totals, runs)] = usage.by_job()
+    assert (team, job, [u.run for u in runs]) == ("vision", "hp", [run.name])
+    assert totals.gpu_hours == pytest.approx(6 * (1 / 7) * 2)
+    assert runs[0].outcome == gpu_hours.SUCCEEDED and totals.wasted == 0
+    assert "vdk.io/run" not in study["metadata"]["labels"]  # not listed among the runs, so not counted
