@@ -95,7 +95,7 @@ class LocalJobController:
                 return run
             time.sleep(_POLL)
         tails = {pod: text[-1500:] for (_, pod, _, _), text in self.fake.logs.items()}
-        raise AssertionError(f"Job {name} did not end within {timeout} s: {self.jobs.get(name)}; the pods' logs: {tails}")
+        raise AssertionError(f"Job {name} did not end within {timeout} s: {self.jobs.get(name)}; the logs: {tails}")
 
     # --- the controller ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_progress import StderrProgress
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.source import audit
 
@@ -43,12 +44,14 @@ def wheelhouse(tmp_path_factory):
     return d
 
 
-def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
+def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job", gpus="0"):
     files = {
         "train.py": "if __name__ == '__main__':\n    pass\n",
         "requirements.txt": f"--no-index\n--find-links {wheelhouse}\n{requirements}",
     }
-    return load_job_spec(write_job(tmp_path, name, ml=f"base_image = {base_image}\n", files=files))
+    # a CPU job: a job that asks for GPUs also gets the NVML binding (test_nvml_binding_* below)
+    ml = f"base_image = {base_image}\ngpus_per_node = {gpus}\n"
+    return load_job_spec(write_job(tmp_path, name, ml=ml, files=files))
 
 
 def layer_members(blob):
@@ -144,3 +147,49 @@ def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
         dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert "no-such-package-anywhere" in caught.value.problem
     assert not isinstance(caught.value, NoWheelError)
+
+
+def test_nvml_binding_is_copied_into_the_layer_of_a_gpu_job_without_an_index(tmp_path, wheelhouse):
+    from importlib import metadata
+
+    version = metadata.version("nvidia-ml-py")
+    gpu = job_with(tmp_path / "gpu", wheelhouse, "tinydep\n", gpus="1")
+    layer = dependency_layer.dependency_layer(gpu, base_info(gpu), Progress())
+    assert ("nvidia-ml-py", version) in layer.packages and ("tinydep", "1.0") in layer.packages
+    names = set(layer_members(layer.blob))
+    assert "opt/vdk-ml/deps/pynvml.py" in names
+    assert f"opt/vdk-ml/deps/nvidia_ml_py-{version}.dist-info/METADATA" in names
+    # a GPU job without requirements.txt gets a layer of the binding alone
+    files = {"train.py": "if __name__ == '__main__':\n    pass\n"}
+    bare = load_job_spec(write_job(tmp_path / "bare", "job", ml=f"base_image = {PYTORCH_BASE}\n", files=files))
+    alone = dependency_layer.dependency_layer(bare, base_info(bare), Progress())
+    assert alone.packages == (("nvidia-ml-py", version),)
+    cpu = load_job_spec(
+        write_job(tmp_path / "cpu", "job", ml=f"base_image = {PYTORCH_BASE}\ngpus_per_node = 0\n", files=files)
+    )
+    assert dependency_layer.dependency_layer(cpu, base_info(cpu), Progress()) is None
+
+
+def test_a_build_says_what_uv_does_and_then_built_or_reused_truthfully(tmp_path, wheelhouse, monkeypatch):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    info = base_info(spec)
+    shown = io.StringIO()
+    dependency_layer.dependency_layer(spec, info, StderrProgress(shown))
+    lines = shown.getvalue().splitlines()
+    assert lines[0].startswith("Dependencies: installing requirements.txt for Python 3.11")
+    assert "  dependencies: resolving requirements.txt" in lines
+    assert [line for line in lines if line.startswith("  dependencies: resolved 2 packages in ")]
+    assert [line for line in lines if line.startswith("  dependencies: installed 2 packages in ")]
+    assert lines[-1].startswith("Dependencies: 2 packages, ") and " MB compressed, built in " in lines[-1]
+
+    # taken from the cache later in the same command (the build after the pre-flight check): built, not reused
+    again = io.StringIO()
+    dependency_layer.dependency_layer(spec, info, StderrProgress(again))
+    assert " ago by this command (its pre-flight check)" in again.getvalue()
+    assert "unchanged" not in again.getvalue() and "reused" not in again.getvalue()
+
+    # another command (a later deploy): reused, with its age
+    monkeypatch.setattr(dependency_layer, "_built_here", {})
+    later = io.StringIO()
+    dependency_layer.dependency_layer(spec, info, StderrProgress(later))
+    assert "reused: built " in later.getvalue() and " ago for the same requirements.txt and Python" in later.getvalue()

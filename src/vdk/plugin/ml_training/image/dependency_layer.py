@@ -34,7 +34,10 @@ from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.build_cache import cache_root
 from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
+from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.sweep_packages import sweep_requirements
+from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
@@ -53,14 +56,42 @@ class DependencyLayer:
     cache_key: str
     from_cache: bool
     sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
+    built_at: float | None = None  # when it was built (time.time()); None: a cache entry of an older version
+
+
+# Layers this process built (cache key -> when): taken from the cache later in the same command (the build after
+# the pre-flight check that built it), they are said to be built, not reused.
+_built_here: dict[str, float] = {}
 
 
 UV_TARGET_LOCK = ".lock"
 
 
-# What a job with a sweep needs in its image besides its own requirements: the Optuna client of its trial pods
-# and the study's gRPC storage proxy (runtime/sweep_*.py), at the versions `vdk` runs with.
-SWEEP_PACKAGES = ("optuna", "grpcio", "protobuf")
+# NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
+# plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
+# requirements.txt has it (pynvml, the older wrapper, depends on it).
+NVML_BINDING = "nvidia-ml-py"
+_NVML_NAMES = {"nvidia-ml-py", "pynvml"}
+
+
+def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
+    """What the layer holds beyond requirements.txt (`name==version`): the NVML binding, when the job's GPUs are
+    sampled and nothing else provides it."""
+    if not spec.gpus_per_node.count or not spec.gpu_sample_period_seconds:
+        return ()
+    if _NVML_NAMES & set(base.provides):
+        return ()
+    requirements = requirements_file(spec)
+    lines = requirement_lines(requirements) if requirements else []
+    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
+    if _NVML_NAMES & named:
+        return ()
+    from importlib import metadata
+
+    try:
+        return (f"{NVML_BINDING}=={metadata.version(NVML_BINDING)}",)
+    except metadata.PackageNotFoundError:  # an installation without it: the sampler stays off in the image
+        return ()
 
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
@@ -70,29 +101,7 @@ def requirements_file(spec: MLJobSpec) -> Path | None:
     own = path if path.is_file() and requirement_lines(path) else None
     if spec.sweep is None:
         return own
-    return sweep_requirements(own)
-
-
-def sweep_requirements(own: Path | None) -> Path:
-    """A requirements file of the job's own (included by path, its digest in a comment, so that a change of it
-    is a new file) and SWEEP_PACKAGES pinned to the versions installed here."""
-    from importlib import metadata
-
-    lines = []
-    if own is not None:
-        lines += [f"# {REQUIREMENTS} sha256 {hashlib.sha256(own.read_bytes()).hexdigest()}", f"-r {own.resolve()}"]
-    for name in SWEEP_PACKAGES:
-        try:
-            lines.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            lines.append(name)
-    text = "\n".join(lines) + "\n"
-    folder = cache_root() / "sweep-requirements"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}-{REQUIREMENTS}"
-    if not path.is_file():
-        path.write_text(text, encoding="utf-8")
-    return path
+    return sweep_requirements(own, REQUIREMENTS)
 
 
 def requirement_lines(path: Path) -> list[str]:
@@ -104,10 +113,11 @@ def requirement_lines(path: Path) -> list[str]:
     return lines
 
 
-def cache_key(requirements: bytes, base: BaseInfo) -> str:
+def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
+        **({"extra": list(extra)} if extra else {}),
         "python": base.python_version,
         "platform": base.wheel_platform,
         "provides": sorted(base.provides),
@@ -117,34 +127,65 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def cached_layer(requirements: Path, base: BaseInfo) -> DependencyLayer | None:
-    """The layer a build of these requirements for this kind of base would take from the cache."""
-    key = cache_key(requirements.read_bytes(), base)
+def cached_layer(requirements: Path | None, base: BaseInfo, extra: tuple[str, ...] = ()) -> DependencyLayer | None:
+    """The layer a build of these requirements (and `extra`) for this kind of base would take from the cache."""
+    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
     return _load(cache_root() / "deps" / key, key)
 
 
 def dependency_layer(
     spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
 ) -> DependencyLayer | None:
-    """The cached or freshly built dependency layer; None when the job has no requirements."""
+    """The cached or freshly built dependency layer; None when the job has no requirements (and needs no extra)."""
     requirements = requirements_file(spec)
-    if requirements is None:
+    extra = extra_requirements(spec, base)
+    if requirements is None and not extra:
         return None
-    key = cache_key(requirements.read_bytes(), base)
+    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
         if cached is not None:
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
-            progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
+            progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
-    progress.stage(
-        f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
-    )
-    layer = _build(spec, requirements, base, entry, key)
-    progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
+    what = " and ".join(x for x in (requirements.name if requirements else None, *extra) if x)
+    progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
+    started = time.monotonic()
+    activity = progress.activity("dependencies")
+    try:
+        layer = _build(spec, requirements, base, entry, key, extra, activity)
+    finally:
+        activity.close()
+    _built_here[key] = time.time()
+    progress.stage(f"Dependencies: {_size_text(layer)}, built in {_seconds(time.monotonic() - started)}")
     prune_cache()
     return layer
+
+
+def _size_text(layer: DependencyLayer) -> str:
+    return f"{len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed"
+
+
+def _origin(layer: DependencyLayer) -> str:
+    """Where a layer taken from the cache came from, truthfully: built earlier in this command, or reused."""
+    built = _built_here.get(layer.cache_key)
+    if built is not None:
+        return f"built {_seconds(time.time() - built)} ago by this command (its pre-flight check)"
+    if layer.built_at is not None:
+        return f"reused: built {_seconds(time.time() - layer.built_at)} ago for the same requirements.txt and Python"
+    return "reused from the cache (the same requirements.txt and Python)"
+
+
+def _seconds(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 90:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
 
 
 def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
@@ -171,16 +212,38 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
         return None
     blob = layer_tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
     packages = tuple((name, version) for name, version in meta["packages"])
-    return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
+    built_at = meta.get("built_at")
+    return DependencyLayer(
+        blob,
+        packages,
+        meta["has_scripts"],
+        key,
+        True,
+        dict(meta.get("sizes") or {}),
+        float(built_at) if isinstance(built_at, (int, float)) else None,
+    )
 
 
-def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
+def _build(
+    spec: MLJobSpec,
+    requirements: Path | None,
+    base: BaseInfo,
+    entry: Path,
+    key: str,
+    extra: tuple[str, ...] = (),
+    activity: Activity | None = None,
+) -> DependencyLayer:
+    activity = activity or Activity()
     root = cache_root() / "deps"
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
-        _install(spec.job_dir, requirements, base, work, target)
+        if requirements is not None:
+            _install(spec.job_dir, requirements, base, work, target, activity)
+        if extra:
+            _bundle(extra, target)
+        activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
         has_scripts = _fix_scripts(target / "bin", base.python)
@@ -198,6 +261,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             "python": base.python_version,
             "platform": base.wheel_platform,
             "excluded": list(base.provides),
+            "built_at": time.time(),
         }
         (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         shutil.rmtree(entry, ignore_errors=True)
@@ -215,6 +279,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             key,
             False,
             sizes,
+            meta["built_at"],
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -248,7 +313,7 @@ def _target_flags(base: BaseInfo) -> list[str]:
     ]
 
 
-def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, target: Path) -> None:
+def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, target: Path, activity: Activity) -> None:
     uv = uv_command()
     flags = _target_flags(base)
     constraints: list[str] = []
@@ -267,12 +332,12 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
                 *flags,
                 "--no-header",
                 "--no-annotate",
-                "-q",
                 "-o",
                 str(lock),
             ],
             job_dir,
             base,
+            UvProgress(activity, resolving_only=True),
         )
         constraints = ["-c", str(lock)]
     excludes: list[str] = []
@@ -294,18 +359,40 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
             *flags,
             "--link-mode",
             "copy",
-            "-q",
         ],
         job_dir,
         base,
+        UvProgress(activity),
     )
     # uv's lock of the target directory against concurrent installs: not a file of any package
     (target / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
-def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
+def _bundle(extra: tuple[str, ...], target: Path) -> None:
+    """Copy the distributions `extra` names (`name==version`: pure Python, no dependencies) from this environment,
+    which installs them with the plugin, into the layer: no package index is asked, the version is the plugin's."""
+    from importlib import metadata
+
+    for requirement in extra:
+        dist = metadata.distribution(requirement.split("==", 1)[0])
+        if list(target.glob(f"{normalise(dist.metadata['Name']).replace('-', '_')}-*.dist-info")):
+            continue  # a requirement of the job's depends on it: the version it resolved stays
+        for file in dist.files or ():
+            if ".." in file.parts or "__pycache__" in file.parts or file.suffix == ".pyc":
+                continue
+            source = Path(str(dist.locate_file(file)))
+            if source.is_file():
+                (target / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target / file)
+
+
+def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | None = None) -> None:
+    if progress is not None:
+        progress.started()
     try:
-        done = helper_processes.run(argv, cwd=cwd, env=_uv_env(), timeout=_UV_TIMEOUT)
+        done = helper_processes.run(
+            argv, cwd=cwd, env=_uv_env(), timeout=_UV_TIMEOUT, on_stderr_line=progress.line if progress else None
+        )
     except subprocess.TimeoutExpired:
         raise DependencyError(
             f"installing requirements.txt took longer than {_UV_TIMEOUT // 60} minutes",
@@ -325,7 +412,7 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
 
 
 def _uv_message(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("Using CPython")]
+    lines = [line for line in stderr.splitlines() if line.strip() and not UvProgress.is_progress(line)]
     return "\n".join(lines[-15:])
 
 

@@ -59,6 +59,7 @@ class RunSummary:
     )
     sweep: dict | None = None  # a hyperparameter sweep's settings (trials, parallel, metric, goal); None: a run
     from_sweep: dict | None = None  # a run started from a sweep's trial: {"sweep", "trial"}
+    overrides: str | None = None  # the [ml-training] keys given for this run only (`--set`, `--args`)
 
     def to_dict(self) -> dict:
         """JSON of the run: numbers as numbers (`nodes` the node count, the maximum of an elastic range, and
@@ -141,6 +142,7 @@ def summarize(obj: dict) -> RunSummary:
         outputs=_outputs(obj),
         sweep=_json(annotations.get(ANNOTATION_SWEEP)),
         from_sweep=_json(annotations.get(ANNOTATION_FROM_SWEEP)),
+        overrides=annotations.get(run_meta.ANNOTATION_OVERRIDES),
     )
 
 
