@@ -9,6 +9,7 @@ from datetime import timezone
 import pytest
 
 from tests.support.jobs import write_job
+from tests.support.local_cluster import expand
 from tests.support.native import native_errors
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
@@ -70,11 +71,12 @@ def test_the_trials_run_parallel_at_a_time_one_node_each_in_the_teams_queue(tmp_
     assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 24, 6)
     container = job["template"]["spec"]["containers"][0]
     assert container["image"] == IMAGE.reference
-    command = container["command"]
+    # what the container receives, after the kubelet's `$(VAR)` expansion: `$` is passed literally
+    command = [expand(part, {}) for part in container["command"]]
+    env = {e["name"]: expand(e["value"], {}) for e in container["env"] if "value" in e}
     assert command[:4] == ["python", "-m", sweep_manifests.TRIAL_MODULE, "--"]
     assert "--nnodes=1" in command and "--nproc-per-node=2" in command
     assert command[-4:] == ["--lr", "${lr}", "--batch-size", "${batch_size}"]
-    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["BATCH"] == "${batch_size}"  # substituted by the trial's worker
     assert env[wire.STUDY_ADDRESS] == f"{run.name}-study:{sweep_manifests.STUDY_PORT}"
     assert wire.Sweep.from_json(env[wire.SPEC]).study == run.name

@@ -69,9 +69,11 @@ def check(spec: MLJobSpec) -> None:
 
 
 def trial_command(spec: MLJobSpec, python: str) -> list[str]:
-    """A slot's command: the worker, then the job's launch command on one node (`${name}` still in it)."""
+    """A slot's command: the worker, then the job's launch command on one node (`${name}` still in it), passed
+    literally as every container's command is (pod_template.literal)."""
     flags = ["--standalone", "--nnodes=1", f"--nproc-per-node={spec.procs_per_node}"]
-    return [python, "-m", TRIAL_MODULE, "--", *layout.launch_command(spec, python, flags)]
+    parts = [python, "-m", TRIAL_MODULE, "--", *layout.launch_command(spec, python, flags)]
+    return [pod_template.literal(part) for part in parts]
 
 
 def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> list[dict]:
@@ -81,7 +83,7 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     assert sweep is not None
     labels = {**run.labels(BACKEND), LABEL_SWEEP: "true"}
     wire_spec = sweep.to_wire(study=run.name).to_json()
-    sweep_env = [{"name": wire.SPEC, "value": wire_spec}]
+    sweep_env = [{"name": wire.SPEC, "value": pod_template.literal(wire_spec)}]
     trial_env = [*sweep_env, {"name": wire.STUDY_ADDRESS, "value": study_address(run.name)}]
     if spec.max_runtime_seconds:
         trial_env.append({"name": wire.TRIAL_SECONDS, "value": str(spec.max_runtime_seconds)})
