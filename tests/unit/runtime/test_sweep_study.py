@@ -2,8 +2,10 @@
 failing stop it with why, the snapshot `vdk show` reads, and a metric seen on printed lines."""
 
 from vdk.plugin.ml_training.runtime import sweep_study
+from vdk.plugin.ml_training.runtime.metrics import NAMES_MARK
 from vdk.plugin.ml_training.runtime.metrics import printed_values
 from vdk.plugin.ml_training.runtime.sweep_protocol import Sweep
+from vdk.plugin.ml_training.runtime.sweep_protocol import metric_line
 from vdk.plugin.ml_training.runtime.sweep_protocol import read_study_lines
 from vdk.plugin.ml_training.runtime.sweep_protocol import study_line
 
@@ -58,3 +60,21 @@ def test_printed_metrics_are_read_in_the_forms_scripts_print_them():
     assert printed_values("{'eval_loss': 0.53, 'epoch': 1.0}") == [("eval_loss", 0.53), ("epoch", 1.0)]
     assert printed_values("loss: 1.5e-3, lr: 3e-4") == [("loss", 1.5e-3), ("lr", 3e-4)]
     assert printed_values("step 3/100 id=abc12 at 12:30") == []
+
+
+def test_a_trial_worse_than_the_median_is_pruned_while_it_runs_and_not_once_its_script_ended(tmp_path):
+    engine = sweep_study.optuna()
+    study = sweep_study.open_study(SWEEP, engine.storages.InMemoryStorage())
+    good = sweep_study.ask(study, SWEEP, slot=0)
+    for step in range(3):
+        good.report(0.1, step)
+    study.tell(good, 0.1)
+    lines = [metric_line(step, 5.0) for step in range(3)]
+    running, ended = tmp_path / "running.log", tmp_path / "ended.log"
+    running.write_text("\n".join(lines) + "\n")
+    ended.write_text("\n".join([*lines, f"{NAMES_MARK} eval_loss,loss"]) + "\n")  # what rank 0 writes at its end
+    assert sweep_study.TrialReports(sweep_study.ask(study, SWEEP, slot=1), running, prune=True).poll()
+    late = sweep_study.TrialReports(sweep_study.ask(study, SWEEP, slot=2), ended, prune=True)
+    assert not late.poll() and late.last == (2, 5.0) and late.names == ["eval_loss", "loss"]
+    off = sweep_study.TrialReports(sweep_study.ask(study, SWEEP, slot=3), running, prune=False)
+    assert not off.poll()  # prune = off

@@ -134,7 +134,9 @@ def stop_reason(study: Any, sweep: Sweep) -> str | None:
 
 class TrialReports:
     """The metric lines of one trial's rank 0, reported to Optuna as they come; `poll()` says whether the pruner
-    asks to stop the trial."""
+    asks to stop the trial. Not once its script has ended (rank 0's names line came): there is nothing left to
+    save, and the trial is complete with its last value (values reported late, after the study was unreachable,
+    would otherwise prune a trial that ran to its end)."""
 
     def __init__(self, trial: Any, path: Path, prune: bool):
         self.trial = trial
@@ -165,7 +167,7 @@ class TrialReports:
             self.trial.report(value, step)
             self._reported.add(step)
             self.points.append((step, value))
-        return bool(new) and self.prune and self.trial.should_prune()
+        return bool(new) and self.prune and self.names is None and self.trial.should_prune()
 
     @property
     def last(self) -> tuple[int, float] | None:
