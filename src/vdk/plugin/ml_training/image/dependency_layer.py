@@ -96,13 +96,9 @@ def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
 
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
-    """The job's requirements.txt if it asks for anything; for a job with a sweep, a file that also asks for the
-    sweep's packages (in the build cache, keyed by what it holds)."""
-    path = spec.job_dir / REQUIREMENTS
-    own = path if path.is_file() and requirement_lines(path) else None
-    if spec.sweep is None:
-        return own
-    return sweep_requirements(own, REQUIREMENTS)
+    """The job's requirements.txt if it asks for anything (a sweep's job: with its packages, sweep_packages.py)."""
+    own = path if (path := spec.job_dir / REQUIREMENTS).is_file() and requirement_lines(path) else None
+    return own if spec.sweep is None else sweep_requirements(own, REQUIREMENTS)
 
 
 def requirement_lines(path: Path) -> list[str]:
