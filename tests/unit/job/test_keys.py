@@ -33,7 +33,19 @@ HELD_OTHERWISE = (
     keys.TOLERATIONS,
 )
 HELD_OTHERWISE += (keys.NAMES,)
-NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins", "overrides"}
+# MLJobSpec's fields that no single [ml-training] key fills.
+NOT_FROM_A_KEY = {
+    "name",
+    "job_dir",
+    "team",
+    "env",
+    "spawns_workers",
+    "mounts",
+    "secrets",
+    "sweep",
+    "origins",
+    "overrides",
+}
 
 
 @pytest.fixture

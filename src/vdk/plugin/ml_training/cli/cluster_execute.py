@@ -49,6 +49,8 @@ def execute_ml(
     follow: bool,
     reason: str | None,
     to: str | None = None,
+    trial: str | None = None,
+    nodes: int | None = None,
 ) -> None:
     if operation not in OPERATIONS:
         raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
@@ -56,10 +58,19 @@ def execute_ml(
         raise click.UsageError("--follow goes with --logs (every rank's logs) or --show (the run, to its end)")
     if to is not None and operation != "outputs":
         raise click.UsageError("--to goes with --outputs")
+    if trial is not None and operation not in ("logs", "start"):
+        raise click.UsageError("--trial goes with --logs (a trial's log) or --start (a trial as a full run)")
+    if nodes is not None and trial is None:
+        raise click.UsageError("--nodes goes with --start --trial: the nodes of a sweep's trial run in full")
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints lines as they come; it has no JSON form")
     scope = verb_scope(name, team, job_path, "execute")
+    if trial is not None:
+        from vdk.plugin.ml_training.cli import sweep_execute
+
+        sweep_execute.run(scope, operation, trial, execution_id, nodes, reason, as_json, follow)
+        return
     if operation == "list":
         _list(scope, as_json)
     elif operation == "show" and follow:
@@ -246,8 +257,18 @@ EXECUTE = verbs.Verb(
             type=click.Path(file_okay=False, dir_okay=True),
             help="ml-training, with --outputs: the directory to copy the run's outputs into.",
         ),
+        click.Option(
+            ["--trial"],
+            help="ml-training sweeps, with --logs: the log of trial N (or `best`); with --start: trial N (or `best`) "
+            "as a normal run of the same image with its values.",
+        ),
+        click.Option(
+            ["--nodes"],
+            type=click.IntRange(min=1),
+            help="ml-training sweeps, with --start --trial: the nodes of the full run [the job's nodes].",
+        ),
     ],
-    ml_only=("job_path", "follow", "reason", "to"),
+    ml_only=("job_path", "follow", "reason", "to", "trial", "nodes"),
     is_ml=names_ml_job,
     run_ml=ml_errors(execute_ml),
 )

@@ -179,6 +179,10 @@ def show_ml(
         click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list {again}")
     title = "Latest run" if detail.run.name == runs[0].name else "Run"
     click.echo("\n" + cluster_views.detail_text(detail, title=title))
+    if job.sweep is not None:
+        from vdk.plugin.ml_training.cli.sweep_views import sweep_text
+
+        click.echo("\n" + sweep_text(job.sweep, again))
     click.echo(f"\nLogs of every rank: vdk execute --logs {again}")
     for other in selection.others:
         click.echo(f"note: {name} also has {other.describe()}: vdk show -n {name} {other.option()}")

@@ -8,6 +8,8 @@ import sys
 from datetime import datetime
 from datetime import timezone
 
+from vdk.plugin.ml_training.cli.sweep_views import summary_text
+from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -33,12 +35,6 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     return approximate_duration(seconds)
 
 
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows, strict=True)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [headers, *rows]]
-    return "\n".join(lines)
-
-
 # --- vdk list --------------------------------------------------------------------------------------
 
 
@@ -54,7 +50,7 @@ def jobs_text(entries: list[dict], where: str, team: str | None = None, now: dat
             e["job_team"] or NO_TEAM_TEXT,
             e["latest_run"],
             e["backend"] or "?",
-            e["phase"],
+            e["phase"] + (f" ({summary_text(e['sweep'])})" if e.get("sweep") else ""),
             age(e["created"], now),
             _shape(e),
             str(e["runs"]),

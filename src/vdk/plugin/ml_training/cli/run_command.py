@@ -145,6 +145,11 @@ def run_ml_job(context: Any) -> Any:
                 context.job_directory, job_settings(configuration, context.job_directory), overrides=overrides
             )
             step_name = str(spec.entrypoint)
+            if spec.sweep is not None:
+                from vdk.plugin.ml_training.cli.sweep_run import run_sweep
+
+                failure = run_sweep(spec, configuration, options.full, options.container, not options.skip_import_check)
+                return _execution_result(context, step_name, started, failure)
             result = local_run.run_job(
                 spec,
                 configuration,

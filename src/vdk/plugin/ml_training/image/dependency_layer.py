@@ -37,6 +37,7 @@ from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.sweep_packages import sweep_requirements
 from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
@@ -95,9 +96,9 @@ def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
 
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
-    """The job's requirements.txt if it asks for anything."""
-    path = spec.job_dir / REQUIREMENTS
-    return path if path.is_file() and requirement_lines(path) else None
+    """The job's requirements.txt if it asks for anything (a sweep's job: with its packages, sweep_packages.py)."""
+    own = path if (path := spec.job_dir / REQUIREMENTS).is_file() and requirement_lines(path) else None
+    return own if spec.sweep is None else sweep_requirements(own, REQUIREMENTS)
 
 
 def requirement_lines(path: Path) -> list[str]:

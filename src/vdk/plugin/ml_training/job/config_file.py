@@ -24,6 +24,7 @@ SECTION = "ml-training"
 ENV_SECTION = "ml-training.env"
 MOUNTS_SECTION = "ml-training.mounts"
 SECRETS_SECTION = "ml-training.secrets"
+SWEEP_SECTION = "ml-training.sweep"  # a hyperparameter sweep (job/sweep.py)
 CONFIG_FILE = "config.ini"
 # An inline comment as users write it in other ini dialects: `;` or `#` at the start or after whitespace.
 _INLINE_COMMENT = re.compile(r"(?:^|(?<=\s))[;#]")
@@ -298,7 +299,7 @@ def team_of(parser: configparser.ConfigParser) -> str | None:
 
 def check_sections(parser: configparser.ConfigParser, path: Path) -> None:
     """A section that looks meant as one of the plugin's, misspelt, is an error that names the one meant."""
-    known = (SECTION, ENV_SECTION, MOUNTS_SECTION, SECRETS_SECTION)
+    known = (SECTION, ENV_SECTION, MOUNTS_SECTION, SECRETS_SECTION, SWEEP_SECTION)
     for section in parser.sections():
         if section in known:
             continue

@@ -48,6 +48,7 @@ from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
 from vdk.plugin.ml_training.job.names import mig_profile_is_possible
 from vdk.plugin.ml_training.job.placement_keys import read_placement
+from vdk.plugin.ml_training.job.sweep import read_sweep
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -103,12 +104,13 @@ def _spec(
             "lower shm_size or raise memory (by default shm_size is half of memory)",
         )
     smoke_default = 2 if (gpus.devices if spawn else nodes.max * procs) > 1 else 1
+    args, smoke_args, env = _args(keys, "args") or (), _args(keys, "smoke_args"), read_env(parser, path)
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
         team=team_name,
         entrypoint=entrypoint,
-        args=_args(keys, "args") or (),
+        args=args,
         nodes=nodes,
         gpus_per_node=gpus,
         procs_per_node=procs,
@@ -129,10 +131,10 @@ def _spec(
         smoke_processes=keys.integer("smoke_processes", minimum=1, maximum=64, default=smoke_default),
         smoke_timeout_seconds=keys.duration("smoke_timeout", minimum=1) or _default("smoke_timeout"),
         smoke_device_tracking=keys.boolean("smoke_device_tracking"),
-        smoke_args=_args(keys, "smoke_args"),
+        smoke_args=smoke_args,
         smoke_epoch_end=keys.boolean("smoke_epoch_end"),
         import_check=keys.boolean("import_check"),
-        env=read_env(parser, path),
+        env=env,
         registry=keys.matching("registry", REGISTRY, "a registry address"),
         namespace=namespace,
         kube_context=keys.raw("kube_context"),
@@ -144,6 +146,7 @@ def _spec(
         output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
         mounts=parse_mounts(parser, path),
         secrets=read_secrets(parser, path),
+        sweep=read_sweep(parser, path, args, smoke_args, env),
         origins=tuple(origins.items()),
         **read_placement(keys, gpus),
     )

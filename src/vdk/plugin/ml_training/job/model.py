@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
@@ -24,6 +25,9 @@ from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_arguments
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_env
 from vdk.plugin.ml_training.job.names import kubernetes_job_name
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.job.sweep import SweepSpec
 
 PVC_SCHEME = "pvc:"
 
@@ -188,6 +192,7 @@ class MLJobSpec:
     output_pvc: str | None = None
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
     secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
+    sweep: SweepSpec | None = None  # [ml-training.sweep]: a hyperparameter sweep (job/sweep.py)
     # Placement of the run's pods (k8s/placement.py): a GPU model (a value of the node label `gpu_type_label`),
     # node labels to select, taints to tolerate, Secrets to pull the image with, the pods' service account.
     gpu_type: str | None = None
@@ -259,10 +264,20 @@ class MLJobSpec:
         data["env"] = dict(self.env)
         data["mounts"] = [dataclasses.asdict(m) for m in self.mounts]
         data["secrets"] = [dataclasses.asdict(s) for s in self.secrets]  # references, never values
+        data["sweep"] = self.sweep.to_dict() if self.sweep is not None else None
         data["node_selector"] = dict(self.node_selector)
         data["tolerations"] = [str(t) for t in self.tolerations]
         data["image_pull_secrets"] = list(self.image_pull_secrets)
         return data
+
+    def trial(self, params: dict[str, Any]) -> MLJobSpec:
+        """The spec of one trial of the sweep: `params` in place of their `${name}` in args, smoke_args and
+        [ml-training.env] values; no sweep."""
+        from vdk.plugin.ml_training.job.sweep import trial_values
+
+        args, env = trial_values(self.args, self.env, params)
+        smoke = None if self.smoke_args is None else trial_values(self.smoke_args, (), params)[0]
+        return dataclasses.replace(self, args=args, smoke_args=smoke, env=env, sweep=None)
 
     def fingerprint(self) -> str:
         """sha256 of what defines the training (`to_dict()` without WHERE_IT_RUNS): equal for equal

@@ -24,7 +24,13 @@ def render_run(
     """Manifests in the order to create them. The first one is the run's main object: the
     client makes every later one owned by it, so deleting it (or its TTL) removes them all.
     `cluster`: what discovery found (None for a dry run, which asks no cluster)."""
-    objects = backends.get(backend).render(spec, image, run, namespace, cluster)
+    if spec.sweep is not None:
+        from vdk.plugin.ml_training.k8s import sweep_manifests
+
+        objects = sweep_manifests.render(spec, image, run, namespace)
+        backend = sweep_manifests.BACKEND
+    else:
+        objects = backends.get(backend).render(spec, image, run, namespace, cluster)
     if with_record:
         objects.append(run_record.render(spec, image.reference, run, namespace, backend, objects))
     return objects
@@ -32,6 +38,10 @@ def render_run(
 
 def limitations(spec: MLJobSpec, backend: str, cluster: Discovery | None = None) -> list[str]:
     """What of the spec `backend` cannot honour: notes for the deploy command to print."""
+    if spec.sweep is not None:
+        from vdk.plugin.ml_training.k8s import sweep_manifests
+
+        return sweep_manifests.limitations(spec)
     return backends.get(backend).limitations(spec, cluster)
 
 

@@ -38,6 +38,7 @@ ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
 ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
+ANNOTATION_FROM_SWEEP = "vdk.io/from-sweep"  # a run of a sweep's trial: {"sweep", "trial", "params"} (JSON)
 # The [ml-training] keys given for this run only (`--set`, `--args`), as `key=value, key='a b'`.
 ANNOTATION_OVERRIDES = "vdk.io/overrides"
 
@@ -76,6 +77,7 @@ class RunInfo:
     spec_hash: str
     # (name, version) installed in the image's dependency layer; empty when unknown (dry run)
     dependencies: tuple[tuple[str, str], ...] = ()
+    from_sweep: str | None = None  # JSON {"sweep": run, "trial": number, "params": {...}}: a sweep's trial run in full
     # [ml-training] keys given for this run only (`--set`, `--args`), as given
     overrides: tuple[tuple[str, str], ...] = ()
 
@@ -131,6 +133,7 @@ class RunInfo:
             ANNOTATION_IMAGE_DIGEST: self.image_digest,
             ANNOTATION_SPEC_HASH: self.spec_hash,
             ANNOTATION_TEAM: self.team,
+            ANNOTATION_FROM_SWEEP: self.from_sweep,
             ANNOTATION_OVERRIDES: describe_overrides(self.overrides) if self.overrides else None,
         }
         return {key: value for key, value in values.items() if value}

@@ -26,6 +26,7 @@ KEY_SPEC = "spec.json"
 KEY_PROVENANCE = "provenance.json"
 KEY_MANIFESTS = "manifests.json"
 KEY_DEPENDENCIES = "dependencies.json"
+KEY_FROM_SWEEP = "from-sweep.json"  # a run of a sweep's trial: which sweep, which trial, its values
 KEY_OVERRIDES = "overrides.json"  # the [ml-training] keys given for the run only (`--set`, `--args`)
 # A ConfigMap holds at most 1 MiB; keep well clear of it.
 MAX_RECORD_BYTES = 900_000
@@ -45,6 +46,7 @@ class RunRecord:
     provenance: dict
     manifests: list[dict]
     dependencies: dict  # name -> version installed in the image ({} for records without them)
+    from_sweep: dict | None = None  # {"sweep", "trial", "params"} of a run started from a sweep's trial
     overrides: dict = dataclasses.field(default_factory=dict)  # key -> value given for this run, over config.ini
 
 
@@ -58,6 +60,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: s
         provenance=run.provenance.to_dict(),
         manifests=manifests,
         dependencies=dict(run.dependencies),
+        from_sweep=json.loads(run.from_sweep) if run.from_sweep else None,
         overrides=dict(run.overrides),
     )
     return _configmap(record, namespace, run.labels(backend), {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash})
@@ -74,6 +77,8 @@ def _configmap(record: RunRecord, namespace: str | None, labels: dict[str, str],
         KEY_MANIFESTS: json.dumps(record.manifests, sort_keys=True, indent=1),
         KEY_DEPENDENCIES: json.dumps(record.dependencies, sort_keys=True, indent=1),
     }
+    if record.from_sweep is not None:
+        data[KEY_FROM_SWEEP] = json.dumps(record.from_sweep, sort_keys=True, indent=1)
     if record.overrides:
         data[KEY_OVERRIDES] = json.dumps(record.overrides, indent=1)
     size = sum(len(v.encode()) for v in data.values())
@@ -108,6 +113,7 @@ def parse(configmap: dict) -> RunRecord:
             provenance=json.loads(data[KEY_PROVENANCE]),
             manifests=json.loads(data[KEY_MANIFESTS]),
             dependencies=json.loads(data.get(KEY_DEPENDENCIES) or "{}"),
+            from_sweep=json.loads(data[KEY_FROM_SWEEP]) if data.get(KEY_FROM_SWEEP) else None,
             overrides=json.loads(data.get(KEY_OVERRIDES) or "{}"),
         )
     except (KeyError, ValueError) as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.k8s import backends
@@ -19,6 +20,10 @@ STALLED = "Stalled"  # failed because the stall watchdog stopped a rank that too
 FINISHED = (SUCCEEDED, FAILED)
 
 # Extended resources that are accelerators, by prefix (MIG slices are nvidia.com/mig-<profile>).
+# On a sweep's trials Job: its settings (k8s/sweep_manifests.py); on a run started from a sweep's trial: which.
+ANNOTATION_SWEEP = "vdk.io/sweep"
+ANNOTATION_FROM_SWEEP = run_meta.ANNOTATION_FROM_SWEEP
+
 ACCELERATOR_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
 
 
@@ -52,6 +57,8 @@ class RunSummary:
     outputs: dict | None = (
         None  # {"claim", "directory"}: where its outputs persist (k8s/output_location.py); None: nowhere
     )
+    sweep: dict | None = None  # a hyperparameter sweep's settings (trials, parallel, metric, goal); None: a run
+    from_sweep: dict | None = None  # a run started from a sweep's trial: {"sweep", "trial"}
     overrides: str | None = None  # the [ml-training] keys given for this run only (`--set`, `--args`)
 
     def to_dict(self) -> dict:
@@ -133,8 +140,18 @@ def summarize(obj: dict) -> RunSummary:
         ended=ended_at(obj),
         kept_seconds=backend.kept_after_finished(obj) if backend is not None else None,
         outputs=_outputs(obj),
+        sweep=_json(annotations.get(ANNOTATION_SWEEP)),
+        from_sweep=_json(annotations.get(ANNOTATION_FROM_SWEEP)),
         overrides=annotations.get(run_meta.ANNOTATION_OVERRIDES),
     )
+
+
+def _json(text: str | None) -> dict | None:
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _outputs(obj: dict) -> dict | None:

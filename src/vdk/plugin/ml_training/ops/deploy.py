@@ -71,6 +71,10 @@ def deploy_spec(
     changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
     if backend:
         changes["backend"] = backend
+    if spec.sweep is not None:
+        from vdk.plugin.ml_training.k8s import sweep_manifests
+
+        sweep_manifests.check(spec)  # before any work (its trials are an Indexed Job, whatever the backend)
     if not import_check:
         changes["import_check"] = False
     return dataclasses.replace(spec, **changes)

@@ -172,13 +172,24 @@ def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:
     check_job_imports(spec, base.provides)
 
 
+def _sweep_smoke_check(spec: MLJobSpec, again: str, say: Say) -> MLTrainingError | None:
+    """A sweep's smoke check (ops/sweep_smoke.py): every trial's arguments, the extreme trials' smoke steps."""
+    from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
+
+    checked = smoke_check_sweep(spec, again)
+    say(f"sweep smoke check: {len(checked.trials)} trials' arguments checked, {len(checked.runs)} extreme trial(s) ran")
+    return checked.error
+
+
 def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWatcher) -> None:
     """The smoke run, stopped by the first remote check that fails."""
     say("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
     try:
         with checks.interrupting():
-            error = smoke_check(spec, again, watcher)
+            error = (
+                _sweep_smoke_check(spec, again, say) if spec.sweep is not None else smoke_check(spec, again, watcher)
+            )
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
         raise failed_checks(checks) from None

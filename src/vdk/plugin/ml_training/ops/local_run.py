@@ -149,7 +149,7 @@ def run_job(
 
 def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
-    report if it failed, with a fix that ends with `again`."""
+    report if it failed, with a fix that ends with `again`. (A sweep's is ops/sweep_smoke.py's.)"""
     return run_plan(smoke_plan(spec), watcher, again=again, stdout=sys.stderr).error
 
 

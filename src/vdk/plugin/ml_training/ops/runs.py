@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.k8s.run_summary import node_range
 from vdk.plugin.ml_training.k8s.selection import JobSelection
 from vdk.plugin.ml_training.k8s.selection import select_jobs
 from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.ops import sweeps
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
@@ -44,6 +45,7 @@ class JobEntry:
     runs: list[RunSummary]
     phase: str
     team: str | None
+    sweep: dict | None = None  # the latest run is a sweep: its trials by state and the best metric (ops/sweeps.py)
 
     def to_dict(self) -> dict:
         """The job's latest run and how many it has."""
@@ -62,6 +64,7 @@ class JobEntry:
             "gpus_per_node": latest.gpus_per_node,
             "gpu_resource": latest.gpu_resource,
             "runs": len(self.runs),
+            **({"sweep": self.sweep} if self.sweep is not None else {}),  # a sweep's job only
         }
 
 
@@ -87,10 +90,21 @@ def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
     choice = None if all_teams else scope.team
     client = scope.client
     notes: list[str] = []
-    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice, notes)]
+    jobs = [
+        JobEntry(job.runs, job.runs[0].phase, job.team_name, _sweep_summary(client, job.runs[0]))
+        for job in select_jobs(client, choice, notes)
+    ]
     mapped = teams.mapping(scope.settings, teams.TEAM_NAMESPACES)
     elsewhere = [(team, ns) for team, ns in mapped.entries if ns != client.namespace]
     return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere, notes)
+
+
+def _sweep_summary(client, run: RunSummary) -> dict | None:
+    """A sweep's row of `vdk list`: its trials by state and the best metric so far (None: no sweep)."""
+    if run.sweep is None:
+        return None
+    detail = sweeps.sweep_detail(client, run)
+    return detail.table.summary() if detail.table is not None else {"why": detail.why}
 
 
 # --- vdk show, vdk execute --list / --show -----------------------------------------------------------------
@@ -103,6 +117,7 @@ class JobDetail:
 
     selection: JobSelection
     latest: RunDetail
+    sweep: sweeps.SweepDetail | None = None  # the latest run is a sweep: its trial table
 
     @property
     def runs(self) -> list[RunSummary]:
@@ -118,17 +133,19 @@ class JobDetail:
             "context": client.context,
             "runs": [r.to_dict() for r in self.runs],
             "latest": self.latest.to_dict(),
+            **({"sweep": self.sweep.to_dict()} if self.sweep is not None else {}),  # a sweep's job only
         }
 
 
 def show_job(scope: Scope, run_id: str | None = None) -> JobDetail:
     """The scope's job: its runs and, for the latest (or the run `run_id`: its name or the part after the job
     name), every rank's state, why it waits or failed (events, Kueue, exit codes, the failing rank's last log
-    lines), its progress and loss curve."""
+    lines), its progress and loss curve; a sweep's trial table."""
     command = "show" + (f" -i {run_id}" if run_id else "")
     selection = select_runs(scope, command, partial=True)
     run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}") if run_id else selection.runs[0]
-    return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes))
+    sweep = sweeps.sweep_detail(selection.client, run) if run.sweep is not None else None
+    return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes), sweep)
 
 
 def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:

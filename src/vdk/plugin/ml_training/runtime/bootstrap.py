@@ -87,19 +87,22 @@ def _run_in_image(entry: list[str]) -> None:
     spawned_workers.install(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
     reporter = rank_process.start_progress() if rank == 0 else None
+    metric = rank_process.start_metric() if rank == 0 else None  # a sweep's trial (runtime/metrics.py)
     checksum = _checksum()
     counters: list = []  # the StepCounter, once the code imported torch
     watch = rank_process.start_watchdog(counters)
     sampler = rank_process.start_gpu_sampler(counters)
-    if reporter is None and watch is None and sampler is None and checksum is None and outputs is None:
+    if all(x is None for x in (reporter, watch, sampler, checksum, outputs, metric)):
         run_entrypoint(entry)
     else:
-        receivers = [x.attach for x in (reporter, checksum) if x is not None]
+        receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, *receivers)
         try:
             run_entrypoint(entry)
         except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
             rank_process.stop_watchdog(watch)
+            if metric is not None:
+                metric.finish()
             if reporter is not None:
                 reporter.finish(rank_process.ending(e))
             rank_process.finish_gpu_sampler(sampler)
@@ -108,6 +111,8 @@ def _run_in_image(entry: list[str]) -> None:
             _report_outputs(rank, outputs)
             raise
         rank_process.stop_watchdog(watch)
+        if metric is not None:
+            metric.finish()
         if reporter is not None:
             reporter.finish(rank_process.ending(None))
         rank_process.finish_gpu_sampler(sampler)
@@ -216,6 +221,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     report = RankReport(run_dir, name, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
     adaptations = reporter = watch = sampler = None
+    metric = rank_process.start_metric() if rank == 0 else None  # a sweep's trial (runtime/metrics.py)
     checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
@@ -228,6 +234,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
         if checksum is not None:
             counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
+        if metric is not None:
+            metric.attach(counter)
         counters.append(counter)
         stopped_at_limit = (SmokeStepsReached,)
     else:  # full: every rank counts its steps for the summary and runs the watchdog; rank 0 prints progress lines
@@ -250,7 +258,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
             error = {"type": idle_policy.ERROR_TYPE, "message": idle.describe(), "traceback": ""}
             report.finish(protocol.FAILED, error=error, idle=idle.to_dict(), steps=idle.last_step or 0)
 
-        receivers = [x.attach for x in (reporter, checksum) if x is not None]
+        receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, record_steps, *receivers)
         watch = rank_process.start_watchdog(counters, record_stall)
         sampler = rank_process.start_gpu_sampler(counters, record_idle)
@@ -268,6 +276,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         status, code = protocol.FAILED, 1
         error = describe(e)
     rank_process.stop_watchdog(watch)
+    if metric is not None:
+        metric.finish()
     if status != protocol.FAILED and checksum is not None:
         _end_lines(rank, checksum, None)
     fields: dict = {"error": error}

@@ -116,6 +116,17 @@ def start_progress():
         return None
 
 
+def start_metric():
+    """The metric watch of rank 0 of a sweep's trial (runtime/metrics.py), or None (no sweep, or an error)."""
+    from vdk.plugin.ml_training.runtime import metrics
+
+    try:
+        return metrics.start()
+    except Exception as e:  # noqa: BLE001 - no metric, but the user's code runs as ever
+        sys.stderr.write(f"[vdk-ml-training] warning: the sweep's metric is not followed ({type(e).__name__}: {e})\n")
+        return None
+
+
 def start_watchdog(counters: list, on_stall=None):
     """This rank's stall watchdog over the step counter that `counters` will hold, or None when it is off."""
     from vdk.plugin.ml_training.runtime import watchdog

@@ -1,0 +1,70 @@
+"""`vdk execute ... --trial N|best` of a sweep: `--logs` the log of the pod that ran the trial, `--start` the trial
+as a normal run of the same image with its values (`--nodes N`). One use case of ops/sweeps.py each; text or
+JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from vdk.plugin.ml_training.cli.cluster_scope import print_json
+from vdk.plugin.ml_training.cli.cluster_scope import stderr
+from vdk.plugin.ml_training.cli.cluster_scope import team_args
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.ops.scope import Scope
+
+
+def run(
+    scope: Scope,
+    operation: str,
+    trial: str,
+    execution_id: str | None,
+    nodes: int | None,
+    reason: str | None,
+    as_json: bool,
+    follow: bool,
+) -> None:
+    if follow:
+        raise click.UsageError("--trial shows a trial's log as it is now; follow the whole sweep with --follow alone")
+    if operation == "logs":
+        _logs(scope, trial, execution_id, as_json)
+    else:
+        _start(scope, trial, execution_id, nodes, reason, as_json)
+
+
+def _logs(scope: Scope, trial: str, execution_id: str | None, as_json: bool) -> None:
+    from vdk.plugin.ml_training.ops.sweeps import trial_log
+
+    log = trial_log(scope, trial, execution_id)
+    if as_json:
+        print_json(log.to_dict())
+        return
+    if log.text is None:
+        stderr(f"[trial {log.trial.number}] no log: {log.why}")
+        return
+    stderr(f"Trial {log.trial.number} of {log.run.name} ({log.trial.state}), pod {log.pod}:")
+    click.echo("".join(f"[trial {log.trial.number}] {line}\n" for line in log.text.splitlines()), nl=False)
+
+
+def _start(
+    scope: Scope, trial: str, execution_id: str | None, nodes: int | None, reason: str | None, as_json: bool
+) -> None:
+    from vdk.plugin.ml_training.cli.sweep_views import number
+    from vdk.plugin.ml_training.cli.sweep_views import params_text
+    from vdk.plugin.ml_training.ops.sweeps import start_trial
+
+    started = start_trial(scope, trial, nodes, reason, execution_id, say=stderr)
+    if as_json:
+        print_json(started.to_dict())
+        return
+    selection = started.selection
+    again = f"-n {selection.job_name}{team_args(selection)}"
+    click.echo(
+        f"Started run {started.run_name} of {selection.describe()}: trial {started.trial.number} of the sweep "
+        f"{started.sweep.name} ({params_text(started.trial.params)}; its metric {number(started.trial.metric)}), "
+        f"{started.nodes} node(s), {started.backend}, namespace {selection.client.namespace}"
+    )
+    click.echo(f"  image   {started.image}")
+    click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")

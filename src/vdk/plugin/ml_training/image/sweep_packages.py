@@ -1,0 +1,35 @@
+"""What a job with a sweep needs in its image besides its own requirements: the Optuna client of its trial pods
+and the study's gRPC storage proxy (runtime/sweep_*.py), at the versions `vdk` runs with. The dependency layer
+installs them from a requirements file that includes the job's own (dependency_layer.requirements_file)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from vdk.plugin.ml_training.image.build_cache import cache_root
+
+SWEEP_PACKAGES = ("optuna", "grpcio", "protobuf")
+
+
+def sweep_requirements(own: Path | None, name: str) -> Path:
+    """A requirements file `name` (in the build cache, keyed by what it holds) of the job's own `own` (included by
+    path, its digest in a comment, so that a change of it is a new file) and SWEEP_PACKAGES pinned to the versions
+    installed here."""
+    from importlib import metadata
+
+    lines = []
+    if own is not None:
+        lines += [f"# {own.name} sha256 {hashlib.sha256(own.read_bytes()).hexdigest()}", f"-r {own.resolve()}"]
+    for package in SWEEP_PACKAGES:
+        try:
+            lines.append(f"{package}=={metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            lines.append(package)
+    text = "\n".join(lines) + "\n"
+    folder = cache_root() / "sweep-requirements"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}-{name}"
+    if not path.is_file():
+        path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,398 @@
+"""A hyperparameter sweep: the `[ml-training.sweep]` section of config.ini, read and checked into a `SweepSpec`,
+and the spec of one trial (its parameters substituted for `${name}` in `args`, `smoke_args` and
+`[ml-training.env]` values).
+
+    [ml-training]
+    args = --lr ${lr} --batch-size ${batch_size} --epochs 3
+
+    [ml-training.sweep]
+    lr = loguniform(1e-5, 1e-2)
+    batch_size = 16, 32, 64
+    trials = 24
+    parallel = 6
+    metric = eval_loss
+
+The settings of the sweep are the keys of `SWEEP_KEYS` (their own catalogue, documented by key_table.py); every
+other key is a parameter (sweep_grammar.py). Every bad sweep is one JobConfigError before any work: an unknown
+distribution, `${x}` with no parameter `x`, a parameter nothing references, a bad bound, a grid larger than
+`trials`, `parallel` above `trials`, ... (a metric the script never reports is the smoke check's to find).
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.job.config_file import ENV_SECTION
+from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.config_file import SWEEP_SECTION
+from vdk.plugin.ml_training.job.config_file import closest
+from vdk.plugin.ml_training.job.config_file import inline_comment
+from vdk.plugin.ml_training.job.keys import CHOICE
+from vdk.plugin.ml_training.job.keys import INTEGER
+from vdk.plugin.ml_training.job.keys import RUN_AND_DEPLOY
+from vdk.plugin.ml_training.job.keys import TEXT
+from vdk.plugin.ml_training.job.keys import Key
+from vdk.plugin.ml_training.job.sweep_grammar import GrammarError
+from vdk.plugin.ml_training.job.sweep_grammar import Parameter
+from vdk.plugin.ml_training.job.sweep_grammar import parse_parameter
+from vdk.plugin.ml_training.runtime import sweep_protocol as wire
+from vdk.plugin.ml_training.runtime.sweep_protocol import ALGORITHMS
+from vdk.plugin.ml_training.runtime.sweep_protocol import GRID
+from vdk.plugin.ml_training.runtime.sweep_protocol import MAX
+from vdk.plugin.ml_training.runtime.sweep_protocol import MIN
+from vdk.plugin.ml_training.runtime.sweep_protocol import NAME
+from vdk.plugin.ml_training.runtime.sweep_protocol import TPE
+from vdk.plugin.ml_training.runtime.sweep_protocol import references
+from vdk.plugin.ml_training.runtime.sweep_protocol import substitute
+
+DEFAULT_STOP_AFTER_FAILURES = 3
+MAX_TRIALS = 10_000
+_GOALS = {"min": MIN, "minimize": MIN, "minimise": MIN, "max": MAX, "maximize": MAX, "maximise": MAX}
+_PRUNE = {"median": True, "on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
+
+
+def _sweep_keys() -> tuple[Key, ...]:
+    """The settings of [ml-training.sweep] (any other key is a parameter), in the order the docs list them."""
+    return (
+        Key(
+            "trials",
+            INTEGER,
+            "how many trials the sweep runs",
+            "24",
+            default_text="the grid's size when every parameter is a list; else required",
+        ),
+        Key(
+            "parallel",
+            INTEGER,
+            "trials at a time on the cluster (each a single-node run of the job's layout)",
+            "6",
+            default=1,
+        ),
+        Key(
+            "metric",
+            TEXT,
+            "what the trials are compared by: a value the script logs through the HF Trainer or Lightning "
+            "(`eval_loss`), `loss` (the training loss), or a `name=value` / `name: value` line it prints",
+            "eval_loss",
+            default_text="required",
+        ),
+        Key("goal", CHOICE, "`min` (a loss) or `max` (an accuracy)", "max", default=MIN, choices=lambda: (MIN, MAX)),
+        Key(
+            "algorithm",
+            CHOICE,
+            "how Optuna picks the next trial's values",
+            "random",
+            default_text="`grid` when every parameter is a list, else `tpe`",
+            choices=lambda: ALGORITHMS,
+        ),
+        Key(
+            "prune",
+            CHOICE,
+            "`median`: Optuna's median pruner stops a trial whose metric is worse than the "
+            "median of the earlier trials at the same step; `off`: every trial runs to its end",
+            "off",
+            default="median",
+            choices=lambda: ("median", "off"),
+        ),
+        Key(
+            "stop_after_failures",
+            INTEGER,
+            "the sweep stops, saying why, when its first this-many trials all failed",
+            "3",
+            default=DEFAULT_STOP_AFTER_FAILURES,
+        ),
+        Key(
+            "seed",
+            INTEGER,
+            "the sampler's seed, for a sweep that picks the same values again",
+            "7",
+            default_text="none (a new search each time)",
+        ),
+    )
+
+
+SWEEP_KEYS: tuple[Key, ...] = tuple(dataclasses.replace(k, verbs=RUN_AND_DEPLOY) for k in _sweep_keys())
+_SETTINGS = {key.name: key for key in SWEEP_KEYS}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep: its parameters and settings."""
+
+    parameters: tuple[Parameter, ...]
+    trials: int
+    parallel: int
+    metric: str
+    goal: str
+    algorithm: str
+    prune: bool
+    stop_after_failures: int
+    seed: int | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.parameters]
+
+    def grid_size(self) -> int | None:
+        return wire.grid_size(p.to_wire() for p in self.parameters)
+
+    def to_wire(self, study: str = "sweep") -> wire.Sweep:
+        """The sweep as its study and trials read it (runtime/sweep_protocol.py)."""
+        return wire.Sweep(
+            parameters=tuple(p.to_wire() for p in self.parameters),
+            trials=self.trials,
+            parallel=self.parallel,
+            metric=self.metric,
+            goal=self.goal,
+            algorithm=self.algorithm,
+            prune=self.prune,
+            stop_after_failures=self.stop_after_failures,
+            seed=self.seed,
+            study=study,
+        )
+
+    def extremes(self) -> list[dict[str, Any]]:
+        """The two trials at the extremes: every parameter at its smallest, every one at its largest (largest
+        batch, most layers, highest rate, ...), as the smoke check runs them."""
+        low = {p.name: p.extremes()[0] for p in self.parameters}
+        high = {p.name: p.extremes()[1] for p in self.parameters}
+        return [low] if low == high else [low, high]
+
+    def trial_values(self) -> list[dict[str, Any]]:
+        """The values of every trial as the smoke check checks their arguments: the grid's combinations (all of
+        them), else `trials` sets drawn over the ranges (seeded), the extremes first."""
+        grid = [p.grid_values() for p in self.parameters]
+        if self.algorithm == GRID and all(values is not None for values in grid):
+            combos = itertools.product(*grid)  # type: ignore[arg-type]
+            return [dict(zip(self.names, combo, strict=True)) for combo in combos][: self.trials]
+        rng = random.Random(self.seed if self.seed is not None else 0)
+        out = self.extremes()
+        while len(out) < self.trials:
+            out.append({p.name: _draw(p, rng) for p in self.parameters})
+        return out[: self.trials]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["parameters"] = {p.name: p.describe() for p in self.parameters}
+        return data
+
+
+def _draw(parameter: Parameter, rng: random.Random) -> Any:
+    if parameter.kind in (wire.LIST, wire.CHOICE):
+        return rng.choice(parameter.values)
+    if parameter.kind == wire.INT:
+        return rng.randint(int(parameter.low), int(parameter.high))  # type: ignore[arg-type]
+    low, high = float(parameter.low), float(parameter.high)  # type: ignore[arg-type]
+    if parameter.kind == wire.LOGUNIFORM:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.uniform(low, high)
+
+
+def read_sweep(
+    parser: configparser.ConfigParser,
+    path: Path,
+    args: tuple[str, ...],
+    smoke_args: tuple[str, ...] | None,
+    env: tuple[tuple[str, str], ...],
+) -> SweepSpec | None:
+    """[ml-training.sweep] of a read config.ini, checked against the `${name}` references of `args`, `smoke_args`
+    and the [ml-training.env] values `env`; None when the job has no sweep."""
+    if not parser.has_section(SWEEP_SECTION):
+        return None
+    raw = dict(parser.items(SWEEP_SECTION))
+    settings: dict[str, str] = {}
+    parameters: list[Parameter] = []
+    for key, value in raw.items():
+        name = key.strip()
+        start = inline_comment(value)
+        if start is not None:
+            raise _error(
+                path,
+                name,
+                f"{value[start:].strip()!r} looks like a comment, but config.ini has no inline "
+                f"comments: the value would be {value.strip()!r}",
+                f"write `{name} = {value[:start].rstrip()}` and put the comment on a line of its own",
+            )
+        if not value.strip():
+            raise _error(path, name, "the value is empty", "give it a value, or remove the line")
+        if name.lower() in _SETTINGS:
+            settings[name.lower()] = value.strip()
+            continue
+        if not NAME.fullmatch(name):
+            raise _error(
+                path,
+                name,
+                f"{name!r} is not a parameter name (letters, digits and _, not first a digit)",
+                "name it like `lr` or `batch_size`, and write `${name}` where its value goes",
+            )
+        try:
+            parameters.append(parse_parameter(name, value))
+        except GrammarError as e:
+            raise _error(path, name, e.problem, e.fix) from None
+    if not parameters:
+        raise JobConfigError(
+            path,
+            "the sweep has no parameters",
+            "add one, e.g. `lr = loguniform(1e-5, 1e-2)`, and write `${lr}` in args",
+            SWEEP_SECTION,
+        )
+    _check_references(path, parameters, args, smoke_args, env)
+    return _settings(path, settings, tuple(parameters))
+
+
+def _settings(path: Path, settings: dict[str, str], parameters: tuple[Parameter, ...]) -> SweepSpec:
+    metric = settings.get("metric")
+    if metric is None:
+        raise _error(
+            path,
+            "metric",
+            "the sweep has no metric to compare its trials by",
+            "add `metric = eval_loss` (a value the script logs or prints), or `metric = loss` for the training loss",
+        )
+    if not all(part and NAME.fullmatch(part.replace("-", "_")) for part in metric.split("/")):
+        raise _error(
+            path,
+            "metric",
+            f"{metric!r} is not a metric name",
+            "write the name the script logs, such as `eval_loss` or `val/acc`",
+        )
+    goal = _GOALS.get(settings.get("goal", MIN).lower())
+    if goal is None:
+        raise _error(
+            path,
+            "goal",
+            f"{settings['goal']!r} is neither min nor max",
+            "write `goal = min` for a loss, `goal = max` for an accuracy",
+        )
+    prune = _PRUNE.get(settings.get("prune", "median").lower())
+    if prune is None:
+        raise _error(
+            path,
+            "prune",
+            f"{settings['prune']!r} is not a pruner",
+            "write `prune = median` (the default) or `prune = off`",
+        )
+    grid = wire.grid_size(p.to_wire() for p in parameters)
+    all_lists = all(p.kind == wire.LIST for p in parameters)
+    algorithm = settings.get("algorithm", GRID if all_lists else TPE).lower()
+    if algorithm not in ALGORITHMS:
+        close = closest(algorithm, list(ALGORITHMS))
+        raise _error(
+            path,
+            "algorithm",
+            f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}",
+            (f"did you mean `{close}`? " if close else "") + f"use one of {', '.join(ALGORITHMS)}",
+        )
+    if algorithm == GRID and grid is None:
+        continuous = next(p for p in parameters if p.continuous)
+        raise _error(
+            path,
+            "algorithm",
+            f"a grid needs a finite set of values, and {continuous.name} is {continuous.describe()}",
+            "list its values instead (`0.1, 0.2, 0.3`), or use `algorithm = tpe` or `random`",
+        )
+    trials = _integer(path, settings, "trials", None)
+    if trials is None:
+        if algorithm != GRID or grid is None:
+            raise _error(
+                path, "trials", "the sweep does not say how many trials to run", "add `trials = 20` (or another number)"
+            )
+        trials = grid
+    if algorithm == GRID and grid is not None and grid > trials:
+        raise _error(
+            path,
+            "trials",
+            f"the grid has {grid} combinations of values, more than trials = {trials} allows",
+            f"set `trials = {grid}`, list fewer values, or use `algorithm = random` to try {trials} of them",
+        )
+    parallel = _integer(path, settings, "parallel", 1)
+    if parallel > trials:
+        raise _error(
+            path,
+            "parallel",
+            f"parallel = {parallel} is more than trials = {trials}: the extra slots would never run a trial",
+            f"set `parallel = {trials}` or less, or raise trials",
+        )
+    return SweepSpec(
+        parameters=parameters,
+        trials=trials,
+        parallel=parallel,
+        metric=metric,
+        goal=goal,
+        algorithm=algorithm,
+        prune=prune,
+        stop_after_failures=_integer(path, settings, "stop_after_failures", DEFAULT_STOP_AFTER_FAILURES),
+        seed=_integer(path, settings, "seed", None, minimum=0),
+    )
+
+
+def _integer(path: Path, settings: dict[str, str], key: str, default: int | None, minimum: int = 1) -> Any:
+    text = settings.get(key)
+    if text is None:
+        return default
+    if not text.isdigit() or not minimum <= int(text) <= MAX_TRIALS * 100:
+        raise _error(
+            path,
+            key,
+            f"{text!r} is not a whole number of at least {minimum}",
+            f"write `{key} = {_SETTINGS[key].example}`",
+        )
+    return int(text)
+
+
+def _check_references(
+    path: Path,
+    parameters: list[Parameter],
+    args: tuple[str, ...],
+    smoke_args: tuple[str, ...] | None,
+    env: tuple[tuple[str, str], ...],
+) -> None:
+    names = [p.name for p in parameters]
+    places = [(SECTION, "args", " ".join(args)), (SECTION, "smoke_args", " ".join(smoke_args or ()))]
+    places += [(ENV_SECTION, name, value) for name, value in env]
+    used: set[str] = set()
+    for section, key, text in places:
+        for name in references(text):
+            if name not in names:
+                close = closest(name, names)
+                hint = f"did you mean `${{{close}}}`? " if close else ""
+                raise JobConfigError(
+                    path,
+                    f"${{{name}}} names no parameter of [{SWEEP_SECTION}] (it has {', '.join(names)})",
+                    f"{hint}add `{name} = ...` to [{SWEEP_SECTION}], or fix the reference",
+                    section,
+                    key,
+                )
+            used.add(name)
+    for name in names:
+        if name not in used:
+            raise _error(
+                path,
+                name,
+                f"no value references the parameter {name}, so every trial would run the same",
+                f"write `${{{name}}}` where its value goes: in args (`--{name.replace('_', '-')} "
+                f"${{{name}}}`) or in an [{ENV_SECTION}] value",
+            )
+
+
+def _error(path: Path, key: str, problem: str, fix: str) -> JobConfigError:
+    return JobConfigError(path, problem, fix, SWEEP_SECTION, key)
+
+
+# --- a trial ------------------------------------------------------------------------------------------------
+
+
+def trial_values(args: tuple[str, ...], env: tuple[tuple[str, str], ...], params: dict[str, Any]):
+    """(args, env) with a trial's `params` in place of their `${name}` references."""
+    return (
+        tuple(substitute(a, params) for a in args),
+        tuple((name, substitute(value, params)) for name, value in env),
+    )

@@ -1,0 +1,65 @@
+"""The check of many argument lists against a job's script on this machine, in one interpreter that forks after
+the script's imports (runtime/argument_check.py), in a working directory made like a smoke run's: nothing it
+writes reaches the job directory, nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.local import workdir
+from vdk.plugin.ml_training.local.launch_plan import smoke_plan
+from vdk.plugin.ml_training.runtime import argument_check
+from vdk.plugin.ml_training.runtime import protocol
+
+CHECK_MODULE = "vdk.plugin.ml_training.runtime.argument_check"
+
+
+@dataclass(frozen=True)
+class ArgumentsChecked:
+    """What the script made of each list: `status` (runtime/argument_check.py: PARSED, NO_PARSER, OWN_LIST,
+    ERROR), per list `accepted` and argparse's message, and `why` when no list could be checked."""
+
+    status: str
+    results: tuple[dict, ...] = ()
+    why: str = ""
+
+    @property
+    def checked(self) -> bool:
+        return self.status == argument_check.PARSED
+
+
+def check_arguments(
+    spec: MLJobSpec, argument_lists: list[list[str]], env: dict[str, str] | None = None
+) -> ArgumentsChecked:
+    """Whether the entrypoint of `spec` accepts each of `argument_lists`; `env`: the processes' environment
+    beyond the smoke run's (a trial's [ml-training.env] values)."""
+    base = smoke_plan(spec).env
+    folder = Path(tempfile.mkdtemp(prefix=f"{spec.name}-arguments-"))
+    try:
+        work = workdir.prepare(spec.job_dir, folder / "work")
+        result = folder / "result.json"
+        environment = {**base, **(env or {}), argument_check.ARGUMENT_SETS: json.dumps(argument_lists)}
+        for name in (protocol.MODE, protocol.RUN_DIR):
+            environment.pop(name, None)
+        argv = [sys.executable, "-m", CHECK_MODULE, str(result), "--", *spec.entrypoint.argv()]
+        try:
+            done = subprocess.run(
+                argv, cwd=work.path, env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=spec.smoke_timeout_seconds, check=False, start_new_session=True,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return ArgumentsChecked(argument_check.ERROR, why=f"it took longer than {spec.smoke_timeout_seconds} s")
+        if not result.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+            return ArgumentsChecked(argument_check.ERROR, why=tail[0])
+        outcome = argument_check.read_result(str(result))
+        return ArgumentsChecked(outcome["status"], tuple(outcome.get("results") or ()), outcome.get("why", ""))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,126 @@
+"""`vdk run --full` of a sweep: its trials on this machine, one after another, each a full run of the job with the
+trial's values (local/launch_plan.full_plan), searched by Optuna as on the cluster (runtime/sweep_study.py: the
+same sampler, pruner and metric), the study in an SQLite file beside the full runs' directories. A trial the
+pruner stops is stopped at once (its processes), a failed one is recorded and the sweep goes on; the first
+trials all failing stop it, saying why."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.local.launch_plan import full_plan
+from vdk.plugin.ml_training.local.launcher import HostStarter
+from vdk.plugin.ml_training.local.launcher import full_runs_dir
+from vdk.plugin.ml_training.ops.local_run import QuietWatcher
+from vdk.plugin.ml_training.ops.local_run import RunWatcher
+from vdk.plugin.ml_training.ops.local_run import run_plan
+from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.runtime import sweep_protocol as wire
+from vdk.plugin.ml_training.runtime import sweep_study
+
+POLL_SECONDS = 1.0
+
+
+class _PrunableStarter(HostStarter):
+    """This machine's starter, whose run the pruner can stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proc: Any = None
+        self.run_dir: Path | None = None
+
+    def start(self, attempt):  # noqa: ANN001
+        self.proc = super().start(attempt)
+        self.run_dir = attempt.run_dir
+        return self.proc
+
+
+@dataclass(frozen=True)
+class LocalSweep:
+    """A sweep run on this machine: its study's table (runtime/sweep_study.snapshot) and where the study is."""
+
+    spec: MLJobSpec
+    snapshot: dict
+    study: Path
+
+    def to_dict(self) -> dict:
+        return {"job_name": self.spec.name, "study": str(self.study), **self.snapshot}
+
+
+def run_sweep(spec: MLJobSpec, watcher: RunWatcher | None = None, say: Say = to_stderr) -> LocalSweep:
+    """Every trial of the sweep of `spec` as a full run on this machine, one after another."""
+    sweep = spec.sweep
+    assert sweep is not None
+    folder = full_runs_dir() / f"{spec.name}-sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    study_file = folder / "study.db"
+    wire_sweep = sweep.to_wire(study=spec.name)
+    study = sweep_study.open_study(wire_sweep, f"sqlite:///{study_file}")
+    for number in range(sweep.trials):
+        reason = sweep_study.stop_reason(study, wire_sweep)
+        if reason:
+            study.set_user_attr(sweep_study.STOPPED, reason)
+            raise MLTrainingError(
+                f"the sweep of {spec.name} stopped: {reason}",
+                f"fix what the trials' logs say (in {folder}), then run the sweep again",
+            )
+        trial = sweep_study.ask(study, wire_sweep)
+        state = _run_trial(spec, wire_sweep, study, trial, folder, watcher or QuietWatcher(), say)
+        say(f"trial {trial.number} {state} ({number + 1} of {sweep.trials})")
+    return LocalSweep(spec, sweep_study.snapshot(study, wire_sweep), study_file)
+
+
+def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, watcher: RunWatcher, say: Say) -> str:
+    engine = sweep_study.optuna()
+    params = dict(trial.params)
+    say(f"trial {trial.number}: " + ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items()))
+    metric_file = Path(tempfile.mkstemp(prefix=f"trial-{trial.number}-", suffix=".metric", dir=folder)[1])
+    plan = full_plan(spec.trial(params))
+    env = {**plan.env, wire.METRIC: sweep.metric, wire.METRIC_FILE: str(metric_file), wire.TRIAL_PARAMS: str(params)}
+    env.setdefault(wire.METRIC_SECONDS, env.get("VDK_ML_TRAINING_PROGRESS_SECONDS") or str(wire.DEFAULT_METRIC_SECONDS))
+    plan = dataclasses.replace(plan, env=env)
+    reports = sweep_study.TrialReports(trial, metric_file, sweep.prune)
+    starter = _PrunableStarter()
+    pruned = threading.Event()
+    done = threading.Event()
+
+    def follow() -> None:
+        while not done.wait(POLL_SECONDS):
+            if reports.poll() and starter.proc is not None and starter.run_dir is not None:
+                pruned.set()
+                starter.stop(starter.proc, starter.run_dir)
+                return
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    try:
+        result = run_plan(plan, watcher, starter=starter)
+    finally:
+        done.set()
+        follower.join()
+    if not pruned.is_set():
+        reports.poll()
+    last = reports.last
+    if pruned.is_set():
+        study.tell(trial, state=engine.trial.TrialState.PRUNED)
+        return sweep_study.PRUNED
+    if not result.passed:
+        why = result.finding.what if result.finding is not None else "the run failed"
+        trial.set_user_attr(sweep_study.WHY, why)
+        study.tell(trial, state=engine.trial.TrialState.FAIL)
+        return sweep_study.FAILED
+    if last is None:
+        trial.set_user_attr(sweep_study.WHY, f"the script never reported {sweep.metric}")
+        study.tell(trial, state=engine.trial.TrialState.FAIL)
+        return sweep_study.FAILED
+    study.tell(trial, last[1])
+    return sweep_study.COMPLETE

@@ -1,0 +1,90 @@
+"""A sweep on this machine: its smoke check (every trial's arguments through the script's own parser, the extreme
+trials' smoke steps and the metric they report) and `vdk run --full` (its trials one after another on Optuna),
+with real torch processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.jobs import write_job
+from tests.support.vdk_cli import vdk
+from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.ops.sweep_local import run_sweep
+from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
+
+pytestmark = pytest.mark.usefixtures("isolated_environment")
+
+TRAIN = """
+import argparse, math, time
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, required=True)
+parser.add_argument("--optimizer", choices=["adam", "sgd"], default="sgd")
+parser.add_argument("--steps", type=int, default=12)
+args = parser.parse_args()
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(args.steps):
+    loss = model(torch.randn(4, 2)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step}: val_score: {(math.log10(args.lr) + 3) ** 2 + 1 / (step + 1):.5f}", flush=True)
+    time.sleep(0.1)
+"""
+
+
+def job(tmp_path, sweep: str, args: str = "--lr ${lr} --optimizer ${opt}", name="lr-local"):
+    return write_job(
+        tmp_path,
+        name,
+        ml={"args": args, "gpus_per_node": "0"},
+        env={"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.3"},
+        extra=f"\n[ml-training.sweep]\n{sweep}",
+        files={"train.py": TRAIN},
+    )
+
+
+def test_the_smoke_check_finds_the_one_trial_whose_arguments_the_script_refuses(tmp_path):
+    spec = load_job_spec(job(tmp_path, "lr = 1e-4, 1e-2\nopt = adam, adamw, sgd\nmetric = val_score\n"))
+    result = smoke_check_sweep(spec)
+    assert [t.arguments for t in result.trials].count("refused") == 2  # adamw, with each lr
+    refused = next(t for t in result.trials if t.arguments == "refused")
+    assert refused.params["opt"] == "adamw" and "invalid choice: 'adamw'" in refused.message
+    assert not result.passed and "adamw" in result.error.problem and "2 of 6 trials" in result.error.problem
+    extremes = [t for t in result.trials if t.smoke]
+    assert [t.smoke for t in extremes] == ["passed", "passed"]  # adam and sgd, the first and last choices
+    assert all(t.metric is not None for t in extremes)
+
+
+def test_a_metric_the_script_never_reports_is_named_with_those_it_does(tmp_path):
+    spec = load_job_spec(job(tmp_path, "lr = 1e-4, 1e-2\nopt = adam, sgd\nmetric = eval_loss\n"))
+    result = smoke_check_sweep(spec)
+    assert all(t.arguments == "accepted" for t in result.trials)
+    assert not result.passed
+    assert "never reported the sweep's metric eval_loss" in result.error.problem
+    assert "val_score" in result.error.problem  # what it does print
+
+
+def test_vdk_run_shows_the_checked_trials_and_passes(tmp_path):
+    path = job(tmp_path, "lr = loguniform(1e-5, 1e-1)\nopt = adam, sgd\ntrials = 8\nmetric = val_score\n")
+    done = vdk("run", str(path))
+    assert done.exit_code == 0, done.output
+    assert "Smoke check passed: 8 trials' arguments accepted" in done.stdout
+    assert done.stdout.count("accepted") >= 8 and done.stdout.count("passed") >= 2
+
+
+def test_a_full_local_sweep_runs_its_trials_one_after_another_and_finds_the_best(tmp_path):
+    spec = load_job_spec(
+        job(tmp_path, "lr = 1e-5, 1e-3, 1e-1\ntrials = 3\nmetric = val_score\nseed = 1\n", args="--lr ${lr}")
+    )
+    local = run_sweep(spec, say=lambda text: None)
+    trials = local.snapshot["trials"]
+    assert len(trials) == 3 and local.study.is_file()
+    assert {t["state"] for t in trials} <= {"complete", "pruned"}
+    best = next(t for t in trials if t["number"] == local.snapshot["best"])
+    assert best["params"] == {"lr": 0.001} and best["steps"] == 12
+    for t in trials:
+        if t["state"] == "pruned":
+            assert t["steps"] < 12
