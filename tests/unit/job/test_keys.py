@@ -23,7 +23,7 @@ from vdk.plugin.ml_training.job.settings import job_settings
 
 JOB_KEYS = [key for key in CATALOGUE if key.scope == keys.JOB]
 # MLJobSpec's fields that no single [ml-training] key fills.
-NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins"}
+NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "data", "origins"}
 
 
 @pytest.fixture
@@ -41,7 +41,9 @@ def readers(monkeypatch):
 
 
 def every_key_set(tmp_path):
-    return write_job(tmp_path, "every-key", ml={key.name: key.example for key in JOB_KEYS})
+    # smoke_data's example names a dataset: the job has it
+    data = "[ml-training.data]\ndata/train = s3://vision-data/train\n"
+    return write_job(tmp_path, "every-key", ml={key.name: key.example for key in JOB_KEYS}, extra=data)
 
 
 def test_a_job_that_sets_every_catalogue_key_to_its_example_loads_and_is_read_key_by_key(tmp_path, readers):
@@ -49,7 +51,7 @@ def test_a_job_that_sets_every_catalogue_key_to_its_example_loads_and_is_read_ke
     assert readers[0].asked == set(KEYS)
     values = spec.to_dict()
     for key in JOB_KEYS:
-        if key.kind in (keys.DURATION, keys.BOOLEAN, keys.ARGUMENTS, keys.PACKAGES, keys.INTEGER):
+        if key.kind in (keys.DURATION, keys.BOOLEAN, keys.ARGUMENTS, keys.PACKAGES, keys.INTEGER, keys.DATA_PATHS):
             continue  # held in another form than written (seconds, a bool, a list, an int)
         assert str(values[key.field]) == key.example, key.name
 
@@ -71,14 +73,15 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
     assert WHERE_IT_RUNS == {
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
-        "smoke_args", "smoke_epoch_end", "import_check", "output_pvc",
+        "smoke_args", "smoke_epoch_end", "import_check", "output_pvc", "data_cache_pvc", "smoke_data",
+        "smoke_sample_files", "smoke_sample_size",
     }  # fmt: skip
 
 
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
-    assert list(KEYS)[-4:] == ["registry", "namespace", "kube_context", "output_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 31
+    assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
+    assert len(KEYS) == len(set(KEYS)) == 35
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -91,6 +94,7 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         "ml_training_team_namespaces": None,
         "ml_training_team_queues": None,
         "ml_training_output_pvc": None,
+        "ml_training_data_cache_pvc": None,
         "ml_training_base_image": None,
         "ml_training_smoke_timeout": "10m",
         "ml_training_stall_timeout": "30m",
