@@ -4,8 +4,9 @@ In a pod (the init container, or for a TrainJob the step before torch's launcher
 
     fetch --cache DIR --pins JSON [--claim NAME] [--manifest TARGET=DIR ...] [-- COMMAND ...]
 
-fetches every pinned version into the cache DIR (the claim NAME), prints the manifest of every mounted claim,
-then runs COMMAND in its place, if given. Its output is the pod's log; a failure says what to do and exits 1.
+fetches every pinned version into the cache DIR (the claim NAME), links each PATH to its version's directory
+(where the pod cannot mount it there), prints the manifest of every mounted claim, then runs COMMAND in its
+place, if given. Its output is the pod's log; a failure says what to do and exits 1.
 
 On the deploying machine (local/data_tools.py runs these with the data tools), JSON in, JSON out:
 
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     fetch.add_argument("--pins", default="[]")
     fetch.add_argument("--claim", default=None)
     fetch.add_argument("--manifest", action="append", default=[], metavar="TARGET=DIR")
+    fetch.add_argument("--link", action="append", default=[], metavar="PATH=DIR")
     resolve = modes.add_parser("resolve", help="pin references to their versions (JSON)")
     resolve.add_argument("--refs", required=True)
     sample = modes.add_parser("sample", help="a bounded sample of each reference (JSON)")
@@ -91,6 +93,7 @@ def _fetch(options: argparse.Namespace, command: list[str]) -> int:
     claims = [tuple(m.split("=", 1)) for m in options.manifest]
     try:
         fetch_step.fetch_all(Path(options.cache), pins, options.claim, say)
+        fetch_step.link_targets([tuple(m.split("=", 1)) for m in options.link])  # type: ignore[misc]
         fetch_step.report_claims(claims, say)  # type: ignore[arg-type]
     except SourceError as e:
         text = f"{fetch_step.PREFIX} failed: {e}"

@@ -98,6 +98,24 @@ def _progress_lines(pin: DataPin, say: Say) -> Callable[[int, int], None]:
     return progress
 
 
+def link_targets(links: list[tuple[str, str]]) -> None:
+    """Each (path, directory): `path` made a symbolic link to `directory` (its parents made; an earlier link, or
+    an empty directory, replaced)."""
+    for path, directory in links:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        if os.path.islink(path):
+            os.unlink(path)
+        elif os.path.isdir(path) and not os.listdir(path):
+            os.rmdir(path)
+        elif os.path.exists(path):
+            raise SourceError(
+                f"{path} is in the way of the dataset linked there (the image or the working directory has it)",
+                "choose a target the job's files do not use",
+                target=path,
+            )
+        os.symlink(directory, path)
+
+
 def report_claims(claims: list[tuple[str, str]], say: Say) -> list[ClaimManifest]:
     """The manifest line of each mounted claim ((target, directory)), said and returned."""
     manifests = []

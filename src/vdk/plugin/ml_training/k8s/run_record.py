@@ -1,6 +1,9 @@
 """The run record: a ConfigMap `<run>-record`, owned by the run, that holds what is needed to run
 it again exactly — the image by digest, the rendered manifests, the spec, the provenance and the
-dependency versions installed in the image.
+dependency versions installed in the image — and what `vdk diff` compares: the hash of every file of the
+code layer, the base image by digest, and each dataset as the deploy pinned it (source, resolved version,
+fingerprint; a claim's manifest once a pod reported it). Records of earlier versions lack the last three:
+read, they are empty (unknown), never an error.
 
 Annotations on the run's object carry the audit trail for humans and `kubectl`; the record
 carries the full rendered manifests, which are too large and too structured for annotations.
@@ -13,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
@@ -26,6 +30,9 @@ KEY_SPEC = "spec.json"
 KEY_PROVENANCE = "provenance.json"
 KEY_MANIFESTS = "manifests.json"
 KEY_DEPENDENCIES = "dependencies.json"
+KEY_DATA = "data.json"
+KEY_CODE = "code.json"
+KEY_BASE = "base"
 # A ConfigMap holds at most 1 MiB; keep well clear of it.
 MAX_RECORD_BYTES = 900_000
 _RUN_LABEL_PREFIXES = ("vdk.io/", run_meta.LABEL_MANAGED_BY)
@@ -44,6 +51,9 @@ class RunRecord:
     provenance: dict
     manifests: list[dict]
     dependencies: dict  # name -> version installed in the image ({} for records without them)
+    data: tuple[DataPin, ...] = ()  # each dataset as pinned (() for records without them)
+    code: dict | None = None  # path -> sha256 of the code layer's files (None: not recorded)
+    base: str | None = None  # the base image by digest (None: not recorded)
 
 
 def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]) -> dict:
@@ -56,6 +66,9 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: s
         provenance=run.provenance.to_dict(),
         manifests=manifests,
         dependencies=dict(run.dependencies),
+        data=tuple(run.data),
+        code=dict(run.code_files) if run.code_files else None,
+        base=run.base_digest,
     )
     return _configmap(record, namespace, run.labels(backend), {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash})
 
@@ -71,6 +84,12 @@ def _configmap(record: RunRecord, namespace: str | None, labels: dict[str, str],
         KEY_MANIFESTS: json.dumps(record.manifests, sort_keys=True, indent=1),
         KEY_DEPENDENCIES: json.dumps(record.dependencies, sort_keys=True, indent=1),
     }
+    if record.data:
+        data[KEY_DATA] = json.dumps([pin.to_dict() for pin in record.data], sort_keys=True, indent=1)
+    if record.code is not None:
+        data[KEY_CODE] = json.dumps(record.code, sort_keys=True, separators=(",", ":"))
+    if record.base:
+        data[KEY_BASE] = record.base
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_RECORD_BYTES:
         raise MLTrainingError(
@@ -103,8 +122,11 @@ def parse(configmap: dict) -> RunRecord:
             provenance=json.loads(data[KEY_PROVENANCE]),
             manifests=json.loads(data[KEY_MANIFESTS]),
             dependencies=json.loads(data.get(KEY_DEPENDENCIES) or "{}"),
+            data=tuple(DataPin.from_dict(d) for d in json.loads(data.get(KEY_DATA) or "[]")),
+            code=json.loads(data[KEY_CODE]) if data.get(KEY_CODE) else None,
+            base=data.get(KEY_BASE) or None,
         )
-    except (KeyError, ValueError) as e:
+    except (KeyError, ValueError, TypeError) as e:
         raise MLTrainingError(
             f"the ConfigMap {name} is not a readable run record ({type(e).__name__}: {e})",
             "it was changed by hand or written by another tool; re-deploy from the job directory instead",
