@@ -53,3 +53,33 @@ def test_no_requirements_no_layer(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "")
     (spec.job_dir / "requirements.txt").write_text("# nothing yet\n\n")
     assert dependency_layer.dependency_layer(spec, base_info(spec), Progress()) is None
+
+
+# --- the data step's tools ---------------------------------------------------------------------------------------
+
+
+def spec_of(tmp_path, data: str = "", requirements: str | None = None):
+    files = {"train.py": "print(1)\n", **({"requirements.txt": requirements} if requirements is not None else {})}
+    extra = f"[ml-training.data]\n{data}\n" if data else ""
+    return load_job_spec(write_job(tmp_path, "job", files=files, extra=extra))
+
+
+def test_the_tools_follow_the_schemes_the_job_uses(tmp_path):
+    assert dependency_layer.data_tools(spec_of(tmp_path / "a")) == []
+    assert dependency_layer.data_tools(spec_of(tmp_path / "b", "/data = pvc:imagenet")) == []
+    s3 = dependency_layer.data_tools(spec_of(tmp_path / "c", "data = s3://bucket/x"))
+    both = dependency_layer.data_tools(spec_of(tmp_path / "d", "data = s3://bucket/x\ntok = hf://datasets/org/t"))
+    assert [t.split(">")[0] for t in s3] == ["boto3"]
+    assert [t.split(">")[0] for t in both] == ["huggingface_hub", "boto3"] or [t.split(">")[0] for t in both] == [
+        "boto3",
+        "huggingface_hub",
+    ]
+
+
+def test_a_job_with_data_but_no_requirements_still_gets_a_layer_and_the_tools_change_its_key(tmp_path):
+    assert dependency_layer.layer_input(spec_of(tmp_path / "a")) is None
+    only_data = dependency_layer.layer_input(spec_of(tmp_path / "b", "data = s3://bucket/x"))
+    assert only_data is not None and b"boto3" in only_data
+    plain = dependency_layer.layer_input(spec_of(tmp_path / "c", requirements="numpy\n"))
+    with_data = dependency_layer.layer_input(spec_of(tmp_path / "d", "data = s3://bucket/x", requirements="numpy\n"))
+    assert plain == b"numpy\n" and with_data.startswith(b"numpy\n") and with_data != plain

@@ -188,7 +188,9 @@ class Inputs:
             "format": _FORMAT,
             "code": code_diff_id,
             "runtime": runtime_diff_id,
-            "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
+            "requirements": hashlib.sha256(wanted).hexdigest()
+            if (wanted := dependency_layer.layer_input(self.spec))
+            else None,
             "base_image": self.spec.base_image,
             "base": [
                 self.base.python,
@@ -252,15 +254,19 @@ def plan_image(
     layers = []
     requirement_names: tuple[str, ...] = ()
     dependency_warning = None
-    if inputs.requirements:
-        requirement_names = tuple(dependency_layer.requirement_lines(inputs.requirements))
-        cached = dependency_layer.cached_layer(inputs.requirements, inputs.base)
+    tools = dependency_layer.data_tools(spec)
+    if inputs.requirements or tools:
+        if inputs.requirements:
+            requirement_names = tuple(dependency_layer.requirement_lines(inputs.requirements))
+        cached = dependency_layer.cached_layer(spec, inputs.base)
         dependency_warning = (
             torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
             if cached
             else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
         )
-        detail = f"{len(requirement_names)} lines of requirements.txt, " + (
+        detail = f"{len(requirement_names)} lines of requirements.txt, " if inputs.requirements else ""
+        detail += f"the data step's {', '.join(tools)}, " if tools else ""
+        detail += (
             f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
             if cached
             else "resolved at build time"
@@ -293,7 +299,7 @@ def plan_image(
         large_files=inputs.code.large_files,
         working_dir=layout.JOB_DIR,
         command=inputs.command,
-        env=image_env("$PATH", None, inputs.requirements is not None),
+        env=image_env("$PATH", None, bool(inputs.requirements or tools)),
         labels=inputs.labels,
         dependency_warning=dependency_warning,
     )

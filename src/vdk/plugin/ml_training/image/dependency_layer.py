@@ -1,4 +1,5 @@
-"""The dependency layer: the job's requirements.txt installed for the base image's Python.
+"""The dependency layer: the job's requirements.txt installed for the base image's Python, and the tools of the
+data step (boto3, huggingface_hub: datafetch.DATA_TOOLS) when config.ini references such data.
 
 uv resolves and installs wheels only, for the base's platform and Python version, into a target
 directory that becomes the layer below DEPS_DIR. What the base already provides (torch and its
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.datafetch import DATA_TOOLS
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
@@ -64,6 +66,23 @@ def requirements_file(spec: MLJobSpec) -> Path | None:
     return path if path.is_file() and requirement_lines(path) else None
 
 
+def data_tools(spec: MLJobSpec) -> list[str]:
+    """The requirements of the data step for the schemes the job's datasets use (none for claims)."""
+    schemes = sorted({d.scheme for d in spec.data if d.fetched})
+    return [line for scheme in schemes for line in DATA_TOOLS.get(scheme, ())]
+
+
+def layer_input(spec: MLJobSpec) -> bytes | None:
+    """What the layer installs, as bytes (its cache key's): requirements.txt, then the data step's tools; None
+    when there is nothing to install."""
+    requirements = requirements_file(spec)
+    tools = data_tools(spec)
+    if requirements is None and not tools:
+        return None
+    text = requirements.read_bytes() if requirements is not None else b""
+    return text + (b"\n# the data step\n" + "\n".join(tools).encode() + b"\n" if tools else b"")
+
+
 def requirement_lines(path: Path) -> list[str]:
     lines = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -86,20 +105,25 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def cached_layer(requirements: Path, base: BaseInfo) -> DependencyLayer | None:
-    """The layer a build of these requirements for this kind of base would take from the cache."""
-    key = cache_key(requirements.read_bytes(), base)
+def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
+    """The layer a build of the job's requirements for this kind of base would take from the cache."""
+    wanted = layer_input(spec)
+    if wanted is None:
+        return None
+    key = cache_key(wanted, base)
     return _load(cache_root() / "deps" / key, key)
 
 
 def dependency_layer(
     spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
 ) -> DependencyLayer | None:
-    """The cached or freshly built dependency layer; None when the job has no requirements."""
-    requirements = requirements_file(spec)
-    if requirements is None:
+    """The cached or freshly built dependency layer; None when the job has no requirements (and no data step's
+    tools)."""
+    wanted = layer_input(spec)
+    if wanted is None:
         return None
-    key = cache_key(requirements.read_bytes(), base)
+    requirements = requirements_file(spec)
+    key = cache_key(wanted, base)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -107,9 +131,10 @@ def dependency_layer(
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
             return cached
-    progress.stage(
-        f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
+    what = " and ".join(
+        n for n in (requirements.name if requirements else "", "the data step's tools" if data_tools(spec) else "") if n
     )
+    progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
     layer = _build(spec, requirements, base, entry, key)
     progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
     prune_cache()
@@ -143,13 +168,17 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
     return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
 
 
-def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
+def _build(spec: MLJobSpec, requirements: Path | None, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
     root = cache_root() / "deps"
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
-        _install(spec.job_dir, requirements, base, work, target)
+        files = [requirements] if requirements is not None else []
+        if data_tools(spec):
+            files.append(work / "data-tools.txt")
+            files[-1].write_text("\n".join(data_tools(spec)) + "\n")
+        _install(spec.job_dir, files, base, work, target)
         packages = installed_packages(target)
         sizes = installed_sizes(target)
         has_scripts = _fix_scripts(target / "bin", base.python)
@@ -217,7 +246,7 @@ def _target_flags(base: BaseInfo) -> list[str]:
     ]
 
 
-def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, target: Path) -> None:
+def _install(job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path, target: Path) -> None:
     uv = uv_command()
     flags = _target_flags(base)
     constraints: list[str] = []
@@ -230,7 +259,7 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
                 uv,
                 "pip",
                 "compile",
-                str(requirements),
+                *[str(r) for r in requirements],
                 "-c",
                 str(pins),
                 *flags,
@@ -256,8 +285,7 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
             "install",
             "--target",
             str(target),
-            "-r",
-            str(requirements),
+            *[a for r in requirements for a in ("-r", str(r))],
             *constraints,
             *excludes,
             *flags,
