@@ -32,6 +32,7 @@ HF = "hf"
 PVC = "pvc"
 SCHEMES = (S3, HF, PVC)
 NOT_VERSIONED = "not versioned"
+MAX_LISTED = 1000
 MANIFEST_MARK = "[vdk-ml-training] data manifest"
 _MANIFEST_LINE = re.compile(
     r"\[vdk-ml-training\] data manifest target=(\S+) files=(\d+) bytes=(\d+) sha256=([0-9a-f]{64})( partial)?"
@@ -73,6 +74,9 @@ class DataPin:
     files: int | None = None
     bytes: int | None = None
     manifest: dict | None = None
+    # path -> what identifies its content (ETag and VersionId, a blob id) for up to MAX_LISTED files: the record
+    # keeps it so that `vdk diff` names the files that changed; the fetch step does not need it
+    objects: dict | None = None
 
     @property
     def scheme(self) -> str:
@@ -103,7 +107,7 @@ class DataPin:
         if self.scheme == S3:
             if self.fingerprint is None:
                 return "unresolved"
-            what = f"{self.files} objects, {_size(self.bytes or 0)}"
+            what = f"{self.files} objects, {human_size(self.bytes or 0)}"
             if self.versioned:
                 return f"object versions as of {self.as_of} ({what}, list {self.fingerprint[:12]})"
             return f"object list {self.fingerprint[:12]} ({what}; the bucket is not versioned)"
@@ -111,7 +115,7 @@ class DataPin:
             partial = ", first files only" if self.manifest.get("partial") else ""
             return (
                 f"{NOT_VERSIONED}; manifest {self.manifest['sha256'][:12]} ({self.manifest['files']} files, "
-                f"{_size(self.manifest['bytes'])}{partial})"
+                f"{human_size(self.manifest['bytes'])}{partial})"
             )
         return f"{NOT_VERSIONED} (its manifest is reported by the run's pods)"
 
@@ -139,8 +143,8 @@ class DataPin:
 
 
 def encode_pins(pins: Iterable[DataPin]) -> str:
-    """The pins as one line of JSON (the fetch step's argument)."""
-    return json.dumps([p.to_dict() for p in pins], sort_keys=True, separators=(",", ":"))
+    """The pins as one line of JSON (the fetch step's argument), without their lists of files."""
+    return json.dumps([replace(p, objects=None).to_dict() for p in pins], sort_keys=True, separators=(",", ":"))
 
 
 def decode_pins(text: str) -> list[DataPin]:
@@ -192,7 +196,7 @@ def parse_manifests(lines: Iterable[str]) -> dict[str, dict]:
     return found
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"

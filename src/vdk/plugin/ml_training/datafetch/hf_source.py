@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vdk.plugin.ml_training.datafetch.data_pins import MAX_LISTED
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.source_errors import DENIED
 from vdk.plugin.ml_training.datafetch.source_errors import NOT_FOUND
@@ -77,6 +78,9 @@ def resolve(target: str, source: str) -> DataPin:
         versioned=True,
         files=len(files),
         bytes=sum(int(getattr(s, "size", None) or 0) for s in files),
+        objects={s.rfilename: str(getattr(s, "blob_id", None) or "") for s in files}
+        if len(files) <= MAX_LISTED
+        else None,
     )
 
 

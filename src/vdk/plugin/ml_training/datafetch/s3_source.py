@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from vdk.plugin.ml_training.datafetch.data_pins import MAX_LISTED
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.data_pins import fingerprint
 from vdk.plugin.ml_training.datafetch.source_errors import CHANGED
@@ -117,6 +118,9 @@ def resolve(target: str, source: str) -> DataPin:
         as_of=as_of.isoformat() if as_of else None,
         files=len(objects),
         bytes=sum(o.size for o in objects),
+        objects={o.key: o.etag.strip('"') + (f" {o.version_id}" if o.version_id else "") for o in objects}
+        if len(objects) <= MAX_LISTED
+        else None,
     )
 
 
