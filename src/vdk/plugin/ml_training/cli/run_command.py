@@ -15,6 +15,7 @@ import click
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.image.build_progress import StderrProgress
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.ops import local_run
@@ -89,6 +90,7 @@ def run_ml_job(context: Any) -> Any:
                 full=_full_requested.get(),
                 container=_container_requested.get(),
                 check_imports=not _skip_import_check.get(),
+                data_progress=StderrProgress(),
             )
             error: BaseException | None = result.error
         except MLTrainingError as e:

@@ -18,6 +18,7 @@ boto3 is imported inside the functions: this module runs in the image's and the 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -175,15 +176,19 @@ def download(
     source: str,
     with_versions: bool,
     progress: Progress | None = None,
+    known: dict[str, str] | None = None,
 ) -> None:
     """`objects` into `dest`, in parallel: each read at its version (or IfMatch its ETag), its size and, for
-    single-part uploads, its MD5 checked, written whole or not at all."""
+    single-part uploads, its MD5 checked, written whole or not at all. A file already there of the object's size is
+    kept (an interrupted fetch resumes); with `known` (key -> the ETag it was fetched at), only if that ETag is the
+    object's."""
     done = [0, 0]
     lock = threading.Lock()
 
     def one(obj: S3Object) -> None:
         path = _below(dest, obj.key, target, source)
-        if not (path.is_file() and path.stat().st_size == obj.size):
+        there = path.is_file() and path.stat().st_size == obj.size
+        if not there or (known is not None and known.get(obj.key) != obj.etag):
             _download_one(s3, bucket, prefix, obj, path, with_versions, target, source)
         with lock:
             done[0] += 1
@@ -253,7 +258,13 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
             target,
         )
     _keep_only(dest, {o.key for o in chosen})
-    download(s3, bucket, prefix, chosen, dest, target, source, with_versions=False)
+    index = dest.with_name(dest.name + ".json")  # the ETags of the sample's files, beside them
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    download(s3, bucket, prefix, chosen, dest, target, source, False, None, known)
+    index.write_text(json.dumps({o.key: o.etag for o in chosen}))
     return {"files": len(chosen), "bytes": total, "complete": complete}
 
 

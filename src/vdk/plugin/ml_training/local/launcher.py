@@ -28,6 +28,7 @@ from typing import Protocol
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.local import workdir
+from vdk.plugin.ml_training.local.data_links import link_datasets
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.rank_memory import MemoryWatch
@@ -143,7 +144,9 @@ class HostStarter:
         check_torch()
 
     def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir:
-        return workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR)
+        work = workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR)
+        link_datasets(work.path, plan.data)
+        return work
 
     def start(self, attempt: Attempt) -> subprocess.Popen:
         self.release()  # a previous attempt's (another port)

@@ -108,6 +108,11 @@ def plan_deploy(
         raise deploy_checks.nothing_done(e) from None
     target = offline_target(spec, say)
     say(where_it_runs(spec, target))
+    if any(d.fetched for d in spec.data):
+        say(
+            "note: `vdk deploy` pins each dataset of [ml-training.data] to its version (a dry run asks no store): "
+            "these manifests name them unresolved, and their data step refuses to fetch them"
+        )
     run = _run_info(spec, provenance, reason)
     return plan_run(spec, target, JobImage(image_plan.reference, image_plan.base.python), run, say, image_plan)
 
