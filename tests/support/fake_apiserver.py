@@ -104,6 +104,7 @@ class FakeKube:
             Kind("Pod", "", "v1", "pods", model="V1Pod"),
             Kind("Event", "", "v1", "events"),
             Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", model="V1PersistentVolumeClaim"),
+            Kind("Secret", "", "v1", "secrets", model="V1Secret"),
         ]
         if self.kueue:
             self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
@@ -238,17 +239,26 @@ class FakeKube:
                 ] = created
             return stored
 
-    def add_claim(self, name: str, access_modes: tuple[str, ...] = ("ReadWriteMany",), namespace: str = "ml") -> dict:
+    def add_claim(
+        self, name: str, access_modes: tuple[str, ...] = ("ReadWriteMany",), namespace: str = "ml", size: str = "10Gi"
+    ) -> dict:
         """A bound PersistentVolumeClaim, as an administrator (or a StorageClass) made it."""
         return self.add(
             "persistentvolumeclaims",
             {
                 "metadata": {"name": name},
-                "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": "10Gi"}}},
-                "status": {"phase": "Bound", "accessModes": list(access_modes)},
+                "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": size}}},
+                "status": {"phase": "Bound", "accessModes": list(access_modes), "capacity": {"storage": size}},
             },
             namespace,
         )
+
+    def add_secret(self, name: str, values: dict[str, str], namespace: str = "ml") -> dict:
+        """A Secret as `kubectl create secret generic NAME --from-literal=KEY=VALUE` makes it."""
+        import base64
+
+        data = {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
+        return self.add("secrets", {"metadata": {"name": name}, "type": "Opaque", "data": data}, namespace)
 
     def set_log(self, pod: str, container: str, text: str, previous: bool = False, namespace: str = "ml") -> None:
         with self._lock:

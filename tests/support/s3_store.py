@@ -89,15 +89,20 @@ class S3Store:
                 self.process.wait()
 
 
-def start_s3(log: Path, timeout: float = 180) -> S3Store:
-    """moto_server on a free loopback port (its environment made by uv the first time: a few seconds)."""
+def start_s3(log: Path, timeout: float = 180, checks_credentials_after: int | None = None) -> S3Store:
+    """moto_server on a free loopback port (its environment made by uv the first time: a few seconds).
+    `checks_credentials_after`: moto checks the access key of every request after that many (moto's IAM
+    authentication: a key it never issued is refused, as AWS refuses it)."""
     port = _free_port()
     argv = [uv(), "run", "--no-project", "--quiet", "--python", sys.executable]
     for requirement in S3_REQUIREMENTS:
         argv += ["--with", requirement]
     argv += ["moto_server", "-H", "127.0.0.1", "-p", str(port)]
+    env = dict(os.environ)
+    if checks_credentials_after is not None:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(checks_credentials_after)
     with open(log, "wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     store = S3Store(f"http://127.0.0.1:{port}", process)
     deadline = time.monotonic() + timeout
     while True:
