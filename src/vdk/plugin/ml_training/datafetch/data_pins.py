@@ -107,7 +107,7 @@ class DataPin:
         if self.scheme == S3:
             if self.fingerprint is None:
                 return "unresolved"
-            what = f"{self.files} objects, {human_size(self.bytes or 0)}"
+            what = f"{self.files} object{'' if self.files == 1 else 's'}, {human_size(self.bytes or 0)}"
             if self.versioned:
                 return f"object versions as of {self.as_of} ({what}, list {self.fingerprint[:12]})"
             return f"object list {self.fingerprint[:12]} ({what}; the bucket is not versioned)"
