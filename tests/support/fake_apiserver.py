@@ -350,6 +350,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self._handle("DELETE")
 
+    def do_PUT(self):
+        self._handle("PUT")
+
     def _handle(self, method: str) -> None:
         fake = self.server_state
         url = urlsplit(self.path)
@@ -420,7 +423,7 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
     ):
         return 404, "404 page not found"
     ns, name = m["ns"], m["name"]
-    verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+    verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete", "PUT": "update"}[method]
     if m["sub"]:
         if (kind.plural, m["sub"], method) != ("pods", "log", "GET"):
             return 404, "404 page not found"
@@ -459,6 +462,8 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
         if limit and len(items) > limit:
             items, meta["continue"] = items[:limit], "more"
         return 200, {"kind": f"{kind.kind}List", "apiVersion": kind.group_version, "metadata": meta, "items": items}
+    if method == "PUT":
+        return _replace(fake, kind, key_ns, name, body)
     if method == "DELETE":
         key = (kind.group_version, kind.plural, key_ns, name)
         if key not in fake.objects:
@@ -637,6 +642,28 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
     if kind.plural == "pods" and fake.kubelet is not None:
         fake.kubelet(fake, stored, ns)
     return 201, stored
+
+
+def _replace(fake: FakeKube, kind: Kind, ns: str | None, name: str, body: Any) -> tuple[int, Any]:
+    """An update (PUT) of an object that exists, with the resourceVersion it was read at (else 409 Conflict)."""
+    key = (kind.group_version, kind.plural, ns, name)
+    with fake._lock:
+        current = fake.objects.get(key)
+        if current is None:
+            return 404, _not_found(kind, name)
+        sent = ((body or {}).get("metadata") or {}).get("resourceVersion")
+        if sent != current["metadata"].get("resourceVersion"):
+            return 409, status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {kind.plural} "{name}": the object '
+                "has been modified; please apply your changes to the latest version and try again",
+            )
+        fake._rv += 1
+        replaced = copy.deepcopy(body)
+        replaced["metadata"] = {**current["metadata"], "resourceVersion": str(fake._rv)}
+        fake.objects[key] = replaced
+        return 200, copy.deepcopy(replaced)
 
 
 def _invalid(kind: Kind, name: str, errors: list) -> dict:

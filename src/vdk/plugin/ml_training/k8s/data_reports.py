@@ -1,7 +1,8 @@
 """What the cluster knows of a job's datasets beyond its spec: the values of the Secrets its data step uses (to
 resolve references at deploy with the credentials the pods will have), the size of its data cache claim, and
 the manifests of its claims that a run's pods reported (the data step's termination message, or for a
-backend without the init container, the first lines of its training container's log)."""
+backend without the init container, the first lines of its training container's log), kept in the run's
+record once read (`keep_in_record`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import SECRETS_SECTION
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
+from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.data_volumes import FETCH_CONTAINER
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
+from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import PERSISTENT_VOLUME_CLAIM
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.units import parse_quantity
@@ -81,6 +84,26 @@ def claim_capacity(client: KubeClient, claim: str) -> int | None:
         return int(parse_quantity(size)) if size else None
     except ValueError:
         return None
+
+
+def keep_in_record(client: KubeClient, run_name: str, manifests: dict[str, dict]) -> bool:
+    """What the pods reported of the run's claims written into its record, so that it outlives the pods; False
+    when the record has it already or may not be updated here (the pods still say it while they exist)."""
+    name = run_record.record_name(run_name)
+    try:
+        configmap = client.get("ConfigMap", name)
+        updated = run_record.with_manifests(configmap, manifests) if configmap else None
+        if updated is None:
+            return False
+        client.transport.request(
+            "PUT",
+            CONFIG_MAP.path(client.namespace, name),
+            action=CONFIG_MAP.action("update", client.namespace, name),
+            body=updated,
+        )
+    except MLTrainingError:
+        return False  # no permission to update it, or another vdk did it first: the manifests are not lost
+    return True
 
 
 def reported_manifests(client: KubeClient, run_name: str, backend: str | None) -> dict[str, dict]:

@@ -133,6 +133,21 @@ def parse(configmap: dict) -> RunRecord:
         ) from None
 
 
+def with_manifests(configmap: dict, manifests: dict[str, dict]) -> dict | None:
+    """The record ConfigMap with what the run's pods reported of its claims (target -> manifest) kept in its
+    pins, to be written back; None when it has them already (or no claim they reported)."""
+    data = dict(configmap.get("data") or {})
+    pins = [DataPin.from_dict(d) for d in json.loads(data.get(KEY_DATA) or "[]")]
+    added = [
+        p.with_manifest(manifests[p.target]) if p.scheme == "pvc" and not p.manifest and p.target in manifests else p
+        for p in pins
+    ]
+    if added == pins:
+        return None
+    data[KEY_DATA] = json.dumps([pin.to_dict() for pin in added], sort_keys=True, indent=1)
+    return {**configmap, "data": data}
+
+
 def rerun_manifests(
     record: RunRecord, new_run_name: str, deployer: str, deployed_at: str, reason: str | None = None
 ) -> list[dict]:

@@ -77,6 +77,7 @@ def previous_runs(client: KubeClient, spec: MLJobSpec) -> list[RunSummary]:
 
 def run_state(client: KubeClient, run: RunSummary) -> RunState:
     """A past run's state: its record, with what its pods reported of its claims."""
+    from vdk.plugin.ml_training.k8s.data_reports import keep_in_record
     from vdk.plugin.ml_training.k8s.data_reports import reported_manifests
 
     record = client.read_run_record(run.name)
@@ -84,6 +85,8 @@ def run_state(client: KubeClient, run: RunSummary) -> RunState:
         not record.data and (record.spec.get("mounts") or record.spec.get("data"))
     )
     manifests = reported_manifests(client, run.name, run.backend) if needs_manifests else {}
+    if manifests and record.data:
+        keep_in_record(client, run.name, manifests)
     return RunState.from_record(record, manifests)
 
 
