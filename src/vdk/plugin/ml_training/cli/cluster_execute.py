@@ -82,7 +82,7 @@ def _list(scope: Scope, as_json: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.ops.runs import list_runs
 
-    runs = list_runs(scope)
+    runs = list_runs(scope, say=stderr)
     if as_json:
         print_json([r.to_dict() for r in runs])
     else:
@@ -107,7 +107,8 @@ def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
     if as_json:
         print_json(logs.to_dict())
         return
-    if not logs.ranks:
+    pods_unread = any(note.startswith("pods ") for note in logs.notes)
+    if not logs.ranks and not pods_unread:
         stderr(f"{logs.run.name} has no pods, so no logs: {logs.why_no_pods()}")
     for entry in logs.ranks:
         rank = entry.rank.rank
@@ -117,6 +118,8 @@ def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
             _echo_prefixed(f"[rank {rank}] ", entry.current)
         else:
             stderr(f"[rank {rank}] no log: {entry.unavailable}")
+    for note in logs.notes:
+        stderr(f"note: {note}")
 
 
 def _echo_prefixed(prefix: str, text: str) -> None:
@@ -167,7 +170,7 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
     from vdk.plugin.ml_training.ops.runs import rerun
 
-    started = rerun(scope, execution_id, reason)
+    started = rerun(scope, execution_id, reason, say=stderr)
     if as_json:
         print_json(started.to_dict())
         return

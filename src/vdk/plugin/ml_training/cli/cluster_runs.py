@@ -85,6 +85,8 @@ def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
     if listing.teams_elsewhere:
         others = ", ".join(f"{name} ({ns})" for name, ns in listing.teams_elsewhere)
         text += f"\nTeams with a namespace of their own: {others}; `vdk list -t TEAM` lists a team's jobs."
+    for note in listing.notes:  # what could not be listed: on stderr, so that JSON stays one document
+        stderr(f"note: {note}")
     return entries, text
 
 

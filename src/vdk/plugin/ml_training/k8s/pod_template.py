@@ -34,8 +34,16 @@ def torchrun_flags() -> list[str]:
     return [f"--rdzv-conf={conf}"]
 
 
+def literal(text: str) -> str:
+    """`text` as a container must receive it. Kubernetes expands `$(VAR)` in a container's command, args and
+    env values, and turns `$$` into `$`; no local run, container run or image does. Every `$` doubled, the
+    container gets `text` itself, on every backend: what the smoke run passed is what the cluster runs."""
+    return text.replace("$", "$$")
+
+
 def command(spec: MLJobSpec, python: str) -> list[str]:
-    return layout.launch_command(spec, python, torchrun_flags())
+    """The training container's command, passed literally (`literal`)."""
+    return [literal(part) for part in layout.launch_command(spec, python, torchrun_flags())]
 
 
 def resources(spec: MLJobSpec) -> dict:
@@ -70,8 +78,9 @@ def tolerations(spec: MLJobSpec) -> list[dict]:
 def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     """[ml-training.env] plus what the image layout needs and the stall watchdog's timeouts
     (layout.launch_env), the run's output directory, and [ml-training.secrets] as references to their
-    Secrets (the values never pass through here), as a container's env."""
-    out = [{"name": name, "value": value} for name, value in layout.launch_env(spec).items()]
+    Secrets (the values never pass through here), as a container's env. Values are passed literally
+    (`literal`: Kubernetes would expand `$(VAR)` in them)."""
+    out = [{"name": name, "value": literal(value)} for name, value in layout.launch_env(spec).items()]
     if spec.output_pvc:
         out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
     for secret in spec.secrets:

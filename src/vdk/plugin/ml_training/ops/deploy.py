@@ -154,7 +154,10 @@ def deploy(
     `if_changed`: when neither the code, the requirements, the configuration, the base image nor a dataset
     changed since the job's last successful run, nothing is built or started: an `Unchanged` says so.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
-    created, saying so; KeyboardInterrupt stops every process it started."""
+    created, saying so; KeyboardInterrupt stops every process it started. The run is created exactly once
+    (a create whose answer was lost is found by the run's name) or not at all: a failure or an interruption
+    while it is created deletes what was made, or names what could not be deleted with the command that does
+    (k8s/creation.py)."""
     from vdk.plugin.ml_training.image.code_manifest import code_manifest
 
     provenance = provenance or audit.collect(spec.job_dir)
@@ -179,7 +182,8 @@ def deploy(
     if on_changes is not None:
         on_changes(changes)
     plan = plan_run(spec, target, image.job_image, run, say)
-    created = target.client.apply(plan.manifests)
+    target.client.transport.say = say  # retries of the cluster's requests are said where progress goes
+    created = target.client.apply(plan.manifests, say)
     created_names = [f"{m['kind']}/{m['metadata']['name']}" for m in created]
     return DeployResult(plan, image, created_names, provenance, changes)
 
