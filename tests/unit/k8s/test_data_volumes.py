@@ -22,6 +22,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import trainjob
+from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 
 DATA = """
@@ -140,6 +141,9 @@ def test_without_a_cache_claim_each_pod_fetches_into_its_own_directory(tmp_path)
         "emptyDir": {},
     }
     assert "--claim" not in pod["initContainers"][0]["command"]
+    (note,) = limitations(spec, "pytorchjob")  # the deploy says what that costs
+    assert "no data_cache_pvc: each of the run's 2 pod(s) fetches its datasets itself" in note
+    assert limitations(spec_of(tmp_path / "cached", data_cache_pvc="ml-data-cache"), "pytorchjob") == []
 
 
 def test_a_job_with_claims_only_reports_their_manifests_and_fetches_nothing(tmp_path):

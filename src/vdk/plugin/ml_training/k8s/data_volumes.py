@@ -129,6 +129,16 @@ def fetch_then(spec: MLJobSpec, run: RunInfo, python: str, command: list[str]) -
     return step_command(spec, run, python, link=True) + ["--", *command]
 
 
+def notes(spec: MLJobSpec) -> list[str]:
+    """What to know of the job's datasets on the cluster, for the deploy to say."""
+    if fetches(spec) and not spec.data_cache_pvc:
+        return [
+            f"no data_cache_pvc: each of the run's {spec.nodes.max} pod(s) fetches its datasets itself, in every run; "
+            "set data_cache_pvc (a ReadWriteMany claim) to fetch each version once"
+        ]
+    return []
+
+
 def init_container(spec: MLJobSpec, image: layout.JobImage, run: RunInfo, env: list[dict], resources: dict) -> dict:
     """The data step as an init container of the job's image, with the training container's environment
     (the stores' endpoints and credentials) and its CPU and memory (the pod's request stays the same)."""

@@ -6,6 +6,7 @@ import yaml
 
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
+from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
@@ -32,7 +33,7 @@ def render_run(
 
 def limitations(spec: MLJobSpec, backend: str, cluster: Discovery | None = None) -> list[str]:
     """What of the spec `backend` cannot honour: notes for the deploy command to print."""
-    return backends.get(backend).limitations(spec, cluster)
+    return backends.get(backend).limitations(spec, cluster) + data_volumes.notes(spec)
 
 
 def pod_selector(backend: str, run_name: str) -> str:

@@ -83,7 +83,7 @@ class DeployResult:
             "git_commit": provenance.git_commit,
             "git_dirty": provenance.git_dirty if provenance.git_commit else None,  # None: not in git
             "dependencies": dict(self.image.dependencies),
-            "data": [pin.to_dict() for pin in self.plan.run.data],
+            "data": [dict(pin.to_dict(), objects=None) for pin in self.plan.run.data],  # files: in the record
             "changes": self.changes.to_dict() if self.changes is not None else None,
             "started": True,
         }

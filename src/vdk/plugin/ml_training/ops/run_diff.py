@@ -70,8 +70,8 @@ class DataChange:
     def to_dict(self) -> dict:
         return {
             "target": self.target,
-            "before": self.before.to_dict() if self.before else None,
-            "after": self.after.to_dict() if self.after else None,
+            "before": dict(self.before.to_dict(), objects=None) if self.before else None,  # the files: below
+            "after": dict(self.after.to_dict(), objects=None) if self.after else None,
             "same": self.same,
             "files_added": self.added,
             "files_changed": self.changed,
