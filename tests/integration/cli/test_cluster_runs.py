@@ -188,7 +188,7 @@ def test_show_explains_why_a_run_waits(kube):
     assert f"rank 1 (pod {p1['metadata']['name']}): cannot be scheduled: {GPU_FULL}" in out
     assert "-> no node has that many free GPUs now" in out
     assert f"rank 2 (pod {p2['metadata']['name']}): cannot pull the image (ImagePullBackOff)" in out
-    assert "imagePullSecrets" in out
+    assert "name it in `image_pull_secrets` of [ml-training]" in out
     # the audit trail of the run
     assert f"image      {IMAGE.reference}" in out
     assert "commit     0123456789abcdef0123456789abcdef01234567 (with uncommitted changes)" in out
@@ -660,8 +660,6 @@ def test_start_runs_a_past_run_again_exactly(kube):
 def test_cancel_stops_and_removes_one_run(kube):
     keep = kube.deploy(created=cs.ago(600))
     cancel = kube.deploy(created=cs.ago(60))
-    result = vdk("execute", "--cancel", "-n", "mnist-ddp")
-    assert result.exit_code == 2 and "--cancel needs -i/--execution-id" in result.stderr
     out = ok(
         vdk("execute", "--cancel", "-n", "mnist-ddp", "-i", cancel["metadata"]["name"], "-t", "Vision Research")
     ).stdout
@@ -670,6 +668,38 @@ def test_cancel_stops_and_removes_one_run(kube):
     assert kube.fake.run_objects() == sorted(
         [f"PyTorchJob/{keep['metadata']['name']}", f"ConfigMap/{keep['metadata']['name']}-record"]
     )
+
+
+def test_cancel_without_a_run_cancels_the_latest_as_the_other_operations_default_to_it(kube):
+    older = kube.deploy(created=cs.ago(600))
+    latest = kube.deploy(created=cs.ago(60))
+    kube.status(latest, conditions=[{"type": "Running", "status": "True"}])
+    out = ok(vdk("execute", "--cancel", "-n", "mnist-ddp", "-t", "Vision Research")).stdout
+    assert f"Cancelled {latest['metadata']['name']} of mnist-ddp" in out
+    assert kube.run_names() == [older["metadata"]["name"]]
+    # the latest run now is one that ended: cancelling it by default would only delete it, so it is refused
+    kube.status(older, conditions=[{"type": "Succeeded", "status": "True"}])
+    refused = vdk("execute", "--cancel", "-n", "mnist-ddp", "-t", "Vision Research")
+    assert refused.exit_code == 1, refused.stderr
+    assert (
+        f"the latest run of mnist-ddp of team Vision Research, {older['metadata']['name']}, has ended (Succeeded)"
+        in (refused.stderr)
+    )
+    assert "name the run to cancel with -i (`vdk execute --list -n mnist-ddp` lists them)" in refused.stderr
+    assert kube.run_names() == [older["metadata"]["name"]]
+
+
+def test_show_takes_a_run_as_execute_show_does(kube):
+    older = kube.deploy(created=cs.ago(600), reason="first try")
+    latest = kube.deploy(created=cs.ago(60), reason="second try")
+    out = ok(vdk("show", "-n", "mnist-ddp", "-i", older["metadata"]["name"])).stdout
+    assert "\nRun " in out and "Latest run" not in out
+    assert "first try" in out.split("\nRun ", 1)[1] and "second try" not in out.split("\nRun ", 1)[1]
+    assert latest["metadata"]["name"] in out  # still in the table of the job's runs
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-i", older["metadata"]["name"][-8:], "-o", "json")).stdout)
+    assert shown["latest"]["run"]["name"] == older["metadata"]["name"]
+    unknown = vdk("show", "-n", "mnist-ddp", "-i", "nosuchrun")
+    assert unknown.exit_code == 1 and "nosuchrun" in unknown.stderr
 
 
 def test_execute_list_and_show(kube):
@@ -685,7 +715,7 @@ def test_execute_list_and_show(kube):
     result = vdk("execute", "-n", "mnist-ddp")
     assert result.exit_code == 2 and "--start, --cancel, --list, --show, --logs or --outputs" in result.stderr
     result = vdk("execute", "--list", "--follow", "-n", "mnist-ddp")
-    assert result.exit_code == 2 and "--follow goes with --logs" in result.stderr
+    assert result.exit_code == 2 and "--follow goes with --logs (every rank's logs) or --show" in result.stderr
 
 
 def test_delete_asks_then_removes_every_run_of_the_job(kube):

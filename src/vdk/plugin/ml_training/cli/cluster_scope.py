@@ -59,6 +59,15 @@ def job_path_option() -> click.Option:
     )
 
 
+def execution_id_option(verb: str) -> click.Option:
+    """-i RUN: a run of the job (its name, or the part after the job name); default the latest."""
+    what = "shows" if verb == "show" else "works on"
+    return click.Option(
+        ["-i", "--execution-id"],
+        help=f"The run: its name, or the part after the job name [the latest]; `vdk {verb}` {what} that run.",
+    )
+
+
 def output_option() -> click.Option:
     return click.Option(
         ["-o", "--output"],

@@ -199,6 +199,8 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
         out.append(("reason", run.reason))
     if run.rerun_of:
         out.append(("re-run of", run.rerun_of))
+    if run.overrides:
+        out.append(("overrides", f"{run.overrides} (--set, over config.ini)"))
     if run.queue:
         out.append(("queue", run.queue))
     return out

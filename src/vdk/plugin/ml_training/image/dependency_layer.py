@@ -36,7 +36,9 @@ from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.build_cache import cache_root
 from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
+from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
@@ -55,6 +57,12 @@ class DependencyLayer:
     cache_key: str
     from_cache: bool
     sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
+    built_at: float | None = None  # when it was built (time.time()); None: a cache entry of an older version
+
+
+# Layers this process built (cache key -> when): taken from the cache later in the same command (the build after
+# the pre-flight check that built it), they are said to be built, not reused.
+_built_here: dict[str, float] = {}
 
 
 UV_TARGET_LOCK = ".lock"
@@ -129,16 +137,43 @@ def dependency_layer(
         cached = _load(entry, key)
         if cached is not None:
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
-            progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
+            progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
-    what = " and ".join(
-        n for n in (requirements.name if requirements else "", "the data step's tools" if data_tools(spec) else "") if n
-    )
-    progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
-    layer = _build(spec, requirements, base, entry, key)
-    progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
+    started = time.monotonic()
+    activity = progress.activity("dependencies")
+    try:
+        layer = _build(spec, requirements, base, entry, key, activity)
+    finally:
+        activity.close()
+    _built_here[key] = time.time()
+    progress.stage(f"Dependencies: {_size_text(layer)}, built in {_seconds(time.monotonic() - started)}")
     prune_cache()
     return layer
+
+
+def _size_text(layer: DependencyLayer) -> str:
+    return f"{len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed"
+
+
+def _origin(layer: DependencyLayer) -> str:
+    """Where a layer taken from the cache came from, truthfully: built earlier in this command, or reused."""
+    built = _built_here.get(layer.cache_key)
+    if built is not None:
+        return f"built {_seconds(time.time() - built)} ago by this command (its pre-flight check)"
+    if layer.built_at is not None:
+        return f"reused: built {_seconds(time.time() - layer.built_at)} ago for the same requirements.txt and Python"
+    return "reused from the cache (the same requirements.txt and Python)"
+
+
+def _seconds(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 90:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
 
 
 def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
@@ -165,10 +200,27 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
         return None
     blob = layer_tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
     packages = tuple((name, version) for name, version in meta["packages"])
-    return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
+    built_at = meta.get("built_at")
+    return DependencyLayer(
+        blob,
+        packages,
+        meta["has_scripts"],
+        key,
+        True,
+        dict(meta.get("sizes") or {}),
+        float(built_at) if isinstance(built_at, (int, float)) else None,
+    )
 
 
-def _build(spec: MLJobSpec, requirements: Path | None, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
+def _build(
+    spec: MLJobSpec,
+    requirements: Path | None,
+    base: BaseInfo,
+    entry: Path,
+    key: str,
+    activity: Activity | None = None,
+) -> DependencyLayer:
+    activity = activity or Activity()
     root = cache_root() / "deps"
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
@@ -178,7 +230,8 @@ def _build(spec: MLJobSpec, requirements: Path | None, base: BaseInfo, entry: Pa
         if data_tools(spec):
             files.append(work / "data-tools.txt")
             files[-1].write_text("\n".join(data_tools(spec)) + "\n")
-        _install(spec.job_dir, files, base, work, target)
+        _install(spec.job_dir, files, base, work, target, activity)
+        activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
         has_scripts = _fix_scripts(target / "bin", base.python)
@@ -196,6 +249,7 @@ def _build(spec: MLJobSpec, requirements: Path | None, base: BaseInfo, entry: Pa
             "python": base.python_version,
             "platform": base.wheel_platform,
             "excluded": list(base.provides),
+            "built_at": time.time(),
         }
         (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         shutil.rmtree(entry, ignore_errors=True)
@@ -213,6 +267,7 @@ def _build(spec: MLJobSpec, requirements: Path | None, base: BaseInfo, entry: Pa
             key,
             False,
             sizes,
+            meta["built_at"],
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -246,7 +301,9 @@ def _target_flags(base: BaseInfo) -> list[str]:
     ]
 
 
-def _install(job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path, target: Path) -> None:
+def _install(
+    job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path, target: Path, activity: Activity
+) -> None:
     uv = uv_command()
     flags = _target_flags(base)
     constraints: list[str] = []
@@ -265,12 +322,12 @@ def _install(job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path
                 *flags,
                 "--no-header",
                 "--no-annotate",
-                "-q",
                 "-o",
                 str(lock),
             ],
             job_dir,
             base,
+            UvProgress(activity, resolving_only=True),
         )
         constraints = ["-c", str(lock)]
     excludes: list[str] = []
@@ -291,18 +348,22 @@ def _install(job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path
             *flags,
             "--link-mode",
             "copy",
-            "-q",
         ],
         job_dir,
         base,
+        UvProgress(activity),
     )
     # uv's lock of the target directory against concurrent installs: not a file of any package
     (target / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
-def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
+def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | None = None) -> None:
+    if progress is not None:
+        progress.started()
     try:
-        done = helper_processes.run(argv, cwd=cwd, env=_uv_env(), timeout=_UV_TIMEOUT)
+        done = helper_processes.run(
+            argv, cwd=cwd, env=_uv_env(), timeout=_UV_TIMEOUT, on_stderr_line=progress.line if progress else None
+        )
     except subprocess.TimeoutExpired:
         raise DependencyError(
             f"installing requirements.txt took longer than {_UV_TIMEOUT // 60} minutes",
@@ -322,7 +383,7 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo) -> None:
 
 
 def _uv_message(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("Using CPython")]
+    lines = [line for line in stderr.splitlines() if line.strip() and not UvProgress.is_progress(line)]
     return "\n".join(lines[-15:])
 
 

@@ -264,11 +264,13 @@ def follow_logs(
     write: Callable[[str, str], None],
     explain: Callable[[str, str], None],
     poll_seconds: float | None = None,
+    seen: Callable[[list[RankState]], None] | None = None,
 ) -> RunSummary:
     """Stream every rank's log as it is written (`write(rank, line)`), starting ranks as they
     start and containers again after a restart; say why a rank has no log yet
-    (`explain(rank, why)`, again when the reason changes). Returns when the run has finished
-    and every log has been read to its end; returns the run's last summary."""
+    (`explain(rank, why)`, again when the reason changes); `seen(ranks)` after every read of the
+    ranks (how each one's containers ended). Returns when the run has finished and every log has
+    been read to its end; returns the run's last summary."""
     poll = FOLLOW_POLL_SECONDS if poll_seconds is None else poll_seconds
     streams: dict[tuple[str, int], threading.Thread] = {}
     refused: dict[tuple[str, int], int] = {}
@@ -317,6 +319,9 @@ def follow_logs(
             time.sleep(poll)
             continue
         failing_since = None
+        if seen is not None:
+            with lock:
+                seen(ranks)
         # Before any pod exists (queued, not created yet): say why, again when that changes.
         due = run.finished or time.monotonic() - no_pods_checked >= NO_PODS_RECHECK_SECONDS
         if not ranks and not streams and due:

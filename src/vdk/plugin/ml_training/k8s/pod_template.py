@@ -1,11 +1,13 @@
 """Pod pieces every backend shares: resources, volumes (/dev/shm, the run's outputs, datasets), environment
-(with Secret references), tolerations, the command."""
+(with Secret references), the command, and where the pods go (k8s/placement.py: node selection, tolerations,
+pull secrets, service account)."""
 
 from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import data_volumes
+from vdk.plugin.ml_training.k8s import placement
 from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.runtime import protocol
@@ -20,7 +22,6 @@ SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
 OUTPUT_VOLUME = "vdk-outputs"
 DATA_VOLUME_PREFIX = "data-"
-GPU_TAINT_KEY = "nvidia.com/gpu"
 
 
 def torchrun_flags() -> list[str]:
@@ -68,11 +69,10 @@ def shm_mount() -> dict:
     return {"name": SHM_VOLUME, "mountPath": SHM_PATH}
 
 
-def tolerations(spec: MLJobSpec) -> list[dict]:
-    """GPU node pools are commonly tainted nvidia.com/gpu:NoSchedule; GPU jobs tolerate it."""
-    if not spec.gpus_per_node.resource_name:
-        return []
-    return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+def placement_fields(spec: MLJobSpec) -> dict:
+    """The pod spec's fields that say where it goes: nodeSelector, affinity, tolerations (GPU nodes' taint when
+    the job asks for GPUs, and the job's own), imagePullSecrets, serviceAccountName; only those that apply."""
+    return placement.pod_fields(spec)
 
 
 def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
@@ -148,8 +148,7 @@ def pod_spec(
         out["initContainers"] = init
     out["containers"] = containers
     out["volumes"] = volumes(spec)
-    if tolerations(spec):
-        out["tolerations"] = tolerations(spec)
+    out.update(placement_fields(spec))
     if spec.priority_class:
         out["priorityClassName"] = spec.priority_class
     return out

@@ -13,6 +13,7 @@ from vdk.plugin.ml_training.job.names import RUN_ID_ALPHABET
 from vdk.plugin.ml_training.job.names import RUN_ID_LENGTH
 from vdk.plugin.ml_training.job.names import as_label_value
 from vdk.plugin.ml_training.job.names import is_kubernetes_job_name
+from vdk.plugin.ml_training.job.overrides import describe as describe_overrides
 from vdk.plugin.ml_training.job.teams import team_label
 from vdk.plugin.ml_training.source.audit import Provenance
 
@@ -38,6 +39,8 @@ ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
 ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
+# The [ml-training] keys given for this run only (`--set`, `--args`), as `key=value, key='a b'`.
+ANNOTATION_OVERRIDES = "vdk.io/overrides"
 
 
 def new_run_name(job_name: str) -> str:
@@ -79,6 +82,8 @@ class RunInfo:
     # (path, sha256) of every file of the image's code layer; empty when unknown
     code_files: tuple[tuple[str, str], ...] = ()
     base_digest: str | None = None  # the base image by digest; None when unknown
+    # [ml-training] keys given for this run only (`--set`, `--args`), as given
+    overrides: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def create(
@@ -107,6 +112,7 @@ class RunInfo:
             data=tuple(data),
             code_files=tuple(code_files),
             base_digest=base_digest,
+            overrides=spec.overrides,
         )
 
     def labels(self, backend: str) -> dict[str, str]:
@@ -137,5 +143,6 @@ class RunInfo:
             ANNOTATION_IMAGE_DIGEST: self.image_digest,
             ANNOTATION_SPEC_HASH: self.spec_hash,
             ANNOTATION_TEAM: self.team,
+            ANNOTATION_OVERRIDES: describe_overrides(self.overrides) if self.overrides else None,
         }
         return {key: value for key, value in values.items() if value}

@@ -33,6 +33,7 @@ KEY_DEPENDENCIES = "dependencies.json"
 KEY_DATA = "data.json"
 KEY_CODE = "code.json"
 KEY_BASE = "base"
+KEY_OVERRIDES = "overrides.json"  # the [ml-training] keys given for the run only (`--set`, `--args`)
 # A ConfigMap holds at most 1 MiB; keep well clear of it.
 MAX_RECORD_BYTES = 900_000
 _RUN_LABEL_PREFIXES = ("vdk.io/", run_meta.LABEL_MANAGED_BY)
@@ -54,6 +55,7 @@ class RunRecord:
     data: tuple[DataPin, ...] = ()  # each dataset as pinned (() for records without them)
     code: dict | None = None  # path -> sha256 of the code layer's files (None: not recorded)
     base: str | None = None  # the base image by digest (None: not recorded)
+    overrides: dict = dataclasses.field(default_factory=dict)  # key -> value given for this run, over config.ini
 
 
 def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]) -> dict:
@@ -69,6 +71,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: s
         data=tuple(run.data),
         code=dict(run.code_files) if run.code_files else None,
         base=run.base_digest,
+        overrides=dict(run.overrides),
     )
     return _configmap(record, namespace, run.labels(backend), {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash})
 
@@ -90,6 +93,8 @@ def _configmap(record: RunRecord, namespace: str | None, labels: dict[str, str],
         data[KEY_CODE] = json.dumps(record.code, sort_keys=True, separators=(",", ":"))
     if record.base:
         data[KEY_BASE] = record.base
+    if record.overrides:
+        data[KEY_OVERRIDES] = json.dumps(record.overrides, indent=1)
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_RECORD_BYTES:
         raise MLTrainingError(
@@ -125,6 +130,7 @@ def parse(configmap: dict) -> RunRecord:
             data=tuple(DataPin.from_dict(d) for d in json.loads(data.get(KEY_DATA) or "[]")),
             code=json.loads(data[KEY_CODE]) if data.get(KEY_CODE) else None,
             base=data.get(KEY_BASE) or None,
+            overrides=json.loads(data.get(KEY_OVERRIDES) or "{}"),
         )
     except (KeyError, ValueError, TypeError) as e:
         raise MLTrainingError(

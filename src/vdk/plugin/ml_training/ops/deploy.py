@@ -64,14 +64,16 @@ def deploy_spec(
     backend: str | None = None,
     import_check: bool = True,
     configuration: ConfigurationLike | None = None,
+    overrides: dict[str, str] | None = None,
 ) -> MLJobSpec:
     """The spec of the job at `job_path` as a deploy uses it: named `name` (default the directory's name, as
     Kubernetes allows), of the team `team`, else `[owner] team`, else `default_team` (VDK's: `vdk
     set-default`), with that team's namespace and queue; `backend` overrides the job's. `configuration`:
-    VDK's (None: the environment's, ops/configuration.py; then [vdk] of the job's config.ini). A team that
-    cannot be a label value is an error here, before any work."""
+    VDK's (None: the environment's, ops/configuration.py; then [vdk] of the job's config.ini). `overrides`:
+    [ml-training] keys for this run only ({key: value}, job/overrides.py), kept in the run's record. A team
+    that cannot be a label value is an error here, before any work."""
     settings = job_settings(or_environment(configuration), Path(job_path))
-    spec = load_job_spec(Path(job_path), settings, team=team, default_team=default_team)
+    spec = load_job_spec(Path(job_path), settings, team=team, default_team=default_team, overrides=overrides)
     _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
     if backend:

@@ -5,6 +5,7 @@ registry), what may come from it is a note instead, returned for the caller to s
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
 from vdk.plugin.ml_training.errors import MLTrainingError
@@ -52,8 +53,21 @@ def failure(spec: MLJobSpec, result: ImportCheck) -> ImportCheckFailed:
         "\n".join(lines),
         f"add {pins} to {where}: the image installs what it lists, and the base image {spec.base_image} does "
         f"not have {'it' if count == 1 else 'them'} (if it does, name {'it' if count == 1 else 'them'} in "
-        "`base_provides` of [ml-training]). An optional import: guard it with `try: ... except ImportError:`. "
-        f"If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in [ml-training])",
+        f"`base_provides` of [ml-training]).{_install_here(result)} An optional import: guard it with `try: ... "
+        f"except ImportError:`. If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in "
+        "[ml-training])",
+    )
+
+
+def _install_here(result: ImportCheck) -> str:
+    """The second half of the fix when the distributions are not installed where vdk runs: the smoke run (not in
+    the image, `vdk run` without --container) imports them here."""
+    missing = [item.distribution for item in result.undeclared if not item.version]
+    if not missing:
+        return ""
+    return (
+        f" {'It is' if len(missing) == 1 else 'They are'} not installed here either, and the smoke run needs "
+        f"{'it' if len(missing) == 1 else 'them'} here too: `{sys.executable} -m pip install {' '.join(missing)}`."
     )
 
 

@@ -98,7 +98,8 @@ def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
 
 @dataclass(frozen=True)
 class JobDetail:
-    """A job's runs (newest first) and the detail of the latest: its ranks, why it waits or failed, progress."""
+    """A job's runs (newest first) and the detail of the latest (or of the run asked for): its ranks, why it waits
+    or failed, progress."""
 
     selection: JobSelection
     latest: RunDetail
@@ -120,11 +121,14 @@ class JobDetail:
         }
 
 
-def show_job(scope: Scope) -> JobDetail:
-    """The scope's job: its runs and, for the latest, every rank's state, why it waits or failed (events,
-    Kueue, exit codes, the failing rank's last log lines), its progress and loss curve."""
-    selection = select_runs(scope, "show", partial=True)
-    return JobDetail(selection, _with_notes(inspect_run(selection.client, selection.runs[0]), selection.notes))
+def show_job(scope: Scope, run_id: str | None = None) -> JobDetail:
+    """The scope's job: its runs and, for the latest (or the run `run_id`: its name or the part after the job
+    name), every rank's state, why it waits or failed (events, Kueue, exit codes, the failing rank's last log
+    lines), its progress and loss curve."""
+    command = "show" + (f" -i {run_id}" if run_id else "")
+    selection = select_runs(scope, command, partial=True)
+    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}") if run_id else selection.runs[0]
+    return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes))
 
 
 def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:
@@ -214,12 +218,21 @@ class CancelledRun:
         }
 
 
-def cancel_run(scope: Scope, run_id: str, say: Say = to_stderr) -> CancelledRun:
-    """Stop the run `run_id` of the scope's job and delete it; its GPU-hours stay counted (ops/usage.py; a
-    warning through `say` when they cannot)."""
+def cancel_run(scope: Scope, run_id: str | None = None, say: Say = to_stderr) -> CancelledRun:
+    """Stop the run `run_id` of the scope's job (default the latest, which must not have ended) and delete it;
+    its GPU-hours stay counted (ops/usage.py; a warning through `say` when they cannot)."""
+    from vdk.plugin.ml_training.errors import MLTrainingError
+
     command = execute_command("cancel", run_id)
     selection = select_runs(scope, command, changes=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    name = selection.job_name
+    run = selection.pick(run_id, f"vdk {command} -n {name}")
+    if run_id is None and run.finished:
+        raise MLTrainingError(
+            f"the latest run of {selection.describe()}, {run.name}, has ended ({run.phase}): nothing to cancel",
+            f"name the run to cancel with -i (`vdk execute --list -n {name}` lists them); `vdk delete -n {name}` "
+            "deletes the job's runs",
+        )
     _keep_usage(selection, [run], say)
     return CancelledRun(selection, run, selection.client.delete_run(run.name, run.backend))
 
