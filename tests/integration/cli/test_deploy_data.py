@@ -37,6 +37,17 @@ if __name__ == "__main__":
 SUCCEEDED = {"conditions": [{"type": "Succeeded", "status": "True", "lastTransitionTime": "2026-01-02T04:00:00Z"}]}
 
 
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("vdk-cache")
+
+
+@pytest.fixture(autouse=True)
+def one_cache_per_module(isolated_environment, module_cache, monkeypatch):
+    """The tests' deploys share their cache (the dependency layer with the data tools is built once here)."""
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(module_cache))
+
+
 def vdk(*args: str):
     return CliEntryBasedTestRunner(plugin).invoke(list(args))
 

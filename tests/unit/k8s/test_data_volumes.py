@@ -188,5 +188,10 @@ def test_the_record_keeps_the_pins_the_code_manifest_and_the_base_and_reads_olde
         del configmap["data"][key]  # a record written before these existed
     older = run_record.parse(configmap)
     assert (older.data, older.code, older.base) == ((), None, None)
+    reported = {"files": 2, "bytes": 9, "sha256": "d" * 64, "partial": False}
+    fresh = render_run(spec, IMAGE, run, "ml", "job")[-1]
+    record = run_record.parse(run_record.with_manifests(fresh, {"/corpus": reported}))
+    assert record.data == (TRAIN_PIN, TOK_PIN, claim.with_manifest(reported))  # what the pods reported, kept
     again = run_record.rerun_manifests(record, "vision-newrun00", "bob@example.com", "2026-02-03T04:05:06Z")
-    assert run_record.parse(again[-1]).data == record.data  # a re-run fetches the same versions
+    assert run_record.parse(again[-1]).data == (TRAIN_PIN, TOK_PIN, claim)  # the same versions fetched; the
+    # claim's content is the new run's pods' to report, not the original's

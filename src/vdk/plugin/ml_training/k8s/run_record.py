@@ -158,7 +158,8 @@ def rerun_manifests(
     record: RunRecord, new_run_name: str, deployer: str, deployed_at: str, reason: str | None = None
 ) -> list[dict]:
     """The recorded manifests again under `new_run_name`: same image digest, same pods, same code
-    provenance; new deployer, time and reason, and `vdk.io/rerun-of` naming the original run."""
+    provenance, same dataset versions; new deployer, time and reason, and `vdk.io/rerun-of` naming the original
+    run. The claims' manifests are left for the new run's pods to report."""
     # Run names are `<job>-<8 random chars>`: replacing the whole token renames every reference
     # (object names, labels, the rendezvous address, the Service subdomain) and nothing else.
     old = re.escape(record.run_name)
@@ -182,5 +183,7 @@ def rerun_manifests(
     spec_hash = (primary.get("annotations") or {}).get(run_meta.ANNOTATION_SPEC_HASH)
     if spec_hash:
         annotations[run_meta.ANNOTATION_SPEC_HASH] = spec_hash
-    again = dataclasses.replace(record, run_name=new_run_name, manifests=manifests)
+    # the same pins; what the original's pods reported of its claims is theirs: the new pods report their own
+    data = tuple(p.with_manifest(None) if p.scheme == "pvc" else p for p in record.data)
+    again = dataclasses.replace(record, run_name=new_run_name, manifests=manifests, data=data)
     return manifests + [_configmap(again, primary.get("namespace"), labels, annotations)]
