@@ -73,8 +73,8 @@ def add_run_flags(root_command: click.Group) -> None:
             ["--full"],
             is_flag=True,
             help="ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no "
-            "step limit; the datasets of [ml-training.data] fetched whole, not a sample) instead of the smoke run. Same "
-            "as VDK_ML_TRAINING_RUN_MODE=full.",
+            "step limit; the datasets of [ml-training.data] fetched whole, not a sample) instead of the smoke run. "
+            "Same as VDK_ML_TRAINING_RUN_MODE=full.",
         ),
         click.Option(
             ["--container"],
