@@ -139,6 +139,10 @@ def dependency_layer(
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
+    what = " and ".join(
+        n for n in (requirements.name if requirements else "", "the data step's tools" if data_tools(spec) else "") if n
+    )
+    progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
     started = time.monotonic()
     activity = progress.activity("dependencies")
     try:
