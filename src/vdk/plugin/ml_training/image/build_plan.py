@@ -255,17 +255,19 @@ def plan_image(
     requirement_names: tuple[str, ...] = ()
     dependency_warning = None
     tools = dependency_layer.data_tools(spec)
-    if inputs.requirements or tools:
-        if inputs.requirements:
-            requirement_names = tuple(dependency_layer.requirement_lines(inputs.requirements))
+    extra = dependency_layer.extra_requirements(spec, inputs.base)
+    if inputs.requirements or tools or extra:
+        lines = dependency_layer.requirement_lines(inputs.requirements) if inputs.requirements else []
+        requirement_names = (*lines, *extra)
         cached = dependency_layer.cached_layer(spec, inputs.base)
         dependency_warning = (
             torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
             if cached
             else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
         )
-        detail = f"{len(requirement_names)} lines of requirements.txt, " if inputs.requirements else ""
+        detail = f"{len(lines)} lines of requirements.txt, " if inputs.requirements else ""
         detail += f"the data step's {', '.join(tools)}, " if tools else ""
+        detail += f"{' and '.join(extra)} (the GPU sampler's NVML binding, the plugin's), " if extra else ""
         detail += (
             f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
             if cached
@@ -299,7 +301,7 @@ def plan_image(
         large_files=inputs.code.large_files,
         working_dir=layout.JOB_DIR,
         command=inputs.command,
-        env=image_env("$PATH", None, bool(inputs.requirements or tools)),
+        env=image_env("$PATH", None, bool(inputs.requirements or tools or extra)),
         labels=inputs.labels,
         dependency_warning=dependency_warning,
     )

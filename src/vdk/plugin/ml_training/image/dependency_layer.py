@@ -68,6 +68,33 @@ _built_here: dict[str, float] = {}
 UV_TARGET_LOCK = ".lock"
 
 
+# NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
+# plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
+# requirements.txt has it (pynvml, the older wrapper, depends on it).
+NVML_BINDING = "nvidia-ml-py"
+_NVML_NAMES = {"nvidia-ml-py", "pynvml"}
+
+
+def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
+    """What the layer holds beyond requirements.txt (`name==version`): the NVML binding, when the job's GPUs are
+    sampled and nothing else provides it."""
+    if not spec.gpus_per_node.count or not spec.gpu_sample_period_seconds:
+        return ()
+    if _NVML_NAMES & set(base.provides):
+        return ()
+    requirements = requirements_file(spec)
+    lines = requirement_lines(requirements) if requirements else []
+    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
+    if _NVML_NAMES & named:
+        return ()
+    from importlib import metadata
+
+    try:
+        return (f"{NVML_BINDING}=={metadata.version(NVML_BINDING)}",)
+    except metadata.PackageNotFoundError:  # an installation without it: the sampler stays off in the image
+        return ()
+
+
 def requirements_file(spec: MLJobSpec) -> Path | None:
     """The job's requirements.txt if it asks for anything."""
     path = spec.job_dir / REQUIREMENTS
@@ -100,10 +127,11 @@ def requirement_lines(path: Path) -> list[str]:
     return lines
 
 
-def cache_key(requirements: bytes, base: BaseInfo) -> str:
+def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
+        **({"extra": list(extra)} if extra else {}),
         "python": base.python_version,
         "platform": base.wheel_platform,
         "provides": sorted(base.provides),
@@ -114,11 +142,13 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
 
 
 def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
-    """The layer a build of the job's requirements for this kind of base would take from the cache."""
+    """The layer a build of the job's requirements (with the data step's tools and the extra: `layer_input`,
+    `extra_requirements`) for this kind of base would take from the cache."""
     wanted = layer_input(spec)
-    if wanted is None:
+    extra = extra_requirements(spec, base)
+    if wanted is None and not extra:
         return None
-    key = cache_key(wanted, base)
+    key = cache_key(wanted or b"", base, extra)
     return _load(cache_root() / "deps" / key, key)
 
 
@@ -126,12 +156,13 @@ def dependency_layer(
     spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
 ) -> DependencyLayer | None:
     """The cached or freshly built dependency layer; None when the job has no requirements (and no data step's
-    tools)."""
+    tools, and needs no extra)."""
     wanted = layer_input(spec)
-    if wanted is None:
+    extra = extra_requirements(spec, base)
+    if wanted is None and not extra:
         return None
     requirements = requirements_file(spec)
-    key = cache_key(wanted, base)
+    key = cache_key(wanted or b"", base, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -139,14 +170,13 @@ def dependency_layer(
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
-    what = " and ".join(
-        n for n in (requirements.name if requirements else "", "the data step's tools" if data_tools(spec) else "") if n
-    )
+    tools = "the data step's tools" if data_tools(spec) else None
+    what = " and ".join(x for x in (requirements.name if requirements else None, tools, *extra) if x)
     progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
     started = time.monotonic()
     activity = progress.activity("dependencies")
     try:
-        layer = _build(spec, requirements, base, entry, key, activity)
+        layer = _build(spec, requirements, base, entry, key, extra, activity)
     finally:
         activity.close()
     _built_here[key] = time.time()
@@ -222,6 +252,7 @@ def _build(
     base: BaseInfo,
     entry: Path,
     key: str,
+    extra: tuple[str, ...] = (),
     activity: Activity | None = None,
 ) -> DependencyLayer:
     activity = activity or Activity()
@@ -234,7 +265,10 @@ def _build(
         if data_tools(spec):
             files.append(work / "data-tools.txt")
             files[-1].write_text("\n".join(data_tools(spec)) + "\n")
-        _install(spec.job_dir, files, base, work, target, activity)
+        if files:
+            _install(spec.job_dir, files, base, work, target, activity)
+        if extra:
+            _bundle(extra, target)
         activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
@@ -359,6 +393,24 @@ def _install(
     )
     # uv's lock of the target directory against concurrent installs: not a file of any package
     (target / UV_TARGET_LOCK).unlink(missing_ok=True)
+
+
+def _bundle(extra: tuple[str, ...], target: Path) -> None:
+    """Copy the distributions `extra` names (`name==version`: pure Python, no dependencies) from this environment,
+    which installs them with the plugin, into the layer: no package index is asked, the version is the plugin's."""
+    from importlib import metadata
+
+    for requirement in extra:
+        dist = metadata.distribution(requirement.split("==", 1)[0])
+        if list(target.glob(f"{normalise(dist.metadata['Name']).replace('-', '_')}-*.dist-info")):
+            continue  # a requirement of the job's depends on it: the version it resolved stays
+        for file in dist.files or ():
+            if ".." in file.parts or "__pycache__" in file.parts or file.suffix == ".pyc":
+                continue
+            source = Path(str(dist.locate_file(file)))
+            if source.is_file():
+                (target / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target / file)
 
 
 def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | None = None) -> None:

@@ -21,6 +21,8 @@ DEFAULT_SMOKE_TIMEOUT = 600
 # The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
 DEFAULT_STALL_TIMEOUT = 1800
 DEFAULT_STARTUP_TIMEOUT = 3600
+# The GPU sampler's period (runtime/gpu_sampler.py); the idle policy is off unless idle_timeout is set.
+DEFAULT_GPU_SAMPLE_PERIOD = 1
 # The node label NVIDIA's GPU feature discovery sets to a node's GPU model (`NVIDIA-H100-80GB-HBM3`).
 DEFAULT_GPU_TYPE_LABEL = "nvidia.com/gpu.product"
 
@@ -195,6 +197,15 @@ def _job_keys() -> tuple[Key, ...]:
             "the same for a rank's first optimizer step (loading data and models, compiling); `0`: never", "2h",
             default=DEFAULT_STARTUP_TIMEOUT, where_it_runs=True, setting=True,
             setting_meaning="the same for the first optimizer step of a rank (0: never)"),
+        Key("gpu_sample_period", DURATION,
+            "how often each node of a cluster or full local run samples its GPUs (SM activity, memory, power) "
+            "for `vdk show` and `vdk list --usage`; `0`: never", "5s", default=DEFAULT_GPU_SAMPLE_PERIOD,
+            where_it_runs=True),
+        Key("idle_timeout", DURATION,
+            "a run whose GPUs all stay below 5% SM activity for this long after its first optimizer step is "
+            "stopped, so its GPUs are freed; `0`: never", "2h", default=0, where_it_runs=True, setting=True,
+            setting_meaning="a run whose GPUs all stay idle for this long after its first step is stopped "
+            "(0: never)"),
         Key("smoke_args", ARGUMENTS,
             "arguments for the entrypoint in smoke runs, instead of `args` (e.g. a smaller batch for the CPU), "
             "shell-quoted", "--batch-size 2", default_text="`args`", where_it_runs=True),

@@ -136,6 +136,8 @@ def _spec(
         kube_context=keys.raw("kube_context"),
         stall_timeout_seconds=_timeout(keys, "stall_timeout"),
         startup_timeout_seconds=_timeout(keys, "startup_timeout"),
+        gpu_sample_period_seconds=_timeout(keys, "gpu_sample_period"),
+        idle_timeout_seconds=_timeout(keys, "idle_timeout"),
         spawns_workers=spawn is not None,
         output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
         mounts=mounts,

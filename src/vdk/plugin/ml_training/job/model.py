@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_SAMPLE_PERIOD
 from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_TYPE_LABEL
 from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
 from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
@@ -200,6 +201,9 @@ class MLJobSpec:
     # The stall watchdog of cluster and full local runs (runtime/watchdog.py), in seconds; 0 turns it off.
     stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT
     startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT
+    # The GPU sampler of every node (runtime/gpu_sampler.py) and the idle policy, in seconds; 0 turns each off.
+    gpu_sample_period_seconds: int = DEFAULT_GPU_SAMPLE_PERIOD
+    idle_timeout_seconds: int = 0
     # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)

@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.job import RESERVED_ENV
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.data_links import LocalDataset
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
@@ -182,6 +183,8 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, 
             "adapts it to CPU)"
         )
     env.update(WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds).env())
+    used = min(gpus, spec.gpus_per_node.devices if spec.spawns_workers else processes)  # the GPUs it samples
+    env.update(SamplerSettings(spec.gpu_sample_period_seconds, spec.idle_timeout_seconds, used).env())
     env[protocol.MODE] = protocol.FULL
     notes += secret_notes(spec, env)
     return LaunchPlan(
