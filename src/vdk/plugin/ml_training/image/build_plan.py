@@ -22,6 +22,7 @@ from pathlib import Path
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import base_inspection
 from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image import layer_inputs
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
@@ -189,7 +190,7 @@ class Inputs:
             "code": code_diff_id,
             "runtime": runtime_diff_id,
             "requirements": hashlib.sha256(wanted).hexdigest()
-            if (wanted := dependency_layer.layer_input(self.spec))
+            if (wanted := layer_inputs.layer_input(self.spec))
             else None,
             "base_image": self.spec.base_image,
             "base": [
@@ -228,7 +229,7 @@ def gather(
             "and every job image starts through it",
             "reinstall vdk-ml-training (`pip install --force-reinstall vdk-ml-training`)",
         )
-    requirements = dependency_layer.requirements_file(spec)
+    requirements = layer_inputs.requirements_file(spec)
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
     command = tuple(layout.launch_command(spec, base.python))
@@ -254,10 +255,10 @@ def plan_image(
     layers = []
     requirement_names: tuple[str, ...] = ()
     dependency_warning = None
-    tools = dependency_layer.data_tools(spec)
-    extra = dependency_layer.extra_requirements(spec, inputs.base)
+    tools = layer_inputs.data_tools(spec)
+    extra = layer_inputs.extra_requirements(spec, inputs.base)
     if inputs.requirements or tools or extra:
-        lines = dependency_layer.requirement_lines(inputs.requirements) if inputs.requirements else []
+        lines = layer_inputs.requirement_lines(inputs.requirements) if inputs.requirements else []
         requirement_names = (*lines, *extra)
         cached = dependency_layer.cached_layer(spec, inputs.base)
         dependency_warning = (

@@ -1,5 +1,6 @@
-"""The dependency layer: the job's requirements.txt installed for the base image's Python, and the tools of the
-data step (boto3, huggingface_hub: datafetch.DATA_TOOLS) when config.ini references such data.
+"""The dependency layer: the job's requirements.txt installed for the base image's Python, with what the plugin
+adds to it (image/layer_inputs.py: the data step's tools when config.ini references such data, the GPU sampler's
+NVML binding).
 
 uv resolves and installs wheels only, for the base's platform and Python version, into a target
 directory that becomes the layer below DEPS_DIR. What the base already provides (torch and its
@@ -28,7 +29,6 @@ from pathlib import Path
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
-from vdk.plugin.ml_training.datafetch import DATA_TOOLS
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
@@ -38,11 +38,14 @@ from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.layer_inputs import data_tools
+from vdk.plugin.ml_training.image.layer_inputs import extra_requirements
+from vdk.plugin.ml_training.image.layer_inputs import layer_input
+from vdk.plugin.ml_training.image.layer_inputs import requirements_file
 from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
-REQUIREMENTS = "requirements.txt"
 _FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
 _UV_TIMEOUT = 1800
 CACHE_MAX_AGE_DAYS = 30
@@ -66,65 +69,6 @@ _built_here: dict[str, float] = {}
 
 
 UV_TARGET_LOCK = ".lock"
-
-
-# NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
-# plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
-# requirements.txt has it (pynvml, the older wrapper, depends on it).
-NVML_BINDING = "nvidia-ml-py"
-_NVML_NAMES = {"nvidia-ml-py", "pynvml"}
-
-
-def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
-    """What the layer holds beyond requirements.txt (`name==version`): the NVML binding, when the job's GPUs are
-    sampled and nothing else provides it."""
-    if not spec.gpus_per_node.count or not spec.gpu_sample_period_seconds:
-        return ()
-    if _NVML_NAMES & set(base.provides):
-        return ()
-    requirements = requirements_file(spec)
-    lines = requirement_lines(requirements) if requirements else []
-    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
-    if _NVML_NAMES & named:
-        return ()
-    from importlib import metadata
-
-    try:
-        return (f"{NVML_BINDING}=={metadata.version(NVML_BINDING)}",)
-    except metadata.PackageNotFoundError:  # an installation without it: the sampler stays off in the image
-        return ()
-
-
-def requirements_file(spec: MLJobSpec) -> Path | None:
-    """The job's requirements.txt if it asks for anything."""
-    path = spec.job_dir / REQUIREMENTS
-    return path if path.is_file() and requirement_lines(path) else None
-
-
-def data_tools(spec: MLJobSpec) -> list[str]:
-    """The requirements of the data step for the schemes the job's datasets use (none for claims)."""
-    schemes = sorted({d.scheme for d in spec.data if d.fetched})
-    return [line for scheme in schemes for line in DATA_TOOLS.get(scheme, ())]
-
-
-def layer_input(spec: MLJobSpec) -> bytes | None:
-    """What the layer installs, as bytes (its cache key's): requirements.txt, then the data step's tools; None
-    when there is nothing to install."""
-    requirements = requirements_file(spec)
-    tools = data_tools(spec)
-    if requirements is None and not tools:
-        return None
-    text = requirements.read_bytes() if requirements is not None else b""
-    return text + (b"\n# the data step\n" + "\n".join(tools).encode() + b"\n" if tools else b"")
-
-
-def requirement_lines(path: Path) -> list[str]:
-    lines = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if line and not line.startswith("#"):
-            lines.append(line)
-    return lines
 
 
 def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
