@@ -31,7 +31,7 @@ from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
-from vdk.plugin.ml_training.image.registry import RetryPolicy
+from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source import audit

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.image import disk_full
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
@@ -121,6 +122,9 @@ def dependency_layer(
     activity = progress.activity("dependencies")
     try:
         layer = _build(spec, requirements, base, entry, key, extra, activity)
+    except OSError as e:
+        disk_full.raise_if_full(e, cache_root())
+        raise
     finally:
         activity.close()
     _built_here[key] = time.time()
@@ -371,6 +375,7 @@ def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | N
         ) from None
     if done.returncode == 0:
         return
+    disk_full.raise_if_uv_said(done.stderr, _uv_env(), cache_root())
     detail = _uv_message(done.stderr)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:

@@ -8,7 +8,6 @@ since the last successful run: the smoke run is skipped when nothing did."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -49,9 +48,6 @@ class Preflight:
     skipped: Any = None  # what `decide` returned when it stopped the deploy before the smoke run
 
 
-WAIT_NOTE_SECONDS = 10.0  # while the smoke run is over and checks still run: a line this often
-
-
 def nothing_done(error: MLTrainingError) -> MLTrainingError:
     """`error`, saying that it stopped the deploy before anything was built or created."""
     return MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
@@ -82,8 +78,7 @@ def preflight(
             return Preflight(None, skipped=skipped)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
-    _wait_saying(checks, say)
-    failure = checks.first_failure()
+    failure = checks.first_failure(say)  # each wait said; the first failure ends it
     if failure is not None:
         raise nothing_done(failure[1])
     target = checks.result(CLUSTER_CHECK) if with_cluster else None
@@ -104,6 +99,7 @@ def start_checks(
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     def base() -> BaseInfo:
+        check_base_reachable(spec)  # a name that does not resolve fails here, at once
         return know_base(spec, Progress())  # silent: the smoke run has the screen, and a base is read in seconds
 
     # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
@@ -122,15 +118,6 @@ def start_checks(
     what = ", ".join(checks)
     say(f"Pre-flight: checking at once {what}{'' if with_cluster else ' (no cluster: --build-only)'}")
     return remote.start()
-
-
-def _wait_saying(checks: RemoteChecks, say: Say, every: float = WAIT_NOTE_SECONDS) -> None:
-    """Wait for the checks still running, saying which every `every` seconds (none is waited for in silence)."""
-    started = time.monotonic()
-    while not checks.wait(every):
-        pending = checks.pending()
-        say(f"Pre-flight: waiting for the {', '.join(pending)} check{'s' if len(pending) > 1 else ''} "
-            f"({time.monotonic() - started:.0f} s)")  # fmt: skip
 
 
 def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Target:
@@ -167,11 +154,25 @@ def check_push(spec: MLJobSpec, registry: str) -> None:
     """The registry is reachable, takes the credentials, and allows a push to the job's repository."""
     from vdk.plugin.ml_training.image.build_plan import target_repository
     from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.registry import TARGET
     from vdk.plugin.ml_training.image.registry import RegistryClient
 
     host, repository = target_repository(registry, spec)
-    with RegistryClient(host, Progress()) as client:
+    with RegistryClient(host, Progress(), role=TARGET) as client:
         client.check_push(repository)
+
+
+def check_base_reachable(spec: MLJobSpec) -> None:
+    """The base image's registry answers and has it (a HEAD of its manifest), also for a base whose contents the
+    builder knows without reading it: the build reads its manifest and layers from there."""
+    from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.reference import parse_reference
+    from vdk.plugin.ml_training.image.registry import BASE
+    from vdk.plugin.ml_training.image.registry import RegistryClient
+
+    ref = parse_reference(spec.base_image)
+    with RegistryClient(ref.registry, Progress(), role=BASE) as client:
+        client.check_manifest(ref.repository, ref.ref)
 
 
 def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:
