@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -180,6 +181,18 @@ def fast_retries(monkeypatch) -> retries.RetryPolicy:
     """Every API request of this test (in this process) retried under FAST_RETRIES."""
     monkeypatch.setattr(retries, "DEFAULT_POLICY", FAST_RETRIES)
     return FAST_RETRIES
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any connection attempt fails the test (a dry run of a described base contacts nothing)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the dry run must not contact anything")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 @pytest.fixture

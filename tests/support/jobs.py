@@ -1,9 +1,14 @@
-"""The one job-directory factory of the tests: a config.ini as users write it, and the job's files."""
+"""The one job-directory factory of the tests (a config.ini as users write it, and the job's files), and
+the jobs made with it that several test modules share."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+
+from tests.support.job_trees import write
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job import load_job_spec
 
 TRAIN = 'import torch\n\nif __name__ == "__main__":\n    print("train")\n'
 
@@ -25,12 +30,7 @@ def write_job(
     job = parent / name
     job.mkdir(parents=True, exist_ok=True)
     for relative, content in ({"train.py": TRAIN} if files is None else files).items():
-        path = job / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
+        write(job, relative, content)
     (job / "config.ini").write_text(config if config is not None else config_ini(ml, env, team, extra))
     return job
 
@@ -52,3 +52,32 @@ def _lines(values: str | Mapping[str, str]) -> str:
     if isinstance(values, Mapping):
         return "".join(f"{key} = {value}\n" for key, value in values.items())
     return values if not values or values.endswith("\n") else values + "\n"
+
+
+def job_on(parent: Path, base_image: str, name: str = "job", extra: str = "") -> MLJobSpec:
+    """The spec of a job with nothing about its base but `base_image` (and `extra`, more [ml-training] keys)."""
+    ml = f"base_image = {base_image}\ngpus_per_node = 0\n{extra}"
+    return load_job_spec(
+        write_job(parent, name, ml=ml, files={"train.py": "if __name__ == '__main__':\n    print('training')\n"})
+    )
+
+
+API_TRAIN = """\
+import torch
+
+if __name__ == "__main__":
+    torch.nn.Linear(4, 1)
+"""
+
+
+def api_job(parent: Path, base_image: str, name: str = "api-job") -> Path:
+    """A job of team ml-platform on 2 nodes of 1 GPU, whose base `base_image` is described by its keys
+    (Python 3.11 with torch): for the use cases of ops/ called as a notebook calls them."""
+    return write_job(
+        parent,
+        name,
+        team="ml-platform",
+        ml=f"base_image = {base_image}\nbase_python_version = 3.11\nbase_provides = torch\nnodes = 2\n"
+        "gpus_per_node = 1\n",
+        files={"train.py": API_TRAIN},
+    )

@@ -1,8 +1,8 @@
-"""The upstream CRDs the schema tests need: found where they are, downloaded into the cache when they are
-nowhere (from a local HTTP server here), refused when they differ from their pins, and when they cannot
-be had, a skip with one reason instead of an error."""
+"""Downloading the upstream CRDs the schema tests need (from a loopback HTTP server that answers like
+raw.githubusercontent.com): files no place has are downloaded into the cache once, a download that
+differs from its pin is an error and is not kept, and `make crds` fails on such a mismatch but goes on
+offline, saying the tests will be skipped. (Where they are looked for: tests/unit/harness/.)"""
 
-import hashlib
 import threading
 from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
@@ -10,20 +10,12 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from tests.support import upstream_crds
+from tests.support.made_up_crds import PINS
+from tests.support.made_up_crds import A
+from tests.support.made_up_crds import B
 from tests.support.registry import free_port
 from tests.support.upstream_crds import CRDChecksumMismatch
 from tests.support.upstream_crds import Pin
-
-
-def pin_of(filename: str, content: bytes, tag: str = "v9.9.9") -> Pin:
-    return Pin(
-        filename, "kubeflow/trainer", tag, f"manifests/base/crds/{filename}", hashlib.sha256(content).hexdigest()
-    )
-
-
-A = b"kind: CustomResourceDefinition\nmetadata: {name: as.example.org}\n"
-B = b"kind: CustomResourceDefinition\nmetadata: {name: bs.example.org}\n"
-PINS = (pin_of("a.yaml", A), pin_of("b.yaml", B))
 
 
 class Upstream:

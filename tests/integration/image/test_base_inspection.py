@@ -11,8 +11,8 @@ import requests
 
 from tests.support.base_images import PYTHON_311_SLIM_BOOKWORM
 from tests.support.base_images import PYTORCH_2_13_RUNTIME
-from tests.support.base_images import layout_tarball
 from tests.support.base_images import push_layout
+from tests.support.jobs import job_on
 from tests.support.registry import FaultProxy
 from vdk.plugin.ml_training.image import RegistryUnreachableError
 from vdk.plugin.ml_training.image import RetryPolicy
@@ -24,24 +24,10 @@ from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
-from vdk.plugin.ml_training.image.rootfs import RootFS
-from vdk.plugin.ml_training.image.rootfs import read_layer
-from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.source import audit
 
 FAST_RETRY = RetryPolicy(attempts=2, first_delay=0.01, max_delay=0.02)
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
-
-
-def job_on(tmp_path, base_image: str, name: str = "job", extra: str = ""):
-    """A job with nothing about its base but `base_image`."""
-    job = tmp_path / name
-    job.mkdir(parents=True)
-    (job / "config.ini").write_text(
-        f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\ngpus_per_node = 0\n{extra}"
-    )
-    (job / "train.py").write_text("if __name__ == '__main__':\n    print('training')\n")
-    return load_job_spec(job)
 
 
 def plan_of(spec, shown: io.StringIO | None = None, retry=None):
@@ -196,25 +182,3 @@ def test_the_table_agrees_with_inspection_of_the_well_known_layouts(reference, l
     installed = dict(found.distributions)
     assert set(table.provides) <= set(installed)  # what the table leaves out of the layer is there
     assert all(installed[name] == version for name, version in table.pins)
-
-
-# --- analysis of a root filesystem (no registry) ------------------------------------------
-
-
-def fs_of(tmp_path, files: dict) -> RootFS:
-    fs = RootFS()
-    with open(layout_tarball(tmp_path / "layer.tar", files), "rb") as blob:
-        fs.apply(read_layer(io.BufferedReader(blob), base_inspection.wanted))
-    return fs
-
-
-def facts(tmp_path, files: dict, env: dict[str, str] | None = None, user: str = ""):
-    config = {"config": {"Env": [f"{k}={v}" for k, v in (env or {"PATH": "/usr/bin:/bin"}).items()], "User": user}}
-    return base_inspection.analyse(fs_of(tmp_path, files), config, "sha256:" + "0" * 64)
-
-
-EXE = (b"\x7fELF", 0o755)
-
-
-def metadata(name, version):
-    return f"Name: {name}\nVersion: {version}\n".encode()

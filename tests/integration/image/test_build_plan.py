@@ -1,4 +1,6 @@
-"""The dry run: what the image would hold, worked out from local files alone."""
+"""The dry run of a job in a real git checkout, from local files alone: the plan labels the image with
+the commit, the remote (never its credentials) and whether the tree is dirty. (The plan's layers,
+reference and errors: tests/unit/image/test_build_plan.py.)"""
 
 from __future__ import annotations
 
@@ -12,12 +14,6 @@ from vdk.plugin.ml_training.source import audit
 BASE = "registry.example.com/ml/base:1"
 # The base described in [ml-training], so that a plan reads nothing of it (see test_image_inspection.py).
 DESCRIBED = "base_python = python\n"
-
-
-def provenance(job, commit="0" * 40, remote="https://git.example.com/ml/jobs.git", dirty=False):
-    return audit.Provenance(
-        commit, dirty, "f" * 64 if dirty else None, remote, "ada@example.com", "2026-01-01T00:00:00Z"
-    )
 
 
 def test_credentials_in_a_remote_url_never_reach_a_label(tmp_path, no_network):

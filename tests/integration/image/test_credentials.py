@@ -1,21 +1,15 @@
-"""Credentials are found where `docker login` / `podman login` and credential helpers keep them."""
+"""Credentials kept by credential helpers (a docker-credential-<name> program on the PATH): credHelpers per
+registry, then credsStore, then the inline entries; a helper that is not installed is noted, not fatal.
+(The config files alone: tests/unit/image/test_credentials.py.)"""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 
+from tests.support.docker_config import auth
+from tests.support.docker_config import write_json
 from vdk.plugin.ml_training.image.credentials import find_credentials
-
-
-def auth(user, password):
-    return base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def write_json(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
 
 
 def fake_helper(bin_dir, name, answers):

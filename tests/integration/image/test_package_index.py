@@ -1,5 +1,6 @@
-"""The dependency layer finds packages where pip would: pip's configuration files and PIP_* variables
-handed to uv (which reads neither), unless uv has its own settings."""
+"""The dependency layer finds packages where pip would, with real uv: a requirement found only through
+pip.conf (one package in a simple index, one in a directory of wheels) is installed. (How pip's
+settings are read and handed to uv: tests/unit/image/test_package_index.py.)"""
 
 from __future__ import annotations
 
@@ -10,12 +11,6 @@ from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.job import load_job_spec
 
 
-def pip_conf(path, text: str):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
 def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkeypatch):
     """One package in a simple index, one in a directory of wheels, both named only in pip.conf."""
     index_wheels = tmp_path / "index-wheels"
@@ -24,9 +19,9 @@ def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkey
     simple.mkdir(parents=True)
     (simple / "index.html").write_text(f'<html><body><a href="{wheel.as_uri()}">{wheel.name}</a></body></html>\n')
     make_wheel(tmp_path / "find-links", "helperdep", "2.0")
-    config = pip_conf(
-        tmp_path / "pip.conf",
-        f"[global]\nindex-url = {(tmp_path / 'simple').as_uri()}\nfind-links = {tmp_path / 'find-links'}\n",
+    config = tmp_path / "pip.conf"
+    config.write_text(
+        f"[global]\nindex-url = {(tmp_path / 'simple').as_uri()}\nfind-links = {tmp_path / 'find-links'}\n"
     )
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)

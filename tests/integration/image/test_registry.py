@@ -161,18 +161,7 @@ def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_im
     assert image.python == "python"  # found in the busybox base: /usr/local/bin/python
 
     podman(podman_root, "pull", "--tls-verify=false", image.reference)
-    run = podman(
-        podman_root,
-        "run",
-        "--rm",
-        "--network",
-        "host",
-        "--ulimit",
-        "nofile=1024:1024",
-        "--ulimit",
-        "nproc=1024:1024",
-        image.reference,
-    )
+    run = podman(podman_root, "run", "--rm", *RUN_OPTIONS, image.reference)
     report = dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
     launch = layout.launch_command(load_job_spec(job), "python")
     assert report["argv"] == " ".join(launch[1:])  # the image's Cmd is the launch command
@@ -185,19 +174,7 @@ def test_the_pushed_image_pulls_and_runs_with_podman(tmp_path, registry, base_im
     assert report["entrypoint_file"] == f"{layout.JOB_DIR}/train.py"
     assert f"package={layout.DEPS_DIR}/tinydep/__init__.py" in run.stdout
     script = podman(
-        podman_root,
-        "run",
-        "--rm",
-        "--network",
-        "host",
-        "--ulimit",
-        "nofile=1024:1024",
-        "--ulimit",
-        "nproc=1024:1024",
-        image.reference,
-        "head",
-        "-1",
-        f"{layout.DEPS_DIR}/bin/tiny",
+        podman_root, "run", "--rm", *RUN_OPTIONS, image.reference, "head", "-1", f"{layout.DEPS_DIR}/bin/tiny"
     )
     assert script.stdout.strip() == "#!/usr/bin/env python"
 
@@ -443,18 +420,7 @@ def test_a_docker_schema2_base_gives_a_docker_schema2_image(tmp_path, registry, 
     assert manifest["config"]["mediaType"] == "application/vnd.docker.container.image.v1+json"
     assert {layer["mediaType"] for layer in manifest["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
     podman(podman_root, "pull", "--tls-verify=false", image.reference)
-    run = podman(
-        podman_root,
-        "run",
-        "--rm",
-        "--network",
-        "host",
-        "--ulimit",
-        "nofile=1024:1024",
-        "--ulimit",
-        "nproc=1024:1024",
-        image.reference,
-    )
+    run = podman(podman_root, "run", "--rm", *RUN_OPTIONS, image.reference)
     assert f"entrypoint_file={layout.JOB_DIR}/train.py" in run.stdout
 
 

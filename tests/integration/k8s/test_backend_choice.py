@@ -1,22 +1,13 @@
-"""`auto` backend choice and Trainer version detection, from discovery done by the real
-`kubernetes` client against the fake API server."""
+"""`auto` backend choice and Trainer version detection, from discovery done by the real `kubernetes` client
+against the fake API server: the resources served, a runtime listing that is forbidden (unknown, not a
+failure), the Trainer's mechanism from the served schema, else its public ConfigMap, else the CRD.
+(The choice from a Discovery made by hand: tests/unit/k8s/test_backend_choice.py.)"""
 
 import pytest
 
-from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.backends import choose_backend
 from vdk.plugin.ml_training.k8s.backends import trainjob
-from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
 from vdk.plugin.ml_training.k8s.backends.trainjob import trainer_facts
-
-JOBS = ("batch/v1", "jobs")
-PYTORCHJOBS = ("kubeflow.org/v1", "pytorchjobs")
-TRAINJOBS = ("trainer.kubeflow.org/v1alpha1", "trainjobs")
-
-
-def discovery(*resources, runtimes=frozenset({"torch-distributed"})):
-    facts = {"trainjob": TrainerFacts(runtimes=runtimes)} if TRAINJOBS in resources else {}
-    return Discovery(resources=frozenset(resources), facts=facts)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""The container engine of `vdk run --container`: which one is used, and what is said when there is none
-or it does not answer."""
+"""The container engine of `vdk run --container` when it is started: one that does not answer (the docker
+command line without a daemon) says so and what to do. (Which engine is chosen, and its options:
+tests/unit/local/test_container_engine.py.)"""
 
 from __future__ import annotations
 

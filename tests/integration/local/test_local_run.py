@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
+from tests.support.ddp_scripts import steps_then_hangs
 from tests.support.jobs import write_job
 from tests.support.processes import MARK as PROCESS_MARK
 from tests.support.processes import left_after
@@ -527,17 +528,7 @@ def test_without_torch_nothing_starts_and_the_fix_is_to_install_it(
     assert list(local_runs_in_a_temporary_directory.iterdir()) == []
 
 
-STEPS_THEN_HANGS = """
-import time
-import torch
-
-model = torch.nn.Linear(2, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(3):
-    model(torch.ones(1, 2)).sum().backward()
-    optimizer.step()
-time.sleep(600)
-"""
+STEPS_THEN_HANGS = steps_then_hangs(3, 600)
 
 
 def test_a_full_run_stopped_at_max_runtime_says_how_far_each_rank_got(tmp_path):

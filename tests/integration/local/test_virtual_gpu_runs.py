@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ddp_scripts import MP_SPAWN_IMPORTS
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 
 pytestmark = pytest.mark.slow
@@ -208,16 +209,9 @@ def test_code_branching_on_cuda_availability_takes_its_gpu_path(tmp_path):
 
 # PyTorch's "Getting Started with DDP" / ddp-tutorial-series multigpu.py style: the script spawns one
 # worker per GPU itself, which set their own rendezvous on localhost.
-MP_SPAWN = """
-import os
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
-from torch.utils.data.distributed import DistributedSampler
-
+MP_SPAWN = (
+    MP_SPAWN_IMPORTS
+    + """
 
 def ddp_setup(rank, world_size):
     os.environ["MASTER_ADDR"] = "localhost"
@@ -247,6 +241,7 @@ if __name__ == "__main__":
     mp.spawn(main, args=(world_size,), nprocs=world_size)
     print("all workers done")
 """
+)
 
 
 def test_an_mp_spawn_tutorial_runs_one_launcher_that_spawns_a_worker_per_gpu(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.jobs import write_job
+from tests.support.jobs import api_job
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.deploy import build
@@ -18,29 +18,11 @@ from vdk.plugin.ml_training.ops.deploy import plan_deploy
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
 
-TRAIN = """\
-import torch
-
-if __name__ == "__main__":
-    torch.nn.Linear(4, 1)
-"""
-
-
-def job_dir(root, base_image: str, name: str = "api-job"):
-    return write_job(
-        root,
-        name,
-        team="ml-platform",
-        ml=f"base_image = {base_image}\nbase_python_version = 3.11\nbase_provides = torch\nnodes = 2\n"
-        "gpus_per_node = 1\n",
-        files={"train.py": TRAIN},
-    )
-
 
 def test_the_plan_of_a_dry_run_is_what_vdk_deploy_dry_run_prints_and_contacts_nothing(tmp_path, cluster, monkeypatch):
     fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
-    job = job_dir(tmp_path, "python:3.11")
+    job = api_job(tmp_path, "python:3.11")
     notes: list[str] = []
     plan = plan_deploy(deploy_spec(job, backend="pytorchjob"), reason="why not", say=notes.append)
     assert list(yaml.safe_load_all(plan.to_yaml())) == plan.manifests
@@ -60,7 +42,7 @@ def test_the_plan_of_a_dry_run_is_what_vdk_deploy_dry_run_prints_and_contacts_no
 def test_deploy_and_build_through_the_python_api(tmp_path, registry, base_image, cluster, monkeypatch):
     fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
-    spec = deploy_spec(job_dir(tmp_path, base_image))
+    spec = deploy_spec(api_job(tmp_path, base_image))
     notes: list[str] = []
     result = deploy(spec, reason="from a notebook", skip_smoke=True, say=notes.append)
     assert fake.run_objects() == sorted(result.created)
@@ -77,6 +59,6 @@ def test_deploy_and_build_through_the_python_api(tmp_path, registry, base_image,
 
 
 def test_a_deploy_without_a_registry_says_how_to_set_one(tmp_path):
-    spec = deploy_spec(job_dir(tmp_path, "python:3.11"))
+    spec = deploy_spec(api_job(tmp_path, "python:3.11"))
     with pytest.raises(MLTrainingError, match="no registry to push the image of api-job to"):
         deploy(spec)

@@ -1,44 +1,14 @@
-"""The use cases are the Python API: importing them needs no click, and they import nothing of the command
-line; the backends (k8s, image, local) import neither; the modules of k8s/ and ops/ import one another
-without circles (lazy imports inside functions count too)."""
+"""The use cases are the Python API: a fresh interpreter (a notebook) imports every module of ops/ without
+loading click or anything of the command line. (What the sources import: tests/unit/ops/test_ops_imports.py.)"""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
-from pathlib import Path
 
-from vdk.plugin.ml_training import errors
-
-PACKAGE = "vdk.plugin.ml_training"
-ROOT = Path(errors.__file__).parent
-
-
-def module_name(source: Path) -> str:
-    parts = list(source.relative_to(ROOT).with_suffix("").parts)
-    return ".".join([PACKAGE, *(parts[:-1] if parts[-1] == "__init__" else parts)])
-
-
-def is_module(name: str) -> bool:
-    path = ROOT.joinpath(*name.split(".")[len(PACKAGE.split(".")) :])
-    return name.startswith(PACKAGE + ".") and (path.with_suffix(".py").is_file() or path.is_dir())
-
-
-def imported(source: Path) -> set[str]:
-    """Every module `source` imports, anywhere in it (`from P import M` names the module P.M too)."""
-    found = set()
-    for node in ast.walk(ast.parse(source.read_text(), str(source))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names if is_module(f"{node.module}.{a.name}"))
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
-def sources(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+from tests.support.source_imports import PACKAGE
+from tests.support.source_imports import module_name
+from tests.support.source_imports import sources
 
 
 def test_a_notebook_imports_the_use_cases_without_click():
@@ -49,21 +19,3 @@ def test_a_notebook_imports_the_use_cases_without_click():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-
-
-def circles(package: str) -> list[str]:
-    """The import circles among the modules of `package`, each as "a -> b -> a"."""
-    modules = {module_name(s): s for s in sources(package)}
-    graph = {name: {m for m in imported(source) if m in modules and m != name} for name, source in modules.items()}
-    found = []
-
-    def visit(module: str, path: list[str]) -> None:
-        for target in sorted(graph[module]):
-            if target == path[0]:
-                found.append(" -> ".join([*path, target]))
-            elif target not in path:
-                visit(target, [*path, target])
-
-    for module in graph:
-        visit(module, [module])
-    return found

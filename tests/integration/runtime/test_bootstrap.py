@@ -4,7 +4,6 @@ in images (no launcher) and under the local launcher (result file, output routin
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.bootstrap_runs import BOOTSTRAP
+from tests.support.bootstrap_runs import environ_without
+from tests.support.bootstrap_runs import torchrun_command
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.report import describe
 
-BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 # Prints what a script can observe about how it was started, and pickles a class it defines through a
@@ -42,11 +43,10 @@ if __name__ == "__main__":
 
 
 def bootstrap(cwd: Path, *entry: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
     return subprocess.run(
         [sys.executable, "-m", BOOTSTRAP, *entry],
         cwd=cwd,
-        env={**clean, **(env or {})},
+        env={**environ_without("VDK_ML_TRAINING_"), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -195,19 +195,8 @@ def test_in_an_image_gpu_code_runs_on_cpu_when_the_job_asks_for_it(tmp_path):
     """VDK_ML_TRAINING_ADAPT_TO_CPU in [ml-training.env]: the smoke run's CPU adaptations for a whole run
     (rehearsing on CPU-only nodes); without it, code that hard-codes NCCL fails on a machine without GPUs."""
     shutil.copy(EXAMPLES / "ddp-nccl" / "train.py", tmp_path / "train.py")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        "-m",
-        BOOTSTRAP,
-        "train.py",
-        "--epochs",
-        "1",
-    ]
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VDK_ML_TRAINING_", "PET_"))}
+    command = torchrun_command("train.py", "--epochs", "1")
+    clean = environ_without("VDK_ML_TRAINING_", "PET_")
 
     def run(**settings: str) -> subprocess.CompletedProcess:
         env = {**clean, protocol.PROGRESS_SECONDS: "0", **settings}

@@ -1,13 +1,14 @@
-"""Parameter checksums: every rank prints a digest of what its optimizers stepped when its script ends,
-in a job image and in local runs; equal parameters give equal digests, and the lines read back."""
+"""Parameter checksums printed by real ranks: two DDP ranks under torchrun and the bootstrap print the same
+digest of what their optimizers stepped when the script ends, unsynchronised ones differ, and without
+the setting nothing is printed. (The digest and its line: tests/unit/runtime/test_checksum.py.)"""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.bootstrap_runs import environ_without
+from tests.support.bootstrap_runs import torchrun_command
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.checksum import parse_checksums
 
@@ -45,21 +46,10 @@ def _ended_well(done: subprocess.CompletedProcess) -> bool:
 
 def _torchrun(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     (tmp_path / "train.py").write_text(DDP)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VDK_ML_TRAINING_", "PET_"))}
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            "-m",
-            "vdk.plugin.ml_training.runtime.bootstrap",
-            "train.py",
-            *args,
-        ],
+        torchrun_command("train.py", *args),
         cwd=tmp_path,
-        env={**clean, **env},
+        env={**environ_without("VDK_ML_TRAINING_", "PET_"), **env},
         capture_output=True,
         text=True,
         timeout=180,

@@ -4,28 +4,12 @@ not leak into other tests). The virtual GPUs and device tracking: tests/integrat
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 pytestmark = pytest.mark.slow
 
 
-def run_python(code: str, timeout: int = 180) -> dict:
-    """Run `code` in a new interpreter without GPUs; it prints one JSON object, returned here."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_nccl_becomes_gloo_and_gpu_arguments_are_dropped():
+def test_nccl_becomes_gloo_and_gpu_arguments_are_dropped(run_python):
     out = run_python(
         """
         import json, torch, torch.distributed as dist
@@ -61,7 +45,7 @@ def test_nccl_becomes_gloo_and_gpu_arguments_are_dropped():
     assert out["counts"]["DDP device_ids dropped"] == 2
 
 
-def test_mixed_precision_and_compile_are_off():
+def test_mixed_precision_and_compile_are_off(run_python):
     out = run_python(
         """
         import json, warnings, torch
@@ -96,7 +80,7 @@ def test_mixed_precision_and_compile_are_off():
     assert out["counts"]["autocast off"] == 4 and out["counts"]["GradScaler off"] == 3
 
 
-def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_path):
+def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_path, run_python):
     out = run_python(
         f"""
         import json, sys
@@ -137,7 +121,7 @@ def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_
     assert out["counts"]["Accelerate mixed precision off"] == 1
 
 
-def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
+def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss(run_python):
     out = run_python(
         """
         import json, torch
@@ -171,7 +155,7 @@ def test_step_limit_stops_after_every_optimizer_stepped_and_records_the_loss():
     assert out["is_system_exit"] is True
 
 
-def test_steps_reach_the_result_file_while_the_rank_trains(tmp_path):
+def test_steps_reach_the_result_file_while_the_rank_trains(tmp_path, run_python):
     # a rank stopped by a timeout or a crash never writes its final word: its steps must be there already
     (tmp_path / "every").mkdir()
     (tmp_path / "throttled").mkdir()
@@ -203,7 +187,7 @@ def test_steps_reach_the_result_file_while_the_rank_trains(tmp_path):
     assert out["throttled"]["steps"] == 1  # full runs: the first step, then at most one write a period
 
 
-def test_mp_spawn_starting_no_process_is_noticed():
+def test_mp_spawn_starting_no_process_is_noticed(run_python):
     # the virtual GPUs make device_count() > 0; a count computed otherwise may still be 0
     out = run_python(
         """

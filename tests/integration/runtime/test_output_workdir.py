@@ -1,55 +1,25 @@
-"""A cluster run's working directory (runtime/output_workdir.py): the bootstrap links the image's job directory
-into the run's output directory and works there, so what the code writes relative to it persists beside
-code that stays where it was, and a restart resumes; rank 0's summary line and its reader."""
+"""A cluster run's working directory (runtime/output_workdir.py), with the bootstrap as a pod starts it:
+it links the image's job directory into the run's output directory and works there, so what the code
+writes relative to it persists beside code that stays where it was, and a restart resumes; only rank 0
+prints the summary line, and it reads back; without an output directory nothing changes; one that
+cannot be made stops the rank saying why."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
+from tests.support.bootstrap_runs import BOOTSTRAP
+from tests.support.bootstrap_runs import environ_without
+from tests.support.tutorial_job import tutorial_job
 from vdk.plugin.ml_training.runtime import output_workdir
-
-BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
-
-# A tutorial-style script: resumes from snapshot.json in its working directory, imports a sibling module,
-# reads a data file next to it, writes its outputs relative to where it runs.
-SCRIPT = """
-import json, os
-import helper
-
-if os.path.exists("snapshot.json"):
-    with open("snapshot.json") as f:
-        start = json.load(f)["epoch"] + 1
-    print(f"resuming at epoch {start}")
-else:
-    start = 0
-with open("data/words.txt") as f:
-    words = f.read().split()
-for epoch in range(start, start + 2):
-    with open("snapshot.json", "w") as f:
-        json.dump({"epoch": epoch}, f)
-os.makedirs("out/final", exist_ok=True)
-with open("out/final/model.bin", "wb") as f:
-    f.write(helper.weights(len(words)))
-print("cwd", os.getcwd(), "file", __file__)
-"""
-
-
-def job_dir(root: Path) -> Path:
-    job = root / "image-job"
-    (job / "data").mkdir(parents=True)
-    (job / "train.py").write_text(textwrap.dedent(SCRIPT))
-    (job / "helper.py").write_text("def weights(n):\n    return bytes(range(n))\n")
-    (job / "data" / "words.txt").write_text("a b c")
-    return job
 
 
 def run_in_image(job: Path, outputs: Path | None, rank: str = "0") -> subprocess.CompletedProcess:
     """The bootstrap as a pod starts it: in the image's job directory, no local launcher."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
+    env = environ_without("VDK_ML_TRAINING_")
     env.update(RANK=rank, PYTHONDONTWRITEBYTECODE="1")
     if outputs is not None:
         env["VDK_ML_TRAINING_OUTPUT_DIR"] = str(outputs)
@@ -67,7 +37,7 @@ def files(directory: Path) -> dict[str, str]:
 
 
 def test_the_code_writes_into_the_output_directory_and_a_restart_resumes_from_it(tmp_path):
-    job = job_dir(tmp_path)
+    job = tutorial_job(tmp_path)
     before = files(job)
     outputs = tmp_path / "claim" / "run-1"  # the kubelet makes the run's directory of the claim
 
@@ -93,7 +63,7 @@ def test_the_code_writes_into_the_output_directory_and_a_restart_resumes_from_it
 
 
 def test_only_rank_0_reports_and_without_an_output_directory_nothing_changes(tmp_path):
-    job = job_dir(tmp_path)
+    job = tutorial_job(tmp_path)
     other = run_in_image(job, tmp_path / "run", rank="1")
     assert other.returncode == 0 and output_workdir.MARK not in other.stdout
     plain = run_in_image(job, None)
@@ -102,7 +72,7 @@ def test_only_rank_0_reports_and_without_an_output_directory_nothing_changes(tmp
 
 
 def test_an_output_directory_that_cannot_be_made_stops_the_rank_saying_why(tmp_path):
-    job = job_dir(tmp_path)
+    job = tutorial_job(tmp_path)
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("")
     done = run_in_image(job, blocked / "run")

@@ -1,45 +1,28 @@
 """Progress lines from inside real training processes: printed by global rank 0 of cluster-style runs
-(the bootstrap without the local launcher) and full local runs, on the first optimizer step, then at
-most every VDK_ML_TRAINING_PROGRESS_SECONDS, and when the script ends; step counts are the optimizer
-steps, the total comes from a HF Trainer or VDK_ML_TRAINING_TOTAL_STEPS; `vdk show`'s parser reads
-them back; smoke runs print none; a failing reporter never fails the script."""
+(the bootstrap without the local launcher, spawned workers in an image) and full local runs, on the
+first optimizer step, then at most every VDK_ML_TRAINING_PROGRESS_SECONDS, and when the script ends;
+step counts are the optimizer steps, the total comes from a HF Trainer or VDK_ML_TRAINING_TOTAL_STEPS;
+other ranks print none; a failing reporter never fails the script. (The line format, its parser and
+the reporter stepped by hand: tests/unit/runtime/test_progress_lines.py.)"""
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
+from tests.support.bootstrap_runs import bootstrap_script
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.runtime.progress_lines import MARK
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
-
-
-def bootstrap(cwd: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """The bootstrap as a job image runs it (no local launcher), on `script`."""
-    (cwd / "train.py").write_text(textwrap.dedent(script))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") and k != "RANK"}
-    return subprocess.run(
-        [sys.executable, "-m", BOOTSTRAP, "train.py"],
-        cwd=cwd,
-        env={**clean, "CUDA_VISIBLE_DEVICES": "", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def parsed_lines(text: str) -> list:
@@ -50,24 +33,6 @@ def seconds(human: str) -> int:
     """'1m41s' -> 101: the inverse of progress_lines.approximate_duration, for checking ETAs."""
     units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", human))
-
-
-# --- the line format --------------------------------------------------------------------------
-
-
-class Steps:
-    """What the reporter reads of a StepCounter, stepped by hand."""
-
-    def __init__(self):
-        self.steps, self.listeners, self.value = 0, [], None
-
-    def loss(self):
-        return self.value
-
-    def step(self, loss: float):
-        self.steps, self.value = self.steps + 1, loss
-        for listener in list(self.listeners):
-            listener(self, None)
 
 
 # --- in a training process as a job image runs it -----------------------------------------------
@@ -102,7 +67,7 @@ print("the script's own output")
 @pytest.mark.slow
 def test_rank_0_reports_at_most_every_period_with_the_optimizer_steps_and_their_loss(tmp_path):
     period = 0.3
-    done = bootstrap(
+    done = bootstrap_script(
         tmp_path,
         LOOP,
         {"VDK_ML_TRAINING_PROGRESS_SECONDS": str(period), "VDK_ML_TRAINING_TOTAL_STEPS": "1000", "RANK": "0"},
@@ -138,7 +103,7 @@ def test_rank_0_reports_at_most_every_period_with_the_optimizer_steps_and_their_
 def test_other_ranks_print_no_lines(tmp_path):
     script = "import torch\nm = torch.nn.Linear(1, 1)\no = torch.optim.SGD(m.parameters())\n"
     script += "m(torch.ones(1)).sum().backward(); o.step()\nprint('stepped')\n"
-    done = bootstrap(tmp_path, script, {"RANK": "1"})
+    done = bootstrap_script(tmp_path, script, {"RANK": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout == "stepped\n" and MARK not in done.stderr
 
@@ -163,7 +128,7 @@ def test_a_failing_script_gets_a_last_line_and_fails_as_under_python(tmp_path):
         json.dump(losses, open("losses.json", "w"))
         raise RuntimeError("diverged")
     """
-    done = bootstrap(tmp_path, script, {"VDK_ML_TRAINING_PROGRESS_SECONDS": "30"})
+    done = bootstrap_script(tmp_path, script, {"VDK_ML_TRAINING_PROGRESS_SECONDS": "30"})
     assert done.returncode == 1
     assert done.stderr.rstrip().endswith("RuntimeError: diverged")
     lines = parsed_lines(done.stdout)
@@ -188,7 +153,7 @@ def test_an_error_in_the_reporter_turns_it_off_with_one_warning_and_training_goe
             time.sleep(0.05)
         open("finished", "w").write(str(step + 1))
     """
-    done = bootstrap(tmp_path, script, {"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.01"})
+    done = bootstrap_script(tmp_path, script, {"VDK_ML_TRAINING_PROGRESS_SECONDS": "0.01"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "finished").read_text() == "6"
     assert [p.step for p in parsed_lines(done.stdout)] == [1, 2]
@@ -293,13 +258,13 @@ if __name__ == "__main__":
 @pytest.mark.slow
 def test_in_an_image_the_first_spawned_worker_reports_progress(tmp_path):
     env = {"RANK": "0", "VDK_ML_TRAINING_PROGRESS_SECONDS": "0", "TORCHELASTIC_USE_AGENT_STORE": "True"}
-    done = bootstrap(tmp_path, SPAWNS_WORKERS, env)
+    done = bootstrap_script(tmp_path, SPAWNS_WORKERS, env)
     assert done.returncode == 0, done.stderr
     assert "worker 0 of 2 done, own store" in done.stdout and "worker 1 of 2 done, own store" in done.stdout
     assert parsed_lines(done.stdout) == []  # a period of 0: none
 
     env["VDK_ML_TRAINING_PROGRESS_SECONDS"] = "30"
-    done = bootstrap(tmp_path, SPAWNS_WORKERS, env)
+    done = bootstrap_script(tmp_path, SPAWNS_WORKERS, env)
     assert done.returncode == 0, done.stderr
     lines = parsed_lines(done.stdout)
     assert [(p.step, p.fields.get("script")) for p in lines] == [(1, None), (6, "finished")]  # worker 0's only

@@ -4,26 +4,20 @@ stand-ins it needed in its own result file."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
+from tests.support.bootstrap_runs import environ_without
+from tests.support.bootstrap_runs import torchrun_command
+from tests.support.ddp_scripts import MP_SPAWN_IMPORTS
+from tests.support.registry import free_port
 from vdk.plugin.ml_training.runtime import protocol
 
-SCRIPT = """
-import os
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
-from torch.utils.data.distributed import DistributedSampler
-
+SCRIPT = (
+    MP_SPAWN_IMPORTS
+    + """
 
 def main(rank, world_size):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -46,12 +40,7 @@ def main(rank, world_size):
 if __name__ == "__main__":
     mp.start_processes(main, args=(2,), nprocs=2, start_method="{start_method}")
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+)
 
 
 @pytest.mark.parametrize("start_method", ["spawn", "fork"])
@@ -59,7 +48,7 @@ def test_each_worker_a_smoke_rank_starts_is_a_rank_that_stops_after_the_smoke_st
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT.format(port=free_port(), start_method=start_method)))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("VDK_ML_TRAINING_", "PET_"))}
+    clean = environ_without("VDK_ML_TRAINING_", "PET_")
     env = {
         **clean,
         "CUDA_VISIBLE_DEVICES": "",
@@ -70,9 +59,9 @@ def test_each_worker_a_smoke_rank_starts_is_a_rank_that_stops_after_the_smoke_st
         protocol.SMOKE_GPUS: "2",
         protocol.SPAWNED_WORKERS: "2",
     }
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
-    command += ["-m", "vdk.plugin.ml_training.runtime.bootstrap", "train.py"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        torchrun_command("train.py", processes=1), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
     results = protocol.read_results(run_dir)

@@ -1,78 +1,37 @@
-"""The stall watchdog: a rank that completes no optimizer step for stall_timeout (its first for
-startup_timeout) prints the stall line and every thread's stack, leaves them as its container's
-termination message and exits with its own code, in job images and full local runs, also while it waits
-in a gloo collective; a healthy slow run is never stopped; what it prints is read back as written."""
+"""The stall watchdog in real training processes: in a job image (the bootstrap without the local
+launcher) a rank that stops stepping exits with the stall code and its stack, there is no watchdog
+without its settings or once the script ended, and a launcher that spawns its workers hands the watch
+over to them; in full local runs of 2 ranks over gloo a rank that stops calling the optimizer or waits
+in a collective is stopped and named, and a healthy slow run is never stopped. (The watchdog on a clock
+driven by hand: tests/unit/runtime/test_watchdog.py.)"""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
+from tests.support.bootstrap_runs import bootstrap_script
+from tests.support.ddp_scripts import steps_then_hangs
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.runtime import watchdog
 from vdk.plugin.ml_training.runtime.watchdog import STALL_EXIT_CODE
-from vdk.plugin.ml_training.runtime.watchdog import Watchdog
-from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 from vdk.plugin.ml_training.runtime.watchdog import parse_stall
-
-BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def watched(stall: float, startup: float, steps: list[int], clock: Clock) -> Watchdog:
-    return Watchdog(WatchdogSettings(stall, startup), "3", lambda: steps[0], clock=clock)
-
-
-# --- when a rank is stalled ---------------------------------------------------------------------------
-
-
-# --- what it prints, and reading it back --------------------------------------------------------------
-
 
 # --- in a job image (the bootstrap without the local launcher) ----------------------------------------
 
-STOPS_STEPPING = """
-import time
-import torch
-
-model = torch.nn.Linear(4, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(2):
-    model(torch.ones(2, 4)).sum().backward()
-    optimizer.step()
-print("waiting for data that never comes", flush=True)
-time.sleep(120)
-"""
+STOPS_STEPPING = steps_then_hangs(2, 120, say="waiting for data that never comes")
 
 
 def bootstrap(cwd: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    (cwd / "train.py").write_text(textwrap.dedent(script))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") and k != "RANK"}
-    return subprocess.run(
-        [sys.executable, "-m", BOOTSTRAP, "train.py"],
-        cwd=cwd,
-        env={**clean, "CUDA_VISIBLE_DEVICES": "", "RANK": "2", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """`script` in a job image, as global rank 2 (the rank its stall lines name)."""
+    return bootstrap_script(cwd, script, {"RANK": "2", **env})
 
 
 @pytest.mark.slow

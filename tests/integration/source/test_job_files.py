@@ -1,25 +1,13 @@
-"""What the code layer (and a local run's working directory) takes from a job directory, and what it leaves
-out and why."""
+"""What the code layer takes from a job directory in a real git repository: the .gitignore files at every
+level from the repository's root down leave files out, each excluded file names the line that did it, and
+.vdkignore can bring files back. (The rest of the scan: tests/unit/source/test_job_files.py.)"""
 
 from __future__ import annotations
 
 import subprocess
 
-from vdk.plugin.ml_training.source.job_files import scan_job_dir
-
-PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
-
-
-def write(root, relpath, text="x\n"):
-    path = root / relpath
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
-def scanned(job):
-    result = scan_job_dir(job)
-    return [f.path for f in result.files], {e.path: e.reason for e in result.excluded}
+from tests.support.job_trees import scanned
+from tests.support.job_trees import write
 
 
 def test_gitignore_at_every_level_and_vdkignore_can_bring_files_back(tmp_path):

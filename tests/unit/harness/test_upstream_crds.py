@@ -1,76 +1,17 @@
-"""The upstream CRDs the schema tests need: found where they are, downloaded into the cache when they are
-nowhere (from a local HTTP server here), refused when they differ from their pins, and when they cannot
-be had, a skip with one reason instead of an error."""
-
-import hashlib
-import threading
-from http.server import BaseHTTPRequestHandler
-from http.server import ThreadingHTTPServer
+"""Where the upstream CRDs the schema tests need are looked for: the configured folder first; the first
+place that has a file wins and its file must match the pin; when they cannot be had, the tests that
+need them skip with one reason instead of an error; the pins are the CRDs those tests read.
+(Downloading them: tests/integration/harness/test_upstream_crds.py.)"""
 
 import pytest
 
 from tests.support import crd_schema
 from tests.support import upstream_crds
+from tests.support.made_up_crds import PINS
+from tests.support.made_up_crds import A
+from tests.support.made_up_crds import B
 from tests.support.upstream_crds import CRDChecksumMismatch
 from tests.support.upstream_crds import CRDUnavailable
-from tests.support.upstream_crds import Pin
-
-
-def pin_of(filename: str, content: bytes, tag: str = "v9.9.9") -> Pin:
-    return Pin(
-        filename, "kubeflow/trainer", tag, f"manifests/base/crds/{filename}", hashlib.sha256(content).hexdigest()
-    )
-
-
-A = b"kind: CustomResourceDefinition\nmetadata: {name: as.example.org}\n"
-B = b"kind: CustomResourceDefinition\nmetadata: {name: bs.example.org}\n"
-PINS = (pin_of("a.yaml", A), pin_of("b.yaml", B))
-
-
-class Upstream:
-    """A loopback HTTP server that answers like raw.githubusercontent.com: /<repository>/<tag>/<path>."""
-
-    def __init__(self, files: dict[str, bytes]):
-        self.files = files
-        self.requests: list[str] = []
-        upstream = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                upstream.requests.append(self.path)
-                body = upstream.files.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def upstream():
-    servers = []
-
-    def start(files: dict[str, bytes]) -> Upstream:
-        servers.append(Upstream(files))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def path_of(pin: Pin) -> str:
-    return f"/{pin.repository}/{pin.tag}/{pin.path}"
 
 
 def test_the_first_place_that_has_a_file_wins_and_every_place_is_checked(tmp_path):

@@ -1,6 +1,8 @@
-"""Base images the builder does not know, read from the real registry: for each, the plan finds the
-interpreter, the Python version and the installed packages without any [ml-training] keys; a base
-is read once per digest; the table agrees with what inspection finds in the well-known layouts."""
+"""What inspection finds in a base image's root filesystem, without a registry: the interpreter (a Python 2
+is passed over, one off the PATH is started by its absolute path, a versioned one alone on the PATH), its
+version (from the standard library, then the environment), the packages on the PYTHONPATH and in a venv;
+no interpreter at all is a clear error; findings survive the cache; what is known of a base without
+contacting it. (Bases read from the real registry: tests/integration/image/test_base_inspection.py.)"""
 
 from __future__ import annotations
 
@@ -11,55 +13,13 @@ import json
 import pytest
 
 from tests.support.base_images import layout_tarball
-from vdk.plugin.ml_training.image import RetryPolicy
-from vdk.plugin.ml_training.image import StderrProgress
+from tests.support.jobs import job_on
 from vdk.plugin.ml_training.image import base_facts_cache
 from vdk.plugin.ml_training.image import base_inspection
-from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_errors import BaseImageError
-from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.rootfs import RootFS
 from vdk.plugin.ml_training.image.rootfs import read_layer
-from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.source import audit
-
-FAST_RETRY = RetryPolicy(attempts=2, first_delay=0.01, max_delay=0.02)
-ACCEPT = "application/vnd.oci.image.manifest.v1+json"
-
-
-def job_on(tmp_path, base_image: str, name: str = "job", extra: str = ""):
-    """A job with nothing about its base but `base_image`."""
-    job = tmp_path / name
-    job.mkdir(parents=True)
-    (job / "config.ini").write_text(
-        f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\ngpus_per_node = 0\n{extra}"
-    )
-    (job / "train.py").write_text("if __name__ == '__main__':\n    print('training')\n")
-    return load_job_spec(job)
-
-
-def plan_of(spec, shown: io.StringIO | None = None, retry=None):
-    progress = StderrProgress(shown) if shown is not None else Progress()
-    return plan_image(spec, "registry.example.com/ml", audit.collect(spec.job_dir), progress=progress, retry=retry)
-
-
-# (interpreter, Python, provided packages, part of the reason the plan gives)
-EXPECTED = {
-    "debian": (
-        "python3",
-        "3.11",
-        (),
-        "`python3` on the image's PATH: /usr/bin/python3 -> /usr/bin/python3.11; the image has no `python`",
-    ),
-    "python_only": ("python", "3.11", (), "`python` on the image's PATH: /usr/bin/python -> /usr/bin/python3.11"),
-    "venv": ("python", "3.11", ("venvdep",), "/opt/venv/bin/python -> /usr/bin/python3.11, a virtual environment"),
-    "torch_dist_packages": ("python3", "3.11", ("numpy", "six", "torch"), "the image has no `python`"),
-}
-
-
-# --- the table against inspection --------------------------------------------------------
-
 
 # --- analysis of a root filesystem (no registry) ------------------------------------------
 

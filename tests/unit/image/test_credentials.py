@@ -1,40 +1,12 @@
-"""Credentials are found where `docker login` / `podman login` and credential helpers keep them."""
+"""Credentials are found in the files `docker login` and `podman login` write: inline entries under URL
+keys, podman's auth file before docker's, repository keys the most specific. (Credential helpers,
+which are programs: tests/integration/image/test_credentials.py.)"""
 
 from __future__ import annotations
 
-import base64
-import json
-
+from tests.support.docker_config import auth
+from tests.support.docker_config import write_json
 from vdk.plugin.ml_training.image.credentials import find_credentials
-
-
-def auth(user, password):
-    return base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def write_json(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
-
-
-def fake_helper(bin_dir, name, answers):
-    """A docker-credential-<name> that answers `get` from a table (and logs what it was asked)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / f"docker-credential-{name}"
-    table = json.dumps(answers)
-    script.write_text(
-        "#!/usr/bin/env python3\n"
-        "import json, sys\n"
-        f"answers = json.loads({table!r})\n"
-        "server = sys.stdin.read().strip()\n"
-        f"open({str(bin_dir / (name + '.log'))!r}, 'a').write(sys.argv[1] + ' ' + server + '\\n')\n"
-        "if server not in answers:\n"
-        "    print('credentials not found in native keychain'); sys.exit(1)\n"
-        "user, secret = answers[server]\n"
-        "print(json.dumps({'ServerURL': server, 'Username': user, 'Secret': secret}))\n"
-    )
-    script.chmod(0o755)
-    return script
 
 
 def test_inline_docker_config_with_url_keys(tmp_path):

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
+from tests.support.job_trees import write
 from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
-
-
-def write(root, relpath, text="x\n"):
-    path = root / relpath
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def test_runtime_package_takes_only_python_files(tmp_path):

@@ -1,47 +1,13 @@
-"""When requirements.txt pulls torch and its CUDA wheels into the dependency layer because the base
-lacks them, the build says so once, with the size, before uploading, and suggests a PyTorch base."""
+"""The torch warning's words, without a build: which packages are the torch stack, how the warning adds up
+their sizes, and that the whole warning is said once per job and dependency set, then in one line.
+(A real build that warns before uploading: tests/integration/image/test_torch_warning.py.)"""
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
-from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training.image.build_progress import BAR_THRESHOLD
 from vdk.plugin.ml_training.image.torch_warning import is_torch_stack
 from vdk.plugin.ml_training.image.torch_warning import layer_notice
 from vdk.plugin.ml_training.image.torch_warning import layer_warning
-from vdk.plugin.ml_training.job import load_job_spec
-
-pytestmark = pytest.mark.slow
-TORCH_BYTES, CUBLAS_BYTES = 3_000_000, 5_000_000
-
-
-@pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory):
-    """torch as on Linux, in miniature: it depends on an NVIDIA CUDA wheel; random bytes keep the
-    sizes what they say when compressed."""
-    d = tmp_path_factory.mktemp("cuda-wheelhouse")
-    make_wheel(
-        d,
-        "torch",
-        "2.13.0",
-        requires=("nvidia-fake-cublas-cu13",),
-        files={"torch/lib/libtorch.so": os.urandom(TORCH_BYTES)},
-    )
-    make_wheel(d, "nvidia-fake-cublas-cu13", "13.0.0", files={"nvidia/cublas/libcublas.so": os.urandom(CUBLAS_BYTES)})
-    make_wheel(d, "tinydep", "1.0")
-    return d
-
-
-def job_on(tmp_path, base_image: str, wheelhouse, name: str):
-    job = tmp_path / name
-    job.mkdir()
-    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\n")
-    (job / "train.py").write_text("if __name__ == '__main__':\n    import torch\n")
-    (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntorch\ntinydep\n")
-    return load_job_spec(job)
 
 
 def test_which_packages_are_the_torch_stack_and_how_the_warning_adds_up():

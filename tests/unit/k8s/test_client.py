@@ -1,28 +1,11 @@
-"""The client through the real `kubernetes` package against the HTTP-level fake API server:
-apply creates exactly the run's objects or none, runs are listed / read / deleted by their
-labels, and every API failure reads as something a user can act on."""
+"""Where the client finds its cluster without contacting it: inside a pod without a kubeconfig, the
+service account's token, CA and namespace (a namespace given wins); a service account without a token is
+a clear error. (The client against the fake API server: tests/integration/k8s/test_client.py.)"""
 
 import pytest
 
-from tests.support.specs import IMAGE
-from tests.support.specs import make_run
-from tests.support.specs import make_spec
-from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.manifests import render_run
-
-ALL_OPERATORS = {"pytorchjob": True, "trainer_mechanism": "runtimePatches"}
-
-
-@pytest.fixture
-def spec(tmp_path):
-    return make_spec(tmp_path, nodes="2", gpus_per_node="1", queue="team-a-queue")
-
-
-def render(spec, backend, cluster=None, name=None):
-    run = make_run(spec, name=name)
-    return run, render_run(spec, IMAGE, run, "ml", backend, cluster=cluster or trainer_cluster("runtimePatches"))
 
 
 def test_in_cluster_service_account_is_used_without_a_kubeconfig(tmp_path, monkeypatch):

@@ -1,5 +1,8 @@
-"""The container engine of `vdk run --container`: which one is used, and what is said when there is none
-or it does not answer."""
+"""The container engine of `vdk run --container`, chosen without starting it: podman first, then docker,
+then what the setting names; without one, the error names both and how to get one; the limits a
+restricted host gives the container, left alone where the user set them or the host can raise its own,
+and the user's options after the host's. (An engine that does not answer:
+tests/integration/local/test_container_engine.py.)"""
 
 from __future__ import annotations
 

@@ -8,22 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.job_trees import PEM_KEY
+from tests.support.job_trees import write
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local import workdir
-
-PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
-
-
-def write(root: Path, relpath: str, content: str | bytes = "x\n", mode: int | None = None) -> Path:
-    path = root / relpath
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content)
-    if mode is not None:
-        path.chmod(mode)
-    return path
 
 
 def tree(root: Path) -> dict[str, str]:

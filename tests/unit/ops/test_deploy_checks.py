@@ -1,10 +1,11 @@
 """No pre-flight wait is silent: while checks still run after the smoke run, a line says which, every few
-seconds; and the first check to fail ends the wait."""
+seconds; the first check to fail ends the wait, and what the others find within a short grace is said with it."""
 
 import threading
 import time
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.ops import deploy_checks
 from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
 
 
@@ -35,3 +36,36 @@ def test_the_first_failure_ends_the_wait_for_the_others():
     slow.set()
     assert failure is not None and failure[0] == "registry" and "refused" in str(failure[1])
     assert time.monotonic() - started < 10
+
+
+def test_problems_found_within_the_grace_are_said_together_in_the_checks_order():
+    def fails_at_once():
+        raise MLTrainingError("the base image's registry does not resolve", "use a mirror")
+
+    def fails_soon():
+        time.sleep(0.3)
+        raise MLTrainingError("train.py:1: `import yaml` needs PyYAML", "add PyYAML to requirements.txt")
+
+    hangs = threading.Event()
+    checks = RemoteChecks({"imports": fails_soon, "base image": fails_at_once, "cluster": lambda: hangs.wait(30)})
+    checks.start()
+    assert checks.first_failure() is not None
+    started = time.monotonic()
+    error = deploy_checks.failed_checks(checks)
+    hangs.set()
+    assert time.monotonic() - started < deploy_checks.FAILURE_GRACE_SECONDS + 5  # the hung check is not waited out
+    assert error.problem.startswith("the pre-flight found 2 problems:\n1. train.py:1: `import yaml` needs PyYAML\n")
+    assert "2. the base image's registry does not resolve" in error.problem
+    assert error.fix == "1. add PyYAML to requirements.txt\n2. use a mirror"
+    assert error.problem.endswith("Nothing was built or deployed.")
+
+
+def test_one_problem_found_twice_is_said_once():
+    def fails():
+        raise MLTrainingError("the base image's registry does not resolve", "use a mirror")
+
+    checks = RemoteChecks({"base image": fails, "imports": fails}).start()
+    checks.first_failure()
+    error = deploy_checks.failed_checks(checks)
+    said = "the base image's registry does not resolve\nNothing was built or deployed.\nFix: use a mirror"
+    assert error.message == said

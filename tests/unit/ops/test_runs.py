@@ -1,42 +1,15 @@
-"""The runs of a job through the Python API (ops/), as a notebook or a CI step calls it: no click, the real
-`kubernetes` client and the HTTP-level fake API server. What a use case returns is what the command line
-prints with -o json (`to_dict()`), and its notes go to the `say` it is given."""
+"""The scope the runs' use cases (ops/) work in, as a notebook finds it: from a job directory its name,
+team and namespace; a team named wins over the job's own. (The runs themselves, against the fake API
+server: tests/integration/ops/test_runs.py.)"""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.support.specs import IMAGE
-from tests.support.specs import make_run
 from tests.support.specs import make_spec
-from tests.support.vdk_cli import vdk
-from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.ops.scope import find_scope
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
-
-TEAM = "Vision Research"
-
-
-@pytest.fixture
-def runs(cluster, tmp_path, monkeypatch):
-    """Two PyTorchJob runs of mnist-ddp of team Vision Research (oldest first), and the fake API server."""
-    monkeypatch.chdir(tmp_path)  # not in a job directory
-    fake, client = cluster(pytorchjob=True)
-    spec = make_spec(tmp_path / "jobs", nodes="2", gpus_per_node="8")
-    applied = []
-    for suffix in ("aaaa0001", "aaaa0002"):
-        run = make_run(spec, name=f"mnist-ddp-{suffix}")
-        applied.append(client.apply(render_run(spec, IMAGE, run, "ml", "pytorchjob"))[0])
-    return fake, [main["metadata"]["name"] for main in applied]
-
-
-def cli_json(*args: str):
-    done = vdk(*args, "-o", "json")
-    assert done.exit_code == 0, done.output
-    return json.loads(done.stdout)
 
 
 def test_a_scope_from_a_job_directory_takes_its_name_team_and_namespace(tmp_path, monkeypatch):

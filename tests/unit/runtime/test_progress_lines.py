@@ -1,59 +1,24 @@
-"""Progress lines from inside real training processes: printed by global rank 0 of cluster-style runs
-(the bootstrap without the local launcher) and full local runs, on the first optimizer step, then at
-most every VDK_ML_TRAINING_PROGRESS_SECONDS, and when the script ends; step counts are the optimizer
-steps, the total comes from a HF Trainer or VDK_ML_TRAINING_TOTAL_STEPS; `vdk show`'s parser reads
-them back; smoke runs print none; a failing reporter never fails the script."""
+"""Progress lines without a process: the line the runtime prints is what `vdk show` reads back, durations
+are short, the settings come from the environment or the job config, the reporter stepped by hand on a
+clock reports the first step, then at most every period, and the end (with the time after the last
+step, left as termination message), the loss curve, and a period of 0 starts no reporter. (Real
+training processes: tests/integration/runtime/test_progress_lines.py.)"""
 
 from __future__ import annotations
 
 import io
 import math
-import os
-import re
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime import termination
 from vdk.plugin.ml_training.runtime.progress_lines import MARK
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
-
-
-def bootstrap(cwd: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """The bootstrap as a job image runs it (no local launcher), on `script`."""
-    (cwd / "train.py").write_text(textwrap.dedent(script))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") and k != "RANK"}
-    return subprocess.run(
-        [sys.executable, "-m", BOOTSTRAP, "train.py"],
-        cwd=cwd,
-        env={**clean, "CUDA_VISIBLE_DEVICES": "", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def parsed_lines(text: str) -> list:
-    return [parse_progress([line]) for line in text.splitlines() if MARK in line]
-
-
-def seconds(human: str) -> int:
-    """'1m41s' -> 101: the inverse of progress_lines.approximate_duration, for checking ETAs."""
-    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", human))
-
 
 # --- the line format --------------------------------------------------------------------------
 
@@ -194,86 +159,5 @@ def test_the_job_config_may_set_the_progress_settings_and_no_other_plugin_variab
         load_job_spec(job("VDK_ML_TRAINING_MODE = full"))
 
 
-# --- in a training process as a job image runs it -----------------------------------------------
-
-# 12 optimizer steps of two micro-batches each (gradient accumulation), 0.1 s apart. Records when
-# each step ended and its loss (the sum of what backward() was called on) as the script sees them,
-# and whether torch was imported before the script's own `import torch`.
-LOOP = """
-import json, os, sys, time
-torch_before = "torch" in sys.modules
-import torch
-
-model = torch.nn.Linear(4, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-times, losses = [], []
-for step in range(12):
-    total = 0.0
-    for micro in (1.0, 2.0):
-        loss = model(torch.full((3, 4), micro)).pow(2).mean() / 2
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    optimizer.zero_grad()
-    times.append(time.monotonic())
-    losses.append(total)
-    time.sleep(0.1)
-json.dump({"times": times, "losses": losses, "torch_before": torch_before}, open("seen.json", "w"))
-print("the script's own output")
-"""
-
-
 def test_a_period_of_0_turns_progress_lines_off():
     assert progress_lines.start(progress_lines.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "0"})) is None
-
-
-# --- local runs -------------------------------------------------------------------------------
-
-DDP_LOOP = """
-import atexit, os, time
-import torch, torch.distributed as dist
-
-dist.init_process_group("gloo")
-model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(10):
-    model(torch.ones(4, 3) * (dist.get_rank() + 1)).pow(2).mean().backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    time.sleep(0.1)
-print(f"rank {dist.get_rank()} done", flush=True)
-# torch 2.13's gloo now and then aborts while the interpreter shuts down (1 run in ~12, under plain
-# torchrun too): skip the teardown, after the bootstrap has reported, as some training scripts do.
-atexit.register(os._exit, 0)
-"""
-
-
-def full_run(job: Path):
-    result = CliEntryBasedTestRunner(plugin).invoke(["run", "--full", str(job)])
-    assert result.exit_code == 0, result.output
-    assert "full run PASSED" in result.output
-    run_dir = Path(re.search(r"rank 1: (\S+)/rank-1\.log", result.output).group(1))
-    return result.output, run_dir
-
-
-# A script that spawns its workers (mp.spawn) in a job image: torchrun starts one launcher process.
-SPAWNS_WORKERS = """
-import os
-import torch
-import torch.multiprocessing as mp
-
-
-def main(rank, world_size):
-    # torchrun's agent-store flag would make the workers' own env:// rendezvous wait for torchrun's store
-    store = "agent store" if "TORCHELASTIC_USE_AGENT_STORE" in os.environ else "own store"
-    model = torch.nn.Linear(4, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(6):
-        model(torch.ones(2, 4)).sum().backward()
-        optimizer.step()
-    print(f"worker {rank} of {world_size} done, {store}", flush=True)
-
-
-if __name__ == "__main__":
-    mp.spawn(main, args=(2,), nprocs=2)
-"""

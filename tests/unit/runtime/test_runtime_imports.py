@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.source_imports import find_circles
 from vdk.plugin.ml_training.runtime import protocol
 
 PACKAGE = "vdk.plugin.ml_training.runtime"
@@ -34,19 +35,7 @@ def graph() -> dict[str, dict[str, set[str]]]:
 
 
 def test_no_runtime_module_imports_itself_through_others():
-    imports = {module: set(names) for module, names in graph().items()}
-    circles = []
-
-    def visit(module: str, path: list[str]) -> None:
-        for target in sorted(imports.get(module, ())):
-            if target == path[0]:
-                circles.append(" -> ".join([*path, target]))
-            elif target not in path:
-                visit(target, [*path, target])
-
-    for module in imports:
-        visit(module, [module])
-    assert circles == []
+    assert find_circles({module: set(names) for module, names in graph().items()}) == []
 
 
 def test_no_runtime_module_takes_private_names_of_another():

@@ -1,5 +1,8 @@
 """What the code layer (and a local run's working directory) takes from a job directory, and what it leaves
-out and why."""
+out and why: secrets and clutter always, with a reason; nothing inside an ignored directory comes back;
+links inside are kept as links, links outside refused; large files kept but reported; only the executable
+bit of a mode kept; special files reported. (.gitignore files in a git repository:
+tests/integration/source/test_job_files.py.)"""
 
 from __future__ import annotations
 
@@ -7,23 +10,12 @@ import os
 
 import pytest
 
+from tests.support.job_trees import PEM_KEY
+from tests.support.job_trees import scanned
+from tests.support.job_trees import write
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
-
-PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
-
-
-def write(root, relpath, text="x\n"):
-    path = root / relpath
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
-def scanned(job):
-    result = scan_job_dir(job)
-    return [f.path for f in result.files], {e.path: e.reason for e in result.excluded}
 
 
 def test_secrets_and_clutter_are_always_excluded_with_a_reason(tmp_path):

@@ -8,6 +8,7 @@ since the last successful run: the smoke run is skipped when nothing did."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,9 +49,26 @@ class Preflight:
     skipped: Any = None  # what `decide` returned when it stopped the deploy before the smoke run
 
 
+# Seconds the other checks get, once one failed, to end: what they find is said with it.
+FAILURE_GRACE_SECONDS = 2.0
+
+
 def nothing_done(error: MLTrainingError) -> MLTrainingError:
     """`error`, saying that it stopped the deploy before anything was built or created."""
     return MLTrainingError(f"{error.problem}\nNothing was built or deployed.", error.fix)
+
+
+def failed_checks(checks: RemoteChecks) -> MLTrainingError:
+    """The checks' failures as one error (each problem once, each with its fix), saying nothing was done."""
+    seen: dict[str, MLTrainingError] = {}
+    for _, error in checks.failures(FAILURE_GRACE_SECONDS):
+        seen.setdefault(error.message, error)
+    errors = list(seen.values())
+    if len(errors) == 1:
+        return nothing_done(errors[0])
+    problems = "\n".join(f"{i}. {e.problem}" for i, e in enumerate(errors, 1))
+    fixes = "\n".join(f"{i}. {e.fix}" for i, e in enumerate(errors, 1) if e.fix)
+    return nothing_done(MLTrainingError(f"the pre-flight found {len(errors)} problems:\n{problems}", fixes))
 
 
 def preflight(
@@ -78,9 +96,8 @@ def preflight(
             return Preflight(None, skipped=skipped)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
-    failure = checks.first_failure(say)  # each wait said; the first failure ends it
-    if failure is not None:
-        raise nothing_done(failure[1])
+    if checks.first_failure(say) is not None:  # each wait said; the first failure ends it
+        raise failed_checks(checks)
     target = checks.result(CLUSTER_CHECK) if with_cluster else None
     data = checks.result(DATA_CHECK) if DATA_CHECK in checks.names else ()
     layer = checks.result(DEPENDENCIES_CHECK)
@@ -98,9 +115,19 @@ def start_checks(
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
+    # silent: the smoke run has the screen, and a base is read in seconds (a known or cached one: no request)
+    facts = _Once(lambda: know_base(spec, Progress()))
+
     def base() -> BaseInfo:
         check_base_reachable(spec)  # a name that does not resolve fails here, at once
-        return know_base(spec, Progress())  # silent: the smoke run has the screen, and a base is read in seconds
+        return facts()
+
+    def imports() -> None:  # the job's own problem: said even when the base's registry is out of reach
+        try:
+            known = facts()
+        except MLTrainingError:
+            return  # the base image check says why the base cannot be read
+        check_imports(spec, known)
 
     # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
     dependencies = LineProgress(say, prefix="Pre-flight ")
@@ -110,7 +137,7 @@ def start_checks(
         checks[CLUSTER_CHECK] = lambda: check_cluster(spec, provenance, say)
     checks[REGISTRY_CHECK] = lambda: check_push(spec, registry)
     checks[BASE_CHECK] = base
-    checks[IMPORTS_CHECK] = lambda: check_imports(spec, remote.result(BASE_CHECK))
+    checks[IMPORTS_CHECK] = imports
     checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), dependencies)
     if with_cluster and (spec.data or spec.mounts):
         checks[DATA_CHECK] = lambda: check_data(spec, say)
@@ -194,8 +221,29 @@ def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWa
             error = smoke_check(spec, again, watcher)
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
-        failure = checks.failure_so_far()
-        assert failure is not None
-        raise nothing_done(failure[1]) from None
+        raise failed_checks(checks) from None
     if error is not None:
         raise nothing_done(error)
+
+
+class _Once:
+    """`make()` called once, by the first thread that asks; the others wait for its result (or error)."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if not self._done:
+                try:
+                    self._value = self._make()
+                except BaseException as e:  # noqa: B036 - each caller gets the same error
+                    self._error = e
+                self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value

@@ -129,6 +129,15 @@ class RemoteChecks:
         with self._lock:
             return self._failures[0] if self._failures else None
 
+    def failures(self, grace: float = 0.0) -> list[tuple[str, MLTrainingError]]:
+        """Every failure, in the checks' order, after up to `grace` seconds for those still running: checks
+        that end within it (a local check beside a remote one that failed at once) are said together, so
+        which problem is shown does not depend on which thread was quicker."""
+        self.wait(grace)
+        with self._lock:
+            failed = dict(self._failures)
+        return [(name, failed[name]) for name in self._checks if name in failed]
+
     @contextmanager
     def interrupting(self) -> Iterator[None]:
         """Within: the first failure of a check raises RemoteCheckFailed here (main thread only; elsewhere
