@@ -148,6 +148,7 @@ class FakeKube:
             Kind("Pod", "", "v1", "pods", model="V1Pod"),
             Kind("Event", "", "v1", "events"),
             Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", model="V1PersistentVolumeClaim"),
+            Kind("Secret", "", "v1", "secrets", model="V1Secret"),
         ]
         if self.kueue:
             self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
@@ -325,17 +326,26 @@ class FakeKube:
                 ] = created
             return stored
 
-    def add_claim(self, name: str, access_modes: tuple[str, ...] = ("ReadWriteMany",), namespace: str = "ml") -> dict:
+    def add_claim(
+        self, name: str, access_modes: tuple[str, ...] = ("ReadWriteMany",), namespace: str = "ml", size: str = "10Gi"
+    ) -> dict:
         """A bound PersistentVolumeClaim, as an administrator (or a StorageClass) made it."""
         return self.add(
             "persistentvolumeclaims",
             {
                 "metadata": {"name": name},
-                "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": "10Gi"}}},
-                "status": {"phase": "Bound", "accessModes": list(access_modes)},
+                "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": size}}},
+                "status": {"phase": "Bound", "accessModes": list(access_modes), "capacity": {"storage": size}},
             },
             namespace,
         )
+
+    def add_secret(self, name: str, values: dict[str, str], namespace: str = "ml") -> dict:
+        """A Secret as `kubectl create secret generic NAME --from-literal=KEY=VALUE` makes it."""
+        import base64
+
+        data = {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
+        return self.add("secrets", {"metadata": {"name": name}, "type": "Opaque", "data": data}, namespace)
 
     def set_log(self, pod: str, container: str, text: str, previous: bool = False, namespace: str = "ml") -> None:
         with self._lock:
@@ -426,6 +436,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self._handle("DELETE")
+
+    def do_PUT(self):
+        self._handle("PUT")
 
     def _handle(self, method: str) -> None:
         fake = self.server_state
@@ -536,7 +549,7 @@ def _answer(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> t
     ):
         return 404, "404 page not found"
     ns, name = m["ns"], m["name"]
-    verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+    verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete", "PUT": "update"}[method]
     if m["sub"]:
         if (kind.plural, m["sub"], method) != ("pods", "log", "GET"):
             return 404, "404 page not found"
@@ -571,6 +584,8 @@ def _answer(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> t
         if limit and len(items) > limit:
             items, meta["continue"] = items[:limit], "more"
         return 200, {"kind": f"{kind.kind}List", "apiVersion": kind.group_version, "metadata": meta, "items": items}
+    if method == "PUT":
+        return _replace(fake, kind, key_ns, name, body)
     if method == "DELETE":
         key = (kind.group_version, kind.plural, key_ns, name)
         if key not in fake.objects:
@@ -749,6 +764,28 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
     if kind.plural == "pods" and fake.kubelet is not None:
         fake.kubelet(fake, stored, ns)
     return 201, stored
+
+
+def _replace(fake: FakeKube, kind: Kind, ns: str | None, name: str, body: Any) -> tuple[int, Any]:
+    """An update (PUT) of an object that exists, with the resourceVersion it was read at (else 409 Conflict)."""
+    key = (kind.group_version, kind.plural, ns, name)
+    with fake._lock:
+        current = fake.objects.get(key)
+        if current is None:
+            return 404, _not_found(kind, name)
+        sent = ((body or {}).get("metadata") or {}).get("resourceVersion")
+        if sent != current["metadata"].get("resourceVersion"):
+            return 409, status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {kind.plural} "{name}": the object '
+                "has been modified; please apply your changes to the latest version and try again",
+            )
+        fake._rv += 1
+        replaced = copy.deepcopy(body)
+        replaced["metadata"] = {**current["metadata"], "resourceVersion": str(fake._rv)}
+        fake.objects[key] = replaced
+        return 200, copy.deepcopy(replaced)
 
 
 def _invalid(kind: Kind, name: str, errors: list) -> dict:

@@ -36,6 +36,15 @@ MACHINE_SETTINGS = (
     "CURL_CA_BUNDLE",
     "PIP_INDEX_URL",
     "PIP_EXTRA_INDEX_URL",
+    # the stores a job's datasets are read from (the tests give their own)
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "HF_TOKEN",
+    "HF_ENDPOINT",
 )
 
 
@@ -215,3 +224,23 @@ def auth_registry(tmp_path_factory):
     server = Registry(root / "server", htpasswd=htpasswd, tls=(cert, key))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory):
+    """A real S3 API on loopback: moto in server mode (tests/support/s3_store.py). Tests use buckets of their own."""
+    from tests.support.s3_store import start_s3
+
+    store = start_s3(tmp_path_factory.mktemp("moto") / "moto.log")
+    yield store
+    store.stop()
+
+
+@pytest.fixture
+def hf_hub():
+    """A local Hugging Face Hub endpoint (tests/support/hf_hub.py) for huggingface_hub's own code."""
+    from tests.support.hf_hub import LocalHub
+
+    hub = LocalHub()
+    yield hub
+    hub.stop()

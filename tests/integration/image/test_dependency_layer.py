@@ -91,7 +91,7 @@ def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkey
     monkeypatch.setattr(dependency_layer, "_install", no_uv)
     again = dependency_layer.dependency_layer(spec, info, Progress())
     assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
-    assert dependency_layer.cached_layer(spec.job_dir / "requirements.txt", info).packages == (
+    assert dependency_layer.cached_layer(spec, info).packages == (
         ("helperdep", "2.0"),
         ("tinydep", "1.0"),
     )

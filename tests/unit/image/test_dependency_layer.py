@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image import layer_inputs
 from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.job import load_job_spec
@@ -26,6 +27,36 @@ def test_no_requirements_no_layer(tmp_path):
     assert dependency_layer.dependency_layer(spec, base_info(spec), Progress()) is None
 
 
+# --- the data step's tools ---------------------------------------------------------------------------------------
+
+
+def spec_of(tmp_path, data: str = "", requirements: str | None = None):
+    files = {"train.py": "print(1)\n", **({"requirements.txt": requirements} if requirements is not None else {})}
+    extra = f"[ml-training.data]\n{data}\n" if data else ""
+    return load_job_spec(write_job(tmp_path, "job", files=files, extra=extra))
+
+
+def test_the_tools_follow_the_schemes_the_job_uses(tmp_path):
+    assert layer_inputs.data_tools(spec_of(tmp_path / "a")) == []
+    assert layer_inputs.data_tools(spec_of(tmp_path / "b", "/data = pvc:imagenet")) == []
+    s3 = layer_inputs.data_tools(spec_of(tmp_path / "c", "data = s3://bucket/x"))
+    both = layer_inputs.data_tools(spec_of(tmp_path / "d", "data = s3://bucket/x\ntok = hf://datasets/org/t"))
+    assert [t.split(">")[0] for t in s3] == ["boto3"]
+    assert [t.split(">")[0] for t in both] == ["huggingface_hub", "boto3"] or [t.split(">")[0] for t in both] == [
+        "boto3",
+        "huggingface_hub",
+    ]
+
+
+def test_a_job_with_data_but_no_requirements_still_gets_a_layer_and_the_tools_change_its_key(tmp_path):
+    assert layer_inputs.layer_input(spec_of(tmp_path / "a")) is None
+    only_data = layer_inputs.layer_input(spec_of(tmp_path / "b", "data = s3://bucket/x"))
+    assert only_data is not None and b"boto3" in only_data
+    plain = layer_inputs.layer_input(spec_of(tmp_path / "c", requirements="numpy\n"))
+    with_data = layer_inputs.layer_input(spec_of(tmp_path / "d", "data = s3://bucket/x", requirements="numpy\n"))
+    assert plain == b"numpy\n" and with_data.startswith(b"numpy\n") and with_data != plain
+
+
 # --- the NVML binding of the GPU sampler ------------------------------------------------------------------
 
 
@@ -34,20 +65,20 @@ def test_nvml_binding_is_added_for_a_job_that_asks_for_gpus_and_samples_them(tmp
 
     wanted = (f"nvidia-ml-py=={metadata.version('nvidia-ml-py')}",)
     gpu = job_with(tmp_path / "gpu", "tinydep\n", gpus="8")
-    assert dependency_layer.extra_requirements(gpu, base_info(gpu)) == wanted
+    assert layer_inputs.extra_requirements(gpu, base_info(gpu)) == wanted
     mig = job_with(tmp_path / "mig", "tinydep\n", gpus="1g.10gb")
-    assert dependency_layer.extra_requirements(mig, base_info(mig)) == wanted
+    assert layer_inputs.extra_requirements(mig, base_info(mig)) == wanted
     cpu = job_with(tmp_path / "cpu", "tinydep\n", gpus="0")
-    assert dependency_layer.extra_requirements(cpu, base_info(cpu)) == ()
+    assert layer_inputs.extra_requirements(cpu, base_info(cpu)) == ()
 
 
 def test_nvml_binding_is_left_to_the_base_or_to_requirements_that_name_it(tmp_path):
     named = job_with(tmp_path / "named", "pynvml>=11 ; sys_platform == 'linux'\n", gpus="1")
-    assert dependency_layer.extra_requirements(named, base_info(named)) == ()
+    assert layer_inputs.extra_requirements(named, base_info(named)) == ()
     files = {"train.py": "if __name__ == '__main__':\n    pass\n"}
     ml = f"base_image = {PYTORCH_BASE}\ngpus_per_node = 1\nbase_provides = nvidia-ml-py\n"
     provided = load_job_spec(write_job(tmp_path / "provided", "job", ml=ml, files=files))
-    assert dependency_layer.extra_requirements(provided, base_info(provided)) == ()
+    assert layer_inputs.extra_requirements(provided, base_info(provided)) == ()
     ml = f"base_image = {PYTORCH_BASE}\ngpus_per_node = 1\ngpu_sample_period = 0\n"
     unsampled = load_job_spec(write_job(tmp_path / "unsampled", "job", ml=ml, files=files))
-    assert dependency_layer.extra_requirements(unsampled, base_info(unsampled)) == ()
+    assert layer_inputs.extra_requirements(unsampled, base_info(unsampled)) == ()

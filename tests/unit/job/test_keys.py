@@ -32,7 +32,7 @@ HELD_OTHERWISE = (
     keys.LABELS,
     keys.TOLERATIONS,
 )
-HELD_OTHERWISE += (keys.NAMES,)
+HELD_OTHERWISE += (keys.NAMES, keys.DATA_PATHS)
 # MLJobSpec's fields that no single [ml-training] key fills.
 NOT_FROM_A_KEY = {
     "name",
@@ -45,6 +45,7 @@ NOT_FROM_A_KEY = {
     "sweep",
     "origins",
     "overrides",
+    "data",
 }
 
 
@@ -63,7 +64,9 @@ def readers(monkeypatch):
 
 
 def every_key_set(tmp_path):
-    return write_job(tmp_path, "every-key", ml={key.name: key.example for key in JOB_KEYS})
+    # smoke_data's example names a dataset: the job has it
+    data = "[ml-training.data]\ndata/train = s3://vision-data/train\n"
+    return write_job(tmp_path, "every-key", ml={key.name: key.example for key in JOB_KEYS}, extra=data)
 
 
 def test_a_job_that_sets_every_catalogue_key_to_its_example_loads_and_is_read_key_by_key(tmp_path, readers):
@@ -93,8 +96,8 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
     assert WHERE_IT_RUNS == {
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
-        "smoke_args", "smoke_epoch_end", "import_check", "output_pvc", "gpu_sample_period_seconds",
-        "idle_timeout_seconds",
+        "smoke_args", "smoke_epoch_end", "import_check", "output_pvc", "data_cache_pvc", "smoke_data",
+        "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
         # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
     }  # fmt: skip
@@ -102,8 +105,8 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
 
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
-    assert list(KEYS)[-4:] == ["registry", "namespace", "kube_context", "output_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 39
+    assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
+    assert len(KEYS) == len(set(KEYS)) == 43
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -116,6 +119,7 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         "ml_training_team_namespaces": None,
         "ml_training_team_queues": None,
         "ml_training_output_pvc": None,
+        "ml_training_data_cache_pvc": None,
         "ml_training_base_image": None,
         "ml_training_smoke_timeout": "10m",
         "ml_training_stall_timeout": "30m",

@@ -48,13 +48,14 @@ def test_the_output_claim_comes_from_vdk_configuration_and_is_not_part_of_the_fi
     "line, problem, fix",
     [
         ("data = pvc:imagenet", "'data' is not an absolute path", "/data = pvc:imagenet"),
-        ("./data = pvc:imagenet", "the working directory of a cluster run is its output directory", "./data -> /data"),
+        ("./data = pvc:imagenet", "datasets are mounted at absolute paths", "[ml-training.data]"),
         ("/data/../etc = pvc:x", "is not a plain absolute path", "/data = pvc:imagenet"),
         ("/usr/share/data = pvc:x", "would hide /usr", "/data = pvc:NAME"),
         ("/opt/vdk-ml/job/data = pvc:x", "would hide /opt/vdk-ml", "/data = pvc:NAME"),
         ("/data = imagenet", "'imagenet' is not a volume source", "/data = pvc:NAME"),
         ("/data = pvc:ImageNet", "'ImageNet' is not a PersistentVolumeClaim name", "kubectl get pvc"),
-        ("/data = hf://datasets/squad", "only PersistentVolumeClaims can be mounted", "copy the dataset into"),
+        ("/data = hf://datasets/squad", "is fetched, not mounted", "[ml-training.data] instead: `/data = hf://"),
+        ("/data = gs://bucket/x", "only PersistentVolumeClaims can be mounted", "copy the dataset into"),
         ("/data = pvc:x/../y", "is not a plain directory of the claim", "pvc:x/dir/subdir"),
     ],
 )

@@ -31,11 +31,13 @@ class JobConfigError(MLTrainingError):
         fix: str,
         section: str | None = None,
         key: str | None = None,
+        line: int | None = None,
     ):
         self.path = Path(path)
         self.section = section
         self.key = key
-        where = str(self.path)
+        self.line = line
+        where = f"{self.path}:{line}" if line else str(self.path)
         if section and key:
             where += f" [{section}] {key}"
         elif section:

@@ -13,7 +13,8 @@ ROOT = "/opt/vdk-ml"
 JOB_DIR = f"{ROOT}/job"  # the job directory (code layer); the working directory
 DEPS_DIR = f"{ROOT}/deps"  # the job's requirements.txt, installed for the base image's Python
 OUTPUT_DIR = f"{ROOT}/outputs"  # the run's directory of its output claim, when it has one: the working directory
-LIB_DIR = f"{ROOT}/lib"  # the plugin's runtime package (vdk/plugin/ml_training/runtime), nothing else
+LIB_DIR = f"{ROOT}/lib"  # the plugin's runtime and data packages (vdk/plugin/ml_training/{runtime,datafetch})
+DATA_CACHE_DIR = f"{ROOT}/data-cache"  # the data cache (data_cache_pvc, or the pod's own) in the data step
 PYTHONPATH = f"{DEPS_DIR}:{LIB_DIR}"
 BOOTSTRAP_MODULE = "vdk.plugin.ml_training.runtime.bootstrap"
 BOOTSTRAP_PATH = f"{LIB_DIR}/{BOOTSTRAP_MODULE.replace('.', '/')}.py"  # the same, as a file in the image
@@ -25,6 +26,12 @@ class JobImage:
 
     reference: str  # registry/repo@sha256:... (registry/repo:tag in a dry run)
     python: str  # what the launch command starts: a name on the image's PATH (`python3`) or an absolute path
+
+
+def working_dir(spec: MLJobSpec) -> str:
+    """Where a cluster run's processes work: the run's directory of its output claim, else the image's job
+    directory. Relative targets of [ml-training.data] are below it."""
+    return OUTPUT_DIR if spec.output_pvc else JOB_DIR
 
 
 def launch_env(spec: MLJobSpec) -> dict[str, str]:

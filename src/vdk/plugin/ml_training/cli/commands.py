@@ -14,8 +14,9 @@ def ml_verbs() -> list[verbs.Verb]:
     # runs: `vdk_command_line` runs for every vdk command, `vdk run` included.
     from vdk.plugin.ml_training.cli.cluster_runs import VERBS as RUN_VERBS
     from vdk.plugin.ml_training.cli.deploy_command import DEPLOY
+    from vdk.plugin.ml_training.cli.diff_command import DIFF
 
-    return [DEPLOY, *RUN_VERBS]
+    return [DEPLOY, *RUN_VERBS, DIFF]
 
 
 ROOT_HELP = """

@@ -1,7 +1,8 @@
 """`vdk deploy -p JOB` for ml-training jobs: the options, one use case of ops/deploy.py (the deploy, its dry
 run, or a build only), and its result on stdout: the manifests of `--dry-run`, the image reference of
-`--build-only`, the run of a deploy, or JSON with `-o json`; progress and notes go to stderr. SIGINT, SIGTERM
-and SIGHUP stop it with every process it started (cli/interrupts.py).
+`--build-only`, the run of a deploy (what changed since the job's last run is said on stderr before it starts),
+`--if-changed`'s "nothing changed" (exit 0), or JSON with `-o json`; progress and notes go to stderr. SIGINT,
+SIGTERM and SIGHUP stop it with every process it started (cli/interrupts.py).
 
 Heavy modules (kubernetes, the image builder, torch's launcher) are imported when a deploy runs, not when vdk
 starts: every vdk command imports this module.
@@ -17,6 +18,7 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training.cli import diff_views
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import configuration
@@ -35,6 +37,7 @@ from vdk.plugin.ml_training.job.overrides import SET_OPTION
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import PushedImage
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
+    from vdk.plugin.ml_training.ops.deploy_plan import Unchanged
 
 
 def _is_ml(kwargs: dict[str, Any]) -> bool:
@@ -68,6 +71,7 @@ def deploy_ml(
     set_values: tuple[str, ...] = (),
     ml_args: str | None = None,
     follow: bool = False,
+    if_changed: bool = False,
 ) -> None:
     from vdk.plugin.ml_training.job.overrides import parse_overrides
     from vdk.plugin.ml_training.ops import deploy
@@ -85,6 +89,12 @@ def deploy_ml(
             raise MLTrainingError(
                 f"--follow follows the run a deploy starts, as text; {what} starts none or prints JSON",
                 f"leave out {what} to follow the run, or --follow to get {what}'s result",
+            )
+        if if_changed and (dry_run or build_only):
+            raise MLTrainingError(
+                f"--if-changed decides whether to start a run; {'--dry-run' if dry_run else '--build-only'} starts "
+                "none",
+                "drop one of them",
             )
         option, default_team = team_option(team)
         spec = deploy.deploy_spec(
@@ -106,11 +116,18 @@ def deploy_ml(
                 if build_only:
                     _built(spec, deploy.build(spec, skip_smoke=skip_smoke, watcher=smoke), as_json)
                 else:
-                    result = deploy.deploy(spec, reason=reason, skip_smoke=skip_smoke, watcher=smoke)
+                    result = deploy.deploy(
+                        spec,
+                        reason=reason,
+                        skip_smoke=skip_smoke,
+                        watcher=smoke,
+                        if_changed=if_changed,
+                        on_changes=lambda changes: click.echo(diff_views.changes_text(changes), err=True),
+                    )
                     _started(result, default_team, as_json, follow)
             except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
                 interrupts.exit_interrupted(e, f"vdk deploy interrupted by {interrupts.as_interrupted(e).name}.")
-        if follow:
+        if follow and result.started:  # --if-changed that started nothing: nothing to follow
             _follow(result, default_team)
     except MLTrainingError as e:
         fail(e)
@@ -124,11 +141,14 @@ def _built(spec: MLJobSpec, image: PushedImage, as_json: bool) -> None:
     click.echo(image.reference)
 
 
-def _started(result: DeployResult, default_team: str | None, as_json: bool, follow: bool = False) -> None:
+def _started(result: DeployResult | Unchanged, default_team: str | None, as_json: bool, follow: bool = False) -> None:
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    plan = result.plan
+    if not result.started:
+        click.echo(diff_views.unchanged_text(result))  # type: ignore[arg-type]
+        return
+    plan = result.plan  # type: ignore[union-attr]
     spec, run, target = plan.spec, plan.run, plan.target
     lines = [
         f"Started run {run.name} of {spec.name} ({target.backend}, namespace {target.namespace}): "
@@ -212,6 +232,12 @@ DEPLOY = verbs.Verb(
             help="ml-training: build and push the image, print its reference, start nothing.",
         ),
         click.Option(
+            ["--if-changed"],
+            is_flag=True,
+            help="ml-training: start a run only if the code, requirements, config, base image or a dataset changed "
+            "since the job's last successful run; else start nothing and exit 0.",
+        ),
+        click.Option(
             ["--backend"],
             type=click.Choice(list(backend_choices()), case_sensitive=False),
             help="ml-training: override `backend` of [ml-training] (auto, pytorchjob, trainjob, job).",
@@ -235,7 +261,17 @@ DEPLOY = verbs.Verb(
             help='ml-training: the entrypoint\'s arguments for this run, instead of `args` (--args "--lr 1e-3").',
         ),
     ],
-    ml_only=("dry_run", "skip_smoke", "build_only", "backend", "skip_import_check", "set_values", "ml_args", "follow"),
+    ml_only=(
+        "dry_run",
+        "skip_smoke",
+        "build_only",
+        "backend",
+        "skip_import_check",
+        "set_values",
+        "ml_args",
+        "follow",
+        "if_changed",
+    ),  # fmt: skip
     is_ml=_is_ml,
     run_ml=deploy_ml,
     not_ml_reason=_not_ml_reason,

@@ -71,7 +71,7 @@ def format_start(plan: LaunchPlan) -> str:
         )
     else:
         text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {_count(plan.processes, 'process')}{limit}"
-    return "\n".join([text, *(f"  note: {n}" for n in plan.notes)])
+    return "\n".join([text, *(f"  {d.line()}" for d in plan.data), *(f"  note: {n}" for n in plan.notes)])
 
 
 def format_summary(outcome: RunOutcome, finding: Finding | None = None) -> str:
@@ -89,6 +89,7 @@ def format_summary(outcome: RunOutcome, finding: Finding | None = None) -> str:
         lines += _epoch_lines(outcome)
         if adapted:
             lines.append(f"  adapted for CPU: {', '.join(adapted)}")
+        lines += [f"  {d.line()}" for d in run.plan.data]
         lines += [f"  warning: {w}" for w in outcome.warnings]
         if mode == protocol.FULL:
             lines += _progress_lines(outcome)

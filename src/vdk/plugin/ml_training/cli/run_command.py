@@ -18,6 +18,7 @@ import click
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.image.build_progress import StderrProgress
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
@@ -72,7 +73,8 @@ def add_run_flags(root_command: click.Group) -> None:
             ["--full"],
             is_flag=True,
             help="ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no "
-            "step limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
+            "step limit; the datasets of [ml-training.data] fetched whole, not a sample) instead of the smoke run. "
+            "Same as VDK_ML_TRAINING_RUN_MODE=full.",
         ),
         click.Option(
             ["--container"],
@@ -157,6 +159,7 @@ def run_ml_job(context: Any) -> Any:
                 full=options.full,
                 container=options.container,
                 check_imports=not options.skip_import_check,
+                data_progress=StderrProgress(),
             )
             error: BaseException | None = result.error
         except MLTrainingError as e:

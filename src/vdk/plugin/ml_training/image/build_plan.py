@@ -22,6 +22,7 @@ from pathlib import Path
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.image import base_inspection
 from vdk.plugin.ml_training.image import dependency_layer
+from vdk.plugin.ml_training.image import layer_inputs
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
@@ -188,7 +189,9 @@ class Inputs:
             "format": _FORMAT,
             "code": code_diff_id,
             "runtime": runtime_diff_id,
-            "requirements": hashlib.sha256(self.requirements.read_bytes()).hexdigest() if self.requirements else None,
+            "requirements": hashlib.sha256(wanted).hexdigest()
+            if (wanted := layer_inputs.layer_input(self.spec))
+            else None,
             "base_image": self.spec.base_image,
             "base": [
                 self.base.python,
@@ -226,7 +229,7 @@ def gather(
             "and every job image starts through it",
             "reinstall vdk-ml-training (`pip install --force-reinstall vdk-ml-training`)",
         )
-    requirements = dependency_layer.requirements_file(spec)
+    requirements = layer_inputs.requirements_file(spec)
     created = created_timestamp(created)
     labels = image_labels(spec, provenance, created, base.python_version)
     command = tuple(layout.launch_command(spec, base.python))
@@ -252,17 +255,19 @@ def plan_image(
     layers = []
     requirement_names: tuple[str, ...] = ()
     dependency_warning = None
-    extra = dependency_layer.extra_requirements(spec, inputs.base)
-    if inputs.requirements or extra:
-        lines = dependency_layer.requirement_lines(inputs.requirements) if inputs.requirements else []
+    tools = layer_inputs.data_tools(spec)
+    extra = layer_inputs.extra_requirements(spec, inputs.base)
+    if inputs.requirements or tools or extra:
+        lines = layer_inputs.requirement_lines(inputs.requirements) if inputs.requirements else []
         requirement_names = (*lines, *extra)
-        cached = dependency_layer.cached_layer(inputs.requirements, inputs.base, extra)
+        cached = dependency_layer.cached_layer(spec, inputs.base)
         dependency_warning = (
             torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
             if cached
             else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
         )
         detail = f"{len(lines)} lines of requirements.txt, " if inputs.requirements else ""
+        detail += f"the data step's {', '.join(tools)}, " if tools else ""
         detail += f"{' and '.join(extra)} (the GPU sampler's NVML binding, the plugin's), " if extra else ""
         detail += (
             f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
@@ -297,7 +302,7 @@ def plan_image(
         large_files=inputs.code.large_files,
         working_dir=layout.JOB_DIR,
         command=inputs.command,
-        env=image_env("$PATH", None, inputs.requirements is not None or bool(extra)),
+        env=image_env("$PATH", None, bool(inputs.requirements or tools or extra)),
         labels=inputs.labels,
         dependency_warning=dependency_warning,
     )

@@ -1,4 +1,6 @@
-"""The dependency layer: the job's requirements.txt installed for the base image's Python.
+"""The dependency layer: the job's requirements.txt installed for the base image's Python, with what the plugin
+adds to it (image/layer_inputs.py: the data step's tools when config.ini references such data, the GPU sampler's
+NVML binding).
 
 uv resolves and installs wheels only, for the base's platform and Python version, into a target
 directory that becomes the layer below DEPS_DIR. What the base already provides (torch and its
@@ -37,12 +39,14 @@ from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
-from vdk.plugin.ml_training.image.sweep_packages import sweep_requirements
+from vdk.plugin.ml_training.image.layer_inputs import data_tools
+from vdk.plugin.ml_training.image.layer_inputs import extra_requirements
+from vdk.plugin.ml_training.image.layer_inputs import layer_input
+from vdk.plugin.ml_training.image.layer_inputs import requirements_file
 from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
-REQUIREMENTS = "requirements.txt"
 _FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
 _UV_TIMEOUT = 1800
 CACHE_MAX_AGE_DAYS = 30
@@ -68,48 +72,6 @@ _built_here: dict[str, float] = {}
 UV_TARGET_LOCK = ".lock"
 
 
-# NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
-# plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
-# requirements.txt has it (pynvml, the older wrapper, depends on it).
-NVML_BINDING = "nvidia-ml-py"
-_NVML_NAMES = {"nvidia-ml-py", "pynvml"}
-
-
-def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
-    """What the layer holds beyond requirements.txt (`name==version`): the NVML binding, when the job's GPUs are
-    sampled and nothing else provides it."""
-    if not spec.gpus_per_node.count or not spec.gpu_sample_period_seconds:
-        return ()
-    if _NVML_NAMES & set(base.provides):
-        return ()
-    requirements = requirements_file(spec)
-    lines = requirement_lines(requirements) if requirements else []
-    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
-    if _NVML_NAMES & named:
-        return ()
-    from importlib import metadata
-
-    try:
-        return (f"{NVML_BINDING}=={metadata.version(NVML_BINDING)}",)
-    except metadata.PackageNotFoundError:  # an installation without it: the sampler stays off in the image
-        return ()
-
-
-def requirements_file(spec: MLJobSpec) -> Path | None:
-    """The job's requirements.txt if it asks for anything (a sweep's job: with its packages, sweep_packages.py)."""
-    own = path if (path := spec.job_dir / REQUIREMENTS).is_file() and requirement_lines(path) else None
-    return own if spec.sweep is None else sweep_requirements(own, REQUIREMENTS)
-
-
-def requirement_lines(path: Path) -> list[str]:
-    lines = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if line and not line.startswith("#"):
-            lines.append(line)
-    return lines
-
-
 def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
     inputs = {
         "format": _FORMAT,
@@ -124,21 +86,28 @@ def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) 
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def cached_layer(requirements: Path | None, base: BaseInfo, extra: tuple[str, ...] = ()) -> DependencyLayer | None:
-    """The layer a build of these requirements (and `extra`) for this kind of base would take from the cache."""
-    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
+def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
+    """The layer a build of the job's requirements (with the data step's tools and the extra: `layer_input`,
+    `extra_requirements`) for this kind of base would take from the cache."""
+    wanted = layer_input(spec)
+    extra = extra_requirements(spec, base)
+    if wanted is None and not extra:
+        return None
+    key = cache_key(wanted or b"", base, extra)
     return _load(cache_root() / "deps" / key, key)
 
 
 def dependency_layer(
     spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
 ) -> DependencyLayer | None:
-    """The cached or freshly built dependency layer; None when the job has no requirements (and needs no extra)."""
-    requirements = requirements_file(spec)
+    """The cached or freshly built dependency layer; None when the job has no requirements (and no data step's
+    tools, and needs no extra)."""
+    wanted = layer_input(spec)
     extra = extra_requirements(spec, base)
-    if requirements is None and not extra:
+    if wanted is None and not extra:
         return None
-    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
+    requirements = requirements_file(spec)
+    key = cache_key(wanted or b"", base, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -146,7 +115,8 @@ def dependency_layer(
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
-    what = " and ".join(x for x in (requirements.name if requirements else None, *extra) if x)
+    tools = "the data step's tools" if data_tools(spec) else None
+    what = " and ".join(x for x in (requirements.name if requirements else None, tools, *extra) if x)
     progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
     started = time.monotonic()
     activity = progress.activity("dependencies")
@@ -239,8 +209,12 @@ def _build(
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
-        if requirements is not None:
-            _install(spec.job_dir, requirements, base, work, target, activity)
+        files = [requirements] if requirements is not None else []
+        if data_tools(spec):
+            files.append(work / "data-tools.txt")
+            files[-1].write_text("\n".join(data_tools(spec)) + "\n")
+        if files:
+            _install(spec.job_dir, files, base, work, target, activity)
         if extra:
             _bundle(extra, target)
         activity.step("writing the layer")
@@ -313,7 +287,9 @@ def _target_flags(base: BaseInfo) -> list[str]:
     ]
 
 
-def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, target: Path, activity: Activity) -> None:
+def _install(
+    job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path, target: Path, activity: Activity
+) -> None:
     uv = uv_command()
     flags = _target_flags(base)
     constraints: list[str] = []
@@ -326,7 +302,7 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
                 uv,
                 "pip",
                 "compile",
-                str(requirements),
+                *[str(r) for r in requirements],
                 "-c",
                 str(pins),
                 *flags,
@@ -352,8 +328,7 @@ def _install(job_dir: Path, requirements: Path, base: BaseInfo, work: Path, targ
             "install",
             "--target",
             str(target),
-            "-r",
-            str(requirements),
+            *[a for r in requirements for a in ("-r", str(r))],
             *constraints,
             *excludes,
             *flags,

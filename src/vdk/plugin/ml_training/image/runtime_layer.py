@@ -1,5 +1,5 @@
-"""The files of the runtime layer (the plugin's runtime package); those of the code layer are the job's
-own files (source/job_files.py)."""
+"""The files of the runtime layer (the plugin's runtime package, and its data step's: datafetch/); those of the
+code layer are the job's own files (source/job_files.py)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ def runtime_package_dir() -> Path:
 
 
 def scan_runtime_package(package_dir: Path | None = None) -> FileSet:
-    """`vdk/plugin/ml_training/__init__.py` and every `runtime/**.py`, as they lie below LIB_DIR."""
+    """`vdk/plugin/ml_training/__init__.py` and every `runtime/**.py` and `datafetch/**.py`, as they lie below
+    LIB_DIR."""
     package_dir = Path(package_dir or runtime_package_dir())
     prefix = "vdk/plugin/ml_training"
     init = package_dir / "__init__.py"
     files = [SourceFile(f"{prefix}/__init__.py", init, init.stat().st_size)]
-    runtime = package_dir / "runtime"
-    if runtime.is_dir():
-        for path in sorted(runtime.rglob("*.py")):
+    for package in (package_dir / "runtime", package_dir / "datafetch"):
+        if not package.is_dir():
+            continue
+        for path in sorted(package.rglob("*.py")):
             if "__pycache__" in path.parts:
                 continue
             rel = path.relative_to(package_dir).as_posix()

@@ -13,6 +13,7 @@ This face re-exports what the rest of the plugin imports; inside the package, mo
 - load.py: load_job_spec, a line per key
 - names.py: every name pattern (job, Kubernetes, label value, run, image, registry, MIG, module, env var)
 - entrypoint.py, environment.py, mounts.py: the entrypoint, [ml-training.env] / .secrets, [ml-training.mounts]
+- datasets.py: [ml-training.data] (datasets by reference) and smoke_data
 - teams.py: team names as label values, which team a command is for, a team's namespace and queue
 - settings.py: the plugin's VDK configuration keys and how every verb reads them
 - backend_registry.py: the registered backends' names
@@ -22,6 +23,7 @@ from vdk.plugin.ml_training.job.backend_registry import AUTO_BACKEND
 from vdk.plugin.ml_training.job.backend_registry import backend_choices
 from vdk.plugin.ml_training.job.backend_registry import backend_names
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.config_file import DATA_SECTION
 from vdk.plugin.ml_training.job.config_file import ENV_SECTION
 from vdk.plugin.ml_training.job.config_file import MOUNTS_SECTION
 from vdk.plugin.ml_training.job.config_file import SECRETS_SECTION
@@ -43,6 +45,7 @@ from vdk.plugin.ml_training.job.keys import Key
 from vdk.plugin.ml_training.job.load import load_job_spec
 from vdk.plugin.ml_training.job.model import Accelerators
 from vdk.plugin.ml_training.job.model import DataMount
+from vdk.plugin.ml_training.job.model import DataSource
 from vdk.plugin.ml_training.job.model import Entrypoint
 from vdk.plugin.ml_training.job.model import MLJobSpec
 from vdk.plugin.ml_training.job.model import NodeRange
@@ -55,6 +58,7 @@ __all__ = [
     "AUTO_BACKEND",
     "CATALOGUE",
     "CONFIG_FILE",
+    "DATA_SECTION",
     "DEFAULT_BASE_IMAGE",
     "DEFAULT_SMOKE_TIMEOUT",
     "DEFAULT_STALL_TIMEOUT",
@@ -69,6 +73,7 @@ __all__ = [
     "WHERE_IT_RUNS",
     "Accelerators",
     "DataMount",
+    "DataSource",
     "Entrypoint",
     "Key",
     "MLJobSpec",

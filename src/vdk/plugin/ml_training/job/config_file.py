@@ -25,6 +25,7 @@ ENV_SECTION = "ml-training.env"
 MOUNTS_SECTION = "ml-training.mounts"
 SECRETS_SECTION = "ml-training.secrets"
 SWEEP_SECTION = "ml-training.sweep"  # a hyperparameter sweep (job/sweep.py)
+DATA_SECTION = "ml-training.data"
 CONFIG_FILE = "config.ini"
 # An inline comment as users write it in other ini dialects: `;` or `#` at the start or after whitespace.
 _INLINE_COMMENT = re.compile(r"(?:^|(?<=\s))[;#]")
@@ -299,7 +300,7 @@ def team_of(parser: configparser.ConfigParser) -> str | None:
 
 def check_sections(parser: configparser.ConfigParser, path: Path) -> None:
     """A section that looks meant as one of the plugin's, misspelt, is an error that names the one meant."""
-    known = (SECTION, ENV_SECTION, MOUNTS_SECTION, SECRETS_SECTION, SWEEP_SECTION)
+    known = (SECTION, ENV_SECTION, MOUNTS_SECTION, SECRETS_SECTION, SWEEP_SECTION, DATA_SECTION)
     for section in parser.sections():
         if section in known:
             continue
@@ -384,6 +385,22 @@ def _refuse_inline_comment(name: str, key: str, value: str, path: Path) -> None:
         SECTION,
         key,
     )
+
+
+def line_of(path: Path, section: str, key: str) -> int | None:
+    """The line of config.ini that sets `key` in [section] (for messages that name it), None if not found."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    current = None
+    for number, text in enumerate(lines, start=1):
+        stripped = text.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            current = stripped[1:-1].strip()
+        elif current == section and re.split(r"\s*[=:]", stripped, maxsplit=1)[0].strip() == key.strip():
+            return number
+    return None
 
 
 def closest(word: str, options: list[str]) -> str | None:

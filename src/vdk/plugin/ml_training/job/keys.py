@@ -53,6 +53,7 @@ PACKAGES = "packages"  # comma-separated distribution names
 QUANTITY = "quantity"  # a Kubernetes quantity
 REGISTRY = "registry address"  # host[:port]/path
 TEAM_MAPPING = "team mapping"  # `team:value, team:value`
+DATA_PATHS = "data paths"  # `TARGET=PATH, TARGET=PATH`
 TEXT = "text"
 TOLERATIONS = "tolerations"  # `key=value:Effect, key:Effect, key` (comma-separated)
 
@@ -221,6 +222,16 @@ def _job_keys() -> tuple[Key, ...]:
         Key("smoke_epoch_end", BOOLEAN,
             "`false`: a smoke run stops after `smoke_steps` optimizer steps instead of running the end of the first "
             "epoch", "false", default=True, where_it_runs=True),
+        Key("smoke_data", DATA_PATHS,
+            "local files a smoke run uses for a dataset of [ml-training.data] instead of a sample of it: "
+            "`TARGET=PATH, ...` (PATH relative to the job directory, or absolute)", "data/train=samples/train",
+            verbs=(RUN, DEPLOY), where_it_runs=True,
+            default_text="a sample fetched from each dataset (`smoke_sample_files`, `smoke_sample_size`)"),
+        Key("smoke_sample_files", INTEGER,
+            "a smoke run without `smoke_data` for a dataset fetches at most this many of its files (the first, "
+            "in name order)", "10", default=20, where_it_runs=True),
+        Key("smoke_sample_size", QUANTITY, "and at most this many bytes of them", "16Mi", default="64Mi",
+            where_it_runs=True),
         Key("import_check", BOOLEAN,
             "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
             "does)", "false", default=True, where_it_runs=True),
@@ -241,6 +252,13 @@ def _job_keys() -> tuple[Key, ...]:
             default_text="none (what a run writes goes with its pods)",
             setting_meaning="PersistentVolumeClaim that holds cluster runs' outputs: a directory per run, the run's "
             "working directory"),
+        Key("data_cache_pvc", NAME,
+            "PersistentVolumeClaim that the datasets of [ml-training.data] are fetched into, once per version "
+            "(a directory per version, shared by every run that pins it)", "ml-data-cache", verbs=(DEPLOY,),
+            where_it_runs=True, setting=True,
+            default_text="none (each pod fetches its datasets into a directory of its own)",
+            setting_meaning="PersistentVolumeClaim that ml-training jobs' datasets are fetched into, once per "
+            "version"),
     )  # fmt: skip
 
 

@@ -23,6 +23,8 @@ from vdk.plugin.ml_training.job.config_file import check_sections
 from vdk.plugin.ml_training.job.config_file import read_config
 from vdk.plugin.ml_training.job.config_file import section_values
 from vdk.plugin.ml_training.job.config_file import team_of
+from vdk.plugin.ml_training.job.datasets import parse_data
+from vdk.plugin.ml_training.job.datasets import parse_smoke_data
 from vdk.plugin.ml_training.job.entrypoint import read_entrypoint
 from vdk.plugin.ml_training.job.entrypoint import spawn_call
 from vdk.plugin.ml_training.job.environment import read_env
@@ -105,6 +107,8 @@ def _spec(
         )
     smoke_default = 2 if (gpus.devices if spawn else nodes.max * procs) > 1 else 1
     args, smoke_args, env = _args(keys, "args") or (), _args(keys, "smoke_args"), read_env(parser, path)
+    mounts = parse_mounts(parser, path)
+    data = parse_data(parser, path, mounts, entrypoint)
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
@@ -144,9 +148,14 @@ def _spec(
         idle_timeout_seconds=_timeout(keys, "idle_timeout"),
         spawns_workers=spawn is not None,
         output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
-        mounts=parse_mounts(parser, path),
+        mounts=mounts,
         secrets=read_secrets(parser, path),
         sweep=read_sweep(parser, path, args, smoke_args, env),
+        data=data,
+        data_cache_pvc=keys.matching("data_cache_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
+        smoke_data=parse_smoke_data(keys.raw("smoke_data"), path, data),
+        smoke_sample_files=keys.integer("smoke_sample_files", minimum=1, maximum=100_000),
+        smoke_sample_size=keys.quantity("smoke_sample_size"),
         origins=tuple(origins.items()),
         **read_placement(keys, gpus),
     )

@@ -105,6 +105,35 @@ class DataMount:
 
 
 @dataclass(frozen=True)
+class DataSource:
+    """A dataset by reference ([ml-training.data]): `source` (s3://, hf:// or pvc:) at `target`, an absolute path
+    of the training containers or a path relative to the run's working directory. `line`: where config.ini
+    names it (for messages)."""
+
+    target: str
+    source: str
+    line: int | None = field(default=None, compare=False)
+
+    @property
+    def scheme(self) -> str:
+        return "pvc" if self.source.startswith(PVC_SCHEME) else self.source.split("://", 1)[0]
+
+    @property
+    def relative(self) -> bool:
+        return not self.target.startswith("/")
+
+    @property
+    def fetched(self) -> bool:
+        """Fetched by the cluster into the data cache (a claim is mounted as it is)."""
+        return self.scheme != "pvc"
+
+    def claim(self) -> tuple[str, str]:
+        """(claim, directory of it) of a `pvc:` source."""
+        claim, _, sub_path = self.source[len(PVC_SCHEME) :].partition("/")
+        return claim, sub_path.strip("/")
+
+
+@dataclass(frozen=True)
 class SecretEnv:
     """An environment variable of the training processes whose value is a key of a Kubernetes Secret."""
 
@@ -193,6 +222,11 @@ class MLJobSpec:
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
     secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
     sweep: SweepSpec | None = None  # [ml-training.sweep]: a hyperparameter sweep (job/sweep.py)
+    data: tuple[DataSource, ...] = ()  # [ml-training.data]: datasets by reference (job/datasets.py)
+    data_cache_pvc: str | None = None  # the claim fetched data is cached in, a directory per version
+    smoke_data: tuple[tuple[str, str], ...] = ()  # (target, local path) that local smoke runs use instead
+    smoke_sample_files: int = 20  # else a local smoke run fetches at most this many files of each dataset
+    smoke_sample_size: str = "64Mi"  # and at most this many bytes
     # Placement of the run's pods (k8s/placement.py): a GPU model (a value of the node label `gpu_type_label`),
     # node labels to select, taints to tolerate, Secrets to pull the image with, the pods' service account.
     gpu_type: str | None = None
@@ -265,6 +299,8 @@ class MLJobSpec:
         data["mounts"] = [dataclasses.asdict(m) for m in self.mounts]
         data["secrets"] = [dataclasses.asdict(s) for s in self.secrets]  # references, never values
         data["sweep"] = self.sweep.to_dict() if self.sweep is not None else None
+        data["data"] = [{"target": d.target, "source": d.source} for d in self.data]
+        data["smoke_data"] = dict(self.smoke_data)
         data["node_selector"] = dict(self.node_selector)
         data["tolerations"] = [str(t) for t in self.tolerations]
         data["image_pull_secrets"] = list(self.image_pull_secrets)

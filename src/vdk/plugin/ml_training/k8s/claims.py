@@ -1,5 +1,6 @@
-"""The PersistentVolumeClaims a job names (its output claim, its datasets' claims), checked before anything
-is built: a claim that does not exist would leave the run's pods Pending, after a smoke run and a build."""
+"""The PersistentVolumeClaims a job names (its output claim, its datasets' claims, its data cache), checked
+before anything is built: a claim that does not exist would leave the run's pods Pending, after a smoke run and
+a build."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import DATA_SECTION
 from vdk.plugin.ml_training.job import MOUNTS_SECTION
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -28,6 +30,9 @@ class ClaimUse:
 def claims_of(spec: MLJobSpec) -> list[ClaimUse]:
     uses = [ClaimUse(spec.output_pvc, "output_pvc", True)] if spec.output_pvc else []
     uses += [ClaimUse(m.claim, f"[{MOUNTS_SECTION}] {m.path}", False) for m in spec.mounts]
+    uses += [ClaimUse(d.claim()[0], f"[{DATA_SECTION}] {d.target}", False) for d in spec.data if not d.fetched]
+    if spec.data_cache_pvc and any(d.fetched for d in spec.data):
+        uses.append(ClaimUse(spec.data_cache_pvc, "data_cache_pvc", True))
     return uses
 
 

@@ -6,6 +6,7 @@ import yaml
 
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
+from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
@@ -41,8 +42,8 @@ def limitations(spec: MLJobSpec, backend: str, cluster: Discovery | None = None)
     if spec.sweep is not None:
         from vdk.plugin.ml_training.k8s import sweep_manifests
 
-        return sweep_manifests.limitations(spec)
-    return backends.get(backend).limitations(spec, cluster)
+        return sweep_manifests.limitations(spec) + data_volumes.notes(spec)
+    return backends.get(backend).limitations(spec, cluster) + data_volumes.notes(spec)
 
 
 def pod_selector(backend: str, run_name: str) -> str:

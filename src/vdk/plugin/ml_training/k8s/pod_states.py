@@ -145,6 +145,7 @@ def pod_state(pod: dict, backend: str | None, attempts: int = 1) -> RankState:
     cstatus = next((c for c in status.get("containerStatuses") or [] if c.get("name") == name), {})
     state = cstatus.get("state") or {}
     waiting = state.get("waiting") or {}
+    waiting = _failed_init(status) or waiting
     scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
     unschedulable = None
     if str(scheduled.get("status")) == "False":
@@ -169,6 +170,19 @@ def pod_state(pod: dict, backend: str | None, attempts: int = 1) -> RankState:
         created=metadata.get("creationTimestamp"),
         attempts=attempts,
     )
+
+
+def _failed_init(status: dict) -> dict | None:
+    """An init container that failed holds the pod before its containers start: what kubectl shows
+    (`Init:Error`, `Init:CrashLoopBackOff`), with the message it left."""
+    for init in status.get("initContainerStatuses") or []:
+        state = init.get("state") or {}
+        ended = state.get("terminated") or (init.get("lastState") or {}).get("terminated") or {}
+        if ended and _int(ended.get("exitCode")) not in (0, None):
+            reason = (state.get("waiting") or {}).get("reason") or ended.get("reason") or "Error"
+            message = (ended.get("message") or "").strip() or f"init container {init.get('name')} failed"
+            return {"reason": f"Init:{reason}", "message": message}
+    return None
 
 
 def _termination(terminated: dict | None) -> Termination | None:

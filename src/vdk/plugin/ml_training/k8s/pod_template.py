@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import placement
 from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
@@ -88,19 +89,21 @@ def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
 
 
 def volumes(spec: MLJobSpec) -> list[dict]:
-    """/dev/shm, the output claim (its run directory is mounted), the datasets' claims (read-only)."""
+    """/dev/shm, the output claim (its run directory is mounted), the datasets' claims (read-only), the data cache
+    (k8s/data_volumes.py)."""
     out = [shm_volume(spec)]
     if spec.output_pvc:
         out.append({"name": OUTPUT_VOLUME, "persistentVolumeClaim": {"claimName": spec.output_pvc}})
     for i, mount in enumerate(spec.mounts):
         claim = {"claimName": mount.claim, "readOnly": True}
         out.append({"name": f"{DATA_VOLUME_PREFIX}{i}", "persistentVolumeClaim": claim})
-    return out
+    return out + data_volumes.volumes(spec)
 
 
-def volume_mounts(spec: MLJobSpec, run: RunInfo) -> list[dict]:
+def volume_mounts(spec: MLJobSpec, run: RunInfo, linked: bool = False) -> list[dict]:
     """The training container's mounts: the run's own directory of the output claim (the kubelet makes it),
-    which the bootstrap makes the working directory, and each dataset at its path."""
+    which the bootstrap makes the working directory, and each dataset at its path (those of [ml-training.data]:
+    k8s/data_volumes.py)."""
     out = [shm_mount()]
     if spec.output_pvc:
         out.append({"name": OUTPUT_VOLUME, "mountPath": layout.OUTPUT_DIR, "subPath": run.name})
@@ -109,7 +112,7 @@ def volume_mounts(spec: MLJobSpec, run: RunInfo) -> list[dict]:
         if mount.sub_path:
             entry["subPath"] = mount.sub_path
         out.append(entry)
-    return out
+    return out + data_volumes.training_mounts(spec, run, linked)
 
 
 def container(
@@ -128,10 +131,21 @@ def container(
     }
 
 
-def pod_spec(spec: MLJobSpec, containers: list[dict], restart_policy: str | None = None) -> dict:
+def init_containers(spec: MLJobSpec, image: layout.JobImage, run: RunInfo) -> list[dict]:
+    """The data step (k8s/data_volumes.py), for a job with datasets."""
+    if not data_volumes.has_data_step(spec):
+        return []
+    return [data_volumes.init_container(spec, image, run, env(spec, run), resources(spec))]
+
+
+def pod_spec(
+    spec: MLJobSpec, containers: list[dict], restart_policy: str | None = None, init: list[dict] | None = None
+) -> dict:
     out: dict = {}
     if restart_policy:
         out["restartPolicy"] = restart_policy
+    if init:
+        out["initContainers"] = init
     out["containers"] = containers
     out["volumes"] = volumes(spec)
     out.update(placement_fields(spec))

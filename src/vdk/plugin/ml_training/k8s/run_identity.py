@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job.names import MAX_JOB_NAME_LENGTH
@@ -78,6 +79,11 @@ class RunInfo:
     # (name, version) installed in the image's dependency layer; empty when unknown (dry run)
     dependencies: tuple[tuple[str, str], ...] = ()
     from_sweep: str | None = None  # JSON {"sweep": run, "trial": number, "params": {...}}: a sweep's trial run in full
+    # Each dataset pinned at deploy (datafetch/data_pins.py); empty when not resolved (dry run)
+    data: tuple[DataPin, ...] = ()
+    # (path, sha256) of every file of the image's code layer; empty when unknown
+    code_files: tuple[tuple[str, str], ...] = ()
+    base_digest: str | None = None  # the base image by digest; None when unknown
     # [ml-training] keys given for this run only (`--set`, `--args`), as given
     overrides: tuple[tuple[str, str], ...] = ()
 
@@ -90,6 +96,9 @@ class RunInfo:
         image_digest: str | None = None,
         name: str | None = None,
         dependencies: tuple[tuple[str, str], ...] = (),
+        data: tuple[DataPin, ...] = (),
+        code_files: tuple[tuple[str, str], ...] = (),
+        base_digest: str | None = None,
     ) -> RunInfo:
         """A new run of `spec` (a fresh run name unless `name` is given)."""
         job_name = spec.kubernetes_name()
@@ -102,6 +111,9 @@ class RunInfo:
             image_digest=image_digest,
             spec_hash=spec.fingerprint(),
             dependencies=tuple(dependencies),
+            data=tuple(data),
+            code_files=tuple(code_files),
+            base_digest=base_digest,
             overrides=spec.overrides,
         )
 

@@ -1,6 +1,9 @@
 """The run record: a ConfigMap `<run>-record`, owned by the run, that holds what is needed to run
 it again exactly — the image by digest, the rendered manifests, the spec, the provenance and the
-dependency versions installed in the image.
+dependency versions installed in the image — and what `vdk diff` compares: the hash of every file of the
+code layer, the base image by digest, and each dataset as the deploy pinned it (source, resolved version,
+fingerprint; a claim's manifest once a pod reported it). Records of earlier versions lack the last three:
+read, they are empty (unknown), never an error.
 
 Annotations on the run's object carry the audit trail for humans and `kubectl`; the record
 carries the full rendered manifests, which are too large and too structured for annotations.
@@ -13,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
@@ -27,6 +31,9 @@ KEY_PROVENANCE = "provenance.json"
 KEY_MANIFESTS = "manifests.json"
 KEY_DEPENDENCIES = "dependencies.json"
 KEY_FROM_SWEEP = "from-sweep.json"  # a run of a sweep's trial: which sweep, which trial, its values
+KEY_DATA = "data.json"
+KEY_CODE = "code.json"
+KEY_BASE = "base"
 KEY_OVERRIDES = "overrides.json"  # the [ml-training] keys given for the run only (`--set`, `--args`)
 # A ConfigMap holds at most 1 MiB; keep well clear of it.
 MAX_RECORD_BYTES = 900_000
@@ -47,6 +54,9 @@ class RunRecord:
     manifests: list[dict]
     dependencies: dict  # name -> version installed in the image ({} for records without them)
     from_sweep: dict | None = None  # {"sweep", "trial", "params"} of a run started from a sweep's trial
+    data: tuple[DataPin, ...] = ()  # each dataset as pinned (() for records without them)
+    code: dict | None = None  # path -> sha256 of the code layer's files (None: not recorded)
+    base: str | None = None  # the base image by digest (None: not recorded)
     overrides: dict = dataclasses.field(default_factory=dict)  # key -> value given for this run, over config.ini
 
 
@@ -61,6 +71,9 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: s
         manifests=manifests,
         dependencies=dict(run.dependencies),
         from_sweep=json.loads(run.from_sweep) if run.from_sweep else None,
+        data=tuple(run.data),
+        code=dict(run.code_files) if run.code_files else None,
+        base=run.base_digest,
         overrides=dict(run.overrides),
     )
     return _configmap(record, namespace, run.labels(backend), {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash})
@@ -79,6 +92,12 @@ def _configmap(record: RunRecord, namespace: str | None, labels: dict[str, str],
     }
     if record.from_sweep is not None:
         data[KEY_FROM_SWEEP] = json.dumps(record.from_sweep, sort_keys=True, indent=1)
+    if record.data:
+        data[KEY_DATA] = json.dumps([pin.to_dict() for pin in record.data], sort_keys=True, indent=1)
+    if record.code is not None:
+        data[KEY_CODE] = json.dumps(record.code, sort_keys=True, separators=(",", ":"))
+    if record.base:
+        data[KEY_BASE] = record.base
     if record.overrides:
         data[KEY_OVERRIDES] = json.dumps(record.overrides, indent=1)
     size = sum(len(v.encode()) for v in data.values())
@@ -114,20 +133,39 @@ def parse(configmap: dict) -> RunRecord:
             manifests=json.loads(data[KEY_MANIFESTS]),
             dependencies=json.loads(data.get(KEY_DEPENDENCIES) or "{}"),
             from_sweep=json.loads(data[KEY_FROM_SWEEP]) if data.get(KEY_FROM_SWEEP) else None,
+            data=tuple(DataPin.from_dict(d) for d in json.loads(data.get(KEY_DATA) or "[]")),
+            code=json.loads(data[KEY_CODE]) if data.get(KEY_CODE) else None,
+            base=data.get(KEY_BASE) or None,
             overrides=json.loads(data.get(KEY_OVERRIDES) or "{}"),
         )
-    except (KeyError, ValueError) as e:
+    except (KeyError, ValueError, TypeError) as e:
         raise MLTrainingError(
             f"the ConfigMap {name} is not a readable run record ({type(e).__name__}: {e})",
             "it was changed by hand or written by another tool; re-deploy from the job directory instead",
         ) from None
 
 
+def with_manifests(configmap: dict, manifests: dict[str, dict]) -> dict | None:
+    """The record ConfigMap with what the run's pods reported of its claims (target -> manifest) kept in its
+    pins, to be written back; None when it has them already (or no claim they reported)."""
+    data = dict(configmap.get("data") or {})
+    pins = [DataPin.from_dict(d) for d in json.loads(data.get(KEY_DATA) or "[]")]
+    added = [
+        p.with_manifest(manifests[p.target]) if p.scheme == "pvc" and not p.manifest and p.target in manifests else p
+        for p in pins
+    ]
+    if added == pins:
+        return None
+    data[KEY_DATA] = json.dumps([pin.to_dict() for pin in added], sort_keys=True, indent=1)
+    return {**configmap, "data": data}
+
+
 def rerun_manifests(
     record: RunRecord, new_run_name: str, deployer: str, deployed_at: str, reason: str | None = None
 ) -> list[dict]:
     """The recorded manifests again under `new_run_name`: same image digest, same pods, same code
-    provenance; new deployer, time and reason, and `vdk.io/rerun-of` naming the original run."""
+    provenance, same dataset versions; new deployer, time and reason, and `vdk.io/rerun-of` naming the original
+    run. The claims' manifests are left for the new run's pods to report."""
     # Run names are `<job>-<8 random chars>`: replacing the whole token renames every reference
     # (object names, labels, the rendezvous address, the Service subdomain) and nothing else.
     old = re.escape(record.run_name)
@@ -151,5 +189,7 @@ def rerun_manifests(
     spec_hash = (primary.get("annotations") or {}).get(run_meta.ANNOTATION_SPEC_HASH)
     if spec_hash:
         annotations[run_meta.ANNOTATION_SPEC_HASH] = spec_hash
-    again = dataclasses.replace(record, run_name=new_run_name, manifests=manifests)
+    # the same pins; what the original's pods reported of its claims is theirs: the new pods report their own
+    data = tuple(p.with_manifest(None) if p.scheme == "pvc" else p for p in record.data)
+    again = dataclasses.replace(record, run_name=new_run_name, manifests=manifests, data=data)
     return manifests + [_configmap(again, primary.get("namespace"), labels, annotations)]

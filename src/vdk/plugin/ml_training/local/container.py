@@ -97,6 +97,7 @@ class ContainerStarter:
             *(engine.gpu_options() if self.gpus else []),
             "-v",
             f"{run_dir}:{run_dir}:z",
+            *(arg for d in plan.data for arg in ("-v", f"{d.path.resolve()}:{layout.JOB_DIR}/{d.target}:ro")),
             *(arg for name, value in container_env(env, self.spec).items() for arg in ("-e", f"{name}={value}")),
             "--entrypoint",
             command[0],

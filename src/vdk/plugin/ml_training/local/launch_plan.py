@@ -21,6 +21,7 @@ from pathlib import Path
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import RESERVED_ENV
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.local.data_links import LocalDataset
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
@@ -44,6 +45,7 @@ class LaunchPlan:
     notes: tuple[str, ...] = field(default=())
     gpus: int = 0  # GPUs the ranks may use
     workers: int = 0  # smoke run of a script that spawns its own workers: how many (they are the ranks)
+    data: tuple[LocalDataset, ...] = ()  # the datasets at their targets in the working directory (data_links.py)
 
     @property
     def ranks(self) -> int:

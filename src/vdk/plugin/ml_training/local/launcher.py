@@ -29,6 +29,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local import job_dir_mount
 from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.local import workdir
+from vdk.plugin.ml_training.local.data_links import link_datasets
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.rank_memory import MemoryWatch
@@ -153,6 +154,7 @@ class HostStarter:
                 job_dir_mount.PROTECT_ENV: str(work.job_dir),
                 job_dir_mount.WRITABLE_ENV: str(run_dir.resolve()),
             }
+        link_datasets(work.path, plan.data)
         return work
 
     def start(self, attempt: Attempt) -> subprocess.Popen:

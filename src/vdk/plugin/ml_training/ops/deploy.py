@@ -1,11 +1,14 @@
 """Deploy an ml-training job to Kubernetes: validate -> remote checks (cluster, permissions, registry, base
-image, imports, dependencies) at once and beside the smoke run (ops/deploy_checks.py) -> build and push the
-image -> render -> apply. `plan_deploy` is the dry run: the same plan, for the image a build would push,
-contacting nothing; `build` stops after the push.
+image, imports, dependencies, datasets pinned) at once and beside the smoke run (ops/deploy_checks.py) -> build
+and push the image -> what changed since the job's last run (ops/deploy_changes.py) -> render -> apply.
+`plan_deploy` is the dry run: the same plan, for the image a build would push, contacting nothing; `build` stops
+after the push. With `if_changed`, nothing is started (an `Unchanged` is returned) when nothing changed since the
+job's last successful run.
 
     spec = deploy_spec("jobs/mnist", team="vision")
     print(plan_deploy(spec).to_yaml())       # what would start
     result = deploy(spec, reason="nightly")  # result.plan.run.name, result.to_dict()
+    result = deploy(spec, if_changed=True)   # an Unchanged when code, requirements, config, base and data are
 
 Progress and notes go to `say` (default: stderr). Heavy modules (kubernetes, the image builder, torch's
 launcher) are imported when a deploy runs.
@@ -14,6 +17,7 @@ launcher) are imported when a deploy runs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -26,11 +30,14 @@ from vdk.plugin.ml_training.job import teams
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.ops import deploy_changes
 from vdk.plugin.ml_training.ops import deploy_checks
 from vdk.plugin.ml_training.ops.configuration import or_environment
+from vdk.plugin.ml_training.ops.deploy_changes import Changes
 from vdk.plugin.ml_training.ops.deploy_plan import DeployPlan
 from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
 from vdk.plugin.ml_training.ops.deploy_plan import Target
+from vdk.plugin.ml_training.ops.deploy_plan import Unchanged
 from vdk.plugin.ml_training.ops.deploy_plan import offline_target
 from vdk.plugin.ml_training.ops.deploy_plan import plan_run
 from vdk.plugin.ml_training.ops.deploy_plan import where_it_runs
@@ -107,6 +114,11 @@ def plan_deploy(
         raise deploy_checks.nothing_done(e) from None
     target = offline_target(spec, say)
     say(where_it_runs(spec, target))
+    if any(d.fetched for d in spec.data):
+        say(
+            "note: `vdk deploy` pins each dataset of [ml-training.data] to its version (a dry run asks no store): "
+            "these manifests name them unresolved, and their data step refuses to fetch them"
+        )
     run = _run_info(spec, provenance, reason)
     return plan_run(spec, target, JobImage(image_plan.reference, image_plan.base.python), run, say, image_plan)
 
@@ -139,28 +151,84 @@ def deploy(
     say: Say = to_stderr,
     progress: Progress | None = None,
     watcher: RunWatcher | None = None,
-) -> DeployResult:
+    if_changed: bool = False,
+    on_changes: Callable[[Changes], None] | None = None,
+) -> DeployResult | Unchanged:
     """Deploy the job: the smoke run (unless `skip_smoke`) beside the remote checks, then build and push its
-    image, render the run for it and create it, all or nothing. `reason` goes to the run's audit trail;
-    `watcher` is shown the smoke run.
+    image, say what changed since the job's last run (`on_changes`, before anything starts), render the run for
+    it and create it, all or nothing. `reason` goes to the run's audit trail; `watcher` is shown the smoke run.
+    `if_changed`: when neither the code, the requirements, the configuration, the base image nor a dataset
+    changed since the job's last successful run, nothing is built or started: an `Unchanged` says so.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
     created, saying so; KeyboardInterrupt stops every process it started. The run is created exactly once
     (a create whose answer was lost is found by the run's name) or not at all: a failure or an interruption
     while it is created deletes what was made, or names what could not be deleted with the command that does
     (k8s/creation.py)."""
+    from vdk.plugin.ml_training.image.code_manifest import code_manifest
+
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
-    target = deploy_checks.preflight(
-        spec, registry, provenance, with_cluster=True, smoke=not skip_smoke, say=say, watcher=watcher
+    code = code_manifest(spec.job_dir)
+    decide = (lambda checks: _unchanged(spec, checks, code, say)) if if_changed else None
+    found = deploy_checks.preflight(
+        spec, registry, provenance, with_cluster=True, smoke=not skip_smoke, say=say, watcher=watcher, decide=decide
     )
+    if found.skipped is not None:
+        return found.skipped
+    target = found.target
     assert target is not None and target.client is not None
     _say_where(spec, target, say)
     image = _build(spec, registry, provenance, progress)
-    run = _run_info(spec, provenance, reason, image)
+    run = _run_info(spec, provenance, reason, image, found.data, code)
+    changes = deploy_changes.changes(
+        target.client,
+        spec,
+        deploy_changes.current_state(spec, found.data, image.dependencies, image.base_reference, code),
+    )
+    if on_changes is not None:
+        on_changes(changes)
     plan = plan_run(spec, target, image.job_image, run, say)
     target.client.transport.say = say  # retries of the cluster's requests are said where progress goes
     created = target.client.apply(plan.manifests, say)
-    return DeployResult(plan, image, [f"{m['kind']}/{m['metadata']['name']}" for m in created], provenance)
+    created_names = [f"{m['kind']}/{m['metadata']['name']}" for m in created]
+    return DeployResult(plan, image, created_names, provenance, changes)
+
+
+def _unchanged(spec: MLJobSpec, checks: Any, code: dict[str, str], say: Say) -> Unchanged | None:
+    """`--if-changed`, once the cluster, the datasets and the dependencies are known: an Unchanged when nothing
+    changed since the job's last successful run, else None (the deploy goes on)."""
+    target = checks.result(deploy_checks.CLUSTER_CHECK)
+    data = checks.result(deploy_checks.DATA_CHECK) if deploy_checks.DATA_CHECK in checks.names else ()
+    layer = checks.result(deploy_checks.DEPENDENCIES_CHECK)
+    state = deploy_changes.current_state(
+        spec, data, layer.packages if layer is not None else (), _base_digest(spec), code
+    )
+    changes = deploy_changes.changes(target.client, spec, state)
+    if not changes.unchanged_since_success:
+        say(_why_deploying(changes))
+        return None
+    assert changes.last_success is not None
+    return Unchanged(spec.name, target.namespace, changes.last_success.name, changes)
+
+
+def _why_deploying(changes: Changes) -> str:
+    if changes.last_success is None:
+        return "--if-changed: the job has no successful run here yet: deploying"
+    diff = changes.since_success
+    assert diff is not None
+    parts = diff.changed_parts or [u.split(":")[0] for u in diff.unknown]
+    return f"--if-changed: {', '.join(parts)} changed since run {changes.last_success.name}: deploying"
+
+
+def _base_digest(spec: MLJobSpec) -> str:
+    """The base image by digest, as a build would pin it (one manifest request)."""
+    from vdk.plugin.ml_training.image.base_manifest import resolve_base
+    from vdk.plugin.ml_training.image.build import base_client
+    from vdk.plugin.ml_training.image.build_progress import Progress as Silent
+    from vdk.plugin.ml_training.image.reference import parse_reference
+
+    with base_client(spec, Silent()) as client:
+        return str(resolve_base(client, parse_reference(spec.base_image)).reference)
 
 
 def require_registry(spec: MLJobSpec) -> str:
@@ -198,13 +266,27 @@ def _check_team(spec: MLJobSpec) -> None:
 
 
 def _run_info(
-    spec: MLJobSpec, provenance: audit.Provenance, reason: str | None, image: PushedImage | None = None
+    spec: MLJobSpec,
+    provenance: audit.Provenance,
+    reason: str | None,
+    image: PushedImage | None = None,
+    data: tuple = (),
+    code: dict[str, str] | None = None,
 ) -> RunInfo:
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
     if image is None:
         return RunInfo.create(spec, provenance, reason=reason)
-    return RunInfo.create(spec, provenance, reason=reason, image_digest=image.digest, dependencies=image.dependencies)
+    return RunInfo.create(
+        spec,
+        provenance,
+        reason=reason,
+        image_digest=image.digest,
+        dependencies=image.dependencies,
+        data=data,
+        code_files=tuple(sorted((code or {}).items())),
+        base_digest=image.base_reference,
+    )
 
 
 def _say_where(spec: MLJobSpec, target: Target, say: Say) -> None:

@@ -1,12 +1,16 @@
 """The pre-flight of a deploy: the remote checks (cluster, permissions, registry, base image, imports,
-dependencies; ops/remote_checks.py runs them in threads) started at once, and the smoke run beside them,
-stopped by the first check that fails. A remote problem is reported in seconds, not after a smoke run of
-minutes and a build. Nothing is pushed and nothing is created by a check."""
+dependencies, the datasets pinned to their versions; ops/remote_checks.py runs them in threads) started at once,
+and the smoke run beside them, stopped by the first check that fails. A remote problem is reported in seconds,
+not after a smoke run of minutes and a build. Nothing is pushed and nothing is created by a check.
+
+`vdk deploy --if-changed` asks first (`decide`, once the checks it needs are done) whether anything changed
+since the last successful run: the smoke run is skipped when nothing did."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -22,6 +26,7 @@ from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
 from vdk.plugin.ml_training.source import audit
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.datafetch.data_pins import DataPin
     from vdk.plugin.ml_training.image.base_facts import BaseInfo
 
 # The remote checks, by name (the first that fails is named when it stops the smoke run).
@@ -30,6 +35,18 @@ REGISTRY_CHECK = "registry"
 BASE_CHECK = "base image"
 IMPORTS_CHECK = "imports"
 DEPENDENCIES_CHECK = "dependencies"
+DATA_CHECK = "data"
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks found that the deploy goes on with: where the run goes (None: a build only), each dataset
+    pinned, the packages of the dependency layer."""
+
+    target: Target | None
+    data: tuple[DataPin, ...] = ()
+    dependencies: tuple[tuple[str, str], ...] = ()
+    skipped: Any = None  # what `decide` returned when it stopped the deploy before the smoke run
 
 
 # Seconds the other checks get, once one failed, to end: what they find is said with it.
@@ -62,16 +79,29 @@ def preflight(
     smoke: bool,
     say: Say,
     watcher: RunWatcher | None = None,
-) -> Target | None:
+    decide: Callable[[RemoteChecks], Any] | None = None,
+) -> Preflight:
     """The remote checks, and the smoke run (`smoke`, shown to `watcher`) beside them; raises the first problem
     (that of the check that stopped the smoke run, else the smoke run's, else the first check's to fail).
-    Returns where the run goes (None without the cluster: a build only)."""
+    `decide(checks)`, before the smoke run: what it returns, when not None, stops the deploy there (in
+    `Preflight.skipped`). Returns where the run goes (None without the cluster: a build only) and what the checks
+    found."""
     checks = start_checks(spec, registry, provenance, with_cluster, say)
+    if decide is not None:
+        try:
+            skipped = decide(checks)
+        except MLTrainingError:
+            skipped = None  # the check it waited for failed: reported below, as without `decide`
+        if skipped is not None:
+            return Preflight(None, skipped=skipped)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
     if checks.first_failure(say) is not None:  # each wait said; the first failure ends it
         raise failed_checks(checks)
-    return checks.result(CLUSTER_CHECK) if with_cluster else None
+    target = checks.result(CLUSTER_CHECK) if with_cluster else None
+    data = checks.result(DATA_CHECK) if DATA_CHECK in checks.names else ()
+    layer = checks.result(DEPENDENCIES_CHECK)
+    return Preflight(target, data, layer.packages if layer is not None else ())
 
 
 def start_checks(
@@ -109,6 +139,8 @@ def start_checks(
     checks[BASE_CHECK] = base
     checks[IMPORTS_CHECK] = imports
     checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), dependencies)
+    if with_cluster and (spec.data or spec.mounts):
+        checks[DATA_CHECK] = lambda: check_data(spec, say)
     remote = RemoteChecks(checks)
     what = ", ".join(checks)
     say(f"Pre-flight: checking at once {what}{'' if with_cluster else ' (no cluster: --build-only)'}")
@@ -135,6 +167,14 @@ def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Ta
     client.check_access(render_run(spec, placeholder, run, client.namespace, chosen, discovery))
     origin = f"the namespace of kube context {client.context or 'in-cluster'}"
     return Target(client.namespace, origin, chosen, client, discovery)
+
+
+def check_data(spec: MLJobSpec, say: Say) -> tuple[DataPin, ...]:
+    """Every dataset pinned to its version now (ops/data_resolution.py), with the Secrets the pods will read."""
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.ops.data_resolution import resolve_data
+
+    return resolve_data(spec, lambda text: say(f"note: {text}"), KubeClient(spec.kube_context, spec.namespace))
 
 
 def check_push(spec: MLJobSpec, registry: str) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.backends import Discovery
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.ops.deploy_changes import Changes
 
 # What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.
 DRY_RUN_AUTO_BACKEND = "job"
@@ -57,12 +58,16 @@ class DeployPlan:
 
 @dataclass(frozen=True)
 class DeployResult:
-    """A run started: its plan as applied, the image it runs (pushed, pinned by digest), what was created."""
+    """A run started: its plan as applied, the image it runs (pushed, pinned by digest), what was created, and
+    what changed since the job's last run (ops/deploy_changes.py)."""
 
     plan: DeployPlan
     image: PushedImage
     created: list[str]  # Kind/name, in the order created
     provenance: audit.Provenance
+    changes: Changes | None = None
+
+    started = True
 
     def to_dict(self) -> dict:
         spec, target, provenance = self.plan.spec, self.plan.target, self.provenance
@@ -78,6 +83,31 @@ class DeployResult:
             "git_commit": provenance.git_commit,
             "git_dirty": provenance.git_dirty if provenance.git_commit else None,  # None: not in git
             "dependencies": dict(self.image.dependencies),
+            "data": [dict(pin.to_dict(), objects=None) for pin in self.plan.run.data],  # files: in the record
+            "changes": self.changes.to_dict() if self.changes is not None else None,
+            "started": True,
+        }
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """`vdk deploy --if-changed` that started nothing: nothing changed since the job's last successful run."""
+
+    job_name: str
+    namespace: str
+    last_success: str  # the run it compared with
+    changes: Changes
+
+    started = False
+
+    def to_dict(self) -> dict:
+        return {
+            "job_name": self.job_name,
+            "namespace": self.namespace,
+            "started": False,
+            "reason": f"nothing changed since run {self.last_success}",
+            "last_successful_run": self.last_success,
+            "changes": self.changes.to_dict(),
         }
 
 

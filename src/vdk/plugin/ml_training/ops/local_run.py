@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
 from typing import TextIO
@@ -40,6 +41,9 @@ from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.ops.smoke_gaps import SmokeGaps
 from vdk.plugin.ml_training.ops.smoke_gaps import check_gaps
 from vdk.plugin.ml_training.runtime import protocol
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image.build_progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +126,12 @@ def run_job(
     full: bool = False,
     container: bool = False,
     check_imports: bool = True,
+    data_progress: Progress | None = None,
 ) -> LocalRunResult:
     """`vdk run JOB`: the run the flags (`full`, `container`) or the settings in `configuration` ask for (None:
     the environment's, then [vdk] of the job's config.ini), after the import check (unless `check_imports` is
-    False), shown to `watcher` as it goes (None: nothing shown; the result says everything)."""
+    False), shown to `watcher` as it goes (None: nothing shown; the result says everything). The datasets of
+    [ml-training.data] are sampled for a smoke run and fetched whole for a full one (`data_progress` shows it)."""
     watcher = watcher or QuietWatcher()
     mode, in_container = run_mode(configuration, spec.job_dir, full, container)
     if spec.overrides:
@@ -143,14 +149,26 @@ def run_job(
 
         engine = container_run.engine_from(configuration, spec.job_dir)
         plan, starter = container_run.prepare(spec, mode, engine, recheck_imports=base_unknown)
-        return run_plan(plan, watcher, starter=starter)
-    return run_plan(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec), watcher)
+        return run_plan(with_data(plan, data_progress), watcher, starter=starter)
+    plan = smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec)
+    return run_plan(with_data(plan, data_progress), watcher)
+
+
+def with_data(plan: LaunchPlan, progress: Progress | None = None) -> LaunchPlan:
+    """The plan with the job's datasets of [ml-training.data] on this machine (ops/data_samples.py): a sample for
+    a smoke run, each whole for a full run (`progress` shows the fetch)."""
+    if not plan.spec.data:
+        return plan
+    from vdk.plugin.ml_training.ops.data_samples import local_datasets
+
+    datasets, notes = local_datasets(plan.spec, plan.mode, progress)
+    return dataclasses.replace(plan, data=datasets, notes=(*plan.notes, *notes))
 
 
 def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
     report if it failed, with a fix that ends with `again`. (A sweep's is ops/sweep_smoke.py's.)"""
-    return run_plan(smoke_plan(spec), watcher, again=again, stdout=sys.stderr).error
+    return run_plan(with_data(smoke_plan(spec)), watcher, again=again, stdout=sys.stderr).error
 
 
 def check_imports_locally(spec: MLJobSpec) -> list[str]:

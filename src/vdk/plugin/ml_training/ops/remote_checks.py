@@ -46,6 +46,10 @@ class RemoteChecks:
         self._interrupt_thread: int | None = None  # the thread to interrupt on a failure, while one waits
         self.seconds: dict[str, float] = {}
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._checks)
+
     def start(self) -> RemoteChecks:
         for name, check in self._checks.items():
             threading.Thread(target=self._run, args=(name, check), name=f"vdk-ml-check-{name}", daemon=True).start()

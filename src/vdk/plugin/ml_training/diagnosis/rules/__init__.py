@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.diagnosis.finding import RankWaitingRule
 from vdk.plugin.ml_training.diagnosis.finding import RunWaitingRule
 from vdk.plugin.ml_training.diagnosis.rules import arguments
 from vdk.plugin.ml_training.diagnosis.rules import container_config
+from vdk.plugin.ml_training.diagnosis.rules import data_step
 from vdk.plugin.ml_training.diagnosis.rules import deadline
 from vdk.plugin.ml_training.diagnosis.rules import device_mismatch
 from vdk.plugin.ml_training.diagnosis.rules import engine_failure
@@ -79,6 +80,7 @@ RANK_WAITING: tuple[RankWaitingRule, ...] = (
     scheduling.unschedulable,
     image_pull.cannot_pull,
     container_config.cannot_create,
+    data_step.data_step_failed,
     starting.starting,
 )
 

@@ -47,7 +47,9 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     ]
     container = pod_template.container(spec, image, CONTAINER, run, launcher_env)
     container["ports"] = [{"name": "rendezvous", "containerPort": pod_template.RENDEZVOUS_PORT, "protocol": "TCP"}]
-    pod_spec = pod_template.pod_spec(spec, [container], restart_policy="Never")
+    pod_spec = pod_template.pod_spec(
+        spec, [container], restart_policy="Never", init=pod_template.init_containers(spec, image, run)
+    )
     pod_spec["subdomain"] = run.name
     job_spec: dict = {
         "completionMode": "Indexed",

@@ -79,7 +79,10 @@ def _replica(spec: MLJobSpec, image: JobImage, run: RunInfo, labels: dict[str, s
     return {
         "replicas": replicas,
         "restartPolicy": RESTART_POLICY,
-        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_template.pod_spec(spec, [container])},
+        "template": {
+            "metadata": {"labels": dict(labels)},
+            "spec": pod_template.pod_spec(spec, [container], init=pod_template.init_containers(spec, image, run)),
+        },
     }
 
 

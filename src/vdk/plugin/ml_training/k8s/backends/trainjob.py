@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.backends.base import ApiReader
@@ -102,7 +103,8 @@ def render(
         "runtimeRef": {"name": runtime, "apiGroup": GROUP, "kind": RUNTIME_KIND},
         "trainer": {
             "image": image.reference,
-            "command": pod_template.command(spec, image.python),
+            # the data step first, in this container: a TrainJob's runtime pods take no init container of ours
+            "command": data_volumes.fetch_then(spec, run, image.python, pod_template.command(spec, image.python)),
             "numNodes": spec.nodes.max,
             "numProcPerNode": spec.procs_per_node,
             "resourcesPerNode": pod_template.resources(spec),
@@ -127,7 +129,8 @@ def render(
 
 def _pod_changes(spec: MLJobSpec, run: RunInfo, labels: dict[str, str], mechanism: str) -> list[dict]:
     volumes = pod_template.volumes(spec)
-    containers = [{"name": NODE_CONTAINER, "volumeMounts": pod_template.volume_mounts(spec, run)}]
+    mounts = pod_template.volume_mounts(spec, run, linked=True) + data_volumes.step_mounts(spec, with_claims=False)
+    containers = [{"name": NODE_CONTAINER, "volumeMounts": mounts}]
     placement = pod_template.placement_fields(spec)  # node selection, tolerations, pull secrets, service account
     if mechanism == POD_SPEC_OVERRIDES:
         return [{"targetJobs": [{"name": NODE_JOB}], "volumes": volumes, "containers": containers, **placement}]
@@ -158,6 +161,12 @@ def limitations(spec: MLJobSpec, mechanism: str) -> list[str]:
         notes.append("TrainJob cannot set a pod PriorityClass: priority_class is not applied")
     if spec.max_runtime_seconds and mechanism != RUNTIME_PATCHES:
         notes.append("this Trainer version has no activeDeadlineSeconds: max_runtime is not enforced")
+    if data_volumes.fetches(spec):
+        notes.append(
+            "TrainJob: the datasets are fetched, pinned, by the training container before torch's launcher "
+            "(Trainer's dataset and model initializers take no revision or object version, and a TrainJob adds "
+            "no init container to its runtime's pods)"
+        )
     return notes
 
 

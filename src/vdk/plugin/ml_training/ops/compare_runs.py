@@ -1,0 +1,101 @@
+"""`vdk diff -n JOB RUN_A RUN_B`: two runs of a job side by side — what changed from the first to the second
+(ops/run_diff.py: code, requirements, configuration, base image, data) and how each ended (phase, final loss
+and metrics of its last progress line, duration, GPU-hours).
+
+    comparison = compare_runs(find_scope("mnist"), "k3x9p2qa", "m7d1c0zz")
+    comparison.diff.changed_parts            # ["code", "data"]
+    comparison.to_dict()                     # what `-o json` prints
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone
+from typing import TYPE_CHECKING
+
+from vdk.plugin.ml_training.ops.deploy_changes import run_state
+from vdk.plugin.ml_training.ops.run_diff import RunDiff
+from vdk.plugin.ml_training.ops.run_diff import diff_states
+from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import select_runs
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended (or stands): its phase, the last progress line's loss and other values, how long it ran,
+    the GPU-hours it held."""
+
+    run: str
+    phase: str
+    loss: float | None
+    metrics: dict  # the last progress line's other values (eval_loss, accuracy, ...)
+    step: int | None
+    started: str | None
+    ended: str | None
+    seconds: float | None  # from start to end (or to now while it runs)
+    gpu_hours: float | None  # None: it never started, or holds no accelerator
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    job_name: str
+    namespace: str
+    before: Outcome
+    after: Outcome
+    diff: RunDiff
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": "ml-training-diff",
+            "job_name": self.job_name,
+            "namespace": self.namespace,
+            "runs": [self.before.to_dict(), self.after.to_dict()],
+            "diff": self.diff.to_dict(),
+        }
+
+
+def compare_runs(scope: Scope, run_a: str, run_b: str) -> RunComparison:
+    """What changed from run `run_a` to run `run_b` of the scope's job (each its name, or the part after the
+    job's name), and how each ended."""
+    selection = select_runs(scope, "diff")
+    client = selection.client
+    command = f"vdk diff -n {selection.job_name}"
+    first = selection.pick(run_a, command)
+    second = selection.pick(run_b, command)
+    diff = diff_states(run_state(client, first), run_state(client, second))
+    return RunComparison(selection.job_name, client.namespace, outcome(client, first), outcome(client, second), diff)
+
+
+def outcome(client: KubeClient, run: RunSummary) -> Outcome:
+    from vdk.plugin.ml_training.k8s import gpu_hours
+    from vdk.plugin.ml_training.k8s.observe import inspect_run
+    from vdk.plugin.ml_training.k8s.observe import run_pods
+
+    pods = run_pods(client, run)
+    detail = inspect_run(client, run, pods)
+    progress = detail.progress
+    now = datetime.now(timezone.utc)
+    usage = gpu_hours.run_usage(run, pods, now)
+    start, end = gpu_hours.parse_time(run.started), gpu_hours.parse_time(run.ended)
+    seconds = ((end or now) - start).total_seconds() if start else None
+    hours = round(usage.hours(usage.start, now), 4) if usage is not None and usage.gpus else None
+    metrics = {k: v for k, v in (progress.fields if progress else {}).items() if k not in ("step", "loss")}
+    return Outcome(
+        run=run.name,
+        phase=detail.phase,
+        loss=progress.loss if progress else None,
+        metrics=metrics,
+        step=progress.step if progress else None,
+        started=run.started,
+        ended=run.ended,
+        seconds=seconds,
+        gpu_hours=hours,
+    )

@@ -1,0 +1,92 @@
+"""Every dataset of a job pinned at deploy, a remote check beside the smoke run (ops/deploy_checks.py): each
+s3:// and hf:// reference resolved to an immutable version by the data tools (ops/data_tools.py, the code the
+pods run), with the job's [ml-training.env] and the values of the Secrets its pods will read; claims are not
+versioned (their manifests come from the pods). A bucket or repository that does not exist or cannot be read,
+and datasets larger than the data cache claim, stop the deploy here, naming the config.ini line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+from vdk.plugin.ml_training.datafetch.data_pins import DataPin
+from vdk.plugin.ml_training.datafetch.data_pins import human_size as format_bytes
+from vdk.plugin.ml_training.datafetch.source_errors import SourceError
+from vdk.plugin.ml_training.errors import JobConfigError
+from vdk.plugin.ml_training.job import DATA_SECTION
+from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.ops import data_tools
+
+Note = Callable[[str], None]
+RESOLVE_TIMEOUT = 900  # listing a prefix of millions of objects takes minutes
+
+
+def unresolved_pins(spec: MLJobSpec) -> tuple[DataPin, ...]:
+    """Every dataset of the job as config.ini names it ([ml-training.data], then [ml-training.mounts])."""
+    pins = [DataPin(target=d.target, source=d.source) for d in spec.data]
+    return tuple(pins + [DataPin(target=m.path, source=m.source()) for m in spec.mounts])
+
+
+def resolve_data(spec: MLJobSpec, note: Note, client=None, shell: dict[str, str] | None = None) -> tuple[DataPin, ...]:
+    """The job's datasets pinned (claims as they are). `client` (a KubeClient): where the Secrets and the cache
+    claim are read; without one, the Secrets' variables come from `shell` (default: this process's environment),
+    as for a local run. Raises JobConfigError naming the dataset's line for a problem of a source."""
+    fetched = [d for d in spec.data if d.fetched]
+    if not fetched:
+        return unresolved_pins(spec)
+    shell = dict(os.environ) if shell is None else shell
+    env = dict(spec.env_dict)
+    if client is not None:
+        from vdk.plugin.ml_training.k8s.data_reports import secret_values
+
+        env.update(secret_values(client, spec, note, shell))
+    else:
+        env.update({s.name: shell[s.name] for s in spec.secrets if shell.get(s.name)})
+    refs = [{"target": d.target, "source": d.source} for d in fetched]
+    try:
+        answer = data_tools.run(
+            {d.scheme for d in fetched}, ["resolve", "--refs", json.dumps(refs)], env, RESOLVE_TIMEOUT
+        )
+    except SourceError as e:
+        raise source_error(spec, e) from None
+    resolved = {p.target: p for p in (DataPin.from_dict(item) for item in answer)}
+    pins = tuple(resolved.get(p.target, p) for p in unresolved_pins(spec))
+    if client is not None and spec.data_cache_pvc:
+        _check_cache_size(spec, client, [p for p in pins if p.fetched])
+    return pins
+
+
+def source_error(spec: MLJobSpec, error: SourceError) -> JobConfigError:
+    """A problem of a dataset's source, as an error of the config.ini line that names it."""
+    source = next((d for d in spec.data if d.target == error.target), None)
+    if source is None:
+        return JobConfigError(spec.config_path, error.problem, error.fix, DATA_SECTION)
+    return JobConfigError(spec.config_path, error.problem, error.fix, DATA_SECTION, source.target, source.line)
+
+
+def _check_cache_size(spec: MLJobSpec, client, pins: list[DataPin]) -> None:
+    from vdk.plugin.ml_training.k8s.data_reports import claim_capacity
+
+    capacity = claim_capacity(client, spec.data_cache_pvc or "")
+    total = sum(p.bytes or 0 for p in pins)
+    if capacity is None or total <= capacity:
+        return
+    largest = max(pins, key=lambda p: p.bytes or 0)
+    source = next(d for d in spec.data if d.target == largest.target)
+    what = (
+        f"{largest.source} is {format_bytes(largest.bytes or 0)}"
+        if len(pins) == 1
+        else f"the datasets are {format_bytes(total)} together (the largest, {largest.source}, "
+        f"{format_bytes(largest.bytes or 0)})"
+    )
+    raise JobConfigError(
+        spec.config_path,
+        f"{what}: more than the data cache claim {spec.data_cache_pvc} holds ({format_bytes(capacity)})",
+        f"use a bigger claim for data_cache_pvc (at least {format_bytes(total)}, more to keep earlier versions), "
+        "or a narrower prefix",
+        DATA_SECTION,
+        source.target,
+        source.line,
+    )

@@ -1,0 +1,140 @@
+"""The data tools on this machine: the data command (`python -m vdk.plugin.ml_training.datafetch`, the code the
+pods run) started in an environment of its own that has boto3 and huggingface_hub, made once and cached by uv
+(`uv run --with ...`, on top of this interpreter; package indexes as the dependency layer finds them).
+
+Why apart: botocore wants python-dateutil<3 and kubernetes 37 wants >=3, so boto3 cannot be installed next to
+the plugin's kubernetes client; and running the pods' own code is what makes a version resolved here the one
+a pod fetches. Used to resolve references at deploy (ops/data_resolution.py) and to fetch samples, or
+everything, for local runs (ops/local_data.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
+
+from vdk.plugin.ml_training import helper_processes
+from vdk.plugin.ml_training.datafetch import DATA_TOOLS
+from vdk.plugin.ml_training.datafetch import MODULE
+from vdk.plugin.ml_training.datafetch.source_errors import SourceError
+from vdk.plugin.ml_training.errors import MLTrainingError
+
+DEFAULT_TIMEOUT = 600
+SOURCE_PROBLEM = 3  # the command's exit status for a problem of a source (its JSON says which)
+# Settings of the user's shell that would send the tools to another store than the job's.
+_SHELL_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "HF_ENDPOINT")
+
+ProgressLine = Callable[[dict], None]
+
+
+def requirements(schemes: Iterable[str]) -> list[str]:
+    """What the tools for these schemes need (nothing for claims)."""
+    out: list[str] = []
+    for scheme in sorted(set(schemes)):
+        out += DATA_TOOLS.get(scheme, ())
+    return out
+
+
+def command(schemes: Iterable[str], arguments: list[str]) -> list[str]:
+    from vdk.plugin.ml_training.image.dependency_layer import uv_command
+
+    argv = [uv_command(), "run", "--no-project", "--quiet", "--python", sys.executable]
+    for requirement in requirements(schemes):
+        argv += ["--with", requirement]
+    return argv + ["python", "-m", MODULE, *arguments]
+
+
+def environment(job_env: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment (uv's cache and indexes, the user's home) without the shell's endpoints, plus
+    the job's: its [ml-training.env] and the values of its data secrets."""
+    from vdk.plugin.ml_training.image import package_index
+
+    env = {k: v for k, v in os.environ.items() if k not in _SHELL_SETTINGS and not k.startswith("VDK_ML_TRAINING_")}
+    env.update(package_index.uv_environment(os.environ))
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    env["UV_NO_PROGRESS"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    env.update(job_env)
+    return env
+
+
+def run(
+    schemes: Iterable[str],
+    arguments: list[str],
+    job_env: Mapping[str, str],
+    timeout: float = DEFAULT_TIMEOUT,
+    progress: ProgressLine | None = None,
+) -> Any:
+    """The command's JSON answer; SourceError for a problem of a source, MLTrainingError when the tools cannot
+    run. `progress`: each progress line ({"target", "files", "bytes", ...}) as it comes."""
+    argv = command(schemes, arguments)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            env=environment(job_env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    except OSError as e:
+        raise MLTrainingError(
+            f"the data tools cannot start ({e})", "reinstall vdk-ml-training (it brings uv)"
+        ) from None
+    errors: list[str] = []
+    with helper_processes.tracked(proc):
+        reader = threading.Thread(target=_read_stderr, args=(proc, errors, progress), daemon=True)
+        reader.start()
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise MLTrainingError(
+                f"the data tools took longer than {timeout:.0f} s ({' '.join(arguments[:1])})",
+                "check the connection to the data's store, then try again",
+            ) from None
+        reader.join(timeout=5)
+    answer = _json(stdout)
+    if isinstance(answer, dict) and "error" in answer:
+        error = answer["error"]
+        raise SourceError(error.get("problem", "?"), error.get("fix", ""), error.get("kind", ""), error.get("target"))
+    if proc.returncode != 0 or answer is None:
+        detail = "\n".join(line for line in errors if line.strip())[-2000:]
+        raise MLTrainingError(
+            f"the data tools (boto3, huggingface_hub, run by uv) failed (exit status {proc.returncode}):\n{detail}",
+            "check that the package index is reachable (the tools are installed from it once, then cached); "
+            "`uv run --with boto3 python -c 'import boto3'` shows the same",
+        )
+    return answer
+
+
+def _read_stderr(proc: subprocess.Popen, errors: list[str], progress: ProgressLine | None) -> None:
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith('{"progress"'):
+            try:
+                data = json.loads(line)["progress"]
+            except (ValueError, KeyError):
+                continue
+            if progress is not None:
+                progress(data)
+        else:
+            errors.append(line.rstrip("\n"))
+
+
+def _json(text: str) -> Any:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
