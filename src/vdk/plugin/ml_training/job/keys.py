@@ -168,6 +168,10 @@ def _job_keys() -> tuple[Key, ...]:
         Key("smoke_epoch_end", BOOLEAN,
             "`false`: a smoke run stops after `smoke_steps` optimizer steps instead of running the end of the first "
             "epoch", "false", default=True, where_it_runs=True),
+        Key("requirements_overlay", BOOLEAN,
+            "`false`: local runs use the packages of the environment that runs vdk as they are, instead of "
+            "requirements.txt installed by uv into an overlay for them (as the image installs it); for an "
+            "environment you manage yourself", "false", default=True, where_it_runs=True),
         Key("import_check", BOOLEAN,
             "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
             "does)", "false", default=True, where_it_runs=True),

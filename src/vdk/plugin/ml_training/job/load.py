@@ -121,6 +121,7 @@ def _spec(
         smoke_args=_args(keys, "smoke_args"),
         smoke_epoch_end=keys.boolean("smoke_epoch_end"),
         import_check=keys.boolean("import_check"),
+        requirements_overlay=keys.boolean("requirements_overlay"),
         env=read_env(parser, path),
         registry=keys.matching("registry", REGISTRY, "a registry address"),
         namespace=namespace,

@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.job.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.job.settings import RUN_MODE
 from vdk.plugin.ml_training.job.settings import RUN_MODES
 from vdk.plugin.ml_training.job.settings import setting
+from vdk.plugin.ml_training.local import overlay
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
@@ -130,13 +131,16 @@ def run_job(
 
         plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, spec.job_dir))
         return run_plan(plan, watcher, starter=starter)
-    return run_plan(smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec), watcher)
+    deps = overlay.prepare(spec, watcher.note)  # the image has its dependency layer; here, the overlay
+    plan = smoke_plan(spec, overlay=deps) if mode == protocol.SMOKE else full_plan(spec, overlay=deps)
+    return run_plan(plan, watcher)
 
 
 def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
     report if it failed, with a fix that ends with `again`."""
-    return run_plan(smoke_plan(spec), watcher, again=again, stdout=sys.stderr).error
+    deps = overlay.prepare(spec, watcher.note)
+    return run_plan(smoke_plan(spec, overlay=deps), watcher, again=again, stdout=sys.stderr).error
 
 
 def check_imports_locally(spec: MLJobSpec) -> list[str]:
