@@ -48,12 +48,23 @@ def failure(spec: MLJobSpec, result: ImportCheck) -> ImportCheckFailed:
     requirements = spec.job_dir / REQUIREMENTS
     pins = ", ".join(f"`{_pin(item)}`" for item in result.undeclared)
     where = str(requirements) if requirements.is_file() else f"{requirements} (a new file)"
+    them = "it" if count == 1 else "them"
     return ImportCheckFailed(
         "\n".join(lines),
         f"add {pins} to {where}: the image installs what it lists, and the base image {spec.base_image} does "
-        f"not have {'it' if count == 1 else 'them'} (if it does, name {'it' if count == 1 else 'them'} in "
-        "`base_provides` of [ml-training]). An optional import: guard it with `try: ... except ImportError:`. "
+        f"not have {them} (if it does, name {them} in `base_provides` of [ml-training]); {_locally(spec, them)}. "
+        "An optional import: guard it with `try: ... except ImportError:`. "
         f"If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in [ml-training])",
+    )
+
+
+def _locally(spec: MLJobSpec, them: str) -> str:
+    """Where a local run gets what requirements.txt lists: its overlay, or the environment its user manages."""
+    if spec.requirements_overlay:
+        return f"`vdk run` installs {them} from there too, into the run's overlay, and never into vdk's own environment"
+    return (
+        f"for local runs, install {them} where vdk runs too (`requirements_overlay = false` in [ml-training]: you "
+        "manage that environment)"
     )
 
 
