@@ -69,7 +69,7 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None]) -> Overlay | None:
     requirements = spec.job_dir / REQUIREMENTS
     if not spec.requirements_overlay or not requirements.is_file() or not uv_install.requirement_lines(requirements):
         return None
-    target = _this_interpreter()
+    target = this_interpreter()
     if uv_install.only_provided(requirements, target.provides):
         return None
     key = cache_key(requirements.read_bytes(), target)
@@ -102,7 +102,7 @@ def cache_key(requirements: bytes, target: uv_install.Target) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _this_interpreter() -> uv_install.Target:
+def this_interpreter() -> uv_install.Target:
     """This interpreter, which provides torch (at its version: the rest is resolved against it)."""
     pins = []
     for name in PROVIDED:
