@@ -247,7 +247,7 @@ class ParameterUpdates:
     SAMPLE = 64
 
     def __init__(self, parameters: list[torch.Tensor]):
-        self._parameters = [weakref.ref(p) for p in parameters]
+        self._parameters = parameters  # held until the next backward pass: a step seen after the script ended counts
         self._samples = [self._sample(p) for p in parameters]
 
     @classmethod
@@ -274,9 +274,8 @@ class ParameterUpdates:
             return flat[:: max(1, flat.numel() // cls.SAMPLE)].clone()
 
     def changed(self) -> bool:
-        for ref, before in zip(self._parameters, self._samples, strict=True):
-            parameter = ref()
-            if parameter is not None and not torch.equal(self._sample(parameter), before):
+        for parameter, before in zip(self._parameters, self._samples, strict=True):
+            if not torch.equal(self._sample(parameter), before):
                 return True
         return False
 
