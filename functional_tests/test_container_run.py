@@ -153,3 +153,64 @@ def _gone(podman_root, seconds: float) -> bool:
 def _containers(podman_root) -> list[str]:
     listed = podman(podman_root, "ps", "-a", "--filter", f"label={RUN_LABEL}", "--format", "{{.Names}}")
     return listed.stdout.split()
+
+
+TRAIN = """import torch
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+"""
+
+
+def test_the_documented_defaults_work_here_and_an_engine_failure_is_named_as_such(local_bases, env, tmp_path):
+    """Without the tests' `--ulimit` options: on a host that cannot raise its limits (this one, rootless podman,
+    a container) the container gets this machine's own; an option the engine refuses is the engine's failure."""
+    from vdk.plugin.ml_training.host_limits import host_limits
+
+    job = write_job(
+        tmp_path,
+        "defaults",
+        ml={"base_image": local_bases.debian, "gpus_per_node": "0", "smoke_steps": "2"},
+        files={"train.py": TRAIN, "requirements.txt": f"{TORCH_REQUIREMENT}\n"},
+    )
+    plain = {**env, "VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS": "--network host"}
+    done = vdk("run", "--container", str(job), env=plain)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "smoke run PASSED" in output, output
+    if not host_limits().can_raise:
+        limits = " ".join(host_limits().ulimit_options())
+        assert f"note: this machine's limits, which it cannot raise to podman's defaults: {limits}" in output, output
+
+    refused = vdk(
+        "run", "--container", str(job), env={**plain, "VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS": "--network nosuchnet"}
+    )
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0, output
+    assert "podman could not start the job's container" in output, output
+    assert "unable to find network with name or ID nosuchnet" in output, output
+    assert "VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS='--network host'" in output, output
+    assert "torchrun failed before any rank started" not in output, output
+
+
+def test_the_import_check_runs_again_once_the_base_is_read(local_bases, env, tmp_path):
+    """A base never read: `vdk run` can only note that an undeclared import must come from it. Once --container
+    has read the base, the check runs again, before anything is built."""
+    job = write_job(
+        tmp_path,
+        "recheck",
+        ml={"base_image": local_bases.debian, "gpus_per_node": "0"},
+        files={"train.py": TRAIN_WITH_YAML, "requirements.txt": f"{TORCH_REQUIREMENT}\n"},
+    )
+    fresh = {**env, "VDK_ML_TRAINING_CACHE_DIR": str(tmp_path / "fresh-cache")}  # nothing read of any base yet
+    done = vdk("run", "--container", str(job), env=fresh)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "note: train.py:2: `import yaml` needs PyYAML" in output, output  # the first check: base unknown
+    assert "recheck imports 1 module its image would not have" in output, output  # the second: base read
+    assert "Dependencies:" not in output and "smoke run of" not in output, output  # before building anything

@@ -11,7 +11,14 @@ fieldValidation=Strict, garbage collection through ownerReferences, bearer-token
 denials, and `Status` error bodies as a real server writes them. Custom resources are validated
 against the real CRD schemas (crd_schema), native objects by the `kubernetes` models plus the
 API server's own rules for what is used here, and the operators' admission webhooks are emulated
-for the rules the plugin must respect. Faults can be injected per request.
+for the rules the plugin must respect.
+
+Faults are injected per request (method and resource, optionally one object's name), once, a number of
+times or always (`times=None`): an error answer (`fail`, with `Retry-After` if asked: 429, 500 once, 500
+always), no answer at all (`drop`, `reset`: the connection closed or reset before the request is done), an
+answer lost after the request was done (`drop(..., after=True)`, `reset(..., after=True)`: the object is
+created, the client never hears of it), and an answer late (`delay`: done, answered after some seconds —
+past the client's timeout, say). Dry runs are never faulted (they change nothing).
 """
 
 from __future__ import annotations
@@ -19,7 +26,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+import socket
+import struct
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from dataclasses import field
@@ -61,16 +71,50 @@ class Kind:
 
 
 DROP = 0  # a Fault status: no answer, the connection is closed
+# What a fault does (Fault.mode)
+ANSWER = "answer"  # answer `status` instead of doing the request
+CLOSE = "close"  # close the connection without an answer (FIN)
+RESET = "reset"  # reset the connection (RST) without an answer
+LATE = "late"  # answer `delay` seconds late
 
 
 @dataclass
 class Fault:
     method: str
-    plural: str
+    plural: str  # "pods", or a subresource: "pods/log"
     status: int
     reason: str
     message: str
-    times: int = 1
+    times: int | None = 1  # None: always
+    mode: str = ANSWER
+    after: bool = False  # CLOSE / RESET once the request was done (its answer lost)
+    delay: float = 0.0  # LATE: seconds
+    retry_after: int | None = None  # ANSWER: a Retry-After header
+    name: str | None = None  # only requests on this object
+    served: int = 0  # how often it struck
+
+    def matches(self, method: str, plural: str, name: str | None, query: dict) -> bool:
+        return (
+            self.method == method
+            and self.plural == plural
+            and (self.times is None or self.times > 0)
+            and (self.name is None or self.name == name)
+            and query.get("dryRun") != "All"
+        )
+
+    def strike(self) -> None:
+        self.served += 1
+        if self.times is not None:
+            self.times -= 1
+
+
+@dataclass
+class Faulted:
+    """What `_route` answers when a fault struck: the real answer (when the request was done) and the fault."""
+
+    fault: Fault
+    code: int = 0
+    payload: Any = None
 
 
 @dataclass
@@ -214,12 +258,55 @@ class FakeKube:
                 and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "vdk-ml-training"
             )
 
-    def fail(self, method: str, plural: str, status: int, reason: str, message: str, times: int = 1) -> None:
-        self.faults.append(Fault(method, plural, status, reason, message, times))
+    def fail(
+        self,
+        method: str,
+        plural: str,
+        status: int,
+        reason: str,
+        message: str,
+        times: int | None = 1,
+        retry_after: int | None = None,
+        name: str | None = None,
+    ) -> Fault:
+        """Answer `status` (a Status body with `reason` and `message`) instead of doing the request; `times`
+        None: always."""
+        fault = Fault(method, plural, status, reason, message, times, retry_after=retry_after, name=name)
+        self.faults.append(fault)
+        return fault
 
-    def drop(self, method: str, plural: str, times: int = 1) -> None:
-        """Close the connection instead of answering (as a server does with an idle kept-alive one)."""
-        self.faults.append(Fault(method, plural, DROP, "", "", times))
+    def drop(
+        self, method: str, plural: str, times: int | None = 1, after: bool = False, name: str | None = None
+    ) -> Fault:
+        """Close the connection instead of answering (as a server does with an idle kept-alive one); `after`:
+        once the request was done (the object is created, its answer lost)."""
+        fault = Fault(method, plural, DROP, "", "", times, mode=CLOSE, after=after, name=name)
+        self.faults.append(fault)
+        return fault
+
+    def reset(
+        self, method: str, plural: str, times: int | None = 1, after: bool = False, name: str | None = None
+    ) -> Fault:
+        """Reset the connection (RST) instead of answering; `after`: once the request was done."""
+        fault = Fault(method, plural, DROP, "", "", times, mode=RESET, after=after, name=name)
+        self.faults.append(fault)
+        return fault
+
+    def delay(self, method: str, plural: str, seconds: float, times: int | None = 1, name: str | None = None) -> Fault:
+        """Do the request, then answer `seconds` late (past the client's timeout, the answer is lost)."""
+        fault = Fault(method, plural, 200, "", "", times, mode=LATE, after=True, delay=seconds, name=name)
+        self.faults.append(fault)
+        return fault
+
+    def requests_to(self, method: str, path_end: str, dry_run: bool = False) -> int:
+        """How many requests `method` to a path ending with `path_end` the server got (dry runs aside)."""
+        return len(
+            [
+                1
+                for m, p, q in self.requests
+                if m == method and p.endswith(path_end) and (q.get("dryRun") == "All") == dry_run
+            ]
+        )
 
     def set_status(self, plural: str, name: str, status: dict, namespace: str = "ml") -> None:
         kind = self.kind(plural)
@@ -353,15 +440,35 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             return self._send(400, status(400, "BadRequest", "the request body is not JSON"))
-        code, payload = _route(fake, method, url.path, query, body)
+        answer = _route(fake, method, url.path, query, body)
+        headers: dict[str, str] = {}
+        if isinstance(answer, Faulted):
+            fault = answer.fault
+            if fault.mode == CLOSE:
+                self.close_connection = True
+                return
+            if fault.mode == RESET:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
+                return
+            if fault.mode == LATE:
+                time.sleep(fault.delay)
+                code, payload = answer.code, answer.payload
+            else:
+                code, payload = fault.status, status(fault.status, fault.reason, fault.message)
+                if fault.retry_after is not None:
+                    headers["Retry-After"] = str(fault.retry_after)
+        else:
+            code, payload = answer
         if code == 200 and _wants_metadata_only(self.headers.get("Accept") or "") and isinstance(payload, dict):
             payload = _partial_metadata(payload)
-        if code == DROP:
+        try:
+            self._send(code, payload, headers)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (a late answer)
             self.close_connection = True
-            return
-        self._send(code, payload)
 
-    def _send(self, code: int, payload: Any) -> None:
+    def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         if isinstance(payload, Stream):
             return self._send_stream(code, payload)
         if isinstance(payload, str):
@@ -371,6 +478,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -391,7 +500,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any] | Faulted:
+    """The answer to a request, or what a fault made of it."""
+    m = _PATH.match(path)
+    if m:
+        plural = m["plural"] + (f"/{m['sub']}" if m["sub"] else "")
+        with fake._lock:
+            fault = next((f for f in fake.faults if f.matches(method, plural, m["name"], query)), None)
+            if fault is not None:
+                fault.strike()
+        if fault is not None:
+            if not fault.after:
+                return Faulted(fault)
+            code, payload = _answer(fake, method, path, query, body)
+            return Faulted(fault, code, payload)
+    return _answer(fake, method, path, query, body)
+
+
+def _answer(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
     if (method, path) == ("POST", SELF_SUBJECT_ACCESS_REVIEWS):
         return _access_review(fake, body)
     if method == "GET":
@@ -432,10 +558,6 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
             f'in API group "{kind.group}"{where}',
             {"group": kind.group, "kind": kind.plural, **({"name": name} if name else {})},
         )
-    for fault in fake.faults:
-        if fault.method == method and fault.plural == kind.plural and fault.times > 0 and query.get("dryRun") != "All":
-            fault.times -= 1
-            return fault.status, status(fault.status, fault.reason, fault.message)
     key_ns = ns if kind.namespaced else None
     if method == "GET" and name:
         obj = fake.objects.get((kind.group_version, kind.plural, key_ns, name))

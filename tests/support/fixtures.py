@@ -20,6 +20,7 @@ from tests.support.registry import Registry
 from tests.support.registry import have_registry
 from tests.support.registry import podman
 from tests.support.registry import self_signed_cert
+from vdk.plugin.ml_training.k8s import retries
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.local import launcher
 
@@ -158,6 +159,18 @@ def local_bases(registry, podman_root) -> LocalBases:
     """Debian-built bases (python3 only, python only, a venv, torch in dist-packages), each built and
     pushed to the registry when a test first asks for it; see tests/support/base_images.py."""
     return LocalBases(podman_root, registry.host)
+
+
+# The retries of API requests as a user's are made (k8s/retries.py), with their waits scaled down: tests of
+# faults see every retry and its bound without waiting a user's seconds.
+FAST_RETRIES = retries.RetryPolicy(attempts=4, base_seconds=0.01, max_wait_seconds=0.05, budget_seconds=20)
+
+
+@pytest.fixture
+def fast_retries(monkeypatch) -> retries.RetryPolicy:
+    """Every API request of this test (in this process) retried under FAST_RETRIES."""
+    monkeypatch.setattr(retries, "DEFAULT_POLICY", FAST_RETRIES)
+    return FAST_RETRIES
 
 
 @pytest.fixture

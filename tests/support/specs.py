@@ -41,6 +41,16 @@ MATRIX = {
         "max_restarts": "5",
         "ttl_after_finished": "1d",
     },
+    # every placement key: a GPU model, node labels, taints, pull secrets, a service account
+    "placement": {
+        "nodes": "2",
+        "gpus_per_node": "8",
+        "gpu_type": "H100",
+        "node_selector": "pool=training, topology.kubernetes.io/zone=eu-west-1a",
+        "tolerations": "dedicated=ml:NoSchedule, spot, example.com/maintenance=:NoExecute",
+        "image_pull_secrets": "registry-credentials, mirror-credentials",
+        "service_account": "trainer",
+    },
 }
 
 

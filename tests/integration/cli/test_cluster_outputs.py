@@ -4,6 +4,11 @@ the real export module over a directory that stands for the run's directory of t
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +124,74 @@ def test_show_names_the_output_location_and_what_rank_0_last_said_of_its_size(ou
     assert f"PersistentVolumeClaim ml-outputs, directory {run.name}/" in line and "3 files, 2.5 MB" in line
     shown = json.loads(vdk("show", "-n", "mnist-ddp", "-o", "json").stdout)["latest"]["outputs"]
     assert shown == {"claim": "ml-outputs", "directory": run.name, "files": 3, "bytes": 2500000}
+
+
+def test_a_copy_pod_whose_create_answer_was_lost_is_used_and_deleted(outputs_run, fast_retries):
+    fake, run, _ = outputs_run
+    fake.drop("POST", "pods", after=True)
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp")
+    assert done.exit_code == 0, done.output
+    assert "snapshot.pt" in done.stdout
+    assert fake.requests_to("POST", "/pods") == 1  # one copy pod, found by its name
+    assert "closed the connection without an answer to create Pod" in done.stderr and "but it was done" in done.stderr
+    assert fake.stored("pods") == []
+
+
+def test_names_with_terminal_escape_sequences_are_never_printed_raw(outputs_run, tmp_path):
+    fake, run, directory = outputs_run
+    evil = "\x1b]0;owned\x07\x1b[2Jreport.txt"
+    (directory / evil).write_bytes(b"text")
+    listed = vdk("execute", "--outputs", "-n", "mnist-ddp")
+    assert listed.exit_code == 0, listed.output
+    assert "\x1b" not in listed.stdout + listed.stderr and "\x07" not in listed.stdout + listed.stderr
+    assert "\\x1b]0;owned\\x07\\x1b[2Jreport.txt" in listed.stdout
+    target = tmp_path / "copy"
+    copied = vdk("execute", "--outputs", "-n", "mnist-ddp", "--to", str(target))
+    assert copied.exit_code == 0, copied.output
+    assert (target / evil).read_bytes() == b"text"  # the file itself keeps its name
+    assert "\x1b" not in copied.stdout + copied.stderr and "\\x1b]0;owned" in copied.stderr
+    as_json = json.loads(vdk("execute", "--outputs", "-n", "mnist-ddp", "-o", "json").stdout)
+    assert evil in [f["path"] for f in as_json["files"]]  # JSON escapes it, and keeps it exact
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_the_copy_deletes_its_pod(cluster, tmp_path, sig):
+    fake, client = cluster(pytorchjob=True)  # no kubelet: the copy pod stays Pending, the copy waits for it
+    spec = make_spec(tmp_path / "jobs", name="mnist-ddp", nodes="2", gpus_per_node="8", output_pvc="ml-outputs")
+    client.apply(render_run(spec, IMAGE, make_run(spec), "ml", "pytorchjob"))
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("vdk")), "execute", "--outputs", "-n", "mnist-ddp", "--to", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not fake.stored("pods") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pod,) = fake.stored("pods")
+    time.sleep(0.5)
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + sig, err
+    assert fake.stored("pods") == []  # not left mounting the claim for an hour
+    assert f"Deleted the copy pod {pod['metadata']['name']}" in err
+    assert f"vdk execute interrupted by {signal.Signals(sig).name}." in err
+    assert not list(tmp_path.glob("**/*.part"))
+
+
+def test_a_target_that_cannot_be_written_is_a_clear_error(outputs_run, tmp_path, monkeypatch):
+    from vdk.plugin.ml_training.runtime import outputs_stream
+
+    fake, run, directory = outputs_run
+
+    def full(source, target):  # the local disk fills up as the first file is put in place
+        raise OSError(28, "No space left on device", str(target))
+
+    monkeypatch.setattr(outputs_stream.os, "replace", full)
+    target = tmp_path / "copy"
+    done = vdk("execute", "--outputs", "-n", "mnist-ddp", "--to", str(target))
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "the copy of the outputs could not be written (" in done.stderr
+    assert "No space left on device" in done.stderr and "another directory (--to)" in done.stderr
+    assert not [p for p in target.rglob("*") if p.is_file()]  # no half-written file
+    assert fake.stored("pods") == []

@@ -12,76 +12,19 @@ import time
 import pytest
 
 from tests.support import cluster_state as cs
+from tests.support.deployed_runs import Cluster
 from tests.support.fake_apiserver import go_bool
 from tests.support.specs import IMAGE
 from tests.support.specs import OUTSIDE_GIT
-from tests.support.specs import PROVENANCE
-from tests.support.specs import make_run
-from tests.support.specs import make_spec
 from tests.support.vdk_cli import vdk
 from tests.support.vdk_cli import vdk_process
 from vdk.plugin.ml_training.k8s import observe
-from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 GPU_FULL = (
     "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. "
     "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
 )
-PLURAL = {"pytorchjob": "pytorchjobs", "trainjob": "trainjobs", "job": "jobs"}
-
-
-class Cluster:
-    def __init__(self, fake, client, root):
-        self.fake, self.client, self.root = fake, client, root
-
-    def deploy(
-        self,
-        job="mnist-ddp",
-        backend="pytorchjob",
-        name=None,
-        created=None,
-        reason="nightly retrain",
-        provenance=PROVENANCE,
-        **keys,
-    ) -> dict:
-        spec = make_spec(self.root, name=job, **{"nodes": "2", "gpus_per_node": "8", **keys})
-        run = make_run(spec, name=name, reason=reason, provenance=provenance)
-        main = self.client.apply(render_run(spec, IMAGE, run, "ml", backend))[0]
-        if created:
-            key = (main["apiVersion"], PLURAL[backend], "ml", run.name)
-            self.fake.objects[key]["metadata"]["creationTimestamp"] = created
-            main["metadata"]["creationTimestamp"] = created
-        return main
-
-    def status(self, run: dict, **status):
-        self.fake.set_status(PLURAL[run["metadata"]["labels"]["vdk.io/backend"]], run["metadata"]["name"], status)
-
-    def pod(
-        self, run: dict, rank: int, status: dict, log: str | None = None, previous_log: str | None = None, **kw
-    ) -> dict:
-        backend = run["metadata"]["labels"]["vdk.io/backend"]
-        pod = self.fake.add("pods", cs.rank_pod(run, backend, rank, status, **kw))
-        name, container = pod["metadata"]["name"], cs.CONTAINER[backend]
-        if log is not None:
-            self.fake.set_log(name, container, log)
-        if previous_log is not None:
-            self.fake.set_log(name, container, previous_log, previous=True)
-        return pod
-
-    def set_pod(self, pod: dict, status: dict) -> None:
-        """What the scheduler and kubelet change on a pod: its node and its status."""
-        backend = pod["metadata"]["labels"]["vdk.io/backend"]
-        with self.fake._lock:
-            stored = self.fake.objects[("v1", "pods", "ml", pod["metadata"]["name"])]
-            if status.get("_node"):
-                stored["spec"]["nodeName"] = status["_node"]
-            stored["status"] = {k: v for k, v in status.items() if not k.startswith("_")}
-            for container in stored["status"].get("containerStatuses", []):
-                container.setdefault("name", cs.CONTAINER[backend])
-
-    def run_names(self) -> list[str]:
-        return sorted(r.name for r in self.client.list_runs())
 
 
 @pytest.fixture
@@ -245,7 +188,7 @@ def test_show_explains_why_a_run_waits(kube):
     assert f"rank 1 (pod {p1['metadata']['name']}): cannot be scheduled: {GPU_FULL}" in out
     assert "-> no node has that many free GPUs now" in out
     assert f"rank 2 (pod {p2['metadata']['name']}): cannot pull the image (ImagePullBackOff)" in out
-    assert "imagePullSecrets" in out
+    assert "name it in `image_pull_secrets` of [ml-training]" in out
     # the audit trail of the run
     assert f"image      {IMAGE.reference}" in out
     assert "commit     0123456789abcdef0123456789abcdef01234567 (with uncommitted changes)" in out
@@ -717,8 +660,6 @@ def test_start_runs_a_past_run_again_exactly(kube):
 def test_cancel_stops_and_removes_one_run(kube):
     keep = kube.deploy(created=cs.ago(600))
     cancel = kube.deploy(created=cs.ago(60))
-    result = vdk("execute", "--cancel", "-n", "mnist-ddp")
-    assert result.exit_code == 2 and "--cancel needs -i/--execution-id" in result.stderr
     out = ok(
         vdk("execute", "--cancel", "-n", "mnist-ddp", "-i", cancel["metadata"]["name"], "-t", "Vision Research")
     ).stdout
@@ -727,6 +668,38 @@ def test_cancel_stops_and_removes_one_run(kube):
     assert kube.fake.run_objects() == sorted(
         [f"PyTorchJob/{keep['metadata']['name']}", f"ConfigMap/{keep['metadata']['name']}-record"]
     )
+
+
+def test_cancel_without_a_run_cancels_the_latest_as_the_other_operations_default_to_it(kube):
+    older = kube.deploy(created=cs.ago(600))
+    latest = kube.deploy(created=cs.ago(60))
+    kube.status(latest, conditions=[{"type": "Running", "status": "True"}])
+    out = ok(vdk("execute", "--cancel", "-n", "mnist-ddp", "-t", "Vision Research")).stdout
+    assert f"Cancelled {latest['metadata']['name']} of mnist-ddp" in out
+    assert kube.run_names() == [older["metadata"]["name"]]
+    # the latest run now is one that ended: cancelling it by default would only delete it, so it is refused
+    kube.status(older, conditions=[{"type": "Succeeded", "status": "True"}])
+    refused = vdk("execute", "--cancel", "-n", "mnist-ddp", "-t", "Vision Research")
+    assert refused.exit_code == 1, refused.stderr
+    assert (
+        f"the latest run of mnist-ddp of team Vision Research, {older['metadata']['name']}, has ended (Succeeded)"
+        in (refused.stderr)
+    )
+    assert "name the run to cancel with -i (`vdk execute --list -n mnist-ddp` lists them)" in refused.stderr
+    assert kube.run_names() == [older["metadata"]["name"]]
+
+
+def test_show_takes_a_run_as_execute_show_does(kube):
+    older = kube.deploy(created=cs.ago(600), reason="first try")
+    latest = kube.deploy(created=cs.ago(60), reason="second try")
+    out = ok(vdk("show", "-n", "mnist-ddp", "-i", older["metadata"]["name"])).stdout
+    assert "\nRun " in out and "Latest run" not in out
+    assert "first try" in out.split("\nRun ", 1)[1] and "second try" not in out.split("\nRun ", 1)[1]
+    assert latest["metadata"]["name"] in out  # still in the table of the job's runs
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-i", older["metadata"]["name"][-8:], "-o", "json")).stdout)
+    assert shown["latest"]["run"]["name"] == older["metadata"]["name"]
+    unknown = vdk("show", "-n", "mnist-ddp", "-i", "nosuchrun")
+    assert unknown.exit_code == 1 and "nosuchrun" in unknown.stderr
 
 
 def test_execute_list_and_show(kube):
@@ -742,7 +715,7 @@ def test_execute_list_and_show(kube):
     result = vdk("execute", "-n", "mnist-ddp")
     assert result.exit_code == 2 and "--start, --cancel, --list, --show, --logs or --outputs" in result.stderr
     result = vdk("execute", "--list", "--follow", "-n", "mnist-ddp")
-    assert result.exit_code == 2 and "--follow goes with --logs" in result.stderr
+    assert result.exit_code == 2 and "--follow goes with --logs (every rank's logs) or --show" in result.stderr
 
 
 def test_delete_asks_then_removes_every_run_of_the_job(kube):

@@ -8,8 +8,10 @@ build, apply) leaves nothing in the cluster; data jobs are not taken over."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -267,6 +269,10 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     out = json.loads(result.stdout)  # with -o json, stdout is one JSON document
     assert out["backend"] == "pytorchjob" and out["namespace"] == "ml"
     assert "smoke run PASSED" in result.stderr  # the pre-flight smoke check ran first
+    # the dependency check beside it says what it does, and the build then says the layer was built, not reused
+    assert "Pre-flight dependencies: resolving requirements.txt" in result.stderr
+    assert "Pre-flight Dependencies: 2 packages, " in result.stderr and ", built in " in result.stderr
+    assert "ago by this command (its pre-flight check)" in result.stderr and "unchanged" not in result.stderr
     run = out["run"]
     assert fake.run_objects() == sorted([f"PyTorchJob/{run}", f"ConfigMap/{run}-record"])
     pytorchjob = fake.stored("pytorchjobs")[0]
@@ -377,6 +383,48 @@ def test_failed_apply_leaves_nothing_behind(tmp_path, registry, base_image, clus
     assert result.exit_code == 1
     assert "configmaps" in result.stderr and "Fix:" in result.stderr
     assert fake.run_objects() == []  # the PyTorchJob created before the failure was removed
+
+
+def test_a_run_whose_create_answer_was_lost_is_adopted_not_deployed_twice(
+    tmp_path, registry, base_image, cluster, monkeypatch, fast_retries
+):
+    fake = cluster(pytorchjob=True)[0]
+    fake.drop("POST", "pytorchjobs", after=True)  # created; the answer never comes
+    fake.fail("POST", "configmaps", 429, "TooManyRequests", "Too many requests, please try again later.", 1, 1)
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = deploy_job(tmp_path, base_image, name="lost-reply")
+    result = vdk("deploy", "-p", str(job), "--skip-smoke", "-o", "json")
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.stdout)["run"]
+    assert fake.run_objects() == sorted([f"PyTorchJob/{run}", f"ConfigMap/{run}-record"])  # once, with its record
+    assert fake.requests_to("POST", "/pytorchjobs") == 1 and fake.requests_to("POST", "/configmaps") == 2
+    assert f"create PyTorchJob {run} in namespace ml, but it was done: PyTorchJob {run} exists" in result.stderr
+    assert f"answered 429 TooManyRequests to create ConfigMap {run}-record in namespace ml (Retry-After 1 s)" in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_deploy_stopped_while_its_run_is_created_leaves_nothing(
+    tmp_path, registry, base_image, cluster, monkeypatch, sig
+):
+    fake = cluster(pytorchjob=True)[0]
+    fake.delay("POST", "pytorchjobs", 60)  # created at once, answered a minute later
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    job = deploy_job(tmp_path, base_image, name=f"stopped-{sig.name.lower()}")
+    process = subprocess.Popen(
+        [str(VDK), "deploy", "-p", str(job), "--skip-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while not fake.run_objects() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert fake.run_objects()  # the PyTorchJob exists, its answer is under way
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + sig, err
+    assert fake.run_objects() == []  # deleted again: no run without its record, no run the user does not know of
+    assert f"vdk deploy interrupted by {sig.name}." in err
+    assert "nothing of it is left in the cluster (deleted PyTorchJob/" in err and out == ""
 
 
 def test_unreachable_cluster_fails_before_smoke_and_build(tmp_path, registry, base_image, monkeypatch):

@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_errors import DependencyError
 from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_progress import StderrProgress
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.source import audit
 
@@ -145,3 +146,28 @@ def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
         dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert "no-such-package-anywhere" in caught.value.problem
     assert not isinstance(caught.value, NoWheelError)
+
+
+def test_a_build_says_what_uv_does_and_then_built_or_reused_truthfully(tmp_path, wheelhouse, monkeypatch):
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    info = base_info(spec)
+    shown = io.StringIO()
+    dependency_layer.dependency_layer(spec, info, StderrProgress(shown))
+    lines = shown.getvalue().splitlines()
+    assert lines[0].startswith("Dependencies: installing requirements.txt for Python 3.11")
+    assert "  dependencies: resolving requirements.txt" in lines
+    assert [line for line in lines if line.startswith("  dependencies: resolved 2 packages in ")]
+    assert [line for line in lines if line.startswith("  dependencies: installed 2 packages in ")]
+    assert lines[-1].startswith("Dependencies: 2 packages, ") and " MB compressed, built in " in lines[-1]
+
+    # taken from the cache later in the same command (the build after the pre-flight check): built, not reused
+    again = io.StringIO()
+    dependency_layer.dependency_layer(spec, info, StderrProgress(again))
+    assert " ago by this command (its pre-flight check)" in again.getvalue()
+    assert "unchanged" not in again.getvalue() and "reused" not in again.getvalue()
+
+    # another command (a later deploy): reused, with its age
+    monkeypatch.setattr(dependency_layer, "_built_here", {})
+    later = io.StringIO()
+    dependency_layer.dependency_layer(spec, info, StderrProgress(later))
+    assert "reused: built " in later.getvalue() and " ago for the same requirements.txt and Python" in later.getvalue()

@@ -72,6 +72,12 @@ def test_a_base_without_torch_gets_one_warning_with_the_size_before_anything_is_
     # Once built, the dry run knows the layer and says it with its size.
     again = plan_image(spec, f"{registry.host}/ml", provenance).render()
     assert "warning: the dependency layer carries torch 2.13.0 and 1 CUDA/compiler wheels" in again
+    # The next build of the job with the same dependencies says it in one line.
+    shown = io.StringIO()
+    build_and_push(spec, f"{registry.host}/ml", provenance, progress=StderrProgress(shown))
+    said = [line for line in shown.getvalue().splitlines() if "torch" in line]
+    assert not [line for line in said if line.startswith("warning:")], said
+    assert [line for line in said if line.startswith("note: the dependency layer carries 2 torch/CUDA wheels")]
 
 
 def test_a_base_with_torch_gets_no_warning_and_no_torch(tmp_path, registry, local_bases, wheelhouse):

@@ -59,31 +59,36 @@ def test_apply_creates_exactly_the_run_objects_owned_by_the_main_one(cluster, sp
     assert stored["metadata"]["annotations"] == manifests[0]["metadata"]["annotations"]
 
 
-def test_failure_in_the_middle_of_apply_leaves_nothing(cluster, spec):
+def test_failure_in_the_middle_of_apply_leaves_nothing(cluster, spec, fast_retries):
     fake, client = cluster()
     run, manifests = render(spec, "job")
-    fake.fail("POST", "services", 500, "InternalError", "etcdserver: request timed out")
+    fake.fail("POST", "services", 500, "InternalError", "etcdserver: request timed out", times=None)
     with pytest.raises(MLTrainingError) as e:
         client.apply(manifests)
     assert "etcdserver: request timed out" in e.value.problem
+    assert f"tried {fast_retries.attempts} times" in e.value.problem
+    assert f"Nothing was left in the cluster: what was created was deleted again (Job/{run.name})" in e.value.problem
     assert fake.run_objects() == []
     assert ("DELETE", f"/apis/batch/v1/namespaces/ml/jobs/{run.name}") in [(m, p) for m, p, _ in fake.requests]
 
-    fake.fail("POST", "configmaps", 503, "ServiceUnavailable", "the server is currently unable to handle the request")
+    fake.faults.clear()
+    fake.fail("POST", "configmaps", 403, "Forbidden", 'configmaps is forbidden: User "tester" cannot create')
     with pytest.raises(MLTrainingError):
         client.apply(manifests)
     assert fake.run_objects() == []
+    assert fake.requests_to("POST", "/configmaps") == 1  # a refusal is not worth another attempt
 
 
-def test_failed_cleanup_names_what_remains(cluster, spec):
+def test_failed_cleanup_names_what_remains(cluster, spec, fast_retries):
     fake, client = cluster()
     run, manifests = render(spec, "job")
-    fake.fail("POST", "configmaps", 500, "InternalError", "boom")
-    fake.fail("DELETE", "jobs", 500, "InternalError", "still boom")
+    fake.fail("POST", "configmaps", 500, "InternalError", "boom", times=None)
+    fake.fail("DELETE", "jobs", 500, "InternalError", "still boom", times=None)
     with pytest.raises(MLTrainingError) as e:
         client.apply(manifests)
     assert "boom" in e.value.problem and f"Job/{run.name}" in e.value.problem
-    assert "these objects remain" in e.value.problem and "kubectl delete" in e.value.fix
+    assert "these objects remain" in e.value.problem
+    assert f"`kubectl delete --context fake -n ml jobs.batch/{run.name}`" in e.value.fix
 
 
 def test_rejected_manifest_creates_nothing_and_names_the_field(cluster, spec):

@@ -274,6 +274,77 @@ def test_an_undeclared_import_fails_before_anything_runs_and_a_guarded_one_passe
     assert "end of epoch: not reached (the training loop takes no batches from a torch DataLoader" in result.output
 
 
+def test_a_package_installed_nowhere_is_to_be_listed_and_installed_here_in_one_fix(tmp_path):
+    """Not in requirements.txt, not installed where vdk runs: the fix says both at once, not one per round trip.
+    With the dependency overlay (the default) listing it is the whole fix: the next run installs it into the
+    overlay, never into vdk's environment; with requirements_overlay = false, the fix names the install here."""
+    script = "import torch\nimport sentencepiece_not_here\n"
+    broken = job(tmp_path, "nowhere", script, "gpus_per_node = 0\nbase_provides = torch", {})
+    result = vdk_run(broken)
+    assert result.exit_code != 0 and "smoke run of" not in result.output
+    assert "`import sentencepiece_not_here` needs sentencepiece_not_here, not installed here" in result.output
+    assert f"add `sentencepiece_not_here` to {broken / 'requirements.txt'} (a new file)" in result.output
+    assert "`vdk run` installs it from there too, into the run's overlay" in result.output
+    assert "pip install" not in result.output
+
+    managed = job(tmp_path, "managed", script, "gpus_per_node = 0\nbase_provides = torch\nrequirements_overlay = false", {})
+    result = vdk_run(managed)
+    assert result.exit_code != 0 and "smoke run of" not in result.output
+    assert f"add `sentencepiece_not_here` to {managed / 'requirements.txt'} (a new file)" in result.output
+    assert "install sentencepiece_not_here where vdk runs too: " in result.output
+    assert "-m pip install sentencepiece_not_here`" in result.output
+
+
+REPORTS_TO_WANDB = """
+    import torch
+    from torch.utils.data import Dataset
+    from transformers import Trainer, TrainingArguments
+
+
+    class Data(Dataset):
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            return {"x": torch.ones(4) * i, "labels": torch.tensor(float(i))}
+
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def forward(self, x, labels=None):
+            out = self.lin(x).squeeze(-1)
+            return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+
+    if __name__ == "__main__":
+        args = TrainingArguments("out", report_to="wandb", bf16=True, per_device_train_batch_size=4)
+        Trainer(model=Model(), args=args, train_dataset=Data()).train()
+"""
+
+
+def test_what_the_smoke_run_turns_off_is_checked_as_the_cluster_meets_it(tmp_path):
+    """`report_to="wandb"` is off in the smoke run and no import names wandb; on the cluster Trainer(...) imports
+    it at once. Its package must be in the image; what no check here stands for (bf16) is named as not checked."""
+    requirements = {"requirements.txt": "torch\ntransformers\n"}
+    broken = job(tmp_path, "reports-to-wandb", REPORTS_TO_WANDB, "gpus_per_node = 0", requirements)
+    result = vdk_run(broken)
+    assert result.exit_code != 0, result.output
+    assert "smoke run FAILED" in result.output
+    assert "the job asks for report_to=wandb (for which the Trainer imports wandb), which the smoke run turns off" in (
+        result.output
+    )
+    assert f"add `wandb` to {broken / 'requirements.txt'}" in result.output
+    assert "not checked here, the cluster run does it: bf16 mixed precision (on GPUs)" in result.output
+
+    (broken / "requirements.txt").write_text("torch\ntransformers\nwandb\n")  # in the image; not installed here
+    result = vdk_run(broken)
+    assert result.exit_code == 0, result.output
+    assert "report_to=wandb: turned off here; wandb, which the cluster run imports, is in the image" in result.output
+
+
 def test_the_jobs_own_module_left_out_of_the_image_is_missing_in_the_smoke_run_too(tmp_path):
     script = "import torch, helpers\nhelpers.train()\n"
     helpers = """
@@ -303,6 +374,19 @@ def test_a_data_file_the_image_leaves_out_is_missing_in_the_smoke_run_too(tmp_pa
         result.output
     )
     assert "`!data/`" in result.output
+
+
+def test_a_data_file_the_image_leaves_out_is_named_whichever_library_opened_it(tmp_path):
+    """numpy says `data/train.txt not found.`, not open()'s errno text: the ignore rule is named all the same."""
+    script = "import numpy, torch\nrows = numpy.loadtxt('data/train.txt')\n"
+    broken = job(
+        tmp_path, "numpy-data", script, "gpus_per_node = 0", {"data/train.txt": "1 2\n", ".gitignore": "data/\n"}
+    )
+    result = vdk_run(broken)
+    assert result.exit_code != 0 and "data/train.txt not found." in result.output
+    assert "data/train.txt is in the job directory, but its image leaves it out (data/: .gitignore: data/)" in (
+        result.output
+    )
 
 
 # --- arguments and memory -------------------------------------------------------------------------

@@ -120,10 +120,15 @@ def test_hugging_face_is_adapted_when_imported_and_never_imported_otherwise(tmp_
             "no_saves": [no_saves.save_strategy, no_saves.load_best_model_at_end],
             "accelerator": [accelerator.mixed_precision, str(accelerator.device)],
             "counts": dict(a.counts),
+            "turned_off": a.turned_off,
         }}))
         """
     )
     assert out["imported_early"] == []
+    # what the cluster run will do, for the smoke run's summary and the check of its integrations' packages
+    assert out["turned_off"] == {
+        "fp16": None, "torch_compile": None, "report_to=wandb": "wandb", "bf16": None,
+    }  # fmt: skip
     # on the virtual GPU, in full precision, for smoke_steps steps, saving as configured but not where the user looks
     assert out["args"] == [False, False, [], 3, "steps", True, False, str(tmp_path / "hf")]
     assert out["no_saves"] == ["no", False]  # smoke_epoch_end = false: the run ends after the steps, nothing saved

@@ -22,8 +22,18 @@ from vdk.plugin.ml_training.job.settings import CONFIG_KEYS
 from vdk.plugin.ml_training.job.settings import job_settings
 
 JOB_KEYS = [key for key in CATALOGUE if key.scope == keys.JOB]
-# MLJobSpec's fields that no single [ml-training] key fills.
-NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins"}
+# Kinds a spec holds in another form than written (seconds, a bool, a list, an int, a mapping).
+HELD_OTHERWISE = (
+    keys.DURATION,
+    keys.BOOLEAN,
+    keys.ARGUMENTS,
+    keys.PACKAGES,
+    keys.INTEGER,
+    keys.LABELS,
+    keys.TOLERATIONS,
+)
+HELD_OTHERWISE += (keys.NAMES,)
+NOT_FROM_A_KEY = {"name", "job_dir", "team", "env", "spawns_workers", "mounts", "secrets", "origins", "overrides"}
 
 
 @pytest.fixture
@@ -49,8 +59,8 @@ def test_a_job_that_sets_every_catalogue_key_to_its_example_loads_and_is_read_ke
     assert readers[0].asked == set(KEYS)
     values = spec.to_dict()
     for key in JOB_KEYS:
-        if key.kind in (keys.DURATION, keys.BOOLEAN, keys.ARGUMENTS, keys.PACKAGES, keys.INTEGER):
-            continue  # held in another form than written (seconds, a bool, a list, an int)
+        if key.kind in HELD_OTHERWISE:
+            continue  # held in another form than written (seconds, a bool, a list, an int, a mapping)
         assert str(values[key.field]) == key.example, key.name
 
 
@@ -72,13 +82,15 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
         "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc",
+        # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
+        "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
     }  # fmt: skip
 
 
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-4:] == ["registry", "namespace", "kube_context", "output_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 32
+    assert len(KEYS) == len(set(KEYS)) == 38
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -98,6 +110,12 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         "ml_training_run_mode": "smoke",
         "ml_training_container_engine": None,
         "ml_training_container_run_options": None,
+        # placement every run of a cluster may need (the job's keys win)
+        "ml_training_gpu_type_label": None,
+        "ml_training_node_selector": None,
+        "ml_training_tolerations": None,
+        "ml_training_image_pull_secrets": None,
+        "ml_training_service_account": None,
     }
     assert CONFIG_KEYS["ml_training_registry"][1].startswith("OCI registry (and path) that ml-training job images")
     # the settings of a job's keys have the key's name; the others are settings of `vdk`, not of a job

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,10 +18,15 @@ _lock = threading.Lock()
 
 
 def run(
-    argv: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+    argv: Sequence[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    on_stderr_line: Callable[[str], None] | None = None,
 ) -> subprocess.CompletedProcess:
     """subprocess.run(argv, capture_output=True, text=True), the process tracked while it runs; raises
-    subprocess.TimeoutExpired after `timeout` seconds, the process killed."""
+    subprocess.TimeoutExpired after `timeout` seconds, the process killed. `on_stderr_line(line)` is told each
+    line of its stderr as it comes (what a helper says of its progress); the result still holds all of it."""
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -29,12 +35,16 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="replace",
     )
     with _lock:
         _running.add(proc)
     try:
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            if on_stderr_line is None:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            else:
+                stdout, stderr = _streamed(proc, on_stderr_line, timeout)
         except BaseException:
             proc.kill()
             proc.communicate()
@@ -43,6 +53,37 @@ def run(
     finally:
         with _lock:
             _running.discard(proc)
+
+
+def _streamed(proc: subprocess.Popen, on_line: Callable[[str], None], timeout: float | None) -> tuple[str, str]:
+    """(stdout, stderr) of `proc`, its stderr told line by line as it comes; TimeoutExpired after `timeout`."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, expire) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    err: list[str] = []
+    try:
+        for line in proc.stderr:
+            err.append(line)
+            on_line(line.rstrip("\n"))
+        proc.wait()
+        reader.join()
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(proc.args, timeout or 0, "".join(out), "".join(err))
+    return "".join(out), "".join(err)
 
 
 def stop_all() -> None:

@@ -15,7 +15,7 @@ from vdk.plugin.ml_training.k8s.run_summary import summarize
     [
         (
             'failed to pull and unpack image "r.example.com/ml/x@sha256:ab": failed to authorize: 401 Unauthorized',
-            "imagePullSecrets",
+            "name it in `image_pull_secrets` of [ml-training]",
         ),
         (
             'rpc error: code = NotFound desc = failed to pull image "r.example.com/ml/x@sha256:ab": not found',

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # `vdk execute --<operation>` (the Control Service CLI's flags, one option named `operation`)
 OPERATION_HELP = {
     "start": "Run a past run again exactly: same image digest and manifests (-i RUN, default the latest).",
-    "cancel": "Stop the run -i RUN and delete it.",
+    "cancel": "Stop a run and delete it (-i RUN, default the latest, if it has not ended).",
     "list": "List the job's runs.",
     "show": "A run's ranks, why it waits or failed, its progress (-i RUN, default the latest).",
     "logs": "The logs of every rank (-i RUN, default the latest); ranks without a log say why.",
@@ -52,18 +52,18 @@ def execute_ml(
 ) -> None:
     if operation not in OPERATIONS:
         raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
-    if follow and operation != "logs":
-        raise click.UsageError("--follow goes with --logs")
+    if follow and operation not in ("logs", "show"):
+        raise click.UsageError("--follow goes with --logs (every rank's logs) or --show (the run, to its end)")
     if to is not None and operation != "outputs":
         raise click.UsageError("--to goes with --outputs")
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
-        raise click.UsageError("--follow prints log lines as they come; it has no JSON form")
-    if operation == "cancel" and not execution_id:
-        raise click.UsageError("--cancel needs -i/--execution-id: the run to cancel (`vdk execute --list -n JOB`)")
+        raise click.UsageError("--follow prints lines as they come; it has no JSON form")
     scope = verb_scope(name, team, job_path, "execute")
     if operation == "list":
         _list(scope, as_json)
+    elif operation == "show" and follow:
+        _follow_run(scope, execution_id)
     elif operation == "show":
         _show(scope, execution_id, as_json)
     elif operation == "logs" and follow:
@@ -75,14 +75,14 @@ def execute_ml(
     elif operation == "start":
         _start(scope, execution_id, reason, as_json)
     else:
-        _cancel(scope, execution_id or "", as_json)
+        _cancel(scope, execution_id, as_json)
 
 
 def _list(scope: Scope, as_json: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.ops.runs import list_runs
 
-    runs = list_runs(scope)
+    runs = list_runs(scope, say=stderr)
     if as_json:
         print_json([r.to_dict() for r in runs])
     else:
@@ -107,7 +107,8 @@ def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
     if as_json:
         print_json(logs.to_dict())
         return
-    if not logs.ranks:
+    pods_unread = any(note.startswith("pods ") for note in logs.notes)
+    if not logs.ranks and not pods_unread:
         stderr(f"{logs.run.name} has no pods, so no logs: {logs.why_no_pods()}")
     for entry in logs.ranks:
         rank = entry.rank.rank
@@ -117,6 +118,8 @@ def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
             _echo_prefixed(f"[rank {rank}] ", entry.current)
         else:
             stderr(f"[rank {rank}] no log: {entry.unavailable}")
+    for note in logs.notes:
+        stderr(f"note: {note}")
 
 
 def _echo_prefixed(prefix: str, text: str) -> None:
@@ -144,6 +147,19 @@ def _follow(scope: Scope, execution_id: str | None) -> None:
     stderr(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""))
 
 
+def _follow_run(scope: Scope, execution_id: str | None) -> None:
+    """--show --follow: the run to its end (rank 0's output, failing ranks' last lines); exit status its outcome."""
+    import functools
+
+    from vdk.plugin.ml_training.cli.cluster_follow import follow_and_exit
+    from vdk.plugin.ml_training.ops.follow import follow_run
+    from vdk.plugin.ml_training.ops.follow import run_to_follow
+
+    selection, run = run_to_follow(scope, execution_id)
+    again = f"-n {selection.job_name}{team_args(selection)}"
+    follow_and_exit(functools.partial(follow_run, selection.client, run), run.name, again)
+
+
 def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | None) -> None:
     """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
     from vdk.plugin.ml_training.cli import cluster_views
@@ -167,7 +183,7 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
     from vdk.plugin.ml_training.ops.runs import rerun
 
-    started = rerun(scope, execution_id, reason)
+    started = rerun(scope, execution_id, reason, say=stderr)
     if as_json:
         print_json(started.to_dict())
         return
@@ -181,7 +197,7 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
     click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")
 
 
-def _cancel(scope: Scope, execution_id: str, as_json: bool) -> None:
+def _cancel(scope: Scope, execution_id: str | None, as_json: bool) -> None:
     from vdk.plugin.ml_training.ops.runs import cancel_run
 
     cancelled = cancel_run(scope, execution_id, say=stderr)
@@ -201,10 +217,12 @@ EXECUTE = verbs.Verb(
         "--start (re-run exactly), --cancel."
     ),
     ml_help=(
-        "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed; --logs [-i RUN] "
-        "[--follow] the logs of every rank (pending ranks say why); --outputs [-i RUN] [--to DIR] lists (copies) "
-        "the files it wrote to its output claim; --start [-i RUN] runs a past run again exactly "
-        "(same image digest and manifests; default the latest); --cancel -i RUN stops and deletes a run. "
+        "ml-training jobs: --list its runs; --show [-i RUN] a run's ranks, why it waits or failed (with --follow: "
+        "the run to its end); --logs [-i RUN] [--follow] the logs of every rank (pending ranks say why); --outputs "
+        "[-i RUN] [--to DIR] lists (copies) the files it wrote to its output claim; --start [-i RUN] runs a past run "
+        "again exactly "
+        "(same image digest and manifests; default the latest); --cancel [-i RUN] stops and deletes a run (default the "
+        "latest, if it has not ended). "
         "RUN is the run name or its last part."
     ),
     params=[
@@ -219,7 +237,8 @@ EXECUTE = verbs.Verb(
         click.Option(
             ["--follow", "-f"],
             is_flag=True,
-            help="ml-training, with --logs: keep printing new log lines until the run ends.",
+            help="ml-training, with --logs: keep printing new log lines until the run ends; with --show: follow the "
+            "run to its end (rank 0's output, the last lines of any rank that fails; exit status its outcome).",
         ),
         click.Option(["--reason", "-r"], help="ml-training, with --start: why this run (kept in its audit trail)."),
         click.Option(

@@ -20,6 +20,7 @@ import click
 
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.cluster_execute import EXECUTE
+from vdk.plugin.ml_training.cli.cluster_scope import execution_id_option
 from vdk.plugin.ml_training.cli.cluster_scope import job_path_option
 from vdk.plugin.ml_training.cli.cluster_scope import list_is_ml
 from vdk.plugin.ml_training.cli.cluster_scope import ml_errors
@@ -85,6 +86,8 @@ def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
     if listing.teams_elsewhere:
         others = ", ".join(f"{name} ({ns})" for name, ns in listing.teams_elsewhere)
         text += f"\nTeams with a namespace of their own: {others}; `vdk list -t TEAM` lists a team's jobs."
+    for note in listing.notes:  # what could not be listed: on stderr, so that JSON stays one document
+        stderr(f"note: {note}")
     return entries, text
 
 
@@ -156,12 +159,14 @@ LIST = verbs.Verb(
 # --- vdk show ----------------------------------------------------------------------------------------
 
 
-def show_ml(name: str | None, team: str | None, job_path: str | None, output: str | None) -> None:
+def show_ml(
+    name: str | None, team: str | None, job_path: str | None, output: str | None, execution_id: str | None = None
+) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.selection import where
     from vdk.plugin.ml_training.ops.runs import show_job
 
-    job = show_job(verb_scope(name, team, job_path, "show"))
+    job = show_job(verb_scope(name, team, job_path, "show"), execution_id)
     if (output or "text").lower() == "json":
         print_json(job.to_dict())
         return
@@ -172,7 +177,8 @@ def show_ml(name: str | None, team: str | None, job_path: str | None, output: st
     click.echo(cluster_views.runs_text(runs[:SHOW_RUNS], {detail.run.name: detail.phase}))
     if len(runs) > SHOW_RUNS:
         click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list {again}")
-    click.echo("\n" + cluster_views.detail_text(detail, title="Latest run"))
+    title = "Latest run" if detail.run.name == runs[0].name else "Run"
+    click.echo("\n" + cluster_views.detail_text(detail, title=title))
     click.echo(f"\nLogs of every rank: vdk execute --logs {again}")
     for other in selection.others:
         click.echo(f"note: {name} also has {other.describe()}: vdk show -n {name} {other.option()}")
@@ -186,10 +192,11 @@ SHOW = verbs.Verb(
     ),
     ml_help=(
         "ml-training jobs: the job's runs, and for the latest its ranks, why it waits (scheduling, image pulls, "
-        "Kueue) or failed (OOMKilled, exit codes, the failing rank's last log lines), its audit trail and progress."
+        "Kueue) or failed (OOMKilled, exit codes, the failing rank's last log lines), its audit trail and progress; "
+        "-i RUN shows that run instead of the latest (as `vdk execute --show -i RUN` does)."
     ),
-    params=[name_option(), team_option(), job_path_option(), output_option()],
-    ml_only=("job_path",),
+    params=[name_option(), team_option(), job_path_option(), output_option(), execution_id_option("show")],
+    ml_only=("job_path", "execution_id"),
     is_ml=names_ml_job,
     run_ml=ml_errors(show_ml),
 )

@@ -59,6 +59,15 @@ def job_path_option() -> click.Option:
     )
 
 
+def execution_id_option(verb: str) -> click.Option:
+    """-i RUN: a run of the job (its name, or the part after the job name); default the latest."""
+    what = "shows" if verb == "show" else "works on"
+    return click.Option(
+        ["-i", "--execution-id"],
+        help=f"The run: its name, or the part after the job name [the latest]; `vdk {verb}` {what} that run.",
+    )
+
+
 def output_option() -> click.Option:
     return click.Option(
         ["-o", "--output"],
@@ -172,16 +181,23 @@ def team_args(selection: JobSelection) -> str:
 
 
 def ml_errors(run_ml: Callable[..., None]) -> Callable[..., None]:
-    """MLTrainingError -> the problem and its fix on stderr, exit code 1."""
+    """MLTrainingError -> the problem and its fix on stderr, exit code 1. SIGINT, SIGTERM and SIGHUP stop the
+    verb the same way (cli/interrupts.py): what it was creating is deleted again (a run being started, a copy
+    pod), a line says what was left, and vdk exits with 128 + the signal's number."""
 
     def run(**kwargs: Any) -> None:
+        from vdk.plugin.ml_training.cli import interrupts
         from vdk.plugin.ml_training.cli.context import fail
         from vdk.plugin.ml_training.errors import MLTrainingError
 
-        try:
-            return run_ml(**kwargs)
-        except MLTrainingError as e:
-            fail(e)
+        verb = click.get_current_context().info_name or "command"
+        with interrupts.stop_on_signals():
+            try:
+                return run_ml(**kwargs)
+            except MLTrainingError as e:
+                fail(e)
+            except KeyboardInterrupt as e:
+                interrupts.exit_interrupted(e, f"vdk {verb} interrupted by {interrupts.as_interrupted(e).name}.")
 
     return run
 

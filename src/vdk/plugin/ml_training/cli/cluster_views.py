@@ -13,6 +13,7 @@ from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.run_summary import shape_text
 from vdk.plugin.ml_training.ops.outputs import format_size
+from vdk.plugin.ml_training.runtime.outputs_stream import display
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
 RECENT_EVENTS = 10
@@ -198,6 +199,8 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
         out.append(("reason", run.reason))
     if run.rerun_of:
         out.append(("re-run of", run.rerun_of))
+    if run.overrides:
+        out.append(("overrides", f"{run.overrides} (--set, over config.ini)"))
     if run.queue:
         out.append(("queue", run.queue))
     return out
@@ -215,7 +218,11 @@ def output_files_text(files) -> str:
     if not files:
         return "No outputs yet: the run has written nothing to its output directory."
     rows = [
-        [f.path, format_size(f.size), datetime.fromtimestamp(f.mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")]
+        [
+            display(f.path),  # never raw: a name may hold terminal escape sequences
+            format_size(f.size),
+            datetime.fromtimestamp(f.mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        ]
         for f in files
     ]
     total = sum(f.size for f in files)

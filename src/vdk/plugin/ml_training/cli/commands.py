@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import click
 
 from vdk.plugin.ml_training.cli import verbs
@@ -16,9 +18,25 @@ def ml_verbs() -> list[verbs.Verb]:
     return [DEPLOY, *RUN_VERBS]
 
 
+ROOT_HELP = """
+
+ML training jobs (config.ini `[job] type = ml-training`): unmodified PyTorch / Hugging Face training code.
+
+\b
+# Smoke-check a training job on this machine's CPU, in seconds
+vdk run my-job
+# Build its image and start distributed training on Kubernetes
+vdk deploy -p my-job
+# Its runs: ranks, why they wait or failed, progress; every rank's logs
+vdk show -n my-job
+vdk execute --logs -n my-job"""
+
+
 def install_all(root: click.Group) -> None:
     from vdk.plugin.ml_training.cli import defaults
 
     for verb in ml_verbs():
         verbs.install(root, verb)
     defaults.install(root)
+    if root.help is not None and ROOT_HELP not in root.help:
+        root.help = inspect.cleandoc(root.help) + ROOT_HELP

@@ -29,6 +29,8 @@ from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import ml_config_problem
 from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
+from vdk.plugin.ml_training.job.overrides import SET_OPTION
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import PushedImage
@@ -63,7 +65,11 @@ def deploy_ml(
     build_only: bool,
     backend: str | None,
     skip_import_check: bool = False,
+    set_values: tuple[str, ...] = (),
+    ml_args: str | None = None,
+    follow: bool = False,
 ) -> None:
+    from vdk.plugin.ml_training.job.overrides import parse_overrides
     from vdk.plugin.ml_training.ops import deploy
 
     as_json = (output or "text").lower() == "json"
@@ -71,8 +77,14 @@ def deploy_ml(
         if dry_run and build_only:
             raise MLTrainingError(
                 "--dry-run and --build-only exclude each other",
-                "use --dry-run to see what would be built and started (nothing is contacted), "
+                "use --dry-run to see what would be built and started (no cluster is contacted), "
                 "or --build-only to build and push the image",
+            )
+        if follow and (dry_run or build_only or as_json):
+            what = "--dry-run" if dry_run else "--build-only" if build_only else "-o json"
+            raise MLTrainingError(
+                f"--follow follows the run a deploy starts, as text; {what} starts none or prints JSON",
+                f"leave out {what} to follow the run, or --follow to get {what}'s result",
             )
         option, default_team = team_option(team)
         spec = deploy.deploy_spec(
@@ -83,6 +95,7 @@ def deploy_ml(
             backend=backend,
             import_check=not skip_import_check,
             configuration=configuration(),
+            overrides=parse_overrides(set_values or (), ml_args),
         )
         if dry_run:
             click.echo(deploy.plan_deploy(spec, reason=reason).to_yaml(), nl=False)
@@ -93,11 +106,12 @@ def deploy_ml(
                 if build_only:
                     _built(spec, deploy.build(spec, skip_smoke=skip_smoke, watcher=smoke), as_json)
                 else:
-                    _started(
-                        deploy.deploy(spec, reason=reason, skip_smoke=skip_smoke, watcher=smoke), default_team, as_json
-                    )
+                    result = deploy.deploy(spec, reason=reason, skip_smoke=skip_smoke, watcher=smoke)
+                    _started(result, default_team, as_json, follow)
             except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
                 interrupts.exit_interrupted(e, f"vdk deploy interrupted by {interrupts.as_interrupted(e).name}.")
+        if follow:
+            _follow(result, default_team)
     except MLTrainingError as e:
         fail(e)
 
@@ -110,31 +124,45 @@ def _built(spec: MLJobSpec, image: PushedImage, as_json: bool) -> None:
     click.echo(image.reference)
 
 
-def _started(result: DeployResult, default_team: str | None, as_json: bool) -> None:
+def _started(result: DeployResult, default_team: str | None, as_json: bool, follow: bool = False) -> None:
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     plan = result.plan
     spec, run, target = plan.spec, plan.run, plan.target
-    click.echo(
-        "\n".join(
-            [
-                f"Started run {run.name} of {spec.name} ({target.backend}, namespace {target.namespace}): "
-                f"{spec.nodes} node(s) x {spec.gpus_per_node} GPU(s), {spec.procs_per_node} process(es) per node",
-                f"  image   {result.image.reference}",
-                f"  created {', '.join(result.created)}",
-                _follow_hint(spec, default_team),
-            ]
-        )
-    )
+    lines = [
+        f"Started run {run.name} of {spec.name} ({target.backend}, namespace {target.namespace}): "
+        f"{spec.nodes} node(s) x {spec.gpus_per_node} GPU(s), {spec.procs_per_node} process(es) per node",
+        f"  image   {result.image.reference}",
+        f"  created {', '.join(result.created)}",
+    ]
+    if not follow:
+        lines.append(_follow_hint(spec, default_team))
+    click.echo("\n".join(lines))
+
+
+def _again(spec: MLJobSpec, default_team: str | None) -> str:
+    """`-n JOB [-t TEAM]` of the commands that work on the run: -t unless its team is the default team."""
+    label = teams.normalise(spec.team) if spec.team else ""
+    team = "" if teams.same_team(spec.team, default_team) else f" -t {shlex.quote(label)}"
+    return f"-n {spec.name}{team}"
 
 
 def _follow_hint(spec: MLJobSpec, default_team: str | None) -> str:
-    """How to follow the run: with -t unless its team is the default team the verbs choose anyway."""
-    label = teams.normalise(spec.team) if spec.team else ""
-    team = "" if teams.same_team(spec.team, default_team) else f" -t {shlex.quote(label)}"
-    return (
-        f"Follow it:  vdk show -n {spec.name}{team}      logs of every rank:  vdk execute --logs -n {spec.name}{team}"
+    """How to follow the run."""
+    again = _again(spec, default_team)
+    return f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again}"
+
+
+def _follow(result: DeployResult, default_team: str | None) -> None:
+    """`--follow`: the run the deploy started, to its end; the exit status is its outcome."""
+    import functools
+
+    from vdk.plugin.ml_training.cli.cluster_follow import follow_and_exit
+    from vdk.plugin.ml_training.ops.follow import follow_deployed
+
+    follow_and_exit(
+        functools.partial(follow_deployed, result), result.plan.run.name, _again(result.plan.spec, default_team)
     )
 
 
@@ -144,7 +172,9 @@ DEPLOY = verbs.Verb(
     ml_help=(
         "ml-training jobs (config.ini `[job] type = ml-training`): `vdk deploy -p JOB` runs the smoke check, builds "
         "and pushes the job's image, and starts distributed training on Kubernetes. --dry-run prints the "
-        "manifests and contacts nothing; --build-only pushes the image and prints its reference."
+        "manifests and contacts no cluster (a base image's registry once, to learn its Python and packages); "
+        "--build-only pushes the image and prints its reference; --follow follows the run to its end. "
+        "--set KEY=VALUE and --args TEXT override [ml-training] keys for this run."
     ),
     params=[
         click.Option(
@@ -167,7 +197,8 @@ DEPLOY = verbs.Verb(
         click.Option(
             ["--dry-run"],
             is_flag=True,
-            help="ml-training: print the manifests (YAML) and the image plan; contact nothing.",
+            help="ml-training: print the manifests (YAML) and the image plan; contacts no cluster and no registry, "
+            "except once the registry of a base image whose Python and packages are not known yet.",
         ),
         click.Option(["--skip-smoke"], is_flag=True, help="ml-training: do not run the smoke check first."),
         click.Option(
@@ -185,8 +216,26 @@ DEPLOY = verbs.Verb(
             type=click.Choice(list(backend_choices()), case_sensitive=False),
             help="ml-training: override `backend` of [ml-training] (auto, pytorchjob, trainjob, job).",
         ),
+        click.Option(
+            ["--follow"],
+            is_flag=True,
+            help="ml-training: once the run started, follow it to its end: rank 0's output and the last lines of any "
+            "rank that fails; the exit status is the run's outcome. Ctrl-C detaches (the run goes on).",
+        ),
+        click.Option(
+            [SET_OPTION, "set_values"],
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="ml-training: a key of [ml-training] for this run only, e.g. --set nodes=4 (repeatable); the run's "
+            "record keeps it, config.ini is not changed.",
+        ),
+        click.Option(
+            [ARGS_OPTION, "ml_args"],
+            metavar="TEXT",
+            help='ml-training: the entrypoint\'s arguments for this run, instead of `args` (--args "--lr 1e-3").',
+        ),
     ],
-    ml_only=("dry_run", "skip_smoke", "build_only", "backend", "skip_import_check"),
+    ml_only=("dry_run", "skip_smoke", "build_only", "backend", "skip_import_check", "set_values", "ml_args", "follow"),
     is_ml=_is_ml,
     run_ml=deploy_ml,
     not_ml_reason=_not_ml_reason,

@@ -47,6 +47,8 @@ class SummaryPrinter:
         if result.debug:
             click.echo(format_agent_log(result.run.agent_log), err=self.err)
         click.echo(format_summary(result.outcome, result.finding), err=self.err)
+        for line in result.turned_off:  # what the smoke run turned off, and how it was checked
+            click.echo(f"  {line}", err=self.err)
         if result.passed and result.debug:
             click.echo(f"  run files: {result.run.run_dir}", err=self.err)
 
@@ -106,7 +108,8 @@ def format_summary(outcome: RunOutcome, finding: Finding | None = None) -> str:
         lines += _death_details(root, run.plan.spec.job_dir)
     elif all(r.status == MISSING for r in outcome.ranks) and not run.timed_out:
         tail = _tail(run.agent_log, 20)
-        lines += ["", f"last lines of torchrun's log ({run.agent_log}):", *(f"  {t}" for t in tail)]
+        whose = f"{run.engine}'s and torchrun's log" if run.engine else "torchrun's log"
+        lines += ["", f"last lines of {whose} ({run.agent_log}):", *(f"  {t}" for t in tail)]
     if run.timed_out:
         for rank in outcome.ranks:
             if not rank.succeeded:

@@ -11,7 +11,7 @@ import click
 from vdk.plugin.ml_training.job import ml_config_problem
 
 # Options of `vdk run` that take a value: the job directory is the first other argument.
-_RUN_OPTIONS_WITH_VALUE = ("--arguments",)
+_RUN_OPTIONS_WITH_VALUE = ("--arguments", "--set", "--args")
 
 
 def run_job_dir(command_line_args: list[str]) -> Path | None:
@@ -23,6 +23,8 @@ def run_job_dir(command_line_args: list[str]) -> Path | None:
     for arg in rest:
         if arg in _RUN_OPTIONS_WITH_VALUE:
             next(rest, None)
+        elif arg.startswith(tuple(f"{option}=" for option in _RUN_OPTIONS_WITH_VALUE)):
+            continue
         elif not arg.startswith("-"):
             return Path(arg)
     return None

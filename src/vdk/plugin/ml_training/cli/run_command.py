@@ -1,13 +1,16 @@
-"""`vdk run JOB` for ml-training jobs: the flags added to vdk-core's own `run` command (--full, --container,
---skip-import-check), and the body of the `run_job` hook: the local run (ops/local_run.py), shown as it goes
-(cli/local_summary.py), returned as VDK's execution result."""
+"""`vdk run JOB` for ml-training jobs: the options added to vdk-core's own `run` command (--full, --container,
+--skip-import-check, --set KEY=VALUE, --args) and its help, and the body of the `run_job` hook: the local run
+(ops/local_run.py), shown as it goes (cli/local_summary.py), returned as VDK's execution result."""
 
 from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
+from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,60 +18,109 @@ import click
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
+from vdk.plugin.ml_training.job.overrides import SET_OPTION
+from vdk.plugin.ml_training.job.overrides import parse_overrides
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.ops import local_run
 from vdk.plugin.ml_training.ops.imports import SKIP_OPTION
 
-# `vdk run --full` / `--container` / `--skip-import-check` for this invocation; the click group outlives
-# invocations, so the flags are set per call by the wrapped callback, never left behind.
-_full_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_full", default=False)
-_container_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_container", default=False)
-_skip_import_check: contextvars.ContextVar[bool] = contextvars.ContextVar("vdk_ml_training_skip_imports", default=False)
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The ml-training options of one `vdk run` invocation."""
+
+    full: bool = False
+    container: bool = False
+    skip_import_check: bool = False
+    sets: tuple[str, ...] = ()  # --set KEY=VALUE
+    args: str | None = None  # --args TEXT
+    arguments: str | None = None  # vdk-core's --arguments (a data job's JSON): refused for ml-training jobs
+
+    @property
+    def ml_only(self) -> list[str]:
+        """The ml-training options given (a data job gets an error for them)."""
+        given = [("--full", self.full), ("--container", self.container), (SKIP_OPTION, self.skip_import_check)]
+        given += [(SET_OPTION, bool(self.sets)), (ARGS_OPTION, self.args is not None)]
+        return [flag for flag, on in given if on]
+
+
+# This invocation's options: the click group outlives invocations, so they are set per call by the wrapped
+# callback, never left behind.
+_NO_OPTIONS = RunOptions()  # frozen: one instance serves every invocation without options
+_options: contextvars.ContextVar[RunOptions] = contextvars.ContextVar("vdk_ml_training_run", default=_NO_OPTIONS)  # noqa: B039
+
+RUN_HELP = """
+
+ml-training jobs (config.ini `[job] type = ml-training`, see docs/job-format.md): `vdk run JOB` is a smoke check
+of the training script on this machine's CPU: every rank on virtual GPUs, a few optimizer steps, the end of the
+first epoch, in a copy of what the job's image holds; it fails where a GPU or the cluster would, with the fix.
+--full trains to completion here, --container runs in the job's image. --set KEY=VALUE and --args TEXT override
+[ml-training] keys for this run (`vdk run JOB --set smoke_steps=3 --args "--lr 1e-3"`); --arguments (a data job's
+JSON) does not apply to them."""
 
 
 def add_run_flags(root_command: click.Group) -> None:
-    """Give vdk-core's `run` command the flags of ml-training jobs; applying it twice changes nothing."""
+    """Give vdk-core's `run` command the options of ml-training jobs; applying it twice changes nothing."""
     run = root_command.commands.get("run")
-    if run is None:
+    if run is None or any(p.name == "set_values" for p in run.params):
         return
-    _add_flag(
-        run,
-        "--full",
-        _full_requested,
-        "ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no step "
-        "limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
-    )
-    _add_flag(
-        run,
-        "--container",
-        _container_requested,
-        "ml-training jobs: run inside the job's image, the one `vdk deploy` pushes, with podman or docker (the "
-        "smoke run, or with --full the whole run). Same as VDK_ML_TRAINING_RUN_MODE=container.",
-    )
-    _add_flag(
-        run,
-        SKIP_OPTION,
-        _skip_import_check,
-        "ml-training jobs: do not check first that the job's image has every module the job imports "
-        "(for a false alarm; `import_check = false` in [ml-training] does the same).",
-    )
-
-
-def _add_flag(run: click.Command, flag: str, variable: contextvars.ContextVar[bool], help: str) -> None:
-    name = flag.lstrip("-").replace("-", "_")
-    if any(p.name == name for p in run.params):
-        return
-    run.params.append(click.Option([flag], is_flag=True, default=False, help=help))
+    run.params += [
+        click.Option(
+            ["--full"],
+            is_flag=True,
+            help="ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no "
+            "step limit) instead of the smoke run. Same as VDK_ML_TRAINING_RUN_MODE=full.",
+        ),
+        click.Option(
+            ["--container"],
+            is_flag=True,
+            help="ml-training jobs: run inside the job's image, the one `vdk deploy` pushes, with podman or docker "
+            "(the smoke run, or with --full the whole run). Same as VDK_ML_TRAINING_RUN_MODE=container.",
+        ),
+        click.Option(
+            [SKIP_OPTION],
+            is_flag=True,
+            help="ml-training jobs: do not check first that the job's image has every module the job imports (for "
+            "a false alarm; `import_check = false` in [ml-training] does the same).",
+        ),
+        click.Option(
+            [SET_OPTION, "set_values"],
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="ml-training jobs: a key of [ml-training] for this run only, e.g. --set smoke_steps=3 (repeatable); "
+            "config.ini is not changed.",
+        ),
+        click.Option(
+            [ARGS_OPTION, "ml_args"],
+            metavar="TEXT",
+            help="ml-training jobs: the entrypoint's arguments for this run, instead of `args`, e.g. --args \"--lr "
+            '1e-3" (same as --set args=...).',
+        ),
+    ]
+    run.help = inspect.cleandoc(run.help or "") + RUN_HELP
     original = run.callback
 
     @functools.wraps(original)  # type: ignore[arg-type]
     def callback(*args: Any, **kwargs: Any) -> Any:
-        token = variable.set(bool(kwargs.pop(name, False)))
+        options = RunOptions(
+            full=bool(kwargs.pop("full", False)),
+            container=bool(kwargs.pop("container", False)),
+            skip_import_check=bool(kwargs.pop("skip_import_check", False)),
+            sets=tuple(kwargs.pop("set_values", None) or ()),
+            args=kwargs.pop("ml_args", None),
+            arguments=kwargs.get("arguments"),
+        )
+        job_dir = kwargs.get("data_job_directory")
+        if options.ml_only and job_dir and not is_ml_job(Path(job_dir)):
+            raise click.UsageError(f"{', '.join(options.ml_only)} applies to ml-training jobs only")
+        token = _options.set(options)
         try:
             return original(*args, **kwargs)  # type: ignore[misc]
         finally:
-            variable.reset(token)
+            _options.reset(token)
 
     run.callback = callback
 
@@ -79,16 +131,27 @@ def run_ml_job(context: Any) -> Any:
     step_name = "config.ini"
     with interrupts.stop_on_signals():
         try:
+            options = _options.get()
+            if options.arguments:
+                raise MLTrainingError(
+                    "--arguments passes JSON arguments to a data job's steps; an ml-training job's entrypoint takes "
+                    "a command line instead",
+                    f'give this run its arguments with {ARGS_OPTION} (`vdk run JOB {ARGS_OPTION} "--lr 1e-3"`), or '
+                    "set `args = ...` in [ml-training] of config.ini",
+                )
             configuration = context.core_context.configuration
-            spec = load_job_spec(context.job_directory, job_settings(configuration, context.job_directory))
+            overrides = parse_overrides(options.sets, options.args)
+            spec = load_job_spec(
+                context.job_directory, job_settings(configuration, context.job_directory), overrides=overrides
+            )
             step_name = str(spec.entrypoint)
             result = local_run.run_job(
                 spec,
                 configuration,
                 SummaryPrinter(),
-                full=_full_requested.get(),
-                container=_container_requested.get(),
-                check_imports=not _skip_import_check.get(),
+                full=options.full,
+                container=options.container,
+                check_imports=not options.skip_import_check,
             )
             error: BaseException | None = result.error
         except MLTrainingError as e:

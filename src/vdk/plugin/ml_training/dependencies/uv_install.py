@@ -12,10 +12,12 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import Protocol
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training.dependencies import package_index
@@ -26,6 +28,43 @@ UV_TIMEOUT = 1800
 UV_TARGET_LOCK = ".lock"  # uv's lock of a target directory against concurrent installs: no package's file
 _OPTION = re.compile(r"^\s*-")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+class UvListener(Protocol):
+    """Told what uv says on stderr as it says it (image/uv_progress.py: the steps of a build's activity)."""
+
+    def started(self) -> None: ...
+
+    def line(self, line: str) -> None: ...
+
+    @staticmethod
+    def is_progress(line: str) -> bool: ...
+
+
+# A listener for one uv command; its argument: the command only resolves (`uv pip compile`), installs nothing.
+ListenerFor = Callable[[bool], UvListener]
+
+_STEP = re.compile(r"^(Resolved|Downloading|Prepared|Installed|Audited) ")
+_CHATTER = re.compile(r"^(Using (CPython|Python) |\s*[+-] \S+==|\s*Downloaded )")
+
+
+class StepLines:
+    """A listener that passes uv's own step lines (`Resolved 12 packages in 1.2s`, `Downloading scipy (35.1MiB)`,
+    `Installed 12 packages in 80ms`) to `say`, as they come."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+
+    def started(self) -> None:
+        pass
+
+    def line(self, line: str) -> None:
+        if _STEP.match(line):
+            self.say(f"  uv: {line.strip()}")
+
+    @staticmethod
+    def is_progress(line: str) -> bool:
+        return bool(_STEP.match(line) or _CHATTER.match(line))
 
 
 class DependencyError(MLTrainingError):
@@ -114,11 +153,15 @@ def uv_environment() -> dict[str, str]:
     return env
 
 
-def install(requirements: Path, target_dir: Path, cwd: Path, target: Target, again: str) -> None:
+def install(
+    requirements: Path, target_dir: Path, cwd: Path, target: Target, again: str, progress: ListenerFor | None = None
+) -> None:
     """Install `requirements` into `target_dir` for `target` (uv runs in `cwd`: relative paths in the file
-    are the job directory's). `again`: how the fix of a failure ends ("deploy again")."""
+    are the job directory's). `again`: how the fix of a failure ends ("deploy again"). `progress`: a listener
+    for each uv command, told what uv says (without one, uv is quiet)."""
     uv = uv_command()
     flags = target.flags()
+    quiet = [] if progress else ["-q"]
     with tempfile.TemporaryDirectory(prefix="vdk-uv-") as scratch:
         work = Path(scratch)
         constraints: list[str] = []
@@ -127,7 +170,8 @@ def install(requirements: Path, target_dir: Path, cwd: Path, target: Target, aga
             pins.write_text("".join(f"{name}=={version}\n" for name, version in target.pins))
             lock = work / "resolved.txt"
             compile_ = [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags]
-            _run_uv([*compile_, "--no-header", "--no-annotate", "-q", "-o", str(lock)], cwd, target, again)
+            listener = progress(True) if progress else None
+            _run_uv([*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)], cwd, target, again, listener)
             constraints = ["-c", str(lock)]
         excludes: list[str] = []
         if target.provides:
@@ -135,13 +179,18 @@ def install(requirements: Path, target_dir: Path, cwd: Path, target: Target, aga
             provided.write_text("".join(f"{name}\n" for name in target.provides))
             excludes = ["--excludes", str(provided)]
         command = [uv, "pip", "install", "--target", str(target_dir), "-r", str(requirements), *constraints]
-        _run_uv([*command, *excludes, *flags, "--link-mode", "copy", "-q"], cwd, target, again)
+        listener = progress(False) if progress else None
+        _run_uv([*command, *excludes, *flags, "--link-mode", "copy", *quiet], cwd, target, again, listener)
     (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
-def _run_uv(argv: list[str], cwd: Path, target: Target, again: str) -> None:
+def _run_uv(argv: list[str], cwd: Path, target: Target, again: str, listener: UvListener | None) -> None:
+    if listener is not None:
+        listener.started()
     try:
-        done = helper_processes.run(argv, cwd=cwd, env=uv_environment(), timeout=UV_TIMEOUT)
+        done = helper_processes.run(
+            argv, cwd=cwd, env=uv_environment(), timeout=UV_TIMEOUT, on_stderr_line=listener.line if listener else None
+        )
     except subprocess.TimeoutExpired:
         raise DependencyError(
             f"installing requirements.txt took longer than {UV_TIMEOUT // 60} minutes",
@@ -149,7 +198,7 @@ def _run_uv(argv: list[str], cwd: Path, target: Target, again: str) -> None:
         ) from None
     if done.returncode == 0:
         return
-    detail = _uv_message(done.stderr)
+    detail = _uv_message(done.stderr, listener.is_progress if listener else None)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:
         raise NoWheelError(no_wheel, target.python_version or _this_python(), target.platform or "this machine", detail)
@@ -164,8 +213,11 @@ def _this_python() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def _uv_message(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("Using CPython")]
+def _uv_message(stderr: str, is_progress: Callable[[str], bool] | None) -> str:
+    def noise(line: str) -> bool:
+        return is_progress(line) if is_progress else line.startswith("Using CPython")
+
+    lines = [line for line in stderr.splitlines() if line.strip() and not noise(line)]
     return "\n".join(lines[-15:])
 
 

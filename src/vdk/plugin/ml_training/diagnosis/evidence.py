@@ -121,6 +121,7 @@ class LocalFacts:
     timed_out: bool = False
     untrained: bool = False  # a smoke run that ended without an optimizer step
     in_image: bool = False  # ran in the job's image (`vdk run --container`)
+    engine: str | None = None  # the container engine it ran with (podman, docker), when in the image
     agent_log: Path | None = None  # torchrun's log
     machine_memory: int | None = None  # bytes
     # What the job's image leaves out of a path of the job directory (None: kept); None: the run had no

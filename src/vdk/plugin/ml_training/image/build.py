@@ -10,6 +10,7 @@ failed build leaves no tag behind (only unreferenced blobs, which the registry's
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from contextlib import nullcontext
@@ -22,6 +23,7 @@ from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import torch_warning
+from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_manifest import BaseImage
 from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.build_plan import Inputs
@@ -159,20 +161,28 @@ def assemble(
     progress: Progress,
     created: str | None = None,
     refresh_dependencies: bool = False,
+    base_known: Callable[[BaseInfo], None] | None = None,
 ) -> AssembledImage:
     """Everything of the job's image but the base's layers, on local disk in `tmp` (the dependency
-    layer in its cache): what a push uploads and what a local container engine is served."""
+    layer in its cache): what a push uploads and what a local container engine is served. `base_known(base)`
+    is told what the base has once it is read, before anything is built (it may raise to stop there)."""
     base_ref = parse_reference(spec.base_image)
     progress.stage(f"Base image {base_ref}")
     base = resolve_base(puller, base_ref)
-    inputs = gather(spec, registry, provenance, base_inspection.know_read_base(spec, puller, base, progress), created)
+    info = base_inspection.know_read_base(spec, puller, base, progress)
+    if base_known is not None:
+        base_known(info)
+    inputs = gather(spec, registry, provenance, info, created)
     for f in inputs.code.large_files:
         progress.stage(f"warning: {large_file_warning(f)}")
     dep_layer = dependency_layer.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
-    if dep_layer is not None:  # said once, before gigabytes go anywhere
-        warning = torch_warning.layer_warning(dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image)
-        if warning:
-            progress.stage(f"warning: {warning}")
+    if dep_layer is not None:  # said before gigabytes go anywhere; in full once per job and dependency set
+        entry = dep_layer.blob.path.parent if dep_layer.blob.path is not None else None
+        notice = torch_warning.layer_notice(
+            dep_layer.packages, dep_layer.sizes, dep_layer.blob.size, spec.base_image, entry, spec.name
+        )
+        if notice:
+            progress.stage(notice)
     runtime_blob = layer_tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
     code_blob = layer_tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
     excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""

@@ -1,13 +1,19 @@
-"""How a build reports what it is doing: stages as lines, big transfers (uploads, base layers read)
-as a progress bar (stderr)."""
+"""How a build reports what it is doing: stages as lines, big transfers (uploads, base layers read) as a
+progress bar, and waits of unknown length (resolving and installing requirements.txt) as their steps with a
+heartbeat: on a terminal (stderr) one line that keeps changing, with the bytes downloaded as a bar when they are
+known; in a log a line per step and one every HEARTBEAT_SECONDS of silence, so that no wait is mute."""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections.abc import Callable
 from typing import TextIO
 
 BAR_THRESHOLD = 4 * 1024 * 1024  # smaller transfers finish before a bar is worth drawing
+HEARTBEAT_SECONDS = 10.0  # in a log: a line after this long without one, while an activity lasts
+REDRAW_SECONDS = 0.5  # on a terminal: how often an activity's line shows the time it has taken
 
 
 class Progress:
@@ -20,6 +26,27 @@ class Progress:
         """A blob of `total` bytes starts moving; advance the returned Transfer as bytes go.
         `action` says what happens to it, while it lasts and when done."""
         return Transfer()
+
+    def activity(self, label: str) -> Activity:
+        """A wait of unknown length starts (`label`: "dependencies"): tell its steps, and the bytes it downloads
+        when it knows them, until `close()`."""
+        return Activity()
+
+
+class Activity:
+    """A wait of unknown length: silent. StderrProgress's shows it."""
+
+    def step(self, text: str) -> None:
+        """What it does now ("resolved 31 packages in 1.2 s", "downloading torch (760 MiB)")."""
+
+    def expect(self, nbytes: int) -> None:
+        """It will download `nbytes` more."""
+
+    def advance(self, nbytes: int) -> None:
+        """It downloaded `nbytes` more."""
+
+    def close(self) -> None:
+        pass
 
 
 class Transfer:
@@ -45,13 +72,38 @@ class StderrProgress(Progress):
         with self._lock:
             print(message, file=self.stream, flush=True)
 
+    def terminal(self) -> bool:
+        """Whether it draws bars (stderr is a terminal) rather than lines."""
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
     def transfer(self, label: str, total: int, action: tuple[str, str] = ("uploading", "uploaded")) -> Transfer:
         if total < BAR_THRESHOLD:
             return Transfer()
-        if getattr(self.stream, "isatty", lambda: False)():
+        if self.terminal():
             return _BarTransfer(f"{action[0]} {label}", total, self.stream)
         self.stage(f"  {action[0]} {label} ({total / 1e6:.1f} MB)")
         return _LineTransfer(self, f"{action[1]} {label}", total)
+
+    def activity(self, label: str) -> Activity:
+        if self.terminal():
+            return _BarActivity(label, self.stream)
+        return _LineActivity(self, label)
+
+
+class LineProgress(StderrProgress):
+    """Lines only, each through `say` with `prefix`: for work that runs beside other output (the pre-flight
+    checks beside the smoke run), where a bar would be torn by the lines around it."""
+
+    def __init__(self, say: Callable[[str], None], prefix: str = ""):
+        super().__init__()
+        self.say, self.prefix = say, prefix
+
+    def terminal(self) -> bool:
+        return False
+
+    def stage(self, message: str) -> None:
+        with self._lock:
+            self.say(f"{self.prefix}{message.strip()}")
 
 
 class _BarTransfer(Transfer):
@@ -78,3 +130,76 @@ class _LineTransfer(Transfer):
 
     def close(self) -> None:
         self.owner.stage(f"  {self.done} ({self.total / 1e6:.1f} MB)")
+
+
+class _LineActivity(Activity):
+    """A line per step; while no step comes, `still working, N s so far` every HEARTBEAT_SECONDS."""
+
+    def __init__(self, owner: StderrProgress, label: str, heartbeat: float | None = None):
+        self.owner, self.label = owner, label
+        self.heartbeat = HEARTBEAT_SECONDS if heartbeat is None else heartbeat
+        self.started = time.monotonic()
+        self.current = "started"
+        self._said = time.monotonic()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        threading.Thread(target=self._beat, name=f"vdk-ml-{label}-heartbeat", daemon=True).start()
+
+    def step(self, text: str) -> None:
+        with self._lock:
+            self.current = text
+            self._said = time.monotonic()
+        self.owner.stage(f"  {self.label}: {text}")
+
+    def close(self) -> None:
+        self._done.set()
+
+    def _beat(self) -> None:
+        while not self._done.wait(min(self.heartbeat, 1.0)):
+            with self._lock:
+                quiet = time.monotonic() - self._said
+                if quiet < self.heartbeat:
+                    continue
+                self._said = time.monotonic()
+                current = self.current
+            elapsed = time.monotonic() - self.started
+            self.owner.stage(f"  {self.label}: still working, {elapsed:.0f} s so far (last: {current})")
+
+
+class _BarActivity(Activity):
+    """One line that changes: the current step, the time taken, and the bytes downloaded once they are known."""
+
+    def __init__(self, label: str, stream: TextIO):
+        from tqdm import tqdm
+
+        self.label = label
+        self.bar = tqdm(total=None, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1024, file=stream,
+                        leave=False, bar_format="{desc} {elapsed}{postfix}")  # fmt: skip
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        threading.Thread(target=self._redraw, name=f"vdk-ml-{label}-redraw", daemon=True).start()
+
+    def step(self, text: str) -> None:
+        with self._lock:
+            self.bar.set_description_str(f"  {self.label}: {text}", refresh=True)
+
+    def expect(self, nbytes: int) -> None:
+        with self._lock:
+            self.bar.total = (self.bar.total or 0) + nbytes
+            self.bar.bar_format = "{desc} {percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} {elapsed}"
+            self.bar.refresh()
+
+    def advance(self, nbytes: int) -> None:
+        with self._lock:
+            self.bar.update(nbytes)
+
+    def close(self) -> None:
+        self._done.set()
+        with self._lock:
+            self.bar.close()
+
+    def _redraw(self) -> None:
+        while not self._done.wait(REDRAW_SECONDS):
+            with self._lock:
+                if not self.bar.disable:
+                    self.bar.refresh()

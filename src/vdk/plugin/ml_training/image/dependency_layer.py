@@ -31,7 +31,9 @@ from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
 from vdk.plugin.ml_training.dependencies.uv_install import requirement_lines
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
+from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
@@ -49,6 +51,12 @@ class DependencyLayer:
     cache_key: str
     from_cache: bool
     sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
+    built_at: float | None = None  # when it was built (time.time()); None: a cache entry of an older version
+
+
+# Layers this process built (cache key -> when): taken from the cache later in the same command (the build after
+# the pre-flight check that built it), they are said to be built, not reused.
+_built_here: dict[str, float] = {}
 
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
@@ -89,15 +97,46 @@ def dependency_layer(
         cached = _load(entry, key)
         if cached is not None:
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
-            progress.stage(f"Dependencies: {len(cached.packages)} packages, unchanged (cached)")
+            progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
     progress.stage(
         f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
     )
-    layer = _build(spec, requirements, base, entry, key)
-    progress.stage(f"Dependencies: {len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed")
+    started = time.monotonic()
+    activity = progress.activity("dependencies")
+    try:
+        layer = _build(spec, requirements, base, entry, key, activity)
+    finally:
+        activity.close()
+    _built_here[key] = time.time()
+    progress.stage(f"Dependencies: {_size_text(layer)}, built in {_seconds(time.monotonic() - started)}")
     prune_cache()
     return layer
+
+
+def _size_text(layer: DependencyLayer) -> str:
+    return f"{len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed"
+
+
+def _origin(layer: DependencyLayer) -> str:
+    """Where a layer taken from the cache came from, truthfully: built earlier in this command, or reused."""
+    built = _built_here.get(layer.cache_key)
+    if built is not None:
+        return f"built {_seconds(time.time() - built)} ago by this command (its pre-flight check)"
+    if layer.built_at is not None:
+        return f"reused: built {_seconds(time.time() - layer.built_at)} ago for the same requirements.txt and Python"
+    return "reused from the cache (the same requirements.txt and Python)"
+
+
+def _seconds(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    if seconds < 90:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
 
 
 def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
@@ -124,17 +163,30 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
         return None
     blob = layer_tarball.LayerBlob(meta["digest"], meta["diff_id"], meta["size"], blob_path)
     packages = tuple((name, version) for name, version in meta["packages"])
-    return DependencyLayer(blob, packages, meta["has_scripts"], key, True, dict(meta.get("sizes") or {}))
+    built_at = meta.get("built_at")
+    return DependencyLayer(
+        blob,
+        packages,
+        meta["has_scripts"],
+        key,
+        True,
+        dict(meta.get("sizes") or {}),
+        float(built_at) if isinstance(built_at, (int, float)) else None,
+    )
 
 
-def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str) -> DependencyLayer:
+def _build(
+    spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str, activity: Activity | None = None
+) -> DependencyLayer:
+    activity = activity or Activity()
     root = cache_root() / "deps"
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
         for_base = uv_install.Target(base.python_version, base.wheel_platform, base.provides, base.pins)
-        uv_install.install(requirements, target, spec.job_dir, for_base, "deploy again")
+        uv_install.install(requirements, target, spec.job_dir, for_base, "deploy again", progress=_uv_progress(activity))
+        activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
         has_scripts = _fix_scripts(target / "bin", base.python)
@@ -152,6 +204,7 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             "python": base.python_version,
             "platform": base.wheel_platform,
             "excluded": list(base.provides),
+            "built_at": time.time(),
         }
         (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         shutil.rmtree(entry, ignore_errors=True)
@@ -169,9 +222,15 @@ def _build(spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key
             key,
             False,
             sizes,
+            meta["built_at"],
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _uv_progress(activity: Activity):
+    """What uv says while it installs, as the steps of the build's activity (uv_progress.py)."""
+    return lambda resolving_only: UvProgress(activity, resolving_only=resolving_only)
 
 
 def installed_sizes(target: Path) -> dict[str, int]:

@@ -2,12 +2,14 @@
 
 On Linux, `pip install torch` brings some 30 NVIDIA wheels with it: measured for torch 2.13, 2.7 GB
 that every change of requirements.txt uploads and every node pulls, where a PyTorch base image has
-them all already. Most often the user meant such a base; the build says so once, before uploading.
+them all already. Most often the user meant such a base; the build says so before uploading, in full once
+per job and dependency set (a marker in the dependency layer's cache entry), then in one line.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import normalise
@@ -56,6 +58,35 @@ def layer_warning(
         "in [ml-training], or use your platform's PyTorch image (requirements.txt may keep torch: what the base "
         "has is not installed again)"
     )
+
+
+def layer_notice(
+    packages: tuple[tuple[str, str], ...],
+    sizes: dict[str, int],
+    compressed: int,
+    base_image: str,
+    cache_entry: Path | None,
+    job: str,
+) -> str | None:
+    """What a build says of a dependency layer that carries torch or CUDA wheels: the whole warning the first time
+    for this job and dependency set (`cache_entry`: the layer's directory in the cache, where that is noted), a
+    line after that; None if it carries none."""
+    warning = layer_warning(packages, sizes, compressed, base_image)
+    if warning is None:
+        return None
+    marker = cache_entry / f".warned-{job}" if cache_entry is not None else None
+    if marker is not None and marker.exists():
+        stack, installed = carried(packages, sizes)
+        return (
+            f"note: the dependency layer carries {len(stack)} torch/CUDA wheels ({_size(installed)} installed), as "
+            f"said the first time; a PyTorch base ({pytorch_base_for(dict(stack).get('torch'))}) leaves them out"
+        )
+    if marker is not None:
+        try:
+            marker.touch()
+        except OSError:
+            pass  # a read-only cache: the warning is said again next time
+    return f"warning: {warning}"
 
 
 def requirements_warning(requirement_lines: list[str], base: BaseInfo, base_image: str) -> str | None:

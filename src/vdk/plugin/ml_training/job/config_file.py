@@ -115,7 +115,7 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
         try:
             data = path.read_bytes()
         except OSError:
-            return None
+            return training_without_a_job(Path(job_dir))
         if not _is_text(data):
             return e  # no job of any kind: vdk-core fails on it with a traceback
         text = data.decode("utf-8", errors="replace").lower()
@@ -137,6 +137,50 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
             "type",
         )
     return None
+
+
+# What VDK runs of a data job: SQL steps, and Python steps with a `run(job_input)` function.
+_DATA_JOB_STEP = re.compile(r"^def run\s*\(", re.M)
+# Training code: a top-level import of a training framework.
+_TRAINING_IMPORT = re.compile(
+    r"^\s*(?:import|from)\s+(torch|transformers|lightning|pytorch_lightning|accelerate|deepspeed|tensorflow|keras|jax)"
+    r"\b",
+    re.M,
+)
+
+
+def training_without_a_job(job_dir: Path) -> JobConfigError | None:
+    """A directory without config.ini that VDK would run as a data job although it has no step VDK runs (no .sql
+    file or notebook, no .py with `def run(job_input)`) and holds training code: it would "succeed" having run
+    nothing. None for anything else."""
+    try:
+        sources = sorted(p for p in job_dir.iterdir() if p.suffix in (".py", ".sql", ".ipynb") and p.is_file())
+    except OSError:
+        return None
+    training = None
+    for source in sources:
+        if source.suffix != ".py":
+            return None
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if _DATA_JOB_STEP.search(text):
+            return None
+        found = _TRAINING_IMPORT.search(text)
+        if found and training is None:
+            training = (source.name, found.group(1))
+    if training is None:
+        return None
+    path = job_dir / CONFIG_FILE
+    return JobConfigError(
+        job_dir,
+        "it has no config.ini, so VDK would run it as a data job, and it has no data job step (no .sql file, no .py "
+        f"with `def run(job_input)`): nothing would run. It holds training code ({training[0]} imports "
+        f"{training[1]})",
+        f"make it an ml-training job: create {path} with the lines `[job]` and `type = {JOB_TYPE}` (the job format: "
+        "docs/job-format.md)",
+    )
 
 
 def owner_team(job_dir: Path | str) -> str | None:

@@ -28,13 +28,28 @@ class KeyReader:
     """Reads one [ml-training] section (`values`, keys as the catalogue names them) over the VDK settings
     (`settings`, keyed the same way); every failure names the file, key and fix. `asked`: the keys read so far."""
 
-    def __init__(self, path: Path, values: Mapping[str, str], settings: Mapping[str, Any]):
+    def __init__(
+        self,
+        path: Path,
+        values: Mapping[str, str],
+        settings: Mapping[str, Any],
+        overridden: Mapping[str, str] | None = None,
+    ):
         self.path = path
         self.values = values
         self.settings = settings
+        self.overridden = dict(overridden or {})  # keys of `values` given for this run (`--set`), not config.ini's
         self.asked: set[str] = set()
 
     def error(self, key: str, problem: str, fix: str) -> JobConfigError:
+        if key in self.overridden:
+            return JobConfigError(
+                self.path,
+                f"--set {key}={self.overridden[key]} (for this run, over config.ini): {problem}",
+                fix.replace(f"`{key} = ", f"`--set {key}="),
+                SECTION,
+                key,
+            )
         if not self.values.get(key, "").strip() and key in self.settings:
             variable = f"VDK_ML_TRAINING_{key.upper()}"
             origin = self.setting_origin(key)
@@ -153,6 +168,16 @@ class KeyReader:
             example = catalogued(key).example
             raise self.error(key, f"{text!r} is not {what}", f"write it like `{key} = {example}`{scheme}")
         return text
+
+    @staticmethod
+    def key_default(key: str) -> Any:
+        """The catalogue's default of `key`."""
+        return catalogued(key).default
+
+    @staticmethod
+    def key_example(key: str) -> str:
+        """The catalogue's example of `key`, as fixes show it."""
+        return catalogued(key).example
 
     def _ask(self, key: str) -> None:
         catalogued(key)  # a key the catalogue lacks is a mistake of the reading code: KeyError

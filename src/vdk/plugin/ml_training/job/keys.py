@@ -21,6 +21,8 @@ DEFAULT_SMOKE_TIMEOUT = 600
 # The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
 DEFAULT_STALL_TIMEOUT = 1800
 DEFAULT_STARTUP_TIMEOUT = 3600
+# The node label NVIDIA's GPU feature discovery sets to a node's GPU model (`NVIDIA-H100-80GB-HBM3`).
+DEFAULT_GPU_TYPE_LABEL = "nvidia.com/gpu.product"
 
 # Where a key is written.
 JOB = "job"  # a key of [ml-training] (and, with `setting`, also a VDK setting that is its default)
@@ -36,13 +38,18 @@ ENTRYPOINT = "entrypoint"
 GPUS = "gpus"  # a number of GPUs or a MIG profile
 IMAGE = "image reference"  # host/path:tag@digest
 INTEGER = "integer"
+LABEL_KEY = "label key"  # a Kubernetes label key: [prefix/]name
+LABEL_VALUE = "label value"
+LABELS = "node labels"  # `key=value, key=value`
 NAME = "name"  # a Kubernetes object's name
+NAMES = "names"  # comma-separated Kubernetes object names
 NODES = "nodes"  # N or MIN:MAX
 PACKAGES = "packages"  # comma-separated distribution names
 QUANTITY = "quantity"  # a Kubernetes quantity
 REGISTRY = "registry address"  # host[:port]/path
 TEAM_MAPPING = "team mapping"  # `team:value, team:value`
 TEXT = "text"
+TOLERATIONS = "tolerations"  # `key=value:Effect, key:Effect, key` (comma-separated)
 
 # Verbs (vdk ...) that use a key.
 RUN = "run"
@@ -137,6 +144,31 @@ def _job_keys() -> tuple[Key, ...]:
         Key("queue", NAME, "Kueue local queue", "team-a-queue", verbs=(DEPLOY,), where_it_runs=True,
             default_text="the team's queue (`ml_training_team_queues`), else none"),
         Key("priority_class", NAME, "Kubernetes PriorityClass", "high-priority", verbs=(DEPLOY,)),
+        Key("gpu_type", LABEL_VALUE,
+            "GPU model the run's nodes must have: `H100`, `A100`, `L4`, ... (the values of `gpu_type_label` that "
+            "NVIDIA's GPU feature discovery sets for that model), or the label's value as written",
+            "H100", verbs=(DEPLOY,), where_it_runs=True, default_text="any GPU"),
+        Key("gpu_type_label", LABEL_KEY, "the node label `gpu_type` is a value of", "nvidia.com/gpu.product",
+            default=DEFAULT_GPU_TYPE_LABEL, verbs=(DEPLOY,), where_it_runs=True, setting=True,
+            setting_meaning="the node label that names a node's GPU model (the value `gpu_type` selects)"),
+        Key("node_selector", LABELS, "node labels the run's pods require, `key=value` (comma-separated)",
+            "pool=training, topology.kubernetes.io/zone=eu-west-1a", verbs=(DEPLOY,), where_it_runs=True,
+            setting=True, default_text="none",
+            setting_meaning="node labels every ml-training run's pods require, `key=value` (comma-separated)"),
+        Key("tolerations", TOLERATIONS,
+            "node taints the run's pods tolerate: `key=value:Effect`, `key:Effect` or `key` (any value and "
+            "effect), comma-separated; GPU runs tolerate `nvidia.com/gpu:NoSchedule` already",
+            "dedicated=ml:NoSchedule, spot", verbs=(DEPLOY,), where_it_runs=True, setting=True,
+            default_text="`nvidia.com/gpu:NoSchedule` when the run asks for GPUs",
+            setting_meaning="node taints every ml-training run's pods tolerate (`key=value:Effect`, comma-separated)"),
+        Key("image_pull_secrets", NAMES,
+            "Secrets (type kubernetes.io/dockerconfigjson) the nodes pull the job image with, comma-separated",
+            "registry-credentials", verbs=(DEPLOY,), where_it_runs=True, setting=True,
+            default_text="none (the namespace's service account's)",
+            setting_meaning="Secrets the nodes pull ml-training job images with (comma-separated)"),
+        Key("service_account", NAME, "the ServiceAccount the run's pods run as", "trainer", verbs=(DEPLOY,),
+            where_it_runs=True, setting=True, default_text="the namespace's `default`",
+            setting_meaning="the ServiceAccount ml-training runs' pods run as"),
         Key("max_restarts", INTEGER, "restarts before the job is failed", "5", default=3, verbs=(DEPLOY,)),
         Key("max_runtime", DURATION, "the job is stopped after this long, e.g. `12h`", "12h"),
         Key("ttl_after_finished", DURATION, "how long finished jobs are kept", "1d", default=7 * 86400,

@@ -9,6 +9,7 @@ of a particular grammar (nodes, gpus_per_node, arguments, base_provides), the de
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import re
 import shlex
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from vdk.plugin.ml_training.job.names import MIG_PROFILE
 from vdk.plugin.ml_training.job.names import PACKAGE
 from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
+from vdk.plugin.ml_training.job.placement_keys import read_placement
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -49,21 +51,24 @@ def load_job_spec(
     settings: Mapping[str, Any] | None = None,
     team: str | None = None,
     default_team: str | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> MLJobSpec:
     """Parse and validate a job directory into an `MLJobSpec`.
 
     `settings` are cluster-wide defaults from VDK configuration (`settings.job_settings`), which
-    the job's [ml-training] section overrides. The team is `team` (-t), else `[owner] team`, else
-    `default_team` (VDK's default team); its namespace and queue come from the team mappings of
-    `settings` unless the job sets them. Raises JobConfigError (SettingError for a malformed VDK
-    setting), and nothing else, on bad input.
+    the job's [ml-training] section overrides; `overrides` ({key: value}, job/overrides.py: `--set`,
+    `--args`) override that section for one run, read as its lines would be. The team is `team`
+    (-t), else `[owner] team`, else `default_team` (VDK's default team); its namespace and queue
+    come from the team mappings of `settings` unless the job sets them. Raises JobConfigError
+    (SettingError for a malformed VDK setting), and nothing else, on bad input.
     """
     job_dir = Path(job_dir).resolve()
     parser = read_config(job_dir)
     path = job_dir / CONFIG_FILE
     check_sections(parser, path)
-    keys = KeyReader(path, section_values(parser, path), settings or {})
-    return _spec(keys, parser, job_dir, team, default_team)
+    keys = KeyReader(path, {**section_values(parser, path), **(overrides or {})}, settings or {}, overrides)
+    spec = _spec(keys, parser, job_dir, team, default_team)
+    return dataclasses.replace(spec, overrides=tuple((overrides or {}).items())) if overrides else spec
 
 
 def _spec(
@@ -133,6 +138,7 @@ def _spec(
         mounts=parse_mounts(parser, path),
         secrets=read_secrets(parser, path),
         origins=tuple(origins.items()),
+        **read_placement(keys, gpus),
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_TYPE_LABEL
 from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
 from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
@@ -107,6 +108,34 @@ class SecretEnv:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    """A taint of nodes that the run's pods tolerate: `key` with `value` (operator Equal), or any value of `key`
+    (Exists); `effect` None tolerates every effect."""
+
+    key: str
+    value: str | None = None
+    effect: str | None = None
+
+    @property
+    def operator(self) -> str:
+        return "Equal" if self.value is not None else "Exists"
+
+    def to_dict(self) -> dict[str, str]:
+        """As a pod's `tolerations` entry."""
+        out = {"key": self.key, "operator": self.operator}
+        if self.value is not None:
+            out["value"] = self.value
+        if self.effect is not None:
+            out["effect"] = self.effect
+        return out
+
+    def __str__(self) -> str:
+        return (
+            self.key + (f"={self.value}" if self.value is not None else "") + (f":{self.effect}" if self.effect else "")
+        )
+
+
+@dataclass(frozen=True)
 class MLJobSpec:
     """One ml-training job, fully validated. Build it with `load_job_spec`."""
 
@@ -153,9 +182,20 @@ class MLJobSpec:
     output_pvc: str | None = None
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
     secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
+    # Placement of the run's pods (k8s/placement.py): a GPU model (a value of the node label `gpu_type_label`),
+    # node labels to select, taints to tolerate, Secrets to pull the image with, the pods' service account.
+    gpu_type: str | None = None
+    gpu_type_label: str = DEFAULT_GPU_TYPE_LABEL
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account: str | None = None
     # Where team, namespace and queue came from (key -> "[ml-training] queue of ...", "-t", ...), for the
     # dry run; not part of what the job is.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The [ml-training] keys given for this run only (`--set KEY=VALUE`, `--args`: job/overrides.py), as given;
+    # their values are in the fields above. Kept in a deployed run's record.
+    overrides: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)
@@ -196,6 +236,7 @@ class MLJobSpec:
         data = dataclasses.asdict(self)
         data.pop("job_dir")
         data.pop("origins")
+        data.pop("overrides")
         data["entrypoint"] = str(self.entrypoint)
         data["nodes"] = str(self.nodes)
         data["gpus_per_node"] = str(self.gpus_per_node)
@@ -205,6 +246,9 @@ class MLJobSpec:
         data["env"] = dict(self.env)
         data["mounts"] = [dataclasses.asdict(m) for m in self.mounts]
         data["secrets"] = [dataclasses.asdict(s) for s in self.secrets]  # references, never values
+        data["node_selector"] = dict(self.node_selector)
+        data["tolerations"] = [str(t) for t in self.tolerations]
+        data["image_pull_secrets"] = list(self.image_pull_secrets)
         return data
 
     def fingerprint(self) -> str:

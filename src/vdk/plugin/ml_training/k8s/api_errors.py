@@ -9,6 +9,12 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 
+# KubeApiError.reason of a request that reached the server but got no (complete, timely) answer: it may
+# have been done (k8s/retries.py sends such a request again only when that is safe).
+RESET = "ConnectionReset"
+TIMED_OUT = "Timeout"
+UNREACHABLE = "Unreachable"
+
 RBAC_HINT = 'the minimal Role is in the documentation: docs/deploy.md, "Minimal RBAC"'
 NOT_SERVED_FIX = "install the operator that serves it"
 
@@ -48,7 +54,16 @@ class KubeApiError(MLTrainingError):
         self.reason = reason
         self.not_served = not_served  # 404 because the resource type itself is not served
         self.detail = ""  # the server's own message
+        self.retry_after: float | None = None  # seconds, when the server said when to come back (429, 503)
         super().__init__(problem, fix)
+
+
+def brief(error: KubeApiError) -> str:
+    """What went wrong, to follow "... could not be read": " (500): etcdserver: request timed out", or for a
+    request without an answer ": the Kubernetes API server ... did not answer within 60 s ..." """
+    if error.status:
+        return f" ({error.status}): {error.detail or error.reason}"
+    return f": {error.problem}"
 
 
 def status_body(body: Any) -> dict | None:
@@ -65,13 +80,29 @@ def status_body(body: Any) -> dict | None:
     return None
 
 
-def from_api_exception(status: int, reason: str, body: Any, action: Action, context: str | None) -> KubeApiError:
-    """Translate an HTTP error answer of the API server."""
+def from_api_exception(
+    status: int, reason: str, body: Any, action: Action, context: str | None, headers: Any = None
+) -> KubeApiError:
+    """Translate an HTTP error answer of the API server (`headers`: its headers, for `Retry-After`)."""
     st = status_body(body) or {}
     message = st.get("message") or (_text(body).strip() if body else "") or reason
     error = _translate(status, reason, st, message, action, context)
     error.detail = message
+    error.retry_after = retry_after(headers)
     return error
+
+
+def retry_after(headers: Any) -> float | None:
+    """The seconds of a `Retry-After` header (the API server sends seconds, never a date), if any."""
+    try:
+        value = headers.get("Retry-After") if headers is not None else None
+    except AttributeError:
+        return None
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < 86400 else None
 
 
 def _text(body: Any) -> str:
@@ -158,8 +189,9 @@ def _not_found(action: Action, st: dict, message: str, details: dict, context: s
     if details.get("kind") == "namespaces":
         return missing_namespace(details.get("name") or action.namespace, context)
     ctx = f" --context {context}" if context else ""
-    if not st or not details:
-        # A path the server does not route: the resource type itself is not served.
+    if (not st or not details) and action.group and "/" not in action.plural:
+        # A path the server does not route: the resource type itself is not served. Never so for the core
+        # group's types (pods, events, ...) and subresources (pods/log): their 404 means the object is gone.
         install = action.not_served_fix or NOT_SERVED_FIX
         gv = f"{action.group}/{action.version}" if action.group else action.version or "v1"
         return KubeApiError(
@@ -202,7 +234,22 @@ def unreachable(server: str | None, context: str | None, error: Exception) -> Ku
         f"check that the cluster is running and that this is the right context (`kubectl{ctx} cluster-info`); "
         "choose another with VDK_ML_TRAINING_KUBE_CONTEXT or `kube_context` in [ml-training]",
         0,
-        "Unreachable",
+        UNREACHABLE,
+    )
+
+
+def no_answer(server: str | None, context: str | None, action: Action, timed_out: bool, seconds: float) -> KubeApiError:
+    """The request reached the API server, but its answer was lost (the connection was reset or closed) or
+    late (`timed_out` after `seconds`): what it asked may have been done."""
+    ctx = f" --context {context}" if context else ""
+    how = f"did not answer within {seconds:g} s" if timed_out else "closed the connection without an answer"
+    return KubeApiError(
+        f"the Kubernetes API server at {server or '?'}{_in_context(context)} {how} to {action.verb} "
+        f"{action.what}{action.where}",
+        f"run the command again in a moment; if it persists, check the cluster's health with "
+        f"`kubectl{ctx} get --raw /readyz?verbose`",
+        0,
+        TIMED_OUT if timed_out else RESET,
     )
 
 

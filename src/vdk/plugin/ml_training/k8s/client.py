@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,12 +17,13 @@ import urllib3
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import backends
+from vdk.plugin.ml_training.k8s import creation
 from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.api_errors import brief
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
 from vdk.plugin.ml_training.k8s.api_errors import missing_namespace
-from vdk.plugin.ml_training.k8s.api_errors import unreachable
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.discovery import discover
 from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
@@ -34,6 +34,7 @@ from vdk.plugin.ml_training.k8s.resources import NAMESPACE
 from vdk.plugin.ml_training.k8s.resources import POD
 from vdk.plugin.ml_training.k8s.resources import SERVICE
 from vdk.plugin.ml_training.k8s.resources import ResourceType
+from vdk.plugin.ml_training.k8s.retries import Say
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_BACKEND
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
@@ -45,7 +46,6 @@ from vdk.plugin.ml_training.k8s.run_identity import label_value
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.run_summary import summarize
 from vdk.plugin.ml_training.k8s.transport import METADATA_ONLY
-from vdk.plugin.ml_training.k8s.transport import REQUEST_TIMEOUT
 from vdk.plugin.ml_training.k8s.transport import Timeout
 from vdk.plugin.ml_training.k8s.transport import Transport
 
@@ -53,7 +53,6 @@ from vdk.plugin.ml_training.k8s.transport import Transport
 PROBE_TIMEOUT = (3, 5)
 # A followed log may stay silent for as long as an evaluation or a checkpoint takes.
 FOLLOW_TIMEOUT = (10, 3600)
-FIELD_MANAGER = "vdk-ml-training"
 SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 # What the client creates: the backends' objects and the run record.
@@ -75,8 +74,14 @@ class KubeClient:
     `context` and `namespace` come from VDK configuration / the job's config; unset, the
     kubeconfig's current context and its namespace are used (in a pod: the service account's)."""
 
-    def __init__(self, context: str | None = None, namespace: str | None = None, config_file: str | None = None):
-        self.transport = Transport(context, config_file)
+    def __init__(
+        self,
+        context: str | None = None,
+        namespace: str | None = None,
+        config_file: str | None = None,
+        say: Say | None = None,
+    ):
+        self.transport = Transport(context, config_file, **({"say": say} if say is not None else {}))
         self.context = self.transport.context
         self.server = self.transport.server
         self.namespace: str = namespace or self.transport.default_namespace
@@ -104,40 +109,23 @@ class KubeClient:
 
     # --- apply ----------------------------------------------------------------------------------
 
-    def apply(self, manifests: list[dict]) -> list[dict]:
-        """Create `manifests` in order, all or nothing.
+    def apply(self, manifests: list[dict], say: Say | None = None) -> list[dict]:
+        """Create `manifests` in order, all or nothing, each exactly once (k8s/creation.py): every object
+        after the first is owned by the first; if any create fails, or the call is interrupted, what it
+        created is deleted again and the error names what could not be."""
+        return creation.apply(self, manifests, say)
 
-        Every manifest is first checked by the server (dryRun=All: schema, strict fields,
-        admission webhooks), so most rejections happen before anything exists. Then they are
-        created; every object after the first is owned by the first (so deleting the run, or
-        its TTL, removes all). If any create fails, what this call created is deleted again and
-        the original error is raised."""
-        prepared = [self._prepare(m) for m in manifests]
-        for rtype, body in prepared:
-            self._create(rtype, body, dry_run=True)
-        created: list[dict] = []
-        try:
-            for rtype, body in prepared:
-                if created:
-                    body = _owned_by(body, created[0])
-                created.append(self._create(rtype, body))
-        except BaseException as error:
-            leftovers = self._delete_all(created)
-            if leftovers and isinstance(error, MLTrainingError):
-                raise MLTrainingError(
-                    f"{error.problem}\nCleaning up after that failed too; these objects remain: {', '.join(leftovers)}",
-                    f"{error.fix}\nDelete what remains with `kubectl delete` (names above, namespace {self.namespace})",
-                ) from error
-            raise
-        return created
+    def create(self, rtype: ResourceType, body: dict) -> dict:
+        """Create one object (named) exactly once, adopting it when the answer to its create was lost."""
+        return creation.create(self, rtype, body)
 
     def check_access(self, manifests: list[dict], verbs: tuple[str, ...] = ("get", "list")) -> None:
         """What `apply` of `manifests` needs, without creating anything: every manifest through the server's
         dry run (permission to create, schema, admission webhooks), and permission for `verbs` on each of
         their resources (SelfSubjectAccessReviews; a server that cannot answer them is not blamed)."""
-        prepared = [self._prepare(m) for m in manifests]
+        prepared = [self.prepare(m) for m in manifests]
         for rtype, body in prepared:
-            self._create(rtype, body, dry_run=True)
+            creation.create(self, rtype, body, dry_run=True)
         for rtype in dict.fromkeys(rtype for rtype, _ in prepared):
             for verb in verbs:
                 self._check_allowed(rtype.action(verb, self.namespace if rtype.namespaced else None))
@@ -170,7 +158,8 @@ class KubeClient:
         message = f"SelfSubjectAccessReview: {why}"
         raise from_api_exception(403, "Forbidden", {"kind": "Status", "message": message}, action, self.context)
 
-    def _prepare(self, manifest: dict) -> tuple[ResourceType, dict]:
+    def prepare(self, manifest: dict) -> tuple[ResourceType, dict]:
+        """The type of `manifest` and a copy of it to send, in the client's namespace unless it names one."""
         rtype = resource_type(manifest)
         body = json.loads(json.dumps(manifest))  # a deep copy that is certainly plain JSON
         metadata = body.setdefault("metadata", {})
@@ -178,33 +167,12 @@ class KubeClient:
             metadata.setdefault("namespace", self.namespace)
         return rtype, body
 
-    def _create(self, rtype: ResourceType, body: dict, dry_run: bool = False) -> dict:
-        namespace = body["metadata"].get("namespace")
-        query = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"}
-        if dry_run:
-            query["dryRun"] = "All"
-        return self.transport.request(
-            "POST",
-            rtype.path(namespace),
-            query=query,
-            body=body,
-            action=rtype.action("create", namespace, body["metadata"].get("name")),
-        )
+    @staticmethod
+    def resource_type(manifest: dict) -> ResourceType:
+        return resource_type(manifest)
 
-    def _delete_all(self, objects: Iterable[dict]) -> list[str]:
-        """Delete objects, last first; return the ones that could not be deleted."""
-        failed = []
-        for obj in reversed(list(objects)):
-            rtype = resource_type(obj)
-            metadata = obj["metadata"]
-            try:
-                self._delete(rtype, metadata["name"], metadata.get("namespace"))
-            except MLTrainingError as e:
-                failed.append(f"{rtype.kind}/{metadata['name']} ({e.problem})")
-        return failed
-
-    def _delete(self, rtype: ResourceType, name: str, namespace: str | None) -> bool:
-        """Delete one object (its pods go with it); False if it was already gone."""
+    def delete(self, rtype: ResourceType, name: str, namespace: str | None) -> bool:
+        """Delete one object (its pods and what it owns go with it); False if it was already gone."""
         try:
             self.transport.request(
                 "DELETE",
@@ -238,17 +206,30 @@ class KubeClient:
             raise
 
     def list_runs(
-        self, job_name: str | None = None, team: str | None = None, unteamed: bool = False
+        self,
+        job_name: str | None = None,
+        team: str | None = None,
+        unteamed: bool = False,
+        notes: list[str] | None = None,
     ) -> list[RunSummary]:
         """Runs in the namespace (newest first), of every backend the cluster serves; only those
         of `job_name` and of the team label value `team` when given, only those without a team
-        label with `unteamed`. One labelled list per backend, whatever the number of runs."""
-        kinds = self.job_backends(job_name) if job_name else None
-        found = self._run_objects(job_name=job_name, team=team, unteamed=unteamed, backends=kinds or None)
+        label with `unteamed`. One labelled list per backend, whatever the number of runs.
+        With `notes` (a view), a backend whose list fails costs only its runs: a line in `notes` says
+        so (unless every list failed: then its error is raised)."""
+        kinds = None
+        if job_name:
+            try:
+                kinds = self.job_backends(job_name)
+            except KubeApiError:
+                if notes is None:
+                    raise
+                kinds = None  # the records only narrow the lists: every backend's is read instead
+        found = self._run_objects(job_name=job_name, team=team, unteamed=unteamed, backends=kinds or None, notes=notes)
         runs = [summarize(obj) for obj in found]
         return sorted(runs, key=lambda r: (r.created or "", r.name), reverse=True)
 
-    def job_backends(self, job_name: str, timeout: Timeout = REQUEST_TIMEOUT) -> frozenset[str]:
+    def job_backends(self, job_name: str, timeout: Timeout | None = None) -> frozenset[str]:
         """The backends of the runs of `job_name`, from the labels of their run records (every run has one):
         one metadata-only list, read once per client. A job's runs are then one list per backend it uses,
         not one per backend the cluster serves."""
@@ -260,6 +241,7 @@ class KubeClient:
                 action=CONFIG_MAP.action("list", self.namespace),
                 timeout=timeout,
                 accept=METADATA_ONLY,
+                retry=timeout != PROBE_TIMEOUT,  # the probe of a data-job command must not wait for retries
             )
             labels = [(item.get("metadata") or {}).get("labels") or {} for item in (listing or {}).get("items", [])]
             self._job_backends[job_name] = frozenset(filter(None, (lab.get(LABEL_BACKEND) for lab in labels)))
@@ -280,18 +262,31 @@ class KubeClient:
         return objects[0]
 
     def delete_run(self, run_name: str, backend: str | None = None) -> list[str]:
-        """Delete every object of a run (main object, Service, record); returns `Kind/name`s."""
+        """Delete every object of a run (main object, Service, record); returns `Kind/name`s. A failure part
+        way says what was deleted and what remains (the main object goes first: what it owns follows it)."""
         found = self._main_objects(run_name, backend)
         if not found:
             raise self._no_such_run(run_name)
         selector = f"{LABEL_RUN}={run_name}"
         for rtype in (SERVICE, CONFIG_MAP):
             found += self._list(rtype, selector)
-        deleted = []
-        for obj in found:
+        deleted: list[str] = []
+        for i, obj in enumerate(found):
             rtype = resource_type(obj)
-            # False: already removed by the garbage collector along with its owner.
-            self._delete(rtype, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            try:
+                # False: already removed by the garbage collector along with its owner.
+                self.delete(rtype, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            except MLTrainingError as e:
+                left = found[i:]
+                done = f"deleted {', '.join(deleted)}" if deleted else "nothing of it was deleted"
+                owned = f" (owned by {deleted[0]}: Kubernetes deletes them with it)" if deleted else ""
+                raise MLTrainingError(
+                    f"deleting run {run_name} stopped part way: {e.problem}; {done}; still there: "
+                    + ", ".join(f"{resource_type(o).kind}/{o['metadata']['name']}" for o in left)
+                    + owned,
+                    f"{e.fix}; then delete what remains (the same command again, or "
+                    f"`{creation.delete_command(self, left)}`)",
+                ) from e
             deleted.append(f"{rtype.kind}/{obj['metadata']['name']}")
         return deleted
 
@@ -314,15 +309,15 @@ class KubeClient:
 
     def keep_usage_record(self, configmap: dict) -> None:
         """Create a deleted run's usage record (one already there is kept: the run was counted)."""
-        rtype, body = self._prepare(configmap)
+        rtype, body = self.prepare(configmap)
         try:
-            self._create(rtype, body)
+            self.create(rtype, body)
         except KubeApiError as e:
             if e.status != 409:
                 raise
 
     def delete_usage_record(self, name: str) -> bool:
-        return self._delete(CONFIG_MAP, name, self.namespace)
+        return self.delete(CONFIG_MAP, name, self.namespace)
 
     # --- what runs are doing: pods, logs, events, Kueue ---------------------------------------------
 
@@ -362,13 +357,15 @@ class KubeClient:
         if limit_bytes is not None:
             options["limit_bytes"] = limit_bytes
         try:
-            response = self.transport.log_response(self.namespace, pod, options, REQUEST_TIMEOUT)
+            response = self.transport.log_response(self.namespace, pod, options, self.transport.timeout)
         except KubeApiError as e:
             if e.status in (400, 404) and not e.not_served:
                 return None, e.detail
             raise
         try:
             return response.data.decode("utf-8", "replace"), None
+        except (urllib3.exceptions.HTTPError, OSError) as e:  # the answer cut short
+            raise self.transport.failure(e, _log_action(self.namespace, pod), self.transport.timeout) from None
         finally:
             response.release_conn()
 
@@ -389,7 +386,7 @@ class KubeClient:
             if buffer:
                 yield buffer.decode("utf-8", "replace")
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise unreachable(self.server, self.context, e) from None
+            raise self.transport.failure(e, _log_action(self.namespace, pod), FOLLOW_TIMEOUT) from None
         finally:
             response.release_conn()
 
@@ -408,16 +405,27 @@ class KubeClient:
         team: str | None = None,
         unteamed: bool = False,
         backends: Collection[str] | None = None,
+        notes: list[str] | None = None,
     ) -> list[dict]:
-        """The main objects of the runs the labels select: one list per backend (of `backends` when given)."""
+        """The main objects of the runs the labels select: one list per backend (of `backends` when given).
+        With `notes`, a list that fails becomes a line there, unless all of them failed."""
         selector = f"{LABEL_RUN}={run_name}" if run_name else LABEL_RUN
         if job_name:
             selector += f",{LABEL_JOB}={job_name}"
         selector += team_selector(team, unteamed)
-        found = []
+        found: list[dict] = []
+        failed: list[KubeApiError] = []
         for backend, rtype in RUN_TYPES.items():
             if backends is None or backend in backends:
-                found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
+                try:
+                    found += self._list(rtype, f"{selector},{LABEL_BACKEND}={backend}", skip_unserved=True)
+                except KubeApiError as e:
+                    if notes is None:
+                        raise
+                    failed.append(e)
+                    notes.append(f"runs of backend {backend} ({rtype.kind}) could not be listed{brief(e)}")
+        if failed and len(failed) == len([b for b in RUN_TYPES if backends is None or b in backends]):
+            raise failed[0]
         return found
 
     def _list(self, rtype: ResourceType, selector: str, skip_unserved: bool = False) -> list[dict]:
@@ -447,25 +455,13 @@ class KubeClient:
         )
 
 
+def _log_action(namespace: str, pod: str) -> Action:
+    return Action("get", "pods/log", "", "Pod", namespace, pod, "v1")
+
+
 def team_selector(team: str | None, unteamed: bool = False) -> str:
     """The part of a label selector (",..." or "") that keeps the runs of the team label value `team`,
     or with `unteamed` those without a team label."""
     if unteamed:
         return f",!{LABEL_TEAM}"
     return f",{LABEL_TEAM}={team}" if team else ""
-
-
-def _owned_by(body: dict, owner: dict) -> dict:
-    """`body` with an ownerReference to `owner` (garbage-collected with it; never blocks deletion)."""
-    body = dict(body)
-    metadata = dict(body.get("metadata", {}))
-    metadata["ownerReferences"] = [
-        {
-            "apiVersion": owner["apiVersion"],
-            "kind": owner["kind"],
-            "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"],
-        }
-    ]
-    body["metadata"] = metadata
-    return body

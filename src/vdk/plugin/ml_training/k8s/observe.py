@@ -6,7 +6,6 @@ followed. The interpretation lives in `diagnosis/` (through `run_evidence`); thi
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.api_errors import brief
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.pod_states import RankState
@@ -47,6 +47,7 @@ LogTail = Callable[[str, str, bool], "tuple[str | None, str | None]"]  # (pod, c
 FOLLOW_POLL_SECONDS = 2.0
 FOLLOW_ATTEMPTS = 3  # log requests refused for one container before giving up on it
 NO_PODS_RECHECK_SECONDS = 10.0  # while a followed run has no pods: how often to ask again why
+FOLLOW_GIVE_UP_SECONDS = 300.0  # a followed run's state unreadable this long ends the following
 
 
 @dataclass
@@ -87,32 +88,36 @@ def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
 
 
 def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = None) -> RunDetail:
-    """Everything `vdk show` says about a run (its `pods`, when the caller has just read them). What
-    the user may not read (403) becomes a note: a narrow Role still shows as much as it allows."""
+    """Everything `vdk show` says about a run (its `pods`, when the caller has just read them). Every part
+    degrades alone: what cannot be read — not allowed (403), gone (404: a pod deleted between the list and
+    the read), the server failing or not answering — becomes a one-line note, and the rest is shown."""
     notes: list[str] = []
     if pods is None:
-        pods = _allowed(notes, "pods", lambda: run_pods(client, run), None)
+        pods = _partial(notes, "pods", lambda: run_pods(client, run), None)
     pods_read = pods is not None
     pods = pods or []
     ranks = pod_states.rank_states(pods, run.backend)
-    # (pod, container, previous) -> the end of that log, read once: rank 0's failure log is its progress too
-    tail: LogTail = functools.cache(
+    # (pod, container, previous) -> the end of that log, read once (a failure too): rank 0's failure log is
+    # its progress too
+    tail: LogTail = _read_once(
         lambda pod, container, previous: client.pod_log(pod, container, previous=previous, tail_lines=LOG_SCAN_LINES)
     )
-    events = _allowed(notes, "events", lambda: pod_states.run_events(client.list_events(), run.name), [])
-    workloads = client.kueue_workloads(run.uid) if run.queue and run.uid and not run.finished else []
+    events = _partial(notes, "events", lambda: pod_states.run_events(client.list_events(), run.name), [])
+    workloads = []
+    if run.queue and run.uid and not run.finished:
+        workloads = _partial(notes, "Kueue workloads", lambda: client.kueue_workloads(run.uid), [])
     evidence = run_evidence(run, ranks, events, workloads, pods_read)
     findings = engine.why_waiting(evidence)
     if run.phase != run_summary.SUCCEEDED:
         failure = engine.why_failed(evidence)
         if failure is not None:
-            failure = _allowed(
+            failure = _partial(
                 notes, "logs", lambda: _attach_failure_log(tail, failure, evidence, ranks, notes), failure
             )
             findings.append(failure)
-    progress, curve = _allowed(notes, "logs", lambda: _progress(tail, ranks), (None, []))
+    progress, curve = _partial(notes, "logs", lambda: _progress(tail, ranks), (None, []))
     phase = pod_states.effective_phase(run.phase, ranks)
-    outputs = _allowed(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
+    outputs = _partial(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
     detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs)
     if run.phase == run_summary.FAILED and detail.stall is not None:
         detail.phase = run_summary.STALLED
@@ -128,16 +133,33 @@ def why_no_pods(client: KubeClient, run: RunSummary) -> str:
     return "; ".join(reasons) or f"the run is {detail.phase}"
 
 
-def _allowed(notes: list[str], what: str, read: Callable[[], Any], otherwise: Any) -> Any:
+def _partial(notes: list[str], what: str, read: Callable[[], Any], otherwise: Any) -> Any:
+    """`read()`, or `otherwise` with a note (once per part) when the cluster would not give it."""
     try:
         return read()
     except KubeApiError as e:
-        if e.status != 403:
-            raise
-        note = f"{what} could not be read (403): {e.detail}"
+        note = f"{what} could not be read{brief(e)}"
         if note not in notes:
             notes.append(note)
         return otherwise
+
+
+def _read_once(read: LogTail) -> LogTail:
+    """`read` whose answers — and failures — are kept: a log that could not be read is asked for once."""
+    answers: dict[tuple, Any] = {}
+
+    def once(pod: str, container: str, previous: bool) -> tuple[str | None, str | None]:
+        key = (pod, container, previous)
+        if key not in answers:
+            try:
+                answers[key] = read(pod, container, previous)
+            except KubeApiError as e:
+                answers[key] = e
+        if isinstance(answers[key], KubeApiError):
+            raise answers[key]
+        return answers[key]
+
+    return once
 
 
 def _attach_failure_log(
@@ -206,15 +228,34 @@ class RankLog:
         }
 
 
-def rank_logs(client: KubeClient, run: RunSummary) -> Iterator[RankLog]:
-    """The log of every rank, in rank order; a rank without one says why instead."""
-    for rank in pod_states.rank_states(run_pods(client, run), run.backend):
+def rank_logs(client: KubeClient, run: RunSummary, notes: list[str] | None = None) -> Iterator[RankLog]:
+    """The log of every rank, in rank order; a rank without one says why instead — also when its log could
+    not be read (the pod deleted since the list, not allowed, the server failing): the other ranks' logs are
+    still given. With `notes`, a pods list that fails is a line there (and no rank), else its error."""
+    if notes is None:
+        pods = run_pods(client, run)
+    else:
+        pods = _partial(notes, "pods", lambda: run_pods(client, run), [])
+    for rank in pod_states.rank_states(pods, run.backend):
         previous = None
         if rank.previous is not None:
-            previous, _ = client.pod_log(rank.pod, rank.container, previous=True)
-        current = client.pod_log(rank.pod, rank.container)[0] if rank.streamable else None
-        unavailable = rank_explanation(rank) if current is None else None
+            previous, _ = _log_or_why(client, rank, previous=True)
+        current, unavailable = None, None
+        if rank.streamable:
+            current, why = _log_or_why(client, rank, previous=False)
+            if current is None:
+                unavailable = f"its log could not be read: {why}"
+        else:
+            unavailable = rank_explanation(rank)
         yield RankLog(rank, previous, current, unavailable)
+
+
+def _log_or_why(client: KubeClient, rank: RankState, previous: bool) -> tuple[str | None, str | None]:
+    """(log, None), or (None, why there is none or why it could not be read, in a few words)."""
+    try:
+        return client.pod_log(rank.pod, rank.container, previous=previous)
+    except KubeApiError as e:
+        return None, brief(e).removeprefix(": ").removeprefix(" ")
 
 
 def follow_logs(
@@ -223,11 +264,13 @@ def follow_logs(
     write: Callable[[str, str], None],
     explain: Callable[[str, str], None],
     poll_seconds: float | None = None,
+    seen: Callable[[list[RankState]], None] | None = None,
 ) -> RunSummary:
     """Stream every rank's log as it is written (`write(rank, line)`), starting ranks as they
     start and containers again after a restart; say why a rank has no log yet
-    (`explain(rank, why)`, again when the reason changes). Returns when the run has finished
-    and every log has been read to its end; returns the run's last summary."""
+    (`explain(rank, why)`, again when the reason changes); `seen(ranks)` after every read of the
+    ranks (how each one's containers ended). Returns when the run has finished and every log has
+    been read to its end; returns the run's last summary."""
     poll = FOLLOW_POLL_SECONDS if poll_seconds is None else poll_seconds
     streams: dict[tuple[str, int], threading.Thread] = {}
     refused: dict[tuple[str, int], int] = {}
@@ -251,16 +294,34 @@ def follow_logs(
             with lock:
                 explain(rank.rank, f"log stream failed: {type(e).__name__}: {e}")
 
+    failing_since: float | None = None  # the cluster has not answered the polls since then
     while True:
         try:
             run = summarize(client.get_run(run.name, run.backend))
+            ranks = pod_states.rank_states(run_pods(client, run), run.backend)
         except KubeApiError as e:
-            if e.status != 404:
+            if e.status == 404 and not e.not_served:
+                with lock:
+                    explain("run", f"{run.name} was deleted")
+                break
+            if e.status in (401, 403) or e.not_served:
                 raise
+            # A server failing for a while (each poll's retries said already): the logs keep streaming, and
+            # the polls go on until it answers again or FOLLOW_GIVE_UP_SECONDS have passed.
+            failing_since = failing_since if failing_since is not None else time.monotonic()
+            if time.monotonic() - failing_since > FOLLOW_GIVE_UP_SECONDS:
+                raise
+            why = f"the run's state could not be read{brief(e)}; asking again"
+            if explained.get("run") != why:
+                explained["run"] = why
+                with lock:
+                    explain("run", why)
+            time.sleep(poll)
+            continue
+        failing_since = None
+        if seen is not None:
             with lock:
-                explain("run", f"{run.name} was deleted")
-            break
-        ranks = pod_states.rank_states(run_pods(client, run), run.backend)
+                seen(ranks)
         # Before any pod exists (queued, not created yet): say why, again when that changes.
         due = run.finished or time.monotonic() - no_pods_checked >= NO_PODS_RECHECK_SECONDS
         if not ranks and not streams and due:

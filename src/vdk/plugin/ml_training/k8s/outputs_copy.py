@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputsReader
 from vdk.plugin.ml_training.runtime.outputs_stream import StreamError
+from vdk.plugin.ml_training.runtime.outputs_stream import display
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -86,13 +87,12 @@ def read_outputs(
     progress: Callable[[str, int, int], None] | None = None,
     waiting: Callable[[str], None] | None = None,
 ) -> OutputsReader:
-    """Create the copy pod, read its stream (listing, and the files into `into`), delete the pod."""
+    """Create the copy pod, read its stream (listing, and the files into `into`), delete the pod — also when
+    the create's answer was lost, and when the call is interrupted (SIGINT, SIGTERM, SIGHUP: cli/interrupts.py)."""
     name = pod["metadata"]["name"]
-    ns = client.namespace
-    client.transport.request(
-        "POST", POD.path(ns), body=pod, action=POD.action("create", ns, name), query={"fieldManager": "vdk-ml-training"}
-    )
+    interrupted = False
     try:
+        client.create(POD, pod)
         _wait_started(client, name, waiting)
         reader = OutputsReader(into, progress)
         try:
@@ -103,8 +103,20 @@ def read_outputs(
                 "run the command again; for very large outputs, copy them from a pod that mounts the claim "
                 "(`kubectl cp`)",
             ) from None
+        except OSError as e:  # the local side: a full disk, a directory that may not be written, a name too long
+            where = display(str(e.filename)) if e.filename else str(into)
+            raise MLTrainingError(
+                f"the copy of the outputs could not be written ({where}: {e.strerror or e})",
+                "free space or fix the permissions there, or copy into another directory (--to); the files "
+                "completed before are kept, none half-written",
+            ) from None
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         _delete(client, name)
+        if interrupted:
+            client.transport.say(f"Deleted the copy pod {name}; the files copied so far are kept, none half-written")
 
 
 def _wait_started(client: KubeClient, name: str, waiting: Callable[[str], None] | None) -> None:

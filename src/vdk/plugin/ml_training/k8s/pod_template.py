@@ -1,10 +1,12 @@
 """Pod pieces every backend shares: resources, volumes (/dev/shm, the run's outputs, datasets), environment
-(with Secret references), tolerations, the command."""
+(with Secret references), the command, and where the pods go (k8s/placement.py: node selection, tolerations,
+pull secrets, service account)."""
 
 from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.k8s import placement
 from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.runtime import protocol
@@ -19,7 +21,6 @@ SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
 OUTPUT_VOLUME = "vdk-outputs"
 DATA_VOLUME_PREFIX = "data-"
-GPU_TAINT_KEY = "nvidia.com/gpu"
 
 
 def torchrun_flags() -> list[str]:
@@ -33,8 +34,16 @@ def torchrun_flags() -> list[str]:
     return [f"--rdzv-conf={conf}"]
 
 
+def literal(text: str) -> str:
+    """`text` as a container must receive it. Kubernetes expands `$(VAR)` in a container's command, args and
+    env values, and turns `$$` into `$`; no local run, container run or image does. Every `$` doubled, the
+    container gets `text` itself, on every backend: what the smoke run passed is what the cluster runs."""
+    return text.replace("$", "$$")
+
+
 def command(spec: MLJobSpec, python: str) -> list[str]:
-    return layout.launch_command(spec, python, torchrun_flags())
+    """The training container's command, passed literally (`literal`)."""
+    return [literal(part) for part in layout.launch_command(spec, python, torchrun_flags())]
 
 
 def resources(spec: MLJobSpec) -> dict:
@@ -59,18 +68,18 @@ def shm_mount() -> dict:
     return {"name": SHM_VOLUME, "mountPath": SHM_PATH}
 
 
-def tolerations(spec: MLJobSpec) -> list[dict]:
-    """GPU node pools are commonly tainted nvidia.com/gpu:NoSchedule; GPU jobs tolerate it."""
-    if not spec.gpus_per_node.resource_name:
-        return []
-    return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+def placement_fields(spec: MLJobSpec) -> dict:
+    """The pod spec's fields that say where it goes: nodeSelector, affinity, tolerations (GPU nodes' taint when
+    the job asks for GPUs, and the job's own), imagePullSecrets, serviceAccountName; only those that apply."""
+    return placement.pod_fields(spec)
 
 
 def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     """[ml-training.env] plus what the image layout needs and the stall watchdog's timeouts
     (layout.launch_env), the run's output directory, and [ml-training.secrets] as references to their
-    Secrets (the values never pass through here), as a container's env."""
-    out = [{"name": name, "value": value} for name, value in layout.launch_env(spec).items()]
+    Secrets (the values never pass through here), as a container's env. Values are passed literally
+    (`literal`: Kubernetes would expand `$(VAR)` in them)."""
+    out = [{"name": name, "value": literal(value)} for name, value in layout.launch_env(spec).items()]
     if spec.output_pvc:
         out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
     for secret in spec.secrets:
@@ -125,8 +134,7 @@ def pod_spec(spec: MLJobSpec, containers: list[dict], restart_policy: str | None
         out["restartPolicy"] = restart_policy
     out["containers"] = containers
     out["volumes"] = volumes(spec)
-    if tolerations(spec):
-        out["tolerations"] = tolerations(spec)
+    out.update(placement_fields(spec))
     if spec.priority_class:
         out["priorityClassName"] = spec.priority_class
     return out

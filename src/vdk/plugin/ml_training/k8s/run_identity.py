@@ -12,6 +12,7 @@ from vdk.plugin.ml_training.job.names import RUN_ID_ALPHABET
 from vdk.plugin.ml_training.job.names import RUN_ID_LENGTH
 from vdk.plugin.ml_training.job.names import as_label_value
 from vdk.plugin.ml_training.job.names import is_kubernetes_job_name
+from vdk.plugin.ml_training.job.overrides import describe as describe_overrides
 from vdk.plugin.ml_training.job.teams import team_label
 from vdk.plugin.ml_training.source.audit import Provenance
 
@@ -37,6 +38,8 @@ ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
 ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
+# The [ml-training] keys given for this run only (`--set`, `--args`), as `key=value, key='a b'`.
+ANNOTATION_OVERRIDES = "vdk.io/overrides"
 
 
 def new_run_name(job_name: str) -> str:
@@ -73,6 +76,8 @@ class RunInfo:
     spec_hash: str
     # (name, version) installed in the image's dependency layer; empty when unknown (dry run)
     dependencies: tuple[tuple[str, str], ...] = ()
+    # [ml-training] keys given for this run only (`--set`, `--args`), as given
+    overrides: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def create(
@@ -95,6 +100,7 @@ class RunInfo:
             image_digest=image_digest,
             spec_hash=spec.fingerprint(),
             dependencies=tuple(dependencies),
+            overrides=spec.overrides,
         )
 
     def labels(self, backend: str) -> dict[str, str]:
@@ -125,5 +131,6 @@ class RunInfo:
             ANNOTATION_IMAGE_DIGEST: self.image_digest,
             ANNOTATION_SPEC_HASH: self.spec_hash,
             ANNOTATION_TEAM: self.team,
+            ANNOTATION_OVERRIDES: describe_overrides(self.overrides) if self.overrides else None,
         }
         return {key: value for key, value in values.items() if value}

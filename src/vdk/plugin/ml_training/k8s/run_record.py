@@ -26,6 +26,7 @@ KEY_SPEC = "spec.json"
 KEY_PROVENANCE = "provenance.json"
 KEY_MANIFESTS = "manifests.json"
 KEY_DEPENDENCIES = "dependencies.json"
+KEY_OVERRIDES = "overrides.json"  # the [ml-training] keys given for the run only (`--set`, `--args`)
 # A ConfigMap holds at most 1 MiB; keep well clear of it.
 MAX_RECORD_BYTES = 900_000
 _RUN_LABEL_PREFIXES = ("vdk.io/", run_meta.LABEL_MANAGED_BY)
@@ -44,6 +45,7 @@ class RunRecord:
     provenance: dict
     manifests: list[dict]
     dependencies: dict  # name -> version installed in the image ({} for records without them)
+    overrides: dict = dataclasses.field(default_factory=dict)  # key -> value given for this run, over config.ini
 
 
 def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: str, manifests: list[dict]) -> dict:
@@ -56,6 +58,7 @@ def render(spec: MLJobSpec, image: str, run: RunInfo, namespace: str, backend: s
         provenance=run.provenance.to_dict(),
         manifests=manifests,
         dependencies=dict(run.dependencies),
+        overrides=dict(run.overrides),
     )
     return _configmap(record, namespace, run.labels(backend), {run_meta.ANNOTATION_SPEC_HASH: run.spec_hash})
 
@@ -71,6 +74,8 @@ def _configmap(record: RunRecord, namespace: str | None, labels: dict[str, str],
         KEY_MANIFESTS: json.dumps(record.manifests, sort_keys=True, indent=1),
         KEY_DEPENDENCIES: json.dumps(record.dependencies, sort_keys=True, indent=1),
     }
+    if record.overrides:
+        data[KEY_OVERRIDES] = json.dumps(record.overrides, indent=1)
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_RECORD_BYTES:
         raise MLTrainingError(
@@ -103,6 +108,7 @@ def parse(configmap: dict) -> RunRecord:
             provenance=json.loads(data[KEY_PROVENANCE]),
             manifests=json.loads(data[KEY_MANIFESTS]),
             dependencies=json.loads(data.get(KEY_DEPENDENCIES) or "{}"),
+            overrides=json.loads(data.get(KEY_OVERRIDES) or "{}"),
         )
     except (KeyError, ValueError) as e:
         raise MLTrainingError(

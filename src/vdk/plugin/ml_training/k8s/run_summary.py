@@ -52,6 +52,7 @@ class RunSummary:
     outputs: dict | None = (
         None  # {"claim", "directory"}: where its outputs persist (k8s/output_location.py); None: nowhere
     )
+    overrides: str | None = None  # the [ml-training] keys given for this run only (`--set`, `--args`)
 
     def to_dict(self) -> dict:
         """JSON of the run: numbers as numbers (`nodes` the node count, the maximum of an elastic range, and
@@ -132,6 +133,7 @@ def summarize(obj: dict) -> RunSummary:
         ended=ended_at(obj),
         kept_seconds=backend.kept_after_finished(obj) if backend is not None else None,
         outputs=_outputs(obj),
+        overrides=annotations.get(run_meta.ANNOTATION_OVERRIDES),
     )
 
 

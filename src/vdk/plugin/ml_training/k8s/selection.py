@@ -66,6 +66,7 @@ class JobSelection:
     team: TeamRuns
     choice: TeamChoice | None
     others: list[TeamRuns] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be listed (a view shows the rest)
 
     @property
     def runs(self) -> list[RunSummary]:
@@ -110,15 +111,22 @@ class JobSelection:
 
 
 def select_job(
-    client: KubeClient, job_name: str, choice: TeamChoice | None, command: str, changes: bool = False
+    client: KubeClient,
+    job_name: str,
+    choice: TeamChoice | None,
+    command: str,
+    changes: bool = False,
+    partial: bool = False,
 ) -> JobSelection:
     """The runs of `job_name` of the chosen team in the client's namespace.
 
     Without a choice the job's only team is taken; with several, an error lists them and asks for -t.
     `changes` (delete, cancel): a team that is not the caller's own (`TeamChoice.own`), or a team taken
     for want of a choice, must be named with -t. `command` is the command line to suggest (`vdk delete -n
-    mnist`). One labelled list per backend; errors are MLTrainingErrors that say what to do."""
-    teams = by_team(client.list_runs(job_name=job_name))
+    mnist`). One labelled list per backend; errors are MLTrainingErrors that say what to do. `partial` (a
+    view): a backend whose list fails costs only its runs, said in the selection's `notes`."""
+    notes: list[str] | None = [] if partial and not changes else None
+    teams = by_team(client.list_runs(job_name=job_name, notes=notes))
     if not teams:
         scope = f" {choice.phrase()}" if choice else ""
         raise KubeApiError(
@@ -144,7 +152,7 @@ def select_job(
                 f"name the team to act on them: `{command} {chosen.option()}` "
                 "(or set your team once with `vdk set-default -t TEAM`)",
             )
-        return JobSelection(client, job_name, chosen, None, [])
+        return JobSelection(client, job_name, chosen, None, [], notes or [])
     wanted = choice.label
     chosen = next((t for t in teams if t.label == wanted), None)
     others = [t for t in teams if t is not chosen]
@@ -160,16 +168,17 @@ def select_job(
             "changed only when it is named with -t",
             f"name the team to act on its runs: `{command} {chosen.option()}`",
         )
-    return JobSelection(client, job_name, chosen, choice, others)
+    return JobSelection(client, job_name, chosen, choice, others, notes or [])
 
 
-def select_jobs(client: KubeClient, choice: TeamChoice | None) -> list[JobSelection]:
+def select_jobs(client: KubeClient, choice: TeamChoice | None, notes: list[str] | None = None) -> list[JobSelection]:
     """Every (team, job) with runs in the client's namespace — only the chosen team's when there is a
-    choice — ordered by job name, then team. One labelled list per backend."""
+    choice — ordered by job name, then team. One labelled list per backend; with `notes`, one that fails
+    costs only its runs (a line in `notes` says so)."""
     if choice is None:
-        runs = client.list_runs()
+        runs = client.list_runs(notes=notes)
     else:
-        runs = client.list_runs(team=choice.label, unteamed=choice.label is None)
+        runs = client.list_runs(team=choice.label, unteamed=choice.label is None, notes=notes)
     by_job: dict[str, list[RunSummary]] = {}
     for run in runs:  # newest first
         by_job.setdefault(run.job_name or run.name, []).append(run)

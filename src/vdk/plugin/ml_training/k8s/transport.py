@@ -4,12 +4,14 @@ pydantic-based 37+), a GET that tolerates what may be forbidden or absent, and p
 
 Requests go through the client's ApiClient (its kubeconfig / in-cluster configuration, auth plugins
 and transport) on generic resource paths, which behave the same on every client generation. Every
-API failure becomes a `KubeApiError` that says what to do (see `api_errors`).
+API failure becomes a `KubeApiError` that says what to do (see `api_errors`); a request that may be
+sent twice is sent again after a failure worth it (`retries`), each retry said in one line.
 """
 
 from __future__ import annotations
 
 import contextvars
+import http.client
 import json
 import logging
 import os
@@ -27,18 +29,34 @@ from kubernetes.config import kube_config
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import kubeconfig
+from vdk.plugin.ml_training.k8s import retries
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import from_api_exception
+from vdk.plugin.ml_training.k8s.api_errors import no_answer
 from vdk.plugin.ml_training.k8s.api_errors import no_cluster_configured
 from vdk.plugin.ml_training.k8s.api_errors import unreachable
+from vdk.plugin.ml_training.k8s.retries import RetryPolicy
+from vdk.plugin.ml_training.k8s.retries import Say
 
 Timeout = tuple[float, float]
 REQUEST_TIMEOUT = (10, 60)  # connect, read (seconds)
-# One attempt per request. Only a GET/DELETE whose pooled connection the server had closed meanwhile
-# is sent again; a server that cannot be reached is reported at once (retrying it three times, as
-# urllib3 does by default, only makes the user wait longer for the same error).
-RETRIES = urllib3.Retry(total=1, connect=0, read=1, status=0, other=0)
+
+
+class _StaleConnectionRetry(urllib3.Retry):
+    """urllib3's own retries: only a GET/DELETE whose pooled connection the server had closed meanwhile is
+    sent again, silently; a server that cannot be reached is reported at once (retrying it three times, as
+    urllib3 does by default, only makes the user wait longer for the same error), and a read that timed out
+    is not sent again here. Answers worth another attempt (429 and its Retry-After, 5xx, a reset, a timeout)
+    are retried above urllib3, by `retries`, bounded in time and said."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+RETRIES = _StaleConnectionRetry(total=1, connect=0, read=1, status=0, other=0, respect_retry_after_header=False)
 # Answers of a GET that only make what is read less complete: forbidden, or not there.
 TOLERATED = (403, 404)
 JSON = "application/json"
@@ -71,10 +89,24 @@ def _own_request():
 
 
 class Transport:
-    """A connection to one cluster: the kube context's (or the pod's) server and credentials."""
+    """A connection to one cluster: the kube context's (or the pod's) server and credentials. `say` gets
+    the one-line notes of retries (default stderr); `policy` bounds them (default `retries.DEFAULT_POLICY`)."""
 
-    def __init__(self, context: str | None = None, config_file: str | None = None):
+    def __init__(
+        self,
+        context: str | None = None,
+        config_file: str | None = None,
+        say: Say = retries.to_stderr,
+        policy: RetryPolicy | None = None,
+    ):
         self.api_client, self.context, self.default_namespace, self.server = connect(context, config_file)
+        self.say = say
+        self._policy = policy
+        self.timeout: Timeout = REQUEST_TIMEOUT  # of each attempt, unless a request names its own
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return self._policy or retries.DEFAULT_POLICY
 
     def request(
         self,
@@ -84,18 +116,44 @@ class Transport:
         action: Action,
         query: dict | None = None,
         body: Any = None,
-        timeout: Timeout = REQUEST_TIMEOUT,
+        timeout: Timeout | None = None,
+        accept: str = JSON,
+        retry: bool | None = None,
+    ) -> Any:
+        """One request; with `retry` sent again after a failure worth it (default: when it may be sent twice:
+        GET, DELETE, a dry run, an access review; a create is sent once, `KubeClient.create` looks first)."""
+        query = query or {}
+        timeout = timeout or self.timeout
+
+        def once() -> Any:
+            return self.send(method, path, action=action, query=query, body=body, timeout=timeout, accept=accept)
+
+        if not (may_repeat(method, path, query) if retry is None else retry):
+            return once()
+        return retries.call(once, self.policy, describe(action), self.say)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        action: Action,
+        query: dict | None = None,
+        body: Any = None,
+        timeout: Timeout | None = None,
         accept: str = JSON,
     ) -> Any:
+        """One attempt of a request; every failure a KubeApiError."""
+        timeout = timeout or self.timeout
         try:
             with _own_request():
                 return _call(self.api_client, method, path, query or {}, body, timeout, accept)
         except ApiException as e:
             if not e.status:  # the client's own wrapping of TLS failures
                 raise unreachable(self.server, self.context, e) from None
-            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise unreachable(self.server, self.context, e) from None
+            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context, e.headers) from None
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as e:
+            raise self.failure(e, action, timeout) from None
 
     def get_tolerant(
         self, path: str, action: Action, tolerate: Collection[int] = TOLERATED
@@ -115,17 +173,46 @@ class Transport:
         api = k8s_client.CoreV1Api(self.api_client)
         options = {k: v for k, v in options.items() if v is not None}
         action = Action("get", "pods/log", "", "Pod", namespace, pod, "v1")
-        try:
-            with _own_request():
-                return api.read_namespaced_pod_log(
-                    pod, namespace, _preload_content=False, _request_timeout=timeout, **options
-                )
-        except ApiException as e:
-            if not e.status:
-                raise unreachable(self.server, self.context, e) from None
-            raise from_api_exception(e.status, e.reason or "", e.body, action, self.context) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise unreachable(self.server, self.context, e) from None
+
+        def once() -> Any:
+            try:
+                with _own_request():
+                    return api.read_namespaced_pod_log(
+                        pod, namespace, _preload_content=False, _request_timeout=timeout, **options
+                    )
+            except ApiException as e:
+                if not e.status:
+                    raise unreachable(self.server, self.context, e) from None
+                raise from_api_exception(e.status, e.reason or "", e.body, action, self.context, e.headers) from None
+            except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as e:
+                raise self.failure(e, action, timeout) from None
+
+        return retries.call(once, self.policy, describe(action), self.say)
+
+    def failure(self, error: Exception, action: Action, timeout: Timeout) -> KubeApiError:
+        """A request that got no answer: the server was not reached (refused, DNS, TLS, connect timeout), or
+        it was and its answer was lost (a reset, a closed connection) or late (the read timed out)."""
+        cause = error.reason if isinstance(error, urllib3.exceptions.MaxRetryError) else error
+        if isinstance(cause, (urllib3.exceptions.ReadTimeoutError, TimeoutError)) and not isinstance(
+            cause, urllib3.exceptions.ConnectTimeoutError
+        ):
+            return no_answer(self.server, self.context, action, True, timeout[1])
+        if isinstance(
+            cause, (urllib3.exceptions.ProtocolError, http.client.HTTPException, ConnectionResetError, BrokenPipeError)
+        ):
+            return no_answer(self.server, self.context, action, False, timeout[1])
+        return unreachable(self.server, self.context, error)
+
+
+def may_repeat(method: str, path: str, query: dict) -> bool:
+    """Whether a request may be sent twice: reads and deletes, dry runs and access reviews change nothing
+    that a second one would change again."""
+    return method in ("GET", "DELETE") or query.get("dryRun") == "All" or path.endswith("selfsubjectaccessreviews")
+
+
+def describe(action: Action) -> str:
+    """ "list pods in namespace ml", "create ConfigMap mnist-ab12cd34-record in namespace ml" """
+    return f"{action.verb} {action.what if action.name else action.resource}{action.where}"
 
 
 def _call(
@@ -153,7 +240,9 @@ def _call(
         response.read()
         text = response.data.decode("utf-8", "replace") if response.data else ""
         if not 200 <= response.status <= 299:
-            raise ApiException(status=response.status, reason=response.reason, body=text)
+            error = ApiException(status=response.status, reason=response.reason, body=text)
+            error.headers = response.headers
+            raise error
         return json.loads(text) if text else None
     # kubernetes <= 36: the raw urllib3 response (the deserialization arguments changed between
     # those generations); non-2xx answers raise ApiException in its REST layer.

@@ -3,6 +3,11 @@
 `VDK_ML_TRAINING_CONTAINER_ENGINE` (VDK key `ml_training_container_engine`) names the engine's command,
 with any global options (`podman --storage-driver vfs`); without it podman is used if installed, else
 docker. `VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS` adds options to every `run` (`--network host`, `-v ...`).
+
+Adapted to the host where that is safe: on a machine whose process limits cannot be raised (rootless, or root
+without CAP_SYS_RESOURCE: a container, a restricted VM), the engine's default limits (podman as root asks for
+1048576 open files) make `runc create` fail; the container then gets this machine's own limits (`--ulimit`, as
+a local run has them), unless the run options set limits themselves.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from pathlib import Path
 from typing import IO
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.host_limits import HostLimits
+from vdk.plugin.ml_training.host_limits import host_limits
 
 ENGINES = ("podman", "docker")  # in the order they are looked for
 PODMAN = "podman"
@@ -32,11 +39,17 @@ class ContainerEngine:
 
     command: tuple[str, ...]
     kind: str  # PODMAN or DOCKER (Docker-compatible command lines)
-    run_options: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()  # the user's (VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS)
+    host_options: tuple[str, ...] = ()  # added for this host (`adapted_options`)
 
     @property
     def name(self) -> str:
         return Path(self.command[0]).name
+
+    @property
+    def run_options(self) -> tuple[str, ...]:
+        """The options of every `run`: this host's adaptations, then the user's (which win)."""
+        return (*self.host_options, *self.options)
 
     def argv(self, *args: str) -> list[str]:
         return [*self.command, *args]
@@ -151,16 +164,25 @@ def find_engine(command: str | None = None, run_options: str | None = None) -> C
                 f"VDK_ML_TRAINING_CONTAINER_ENGINE is `{command}`, but `{argv[0]}` is not installed",
                 "install it, or set VDK_ML_TRAINING_CONTAINER_ENGINE to podman or docker",
             )
-        return ContainerEngine(argv, _kind(argv[0]), options)
+        return ContainerEngine(argv, _kind(argv[0]), options, adapted_options(options))
     for name in ENGINES:
         path = shutil.which(name)
         if path:
-            return ContainerEngine((name,), name, options)
+            return ContainerEngine((name,), name, options, adapted_options(options))
     raise MLTrainingError(
         "`vdk run --container` runs the job's image with podman or docker, and neither is installed",
         "install podman (`apt-get install podman`, `dnf install podman`) or Docker, or set "
         "VDK_ML_TRAINING_CONTAINER_ENGINE to the command of another Docker-compatible engine",
     )
+
+
+def adapted_options(user_options: tuple[str, ...], limits: HostLimits | None = None) -> tuple[str, ...]:
+    """`--ulimit` at this machine's limits where they cannot be raised to the engine's defaults, unless the user's
+    run options set limits (`--ulimit`) themselves."""
+    if any(option == "--ulimit" or option.startswith("--ulimit=") for option in user_options):
+        return ()
+    limits = limits or host_limits()
+    return () if limits.can_raise else tuple(limits.ulimit_options())
 
 
 def _kind(program: str) -> str:

@@ -16,6 +16,7 @@ from vdk.plugin.ml_training.diagnosis.evidence import Ending
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
+from vdk.plugin.ml_training.diagnosis.rules.engine_failure import engine_message
 from vdk.plugin.ml_training.local import stack_dump
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.rank_memory import machine_memory_bytes
@@ -52,6 +53,9 @@ class RankOutcome:
     stall: dict[str, Any] | None = None  # full run: what the stall watchdog saw (runtime/watchdog.Stall.to_dict)
     epoch_end: protocol.EpochEnd | None = None  # smoke run: whether it reached the end of an epoch
     peak_memory: int | None = None  # bytes: its peak resident memory, as last sampled
+    # smoke run: what the code asked for that the smoke run turned off (`report_to=wandb`), each with the module
+    # the cluster run imports for it (None: none)
+    turned_off: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -123,6 +127,13 @@ class RunOutcome:
         """Whether the smoke run reached the end of an epoch: as the first rank that tells says."""
         known = [r.epoch_end for r in self.ranks if r.epoch_end is not None]
         return known[0] if known else None
+
+    def turned_off(self) -> dict[str, str | None]:
+        """What the code asked for that the smoke run turned off, on any rank: {what: module it needs, or None}."""
+        out: dict[str, str | None] = {}
+        for rank in [*self.ranks, *([self.launcher] if self.launcher else [])]:
+            out.update(rank.turned_off)
+        return out
 
     def adaptations(self) -> list[str]:
         seen: dict[str, int] = {}
@@ -205,6 +216,7 @@ def _rank(
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
         observed=tuple(record.get("observed") or ()),
+        turned_off=dict(record.get("turned_off") or {}),
         stall=_stall_in_job(run, record.get("stall")),
         epoch_end=protocol.EpochEnd.from_record(record.get("epoch_end")),
         peak_memory=memory,
@@ -280,6 +292,9 @@ def _root_cause(run: LocalRun, ranks: list[RankOutcome], first_failed: int | Non
         limit = format_duration(run.plan.timeout_seconds or 0)
         return None, f"timed out after {limit} ({run.plan.timeout_setting}): {who}"
     if not any(r.status != MISSING for r in ranks):
+        said = engine_message(run.agent_log) if run.engine else None
+        if said is not None:  # the engine's failure, not torchrun's: the container never ran
+            return None, f"{run.engine} could not start the job's container (exit code {run.exit_code}): {said}"
         return None, f"torchrun failed before any rank started (exit code {run.exit_code})"
     unfinished = [r for r in ranks if not r.succeeded]
     if unfinished:
@@ -353,6 +368,7 @@ def evidence(outcome: RunOutcome, again: str | None = None) -> Evidence:
         timed_out=run.timed_out,
         untrained=outcome.untrained,
         in_image=bool(run.engine),
+        engine=run.engine,
         agent_log=run.agent_log,
         machine_memory=machine_memory_bytes(),
         left_out=run.work.exclusion if run.work is not None else None,

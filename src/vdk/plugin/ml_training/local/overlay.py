@@ -84,7 +84,7 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None]) -> Overlay | None:
         "the image installs it; once per version of the file; vdk's environment stays as it is) ..."
     )
     started = time.monotonic()
-    overlay = _build(spec, requirements, target, entry)
+    overlay = _build(spec, requirements, target, entry, note)
     prune()
     return Overlay(overlay.path, overlay.packages, False, time.monotonic() - started)
 
@@ -123,7 +123,9 @@ def _load(entry: Path) -> Overlay | None:
     return Overlay(path, packages, True) if path.is_dir() else None
 
 
-def _build(spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path) -> Overlay:
+def _build(
+    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, note: Callable[[str], None]
+) -> Overlay:
     root = entry.parent
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{entry.name[:12]}-", dir=root))
@@ -133,7 +135,8 @@ def _build(spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry
             f"run `vdk run {spec.job_dir}` again (or set `requirements_overlay = false` in [ml-training] to run "
             "with the packages of vdk's environment as they are)"
         )
-        uv_install.install(requirements, packages_dir, spec.job_dir, target, again)
+        steps = uv_install.StepLines(note)  # uv's steps as they come: resolving, each download, installing
+        uv_install.install(requirements, packages_dir, spec.job_dir, target, again, progress=lambda _: steps)
         packages = uv_install.installed_packages(packages_dir)
         meta = {"packages": [list(p) for p in packages], "python": sys.version, "interpreter": sys.executable}
         (work / "entry" / META).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")

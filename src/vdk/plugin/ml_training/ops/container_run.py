@@ -28,6 +28,7 @@ from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.local.launch_plan import visible_gpus
+from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.source import audit
 
@@ -47,20 +48,30 @@ def engine_from(configuration: Any, job_dir: Path | None = None) -> ContainerEng
     )
 
 
-def prepare(spec: MLJobSpec, mode: str, engine: ContainerEngine) -> tuple[LaunchPlan, ContainerStarter]:
-    """Load the job's image into the engine and plan the run in it; the plan notes which image it is."""
+def prepare(
+    spec: MLJobSpec, mode: str, engine: ContainerEngine, recheck_imports: bool = False
+) -> tuple[LaunchPlan, ContainerStarter]:
+    """Load the job's image into the engine and plan the run in it; the plan notes which image it is.
+    `recheck_imports`: the import check ran without knowing the base's packages, so it runs again once the base
+    is read, before anything is built (ImportCheckFailed)."""
     engine.check()
-    image, digest = load_image(spec, engine)
+    image, digest = load_image(spec, engine, recheck_imports)
     plan, gpus = container_plan(spec, mode)
     where = f"in the job's image {image.reference} ({digest}: the image `vdk deploy` pushes), with {engine.name}"
     gpu_note = [f"{gpus} GPU(s) passed into the container"] if gpus else []
-    plan = dataclasses.replace(plan, notes=(where, *gpu_note, *plan.notes))
+    limits = (
+        [f"this machine's limits, which it cannot raise to {engine.name}'s defaults: {' '.join(engine.host_options)}"]
+        if engine.host_options
+        else []
+    )
+    plan = dataclasses.replace(plan, notes=(where, *gpu_note, *limits, *plan.notes))
     return plan, ContainerStarter(engine, image, spec, gpus)
 
 
-def load_image(spec: MLJobSpec, engine: ContainerEngine) -> tuple[layout.JobImage, str]:
+def load_image(spec: MLJobSpec, engine: ContainerEngine, recheck_imports: bool = False) -> tuple[layout.JobImage, str]:
     """The job's image in the engine's store, as `vdk deploy` would build it: (its local reference and
-    interpreter, its digest). Built and loaded only when the engine does not have it yet."""
+    interpreter, its digest). Built and loaded only when the engine does not have it yet. `recheck_imports`: the
+    job's imports are checked against the base's packages once they are read, before building."""
     from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image.build import assemble
     from vdk.plugin.ml_training.image.build import base_client
@@ -69,7 +80,9 @@ def load_image(spec: MLJobSpec, engine: ContainerEngine) -> tuple[layout.JobImag
     progress = StderrProgress()
     repository = f"{LOCAL_REPOSITORY}/{spec.name}"
     with base_client(spec, progress) as puller, tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
-        image = assemble(spec, LOCAL_REPOSITORY, audit.collect(spec.job_dir), puller, Path(tmp), progress)
+        recheck = (lambda base: check_job_imports(spec, base.provides)) if recheck_imports else None
+        image = assemble(spec, LOCAL_REPOSITORY, audit.collect(spec.job_dir), puller, Path(tmp), progress,
+                         base_known=recheck)  # fmt: skip
         local = f"{repository}:{image.target.tag}"
         if engine.image_id(local) == image.config_digest:
             progress.stage(f"{engine.name} has this image already")

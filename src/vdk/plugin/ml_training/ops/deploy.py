@@ -57,14 +57,16 @@ def deploy_spec(
     backend: str | None = None,
     import_check: bool = True,
     configuration: ConfigurationLike | None = None,
+    overrides: dict[str, str] | None = None,
 ) -> MLJobSpec:
     """The spec of the job at `job_path` as a deploy uses it: named `name` (default the directory's name, as
     Kubernetes allows), of the team `team`, else `[owner] team`, else `default_team` (VDK's: `vdk
     set-default`), with that team's namespace and queue; `backend` overrides the job's. `configuration`:
-    VDK's (None: the environment's, ops/configuration.py; then [vdk] of the job's config.ini). A team that
-    cannot be a label value is an error here, before any work."""
+    VDK's (None: the environment's, ops/configuration.py; then [vdk] of the job's config.ini). `overrides`:
+    [ml-training] keys for this run only ({key: value}, job/overrides.py), kept in the run's record. A team
+    that cannot be a label value is an error here, before any work."""
     settings = job_settings(or_environment(configuration), Path(job_path))
-    spec = load_job_spec(Path(job_path), settings, team=team, default_team=default_team)
+    spec = load_job_spec(Path(job_path), settings, team=team, default_team=default_team, overrides=overrides)
     _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
     if backend:
@@ -138,7 +140,10 @@ def deploy(
     image, render the run for it and create it, all or nothing. `reason` goes to the run's audit trail;
     `watcher` is shown the smoke run.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
-    created, saying so; KeyboardInterrupt stops every process it started."""
+    created, saying so; KeyboardInterrupt stops every process it started. The run is created exactly once
+    (a create whose answer was lost is found by the run's name) or not at all: a failure or an interruption
+    while it is created deletes what was made, or names what could not be deleted with the command that does
+    (k8s/creation.py)."""
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
     target = deploy_checks.preflight(
@@ -149,7 +154,8 @@ def deploy(
     image = _build(spec, registry, provenance, progress)
     run = _run_info(spec, provenance, reason, image)
     plan = plan_run(spec, target, image.job_image, run, say)
-    created = target.client.apply(plan.manifests)
+    target.client.transport.say = say  # retries of the cluster's requests are said where progress goes
+    created = target.client.apply(plan.manifests, say)
     return DeployResult(plan, image, [f"{m['kind']}/{m['metadata']['name']}" for m in created], provenance)
 
 

@@ -5,6 +5,7 @@ minutes and a build. Nothing is pushed and nothing is created by a check."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -28,6 +29,7 @@ REGISTRY_CHECK = "registry"
 BASE_CHECK = "base image"
 IMPORTS_CHECK = "imports"
 DEPENDENCIES_CHECK = "dependencies"
+WAIT_NOTE_SECONDS = 10.0  # while the smoke run is over and checks still run: a line this often
 
 
 def nothing_done(error: MLTrainingError) -> MLTrainingError:
@@ -50,6 +52,7 @@ def preflight(
     checks = start_checks(spec, registry, provenance, with_cluster, say)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
+    _wait_saying(checks, say)
     failure = checks.first_failure()
     if failure is not None:
         raise nothing_done(failure[1])
@@ -63,11 +66,15 @@ def start_checks(
     run and to read them back), the registry (reachable, credentials, push allowed), the base image
     (resolvable, then the job's imports against it and its dependency layer, resolved or cached)."""
     from vdk.plugin.ml_training.image.base_inspection import know_base
+    from vdk.plugin.ml_training.image.build_progress import LineProgress
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     def base() -> BaseInfo:
-        return know_base(spec, Progress())  # silent: the smoke run has the screen
+        return know_base(spec, Progress())  # silent: the smoke run has the screen, and a base is read in seconds
+
+    # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
+    dependencies = LineProgress(say, prefix="Pre-flight ")
 
     checks: dict[str, Any] = {}
     if with_cluster:
@@ -75,11 +82,20 @@ def start_checks(
     checks[REGISTRY_CHECK] = lambda: check_push(spec, registry)
     checks[BASE_CHECK] = base
     checks[IMPORTS_CHECK] = lambda: check_imports(spec, remote.result(BASE_CHECK))
-    checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), Progress())
+    checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), dependencies)
     remote = RemoteChecks(checks)
     what = ", ".join(checks)
     say(f"Pre-flight: checking at once {what}{'' if with_cluster else ' (no cluster: --build-only)'}")
     return remote.start()
+
+
+def _wait_saying(checks: RemoteChecks, say: Say, every: float = WAIT_NOTE_SECONDS) -> None:
+    """Wait for the checks still running, saying which every `every` seconds (none is waited for in silence)."""
+    started = time.monotonic()
+    while not checks.wait(every):
+        pending = checks.pending()
+        say(f"Pre-flight: waiting for the {', '.join(pending)} check{'s' if len(pending) > 1 else ''} "
+            f"({time.monotonic() - started:.0f} s)")  # fmt: skip
 
 
 def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Target:

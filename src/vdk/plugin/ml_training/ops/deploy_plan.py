@@ -126,10 +126,14 @@ def _local_namespace(spec: MLJobSpec) -> str | None:
 
 
 def where_it_runs(spec: MLJobSpec, target: Target) -> str:
-    """Team, namespace and queue of the run and where each came from (a deploy and a dry run say it)."""
+    """Team, namespace and queue of the run and where each came from, and where its pods go (a deploy and a dry
+    run say it)."""
+    from vdk.plugin.ml_training.k8s.placement import describe
+
     team = f"{spec.team}  ({spec.origin('team')})" if spec.team else "none (no -t, [owner] team or default team)"
     lines = ["Where it runs:", f"  team       {team}"]
     lines.append(f"  namespace  {target.namespace}  ({spec.origin('namespace') or target.namespace_origin})")
     if spec.queue:
         lines.append(f"  queue      {spec.queue}  ({spec.origin('queue')})")
+    lines += [f"  {line}" for line in describe(spec)]
     return "\n".join(lines)

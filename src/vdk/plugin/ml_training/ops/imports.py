@@ -5,6 +5,7 @@ registry), what may come from it is a note instead, returned for the caller to s
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
 from vdk.plugin.ml_training.errors import MLTrainingError
@@ -52,20 +53,22 @@ def failure(spec: MLJobSpec, result: ImportCheck) -> ImportCheckFailed:
     return ImportCheckFailed(
         "\n".join(lines),
         f"add {pins} to {where}: the image installs what it lists, and the base image {spec.base_image} does "
-        f"not have {them} (if it does, name {them} in `base_provides` of [ml-training]); {_locally(spec, them)}. "
-        "An optional import: guard it with `try: ... except ImportError:`. "
+        f"not have {them} (if it does, name {them} in `base_provides` of [ml-training]); "
+        f"{_locally(spec, result, them)}. An optional import: guard it with `try: ... except ImportError:`. "
         f"If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in [ml-training])",
     )
 
 
-def _locally(spec: MLJobSpec, them: str) -> str:
-    """Where a local run gets what requirements.txt lists: its overlay, or the environment its user manages."""
+def _locally(spec: MLJobSpec, result: ImportCheck, them: str) -> str:
+    """Where a local run gets what requirements.txt lists: its overlay, or the environment its user manages
+    (then, for what is not installed there, the command that installs it)."""
     if spec.requirements_overlay:
         return f"`vdk run` installs {them} from there too, into the run's overlay, and never into vdk's own environment"
-    return (
-        f"for local runs, install {them} where vdk runs too (`requirements_overlay = false` in [ml-training]: you "
-        "manage that environment)"
-    )
+    managed = "for local runs (`requirements_overlay = false` in [ml-training]: you manage that environment)"
+    missing = [item.distribution for item in result.undeclared if not item.version]
+    if not missing:
+        return f"{managed}, install {them} where vdk runs too"
+    return f"{managed}, install {' '.join(missing)} where vdk runs too: `{sys.executable} -m pip install {' '.join(missing)}`"
 
 
 def _site(item: Undeclared) -> str:

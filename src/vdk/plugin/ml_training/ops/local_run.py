@@ -7,10 +7,12 @@ start line is shown before a run that may take hours, the summary when it ends."
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import sys
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from typing import Protocol
@@ -36,6 +38,8 @@ from vdk.plugin.ml_training.local.outcome import RunOutcome
 from vdk.plugin.ml_training.local.outcome import analyse
 from vdk.plugin.ml_training.local.outcome import evidence
 from vdk.plugin.ml_training.ops.imports import check_job_imports
+from vdk.plugin.ml_training.ops.smoke_gaps import SmokeGaps
+from vdk.plugin.ml_training.ops.smoke_gaps import check_gaps
 from vdk.plugin.ml_training.runtime import protocol
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,8 @@ class LocalRunResult:
     finding: Finding | None  # None: it passed
     error: LocalRunFailed | None
     debug: bool  # `vdk -v DEBUG`: torchrun's log is shown and the run's files are kept
+    # A smoke run: what it turned off that the cluster run will do, and how that was checked (ops/smoke_gaps.py)
+    turned_off: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -123,13 +129,21 @@ def run_job(
     False), shown to `watcher` as it goes (None: nothing shown; the result says everything)."""
     watcher = watcher or QuietWatcher()
     mode, in_container = run_mode(configuration, spec.job_dir, full, container)
+    if spec.overrides:
+        from vdk.plugin.ml_training.job.overrides import describe
+
+        watcher.note(f"for this run, over config.ini: {describe(spec.overrides)}")
+    base_unknown = False
     if check_imports:
-        for note in check_imports_locally(spec):
+        notes = check_imports_locally(spec)
+        base_unknown = bool(notes)  # what the base provides is not known: checked again once it is read
+        for note in notes:
             watcher.note(note)
     if in_container:
         from vdk.plugin.ml_training.ops import container_run
 
-        plan, starter = container_run.prepare(spec, mode, container_run.engine_from(configuration, spec.job_dir))
+        engine = container_run.engine_from(configuration, spec.job_dir)
+        plan, starter = container_run.prepare(spec, mode, engine, recheck_imports=base_unknown)
         return run_plan(plan, watcher, starter=starter)
     deps = overlay.prepare(spec, watcher.note)  # the image has its dependency layer; here, the overlay
     plan = smoke_plan(spec, overlay=deps) if mode == protocol.SMOKE else full_plan(spec, overlay=deps)
@@ -172,11 +186,19 @@ def run_plan(
         watcher.interrupted(plan, e)
         raise
     outcome = analyse(run)
-    finding = None if outcome.passed else diagnose(outcome, again)
+    gaps = SmokeGaps()
+    if outcome.passed and plan.mode == protocol.SMOKE:  # what it turned off, checked as the cluster meets it
+        from vdk.plugin.ml_training.image.base_facts_cache import known_provides
+
+        default_again = f"run `vdk run{' --container' if run.engine else ''} {plan.spec.job_dir}` again"
+        gaps = check_gaps(plan.spec, outcome.turned_off(), known_provides(plan.spec), again or default_again)
+        if gaps.finding is not None:
+            outcome = dataclasses.replace(outcome, passed=False, headline=gaps.finding.what)
+    finding = gaps.finding or (None if outcome.passed else diagnose(outcome, again))
     error = None
     if finding is not None:
         error = LocalRunFailed(f"{plan.mode} run of {plan.spec.name} failed: {finding.what}", finding.fix or "")
-    result = LocalRunResult(run, outcome, finding, error, debug)
+    result = LocalRunResult(run, outcome, finding, error, debug, gaps.lines)
     watcher.ended(result)
     if outcome.passed and plan.mode == protocol.SMOKE and not debug:
         shutil.rmtree(run.run_dir, ignore_errors=True)  # a full run's logs stay: it may have run for hours

@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputFile
+from vdk.plugin.ml_training.runtime.outputs_stream import display
 
 # progress(path, bytes done, size) while a file is copied
 CopyProgressCallback = Callable[[str, int, int], None]
@@ -119,6 +120,7 @@ class CopyProgress:
 
     def update(self, path: str, done: int, size: int) -> None:
         now = self._clock()
+        path = display(path)  # a file name is never printed raw (terminal escape sequences)
         if done >= size:
             self._say(f"  {path}  {format_size(size)}")
             self._last = now

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout  # the builtin's alias from Python 3.11
 from contextlib import contextmanager
 from typing import Any
 
@@ -78,6 +79,23 @@ class RemoteChecks:
             future.exception()
         with self._lock:
             return self._failures[0] if self._failures else None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for every check to end; whether they all have."""
+        deadline = time.monotonic() + timeout
+        for future in self._futures.values():
+            left = deadline - time.monotonic()
+            if left <= 0 and not future.done():
+                return False
+            try:
+                future.exception(timeout=max(left, 0))
+            except FutureTimeout:
+                return False
+        return True
+
+    def pending(self) -> list[str]:
+        """The checks still running."""
+        return [name for name, future in self._futures.items() if not future.done()]
 
     def failure_so_far(self) -> tuple[str, MLTrainingError] | None:
         with self._lock:

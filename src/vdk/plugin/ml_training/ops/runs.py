@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field
 from datetime import datetime
 from datetime import timezone
 
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.observe import inspect_run
 from vdk.plugin.ml_training.k8s.run_record import RunRecord
@@ -71,6 +73,7 @@ class JobListing:
     where: str  # "namespace ml (context lab)"
     team: str | None  # the team filter as a phrase ("of team vision"); None: every team
     teams_elsewhere: list[tuple[str, str]]  # (team, namespace) of teams that ml_training_team_namespaces puts elsewhere
+    notes: list[str] = field(default_factory=list)  # what could not be listed (the rest is)
 
     def to_dict(self) -> list[dict]:
         return [job.to_dict() for job in self.jobs]
@@ -83,10 +86,11 @@ def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
 
     choice = None if all_teams else scope.team
     client = scope.client
-    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice)]
+    notes: list[str] = []
+    jobs = [JobEntry(job.runs, job.runs[0].phase, job.team_name) for job in select_jobs(client, choice, notes)]
     mapped = teams.mapping(scope.settings, teams.TEAM_NAMESPACES)
     elsewhere = [(team, ns) for team, ns in mapped.entries if ns != client.namespace]
-    return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere)
+    return JobListing(jobs, where(client), choice.phrase() if choice else None, elsewhere, notes)
 
 
 # --- vdk show, vdk execute --list / --show -----------------------------------------------------------------
@@ -94,7 +98,8 @@ def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
 
 @dataclass(frozen=True)
 class JobDetail:
-    """A job's runs (newest first) and the detail of the latest: its ranks, why it waits or failed, progress."""
+    """A job's runs (newest first) and the detail of the latest (or of the run asked for): its ranks, why it waits
+    or failed, progress."""
 
     selection: JobSelection
     latest: RunDetail
@@ -116,24 +121,37 @@ class JobDetail:
         }
 
 
-def show_job(scope: Scope) -> JobDetail:
-    """The scope's job: its runs and, for the latest, every rank's state, why it waits or failed (events,
-    Kueue, exit codes, the failing rank's last log lines), its progress and loss curve."""
-    selection = select_runs(scope, "show")
-    return JobDetail(selection, inspect_run(selection.client, selection.runs[0]))
+def show_job(scope: Scope, run_id: str | None = None) -> JobDetail:
+    """The scope's job: its runs and, for the latest (or the run `run_id`: its name or the part after the job
+    name), every rank's state, why it waits or failed (events, Kueue, exit codes, the failing rank's last log
+    lines), its progress and loss curve."""
+    command = "show" + (f" -i {run_id}" if run_id else "")
+    selection = select_runs(scope, command, partial=True)
+    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}") if run_id else selection.runs[0]
+    return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes))
 
 
-def list_runs(scope: Scope) -> list[RunSummary]:
-    """The runs of the scope's job, newest first."""
-    return select_runs(scope, execute_command("list")).runs
+def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:
+    """The runs of the scope's job, newest first (a list that failed is a note through `say`)."""
+    selection = select_runs(scope, execute_command("list"), partial=True)
+    for note in selection.notes:
+        say(f"note: {note}")
+    return selection.runs
 
 
 def show_run(scope: Scope, run_id: str | None = None) -> RunDetail:
     """One run's detail with its diagnosis: `run_id` is its name or the part after the job name; default
     the latest run."""
     command = execute_command("show", run_id)
-    selection = select_runs(scope, command)
-    return inspect_run(selection.client, selection.pick(run_id, f"vdk {command} -n {selection.job_name}"))
+    selection = select_runs(scope, command, partial=True)
+    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    return _with_notes(inspect_run(selection.client, run), selection.notes)
+
+
+def _with_notes(detail: RunDetail, notes: list[str]) -> RunDetail:
+    """`detail` with the selection's notes first (what could not be listed: its runs may be missing)."""
+    detail.notes[:0] = notes
+    return detail
 
 
 # --- vdk execute --start / --cancel, vdk delete ------------------------------------------------------------
@@ -162,9 +180,10 @@ class Rerun:
         }
 
 
-def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None) -> Rerun:
+def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None, say: Say = to_stderr) -> Rerun:
     """Run a past run of the scope's job again exactly (default the latest): same image digest and manifests,
-    a new run name; `reason` goes to its audit trail."""
+    a new run name; `reason` goes to its audit trail. Created exactly once or not at all, as a deploy's run
+    (what an interruption left is said through `say`)."""
     from vdk.plugin.ml_training.k8s import run_record
     from vdk.plugin.ml_training.k8s.run_identity import new_run_name
     from vdk.plugin.ml_training.source import audit
@@ -177,7 +196,7 @@ def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None) ->
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     manifests = run_record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
-    created = client.apply(manifests)
+    created = client.apply(manifests, say)
     return Rerun(selection, source, run_name, rec, [f"{m['kind']}/{m['metadata']['name']}" for m in created])
 
 
@@ -199,12 +218,21 @@ class CancelledRun:
         }
 
 
-def cancel_run(scope: Scope, run_id: str, say: Say = to_stderr) -> CancelledRun:
-    """Stop the run `run_id` of the scope's job and delete it; its GPU-hours stay counted (ops/usage.py; a
-    warning through `say` when they cannot)."""
+def cancel_run(scope: Scope, run_id: str | None = None, say: Say = to_stderr) -> CancelledRun:
+    """Stop the run `run_id` of the scope's job (default the latest, which must not have ended) and delete it;
+    its GPU-hours stay counted (ops/usage.py; a warning through `say` when they cannot)."""
+    from vdk.plugin.ml_training.errors import MLTrainingError
+
     command = execute_command("cancel", run_id)
     selection = select_runs(scope, command, changes=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    name = selection.job_name
+    run = selection.pick(run_id, f"vdk {command} -n {name}")
+    if run_id is None and run.finished:
+        raise MLTrainingError(
+            f"the latest run of {selection.describe()}, {run.name}, has ended ({run.phase}): nothing to cancel",
+            f"name the run to cancel with -i (`vdk execute --list -n {name}` lists them); `vdk delete -n {name}` "
+            "deletes the job's runs",
+        )
     _keep_usage(selection, [run], say)
     return CancelledRun(selection, run, selection.client.delete_run(run.name, run.backend))
 
@@ -221,9 +249,18 @@ def delete_runs(
     """Delete every run of `selection` (running ones stop) and their records; `deleted(run)` after each. Their
     GPU-hours stay counted (a warning through `say` when they cannot). Returns the runs deleted."""
     _keep_usage(selection, selection.runs, say)
-    done = []
-    for run in selection.runs:
-        selection.client.delete_run(run.name, run.backend)
+    done: list[RunSummary] = []
+    for i, run in enumerate(selection.runs):
+        try:
+            selection.client.delete_run(run.name, run.backend)
+        except MLTrainingError as e:
+            left = [r.name for r in selection.runs[i + 1 :]]
+            raise MLTrainingError(
+                f"{e.problem}\n"
+                + (f"Deleted before that: {', '.join(r.name for r in done)}. " if done else "No run was deleted. ")
+                + (f"Not deleted yet: {', '.join(left)}." if left else ""),
+                f"{e.fix}\nThe same command again deletes what remains of {selection.describe()}",
+            ) from e
         done.append(run)
         if deleted is not None:
             deleted(run)

@@ -94,10 +94,14 @@ def find_scope(
     return Scope(choice, name, None, settings.get("kube_context"), namespace, settings)
 
 
-def select_runs(scope: Scope, command: str, changes: bool = False) -> JobSelection:
+def select_runs(scope: Scope, command: str, changes: bool = False, partial: bool = False) -> JobSelection:
     """The runs of the scope's (team, job) (see k8s.selection.select_job). `command`: the verb and its
     operation (`execute --cancel -i RUN`), for the commands that errors suggest. `changes`: the caller
-    changes runs (delete, cancel), so another team's runs only when that team was named."""
+    changes runs (delete, cancel), so another team's runs only when that team was named. `partial`: a view,
+    which shows the runs it could list when a list fails (the selection's `notes` say what is missing).
+    A job name that no run can carry (not a job name of the naming grammar) is an error here, before it
+    goes into a label selector."""
+    from vdk.plugin.ml_training.job import names
     from vdk.plugin.ml_training.k8s.selection import select_job
 
     verb, _, operation = command.partition(" ")
@@ -107,8 +111,9 @@ def select_runs(scope: Scope, command: str, changes: bool = False) -> JobSelecti
             f"`vdk {verb}` of an ml-training job needs the job's name",
             "name the job (-n/--name; `vdk list` shows them), or give its directory (-p/--job-path)",
         )
+    names.kubernetes_job_name(name, Path(name), from_option=True)
     suggestion = f"vdk {verb}{' ' + operation if operation else ''} -n {name}"
-    return select_job(scope.client, name, scope.team, suggestion, changes=changes)
+    return select_job(scope.client, name, scope.team, suggestion, changes=changes, partial=partial)
 
 
 def execute_command(operation: str, run_id: str | None = None) -> str:

@@ -123,6 +123,7 @@ def _compile(a: Adaptations) -> None:
     def compile_stand_in(original):
         def compile(model=None, **kwargs):
             a.note("torch.compile skipped")
+            a.turn_off("torch.compile")
             if model is None:
                 return lambda fn: fn
             return model
@@ -134,6 +135,7 @@ def _compile(a: Adaptations) -> None:
     def module_compile(original):
         def compile(self, *args, **kwargs):
             a.note("torch.compile skipped")
+            a.turn_off("torch.compile")
 
         return compile
 

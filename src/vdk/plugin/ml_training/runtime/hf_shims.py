@@ -18,22 +18,50 @@ from vdk.plugin.ml_training.runtime.patching import Adaptations
 TRAINER = "the Hugging Face Trainer"
 
 
-def adapt_training_arguments(args, smoke_steps: int | None, output_dir: str | None, saves: bool = True) -> None:
+# Reporting integrations of `report_to` -> the module the Trainer imports for each on the cluster
+# (transformers.integrations: is_<name>_available). "all" reports to those installed; "none" to none.
+REPORTING_MODULES = {
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "tensorboard": "tensorboard",
+    "comet_ml": "comet_ml",
+    "clearml": "clearml",
+    "neptune": "neptune",
+    "dvclive": "dvclive",
+    "codecarbon": "codecarbon",
+    "aim": "aim",
+    "azure_ml": "azureml",
+    "dagshub": "dagshub",
+    "flyte": "flytekit",
+    "swanlab": "swanlab",
+    "trackio": "trackio",
+}
+
+
+def adapt_training_arguments(
+    args, smoke_steps: int | None, output_dir: str | None, saves: bool = True
+) -> list[tuple[str, str | None]]:
     """Edit a TrainingArguments before its validation runs: full precision (the Trainer trains on the
     virtual GPUs); for a smoke run (`smoke_steps` given) also `smoke_steps` steps, nothing reported or
-    pushed, checkpoints in `output_dir` (none at all unless `saves`)."""
+    pushed, checkpoints in `output_dir` (none at all unless `saves`). Returns what the cluster run will do that
+    the smoke run turned off: (what, the module it imports there, or None)."""
+    off: list[tuple[str, str | None]] = []
     for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval", "torch_compile"):
         if getattr(args, name, False):
             setattr(args, name, False)
+            off.append((name, None))
     if getattr(args, "tf32", None):
         args.tf32 = None  # TF32 is a GPU feature: asking for it on CPU is an error
     for name in ("deepspeed", "fsdp"):
         if getattr(args, name, None):
             setattr(args, name, None if name == "deepspeed" else "")
+            off.append((name, "deepspeed" if name == "deepspeed" else None))
     if smoke_steps is None:
-        return
+        return off
     if getattr(args, "push_to_hub", False):
         args.push_to_hub = False
+        off.append(("push_to_hub", None))
+    off += [(f"report_to={name}", module) for name, module in _reporting(getattr(args, "report_to", None))]
     args.report_to = "none"
     args.max_steps = smoke_steps
     if not saves:  # a smoke run that stops after smoke_steps steps (smoke_epoch_end = false)
@@ -41,6 +69,18 @@ def adapt_training_arguments(args, smoke_steps: int | None, output_dir: str | No
         args.load_best_model_at_end = False  # needs saving
     if output_dir:
         args.output_dir = output_dir  # nothing of a smoke run lands in the user's output directory
+    return off
+
+
+def _reporting(report_to) -> list[tuple[str, str | None]]:
+    """(integration, the module it needs) of a `report_to` (a name, a list of names, "all", "none", None)."""
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    out = []
+    for name in names:
+        name = str(name).strip()
+        if name and name not in ("none", "all"):
+            out.append((name, REPORTING_MODULES.get(name, name)))
+    return out
 
 
 def _patch_training_arguments(
@@ -53,7 +93,8 @@ def _patch_training_arguments(
     what = f"HF TrainingArguments set for {'the smoke run' if smoke_steps is not None else 'CPU'}"
 
     def __post_init__(self, *args, **kwargs):
-        adapt_training_arguments(self, smoke_steps, output_dir, saves)
+        for off, needs in adapt_training_arguments(self, smoke_steps, output_dir, saves):
+            a.turn_off(off, needs)
         a.note(what)
         return original(self, *args, **kwargs)
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import NoReturn
 
 MARK = "[vdk-ml-training] outputs-export"
 CHUNK = 8190  # raw bytes per base64 line: 10920 characters, under the container runtimes' 16 KiB log lines
@@ -78,13 +81,34 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class StreamError(Exception):
-    """The stream does not hold what it says (cut short, or corrupted)."""
+    """The stream does not hold what it says (cut short, corrupted, or naming a place outside the target)."""
+
+
+def display(path: str) -> str:
+    """A file name as it may be printed: control characters (terminal escape sequences among them) and
+    whatever else a terminal would not show as itself are escaped (`\\x1b`), the rest is kept."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii") for ch in path
+    )
+
+
+def relative_parts(path: object) -> list[str]:
+    """The components of an entry's path, which must name a file under the output directory: a non-empty
+    relative POSIX path without `.` or `..` components, empty ones (`a//b`, a trailing `/`) or NUL."""
+    if not isinstance(path, str) or not path:
+        raise StreamError(f"an entry without a file name ({path!r})")
+    parts = path.split("/")
+    if path.startswith("/") or "\0" in path or any(part in ("", ".", "..") for part in parts):
+        raise StreamError(f"the entry {display(path)!r} does not name a file inside the output directory")
+    return parts
 
 
 @dataclass
 class OutputsReader:
     """Reads the stream line by line: the listing, and with `into` the files, written under `into` (each
-    first as `NAME.part`, renamed when its digest is right). `progress(path, done, size)` after each line."""
+    first as a new hidden temporary file beside its place, never an existing one, renamed when its digest is
+    right). Nothing is written outside `into` and no link in it is followed. `progress(path, done, size)`
+    after each line. Anything malformed is a StreamError."""
 
     into: Path | None = None
     progress: Callable[[str, int, int], None] | None = None
@@ -92,6 +116,13 @@ class OutputsReader:
     written: list[Path] = field(default_factory=list)
     done: bool = False
     _current: tuple | None = None  # (OutputFile, part path, open file, sha256, bytes so far)
+
+    def __post_init__(self) -> None:
+        if self.into is not None:
+            self.into = Path(os.path.abspath(self.into))
+        mask = os.umask(0)
+        os.umask(mask)
+        self._mode = 0o666 & ~mask  # of the files written, as `open` would make them
 
     def feed(self, line: str) -> None:
         if self._current is not None and not line.startswith(MARK):
@@ -103,30 +134,48 @@ class OutputsReader:
         try:
             data = json.loads(payload)
         except ValueError:
-            raise StreamError(f"unreadable line: {line[:120]!r}") from None
+            self._fail(f"unreadable line: {display(line[:120])!r}")
+        if not isinstance(data, dict):
+            self._fail(f"unreadable line: {display(line[:120])!r}")
+        try:
+            self._line(kind, data)
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            self._fail(f"a malformed {display(kind)!r} line ({type(e).__name__}: {display(str(e))})")
+
+    def _line(self, kind: str, data: dict) -> None:
         if kind == "entry":
-            self.files.append(OutputFile(str(data["path"]), int(data["size"]), float(data.get("mtime") or 0)))
+            relative_parts(data["path"])
+            size, mtime = int(data["size"]), float(data.get("mtime") or 0)
+            if size < 0:
+                raise ValueError(f"negative size {size}")
+            if not math.isfinite(mtime) or not 0 <= mtime < 2**33:
+                mtime = 0.0
+            self.files.append(OutputFile(data["path"], size, mtime))
         elif kind == "file":
             if self._current is not None:
-                self._fail(f"{self._current[0].path} ended early")
-            self._open(str(data["path"]))
+                self._fail(f"{display(self._current[0].path)} ended early")
+            self._open(data["path"])
         elif kind == "end":
             if self._current is None or self._current[0].path != data.get("path"):
-                self._fail(f"{data.get('path')} arrived without its beginning")
+                self._fail(f"{display(str(data.get('path')))} arrived without its beginning")
             self._close(data)
         elif kind == "done":
             if self._current is not None:
-                self._fail(f"{self._current[0].path} ended early")
+                self._fail(f"{display(self._current[0].path)} ended early")
             self.done = True
 
     def feed_all(self, lines: Iterable[str]) -> OutputsReader:
-        for line in lines:
-            self.feed(line)
-        return self.finish()
+        try:
+            for line in lines:
+                self.feed(line)
+            return self.finish()
+        except BaseException:  # cut short, interrupted: no half-written file stays
+            self._discard()
+            raise
 
     def finish(self) -> OutputsReader:
         if self._current is not None or not self.done:
-            where = f" in {self._current[0].path}" if self._current is not None else ""
+            where = f" in {display(self._current[0].path)}" if self._current is not None else ""
             self._discard()
             raise StreamError(f"the stream ended early{where}")
         return self
@@ -134,18 +183,25 @@ class OutputsReader:
     def _open(self, path: str) -> None:
         item = next((f for f in self.files if f.path == path), None)
         if item is None or self.into is None:
-            raise StreamError(f"{path} was not in the listing")
-        target = _inside(self.into, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(target.name + ".part")
-        self._current = (item, part, open(part, "wb"), hashlib.sha256(), 0)  # noqa: SIM115 - closed in _close
+            raise StreamError(f"{display(str(path))} was not in the listing")
+        parent = _directory_for(self.into, relative_parts(path)[:-1])
+        name = relative_parts(path)[-1]
+        target = parent / name
+        if target.is_dir() and not target.is_symlink():
+            raise StreamError(f"{display(path)}: a directory of that name is in the way in {display(str(self.into))}")
+        # A new file of its own (O_EXCL: never an existing file, never through a link), renamed when complete.
+        descriptor, part = tempfile.mkstemp(prefix=f".{name[:80]}.", suffix=".part", dir=parent)
+        os.fchmod(descriptor, self._mode)
+        self._current = (item, Path(part), os.fdopen(descriptor, "wb"), hashlib.sha256(), 0)
 
     def _data(self, text: str) -> None:
         item, part, handle, digest, size = self._current
         try:
             chunk = base64.b64decode(text, validate=True)
         except ValueError:
-            raise StreamError(f"corrupted data in {item.path}") from None
+            self._fail(f"corrupted data in {display(item.path)}")
+        if size + len(chunk) > item.size:
+            self._fail(f"{display(item.path)} is longer than its listed {item.size} bytes")
         handle.write(chunk)
         digest.update(chunk)
         self._current = (item, part, handle, digest, size + len(chunk))
@@ -156,18 +212,25 @@ class OutputsReader:
         item, part, handle, digest, size = self._current
         handle.close()
         self._current = None
-        if data.get("sha256") != digest.hexdigest() or size != int(data.get("size", -1)):
+        announced = data.get("size")
+        if data.get("sha256") != digest.hexdigest() or size != announced or size != item.size:
             part.unlink(missing_ok=True)
-            raise StreamError(f"{item.path} arrived damaged ({size} of {data.get('size')} bytes, digest differs)")
-        target = part.with_name(part.name.removesuffix(".part"))
-        os.replace(part, target)
+            raise StreamError(
+                f"{display(item.path)} arrived damaged ({size} of {item.size} bytes, or its digest differs)"
+            )
+        target = part.parent / relative_parts(item.path)[-1]
+        try:
+            os.replace(part, target)  # replaces a link of that name itself, never what it points to
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
         if item.mtime:
-            os.utime(target, (item.mtime, item.mtime))
+            os.utime(target, (item.mtime, item.mtime), follow_symlinks=False)
         self.written.append(target)
         if self.progress is not None and size == 0:
             self.progress(item.path, 0, 0)
 
-    def _fail(self, problem: str) -> None:
+    def _fail(self, problem: str) -> NoReturn:
         self._discard()
         raise StreamError(problem)
 
@@ -178,12 +241,22 @@ class OutputsReader:
             self._current = None
 
 
-def _inside(root: Path, relative: str) -> Path:
-    """`root/relative`, refusing paths that leave `root` (the stream comes from a pod)."""
-    target = (root / relative).resolve()
-    if relative.startswith("/") or not target.is_relative_to(root.resolve()):
-        raise StreamError(f"{relative!r} is outside the output directory")
-    return target
+def _directory_for(root: Path, parts: list[str]) -> Path:
+    """`root/parts...`, made where missing; each component a real directory (a link is not followed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if root.is_symlink() or not root.is_dir():
+        raise StreamError(f"{display(str(root))} is not a directory")
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            raise StreamError(
+                f"{display(str(here))} is a symbolic link: the copy does not follow links in the target directory"
+            )
+        if here.exists() and not here.is_dir():
+            raise StreamError(f"{display(str(here))} is a file where the outputs have a directory")
+        here.mkdir(exist_ok=True)
+    return here
 
 
 if __name__ == "__main__":

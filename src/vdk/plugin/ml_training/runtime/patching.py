@@ -22,6 +22,9 @@ class Adaptations:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.observed: set[str] = set()  # what the code did that explains a failure, e.g. spawning no process
+        # What the code asked for that the smoke run turned off (`report_to=wandb`, `push_to_hub`): the cluster
+        # run meets it; each with the module it will import there (None: none).
+        self.turned_off: dict[str, str | None] = {}
         self._originals: list[tuple[Any, str, Any]] = []
         self._mode: Any = None  # the device mode (device_tracking.DeviceTracker), left on uninstall
 
@@ -30,6 +33,10 @@ class Adaptations:
 
     def observe(self, what: str) -> None:
         self.observed.add(what)
+
+    def turn_off(self, what: str, needs: str | None = None) -> None:
+        """The smoke run turned off `what`, which the cluster run will do (importing module `needs`)."""
+        self.turned_off[what] = needs
 
     def replace(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         """Set `owner.name` to `make(original)`; a missing attribute is left alone."""

@@ -230,6 +230,18 @@ def check_imports(
     absolute imports are found in (the script's directory; the job directory for `-m`); `base_provides`
     are the base image's packages (None: not known)."""
     sites, files = collect_imports(job_dir, entry_file, search_root)
+    return check_sites(sites, requirements, base_provides, files)
+
+
+def check_sites(
+    sites: Iterable[ImportSite],
+    requirements: Path | None,
+    base_provides: Iterable[str] | None,
+    files: Iterable[str] = (),
+) -> ImportCheck:
+    """Whether the modules of `sites` will be in the image: listed in `requirements` (or a dependency of what is),
+    or among `base_provides` (None: not known). `check_imports` reads them from the job's source; other callers
+    name modules that a library imports by name (a Trainer's `report_to=wandb`)."""
     declared = Requirements.read(requirements)
     provided = {normalise(n) for n in base_provides or ()}
     installed = _Installed()

@@ -3,8 +3,9 @@
 The order is the precedence: the first failure rule that answers names the failure. A local run's reported
 Python error is read first (needs a GPU, arguments refused, a missing package, a file the image leaves out, a
 tensor on the wrong device, a gloo limit, else its traceback); then a smoke run without a step, a stall,
-a container that could not start, memory, a stop, a crash, another signal, an exit code, an eviction, the
-time limit, torch missing from the image, and last what is left to look at.
+a container that could not start (the cluster's, or the local engine's), memory, a stop, a crash, another
+signal, an exit code, an eviction, the time limit, torch missing from the image, and last what is left to
+look at.
 
 To add a diagnosis: write `rules/<kind>.py` (a function of the evidence, `diagnosis/evidence.py`, that
 returns a Finding or None; a `Waiting` for a rank; a `Fix` for a line in a log), put it in the lists below
@@ -23,6 +24,7 @@ from vdk.plugin.ml_training.diagnosis.rules import container_config
 from vdk.plugin.ml_training.diagnosis.rules import deadline
 from vdk.plugin.ml_training.diagnosis.rules import device_mismatch
 from vdk.plugin.ml_training.diagnosis.rules import emulation_gap
+from vdk.plugin.ml_training.diagnosis.rules import engine_failure
 from vdk.plugin.ml_training.diagnosis.rules import evicted
 from vdk.plugin.ml_training.diagnosis.rules import excluded_file
 from vdk.plugin.ml_training.diagnosis.rules import gloo_limit
@@ -57,6 +59,7 @@ FAILURE: tuple[FailureRule, ...] = (
     untrained.no_step_taken,
     stall.stalled,
     container_config.could_not_start,
+    engine_failure.engine_failed,
     memory.out_of_memory,
     stopped.stopped,
     native_crash.crashed,

@@ -13,9 +13,9 @@ PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrIma
 PULL_FIXES = (
     Fix(
         r"unauthorized|authentication required|401|403|denied|forbidden",
-        "the cluster's nodes may not pull from the registry: "
-        "create an image pull secret (`kubectl create secret docker-registry`) "
-        "and add it to the namespace's default service account (`imagePullSecrets`)",
+        "the cluster's nodes may not pull from the registry: create an image pull secret (`kubectl create secret "
+        "docker-registry NAME ...` in the run's namespace) and name it in `image_pull_secrets` of [ml-training] "
+        "(or VDK_ML_TRAINING_IMAGE_PULL_SECRETS for every job), then deploy again",
     ),
     Fix(
         r"not found|manifest unknown|404",

@@ -2,7 +2,7 @@
 
 The runtime's torch plugin sets PET_NNODES / PET_NPROC_PER_NODE / PET_NODE_RANK / PET_MASTER_*, so
 the command is torch's launcher with no layout flags. Pod changes (/dev/shm, tolerations, pod
-labels) go through the field the installed Trainer has: it changed in every minor release.
+labels, placement) go through the field the installed Trainer has: it changed in every minor release.
 """
 
 from __future__ import annotations
@@ -128,15 +128,10 @@ def render(
 def _pod_changes(spec: MLJobSpec, run: RunInfo, labels: dict[str, str], mechanism: str) -> list[dict]:
     volumes = pod_template.volumes(spec)
     containers = [{"name": NODE_CONTAINER, "volumeMounts": pod_template.volume_mounts(spec, run)}]
-    tolerations = pod_template.tolerations(spec)
+    placement = pod_template.placement_fields(spec)  # node selection, tolerations, pull secrets, service account
     if mechanism == POD_SPEC_OVERRIDES:
-        override: dict = {"targetJobs": [{"name": NODE_JOB}], "volumes": volumes, "containers": containers}
-        if tolerations:
-            override["tolerations"] = tolerations
-        return [override]
-    pod_spec: dict = {"volumes": volumes, "containers": containers}
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
+        return [{"targetJobs": [{"name": NODE_JOB}], "volumes": volumes, "containers": containers, **placement}]
+    pod_spec: dict = {"volumes": volumes, "containers": containers, **placement}
     metadata = {"labels": dict(labels)}
     if mechanism == POD_TEMPLATE_OVERRIDES:
         return [{"targetJobs": [{"name": NODE_JOB}], "metadata": metadata, "spec": pod_spec}]

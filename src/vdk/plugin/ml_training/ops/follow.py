@@ -1,0 +1,153 @@
+"""Following a run until it ends (`vdk deploy --follow`, `vdk execute --show --follow`): rank 0's log as it is
+written (its progress lines among what the script prints), the last lines of every rank whose container fails,
+as it fails (a restarted one too), why a rank has no log yet, and at the end the run's outcome with the diagnosis
+of a failure. The reading itself is k8s/observe.py's; KeyboardInterrupt stops following, the run goes on.
+
+    result = follow_run(client, run, rank0=print, failed=show_tail, say=note)
+    sys.exit(0 if result.succeeded else 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
+from typing import TYPE_CHECKING
+
+from vdk.plugin.ml_training.k8s import observe
+from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
+from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.observe import RunDetail
+from vdk.plugin.ml_training.k8s.pod_states import RankState
+from vdk.plugin.ml_training.k8s.pod_states import Termination
+from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
+from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import execute_command
+from vdk.plugin.ml_training.ops.scope import select_runs
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.k8s.selection import JobSelection
+    from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
+
+FAILED_TAIL_LINES = 20  # of a rank whose container failed
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A container of a rank that failed while the run was followed: how it ended, and its last lines."""
+
+    rank: str
+    pod: str
+    ended: str  # "exited with code 1", "OOMKilled (exit code 137)"
+    restarted: bool  # the rank's container was started again after it (the run goes on)
+    tail: list[str] = field(default_factory=list)
+    unavailable: str | None = None  # why its log could not be read
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class FollowedRun:
+    """How a followed run ended: its last summary, the rank failures seen on the way, and the diagnosis of a run
+    that did not succeed (None when it succeeded)."""
+
+    run: RunSummary
+    failures: list[RankFailure]
+    detail: RunDetail | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.run.phase == SUCCEEDED
+
+    def to_dict(self) -> dict:
+        return {
+            "run": self.run.to_dict(),
+            "succeeded": self.succeeded,
+            "failures": [f.to_dict() for f in self.failures],
+            "detail": self.detail.to_dict() if self.detail is not None else None,
+        }
+
+
+def follow_run(
+    client: KubeClient,
+    run: RunSummary,
+    *,
+    rank0: Callable[[str], None],
+    failed: Callable[[RankFailure], None],
+    say: Say,
+    poll_seconds: float | None = None,
+) -> FollowedRun:
+    """Follow `run` until it ends and every log was read: `rank0(line)` for each line rank 0 writes, `failed(...)`
+    once for each container of a rank that fails (with its last lines), `say` why ranks have no log yet.
+    KeyboardInterrupt (Ctrl-C) stops following; the run goes on."""
+    failures: list[RankFailure] = []
+    reported: set[tuple[str, int]] = set()  # (pod, container instance) whose failure was shown
+
+    def write(rank: str, line: str) -> None:
+        if rank == "0":
+            rank0(line)
+
+    def explain(rank: str, why: str) -> None:
+        say(f"[{'run' if rank == 'run' else 'rank ' + rank}] {why}")
+
+    def seen(ranks: list[RankState]) -> None:
+        for rank in ranks:
+            for instance, ended, previous in _failed_instances(rank):
+                if (rank.pod, instance) in reported:
+                    continue
+                reported.add((rank.pod, instance))
+                failure = _failure(client, rank, ended, previous)
+                failures.append(failure)
+                failed(failure)
+
+    final = observe.follow_logs(client, run, write, explain, poll_seconds, seen=seen)
+    if final.phase == SUCCEEDED:
+        return FollowedRun(final, failures, None)
+    detail = observe.inspect_run(client, final)
+    seen(detail.ranks)  # a rank that failed after the last poll
+    return FollowedRun(final, failures, detail)
+
+
+def run_to_follow(scope: Scope, run_id: str | None = None) -> tuple[JobSelection, RunSummary]:
+    """The run `run_id` of the scope's job (default the latest) to `follow_run`, and the runs it was picked from."""
+    command = execute_command("show", run_id) + " --follow"
+    selection = select_runs(scope, command)
+    return selection, selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+
+
+def follow_deployed(
+    result: DeployResult,
+    *,
+    rank0: Callable[[str], None],
+    failed: Callable[[RankFailure], None],
+    say: Say,
+) -> FollowedRun:
+    """`follow_run` of the run a deploy just started (ops/deploy.py's result)."""
+    from vdk.plugin.ml_training.k8s.run_summary import summarize
+
+    client = result.plan.target.client
+    assert client is not None  # a deploy's target is a connected cluster
+    run = summarize(client.get_run(result.plan.run.name, result.plan.target.backend))
+    return follow_run(client, run, rank0=rank0, failed=failed, say=say)
+
+
+def _failed_instances(rank: RankState) -> list[tuple[int, Termination, bool]]:
+    """(instance number, how it ended, whether it is the previous instance) of the rank's failed containers."""
+    out = []
+    if rank.previous is not None and rank.previous.failed and rank.restarts > 0:
+        out.append((rank.restarts - 1, rank.previous, True))
+    if rank.terminated is not None and rank.terminated.failed:
+        out.append((rank.restarts, rank.terminated, False))
+    return out
+
+
+def _failure(client: KubeClient, rank: RankState, ended: Termination, previous: bool) -> RankFailure:
+    try:
+        text, why = client.pod_log(rank.pod, rank.container, previous=previous, tail_lines=FAILED_TAIL_LINES)
+    except KubeApiError as e:  # its log may not be read (403), or the server did not answer
+        text, why = None, e.detail or e.problem
+    tail = (text or "").splitlines()[-FAILED_TAIL_LINES:]
+    return RankFailure(rank.rank, rank.pod, ended.describe(), previous, tail, None if text is not None else why)

@@ -1,0 +1,94 @@
+"""What every backend's training container receives is what a local run passes: Kubernetes expands `$(VAR)`
+in a container's command, args and env values (and turns `$$` into `$`) while the local smoke run, a container
+run and the image do not; rendered values are escaped, so that after the kubelet's expansion (the local
+cluster's emulation of it, tests/support/local_cluster.py) they are the local run's, byte for byte."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.local_cluster import expand
+from tests.support.specs import IMAGE
+from tests.support.specs import make_run
+from tests.support.specs import make_spec
+from tests.support.specs import trainer_cluster
+from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.k8s import pod_template
+from vdk.plugin.ml_training.k8s.manifests import render_run
+
+TRICKY = {
+    "HOME_REF": "$(HOME)",  # defined on every node: Kubernetes would put the node's value here
+    "OWN_REF": "$(PYTHONUNBUFFERED)",  # defined earlier in the same container: expanded too
+    "UNDEFINED_REF": "$(NOT_SET_ANYWHERE)",
+    "ESCAPED": "$$(HOME) and $$",
+    "DOLLARS": "price: $5, $, $$$, ends with $",
+    "OPEN": "$(unclosed",
+    "SHELL_STYLE": "${HOME} $HOME",
+}
+ARGS = "--pattern '$(HOME)/data' --cost '$$5' --plain value"
+
+
+def kubelet(container: dict, node_env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """(command, env) as the process in `container` starts: each env value expanded with the variables
+    defined before it (and the node's), then the command with all of them; undefined names stay as written."""
+    defined = dict(node_env)
+    env = {}
+    for var in container.get("env", []):
+        if "value" not in var:
+            continue  # a Secret or a field reference: not expanded
+        defined[var["name"]] = env[var["name"]] = expand(var["value"], defined)
+    command = [expand(part, defined) for part in container["command"]]
+    return command, env
+
+
+def training_containers(manifests: list[dict]) -> list[dict]:
+    """Every container (or TrainJob trainer) that starts the training command."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("command"), list) and "env" in node:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(manifests)
+    return found
+
+
+@pytest.mark.parametrize(
+    "backend, mechanism",
+    [
+        ("pytorchjob", None),
+        ("job", None),
+        ("trainjob", "podSpecOverrides"),
+        ("trainjob", "podTemplateOverrides"),
+        ("trainjob", "runtimePatches"),
+    ],
+)
+def test_every_backend_s_container_receives_what_the_local_run_passes(tmp_path, backend, mechanism):
+    spec = make_spec(tmp_path, env=TRICKY, args=ARGS, nodes="2", gpus_per_node="1")
+    cluster = trainer_cluster(mechanism) if mechanism else None
+    manifests = render_run(spec, IMAGE, make_run(spec), "ml", backend, cluster=cluster)
+    containers = training_containers(manifests)
+    assert containers
+    for container in containers:
+        command, env = kubelet(container, {"HOME": "/root", "PATH": "/usr/bin"})
+        # the local smoke run: the process gets spec.env_dict and spec.command_args() as they are
+        assert {name: env[name] for name in TRICKY} == {name: spec.env_dict[name] for name in TRICKY} == TRICKY
+        assert command[-len(spec.command_args()) :] == spec.command_args()
+        assert "$(HOME)/data" in spec.command_args() and "$$5" in spec.command_args()
+        # a container run and the image: layout's environment and command, unexpanded
+        assert {k: env[k] for k in layout.launch_env(spec)} == layout.launch_env(spec)
+        assert command == layout.launch_command(spec, IMAGE.python, pod_template.torchrun_flags())
+
+
+def test_values_without_a_dollar_are_rendered_unchanged(tmp_path):
+    spec = make_spec(tmp_path, env={"PLAIN": "a b (c)"}, args="--lr 0.1")
+    container = training_containers(render_run(spec, IMAGE, make_run(spec), "ml", "job"))[0]
+    assert {"name": "PLAIN", "value": "a b (c)"} in container["env"]
+    assert container["command"] == layout.launch_command(spec, IMAGE.python, pod_template.torchrun_flags())
+    assert pod_template.literal("$(X)") == "$$(X)" and pod_template.literal("no dollars") == "no dollars"
