@@ -73,6 +73,9 @@ def test_a_requirement_that_conflicts_with_vdk_s_own_goes_into_the_overlay_and_v
     overlay = Path(shown.group(2)).parents[1]
     assert overlay.parent.parent == cache / "overlays" and overlay.name == "packages"
     assert "1 packages in the run's overlay (installed in" in out
+    # uv's steps as they come (progress on the wait), none of its per-package chatter
+    assert re.search(r"uv: Resolved \d+ packages? in", out) and re.search(r"uv: Installed 1 package in", out), out
+    assert "uv: Using" not in out and " + python-dateutil==" not in out
 
     # vdk's environment: the same python-dateutil, and pip check as clean as before
     assert importlib.metadata.version("python-dateutil") == before != OLD
@@ -107,5 +110,6 @@ def test_requirements_uv_cannot_install_fail_before_the_run_with_uv_s_reason(tmp
     assert done.returncode != 0
     assert f"requirements.txt cannot be installed for this Python ({Path(sys.executable).parent}/python" in out, out
     assert "python-dateutil" in out and "smoke run of" not in out  # nothing started
+    assert "Using CPython" not in out  # uv's chatter is not part of its reason
     assert "`requirements_overlay = false` in [ml-training]" in out
     assert not list((tmp_path / "cache" / "overlays").glob("*/overlay.json"))  # nothing half-made is kept

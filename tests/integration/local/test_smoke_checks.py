@@ -287,7 +287,8 @@ def test_a_package_installed_nowhere_is_to_be_listed_and_installed_here_in_one_f
     assert "`vdk run` installs it from there too, into the run's overlay" in result.output
     assert "pip install" not in result.output
 
-    managed = job(tmp_path, "managed", script, "gpus_per_node = 0\nbase_provides = torch\nrequirements_overlay = false", {})
+    managed_config = "gpus_per_node = 0\nbase_provides = torch\nrequirements_overlay = false"
+    managed = job(tmp_path, "managed", script, managed_config, {})
     result = vdk_run(managed)
     assert result.exit_code != 0 and "smoke run of" not in result.output
     assert f"add `sentencepiece_not_here` to {managed / 'requirements.txt'} (a new file)" in result.output

@@ -185,7 +185,8 @@ def _build(
     try:
         target = work / "target"
         for_base = uv_install.Target(base.python_version, base.wheel_platform, base.provides, base.pins)
-        uv_install.install(requirements, target, spec.job_dir, for_base, "deploy again", progress=_uv_progress(activity))
+        progress = _uv_progress(activity)
+        uv_install.install(requirements, target, spec.job_dir, for_base, "deploy again", progress=progress)
         activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)

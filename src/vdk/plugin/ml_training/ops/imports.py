@@ -68,7 +68,8 @@ def _locally(spec: MLJobSpec, result: ImportCheck, them: str) -> str:
     missing = [item.distribution for item in result.undeclared if not item.version]
     if not missing:
         return f"{managed}, install {them} where vdk runs too"
-    return f"{managed}, install {' '.join(missing)} where vdk runs too: `{sys.executable} -m pip install {' '.join(missing)}`"
+    names = " ".join(missing)
+    return f"{managed}, install {names} where vdk runs too: `{sys.executable} -m pip install {names}`"
 
 
 def _site(item: Undeclared) -> str:
