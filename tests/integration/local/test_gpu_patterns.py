@@ -53,7 +53,7 @@ def adapted(out: str) -> str:
 
 
 # FSDP2 as current tutorials write it: no mesh (the default one), a model built on the meta device, then
-# to_empty("cuda") and its own initialisation; with and without mixed precision.
+# to_empty("cuda") and its own initialisation; without and with mixed precision (one run, two models).
 FSDP2_DEFAULT_MESH = """
 import os
 import torch
@@ -78,41 +78,48 @@ class Net(nn.Module):
 
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("nccl")
-with torch.device("meta"):
-    model = Net()
-policy = {mixed}
-for block in model.blocks:
-    fully_shard(block, mp_policy=policy)
-fully_shard(model, mp_policy=policy)
-model.to_empty(device="cuda")
-for module in model.modules():
-    if hasattr(module, "reset_parameters"):
-        module.reset_parameters()
-if dist.get_rank() == 0:
-    print(f"parameters on {{next(model.parameters()).device}}", flush=True)
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-for step in range(5):
+mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+models, optimizers = {{}}, {{}}
+for precision, policy in {{"full": MixedPrecisionPolicy(), "mixed": mixed}}.items():
+    with torch.device("meta"):
+        model = Net()
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    model.to_empty(device="cuda")
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    if dist.get_rank() == 0:
+        print(f"{{precision}}: parameters on {{next(model.parameters()).device}}", flush=True)
+    models[precision] = model
+    optimizers[precision] = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(5):  # both models in turn, each its own step: the smoke run stops when each took 2
     tokens = torch.randint(0, 50, (4, 8){tokens_device})
-    loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1).float(), tokens.flatten())
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
+    for precision, model in models.items():
+        loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1).float(), tokens.flatten())
+        loss.backward()
+        if dist.get_rank() == 0:
+            print(f"{{precision}}: step {{step}} loss {{loss.item():.4f}}", flush=True)
+        optimizers[precision].step()
+        optimizers[precision].zero_grad()
 """
-MIXED = "MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)"
+FSDP2_ML = "gpus_per_node = 2\nsmoke_steps = 2\n"
 
 
-@pytest.mark.parametrize("mixed", ["MixedPrecisionPolicy()", MIXED], ids=["full-precision", "mixed-precision"])
-def test_fsdp2_with_its_default_mesh_and_meta_init_trains(tmp_path, mixed):
-    script = FSDP2_DEFAULT_MESH.format(mixed=mixed, tokens_device=', device="cuda"')
-    out = passed(vdk_run(job(tmp_path, "fsdp2-default-mesh", script)))
-    assert "parameters on cuda:0" in out
-    assert re.search(r"rank 0: 2 steps, last loss \S+, stopped as planned", out), out
+def test_fsdp2_with_its_default_mesh_and_meta_init_trains_with_and_without_mixed_precision(tmp_path):
+    script = FSDP2_DEFAULT_MESH.format(tokens_device=', device="cuda"')
+    out = passed(vdk_run(job(tmp_path, "fsdp2-default-mesh", script, FSDP2_ML)))
+    assert "full: parameters on cuda:0" in out and "mixed: parameters on cuda:0" in out
+    assert "full: step 1 loss" in out and "mixed: step 1 loss" in out, out  # both trained
+    assert "step 2 loss" not in out  # and stopped when each took its 2 steps (the total: 4)
+    assert re.search(r"rank 0: 4 steps, last loss \S+, stopped as planned", out), out
     assert "FSDP2 default mesh -> virtual GPUs" in adapted(out)
 
 
 def test_a_device_bug_in_an_fsdp2_model_is_still_caught(tmp_path):
-    script = FSDP2_DEFAULT_MESH.format(mixed="MixedPrecisionPolicy()", tokens_device="")  # the batch stays on the CPU
-    train = job(tmp_path, "fsdp2-bug", script)
+    script = FSDP2_DEFAULT_MESH.format(tokens_device="")  # the batch stays on the CPU
+    train = job(tmp_path, "fsdp2-bug", script, FSDP2_ML)
     done = vdk_run(train)
     out = done.stdout
     assert done.returncode != 0, out
@@ -315,25 +322,32 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 rank = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(rank)
 dist.init_process_group("nccl")
-model = DDP(torch.nn.Linear(8, 2).cuda(), device_ids=[rank])
-model.register_comm_hook(state=None, hook=default_hooks.{hook})
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 torch.manual_seed(rank)  # different data on each rank: the gradients are averaged
-for _ in range(4):
-    model(torch.randn(4, 8, device="cuda")).pow(2).mean().backward()
-    grads = [p.grad.clone() for p in model.parameters()]
-    gathered = [[torch.empty_like(g) for _ in range(2)] for g in grads]
-    for g, into in zip(grads, gathered):
-        dist.all_gather(into, g)
-    assert all(torch.equal(a, b) for a, b in gathered), "the ranks' gradients differ after the hook"
-    optimizer.step()
-    optimizer.zero_grad()
+hooks = {"bf16_compress_hook": default_hooks.bf16_compress_hook,
+         "bf16_compress_wrapper": default_hooks.bf16_compress_wrapper(default_hooks.allreduce_hook)}
+models, optimizers = {}, {}
+for name, hook in hooks.items():
+    models[name] = DDP(torch.nn.Linear(8, 2).cuda(), device_ids=[rank])
+    models[name].register_comm_hook(state=None, hook=hook)
+    optimizers[name] = torch.optim.SGD(models[name].parameters(), lr=0.1)
+for step in range(4):  # both models in turn, each its own step: the smoke run stops when each took 2
+    for name, model in models.items():
+        model(torch.randn(4, 8, device="cuda")).pow(2).mean().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        gathered = [[torch.empty_like(g) for _ in range(2)] for g in grads]
+        for g, into in zip(grads, gathered):
+            dist.all_gather(into, g)
+        assert all(torch.equal(a, b) for a, b in gathered), f"the ranks' gradients differ after {name}"
+        print(f"rank {rank} {name}: step {step}: gradients averaged", flush=True)  # vdk run shows rank 0
+        optimizers[name].step()
+        optimizers[name].zero_grad()
 """
 
 
-@pytest.mark.parametrize("hook", ["bf16_compress_hook", "bf16_compress_wrapper(default_hooks.allreduce_hook)"])
-def test_ddp_s_bf16_hook_averages_gradients_in_fp32(tmp_path, hook):
-    out = passed(vdk_run(job(tmp_path, "bf16-hook", BF16_HOOK.format(hook=hook))))
+def test_ddp_s_bf16_hooks_average_gradients_in_fp32(tmp_path):
+    out = passed(vdk_run(job(tmp_path, "bf16-hook", BF16_HOOK)))
+    assert "rank 0 bf16_compress_hook: step 1: gradients averaged" in out, out  # the same on every rank (asserted)
+    assert "rank 0 bf16_compress_wrapper: step 1: gradients averaged" in out, out
     assert "DDP bf16 hook -> fp32 all-reduce" in adapted(out)
 
 
