@@ -12,12 +12,17 @@ CPU) runs in alternating rounds:
   watched   what a cluster rank runs: the StepCounter, a reporter and the stall watchdog with its default
             timeouts (a thread that looks at the step count every 10 s; nothing is added to a step)
   watched+  the same with the watchdog looking every 50 ms (its shortest poll): the cost of the thread itself
+  sampled   what a node's local rank 0 runs: `watched` and the GPU sampler at its default 1 Hz, reading 8 GPUs
+            with GPM through the real nvidia-ml-py from a fake libnvidia-ml (tests/support/fake_nvml.c, built
+            with cc): nothing is added to a step
+  sampled+  the same with the sampler at 20 Hz: the cost of its thread made visible
 
 Prints the median time per step of each, and the cost per step over `plain` in microseconds and
 percent; then, without the noise of a training step, what each hook costs by itself: the
 optimizer-step hook with and without a reporter between lines, and keeping a backward() loss.
 The goal: counting and reporting cost a few microseconds per step, far below a GPU step (>= 1 ms), and the
-stall watchdog nothing measurable.
+stall watchdog and the GPU sampler nothing measurable per step; the sampler's own CPU use at 1 Hz is printed
+(CPU time of one sample of 8 GPUs, as a share of a core).
 
     .venv/bin/python benchmarks/progress_overhead.py [--steps 2000] [--rounds 5]
 """
@@ -25,22 +30,56 @@ stall watchdog nothing measurable.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import io
+import os
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
-from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS
-from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter
-from vdk.plugin.ml_training.runtime.report import RankReport
-from vdk.plugin.ml_training.runtime.report import StepRecorder
-from vdk.plugin.ml_training.runtime.steps import StepCounter
-from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STALL_SECONDS
-from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STARTUP_SECONDS
-from vdk.plugin.ml_training.runtime.watchdog import Watchdog
-from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
+from tests.support import fake_nvml  # noqa: E402  the fake libnvidia-ml the sampler's tests use
+
+from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS  # noqa: E402
+from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter  # noqa: E402
+from vdk.plugin.ml_training.runtime.report import RankReport  # noqa: E402
+from vdk.plugin.ml_training.runtime.report import StepRecorder  # noqa: E402
+from vdk.plugin.ml_training.runtime.steps import StepCounter  # noqa: E402
+from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STALL_SECONDS  # noqa: E402
+from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STARTUP_SECONDS  # noqa: E402
+from vdk.plugin.ml_training.runtime.watchdog import Watchdog  # noqa: E402
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings  # noqa: E402
+
+GPUS = 8
+
+
+def load_fake_nvml() -> bool:
+    """Build the fake libnvidia-ml and load it, so that nvidia-ml-py finds it by name; False without cc."""
+    try:
+        directory = fake_nvml.build(Path(tempfile.gettempdir()) / "vdk-ml-training-fake-nvml")
+    except (RuntimeError, OSError) as e:
+        print(f"no GPU sampler rounds: {e}")
+        return False
+    script = fake_nvml.Script()
+    for _ in range(GPUS):
+        gpu = script.gpu(*fake_nvml.H100, gpm=True)
+        script.tick(gpu, sm=80.0, occupancy=40.0, memory=30 * fake_nvml.GIB, power_mw=600_000)
+    os.environ["FAKE_NVML_SCRIPT"] = str(script.write(directory / "benchmark.tsv"))
+    ctypes.CDLL(str(directory / fake_nvml.LIBRARY), mode=ctypes.RTLD_GLOBAL)  # found by its soname from now on
+    return True
+
+
+def sampler(period: float, counter):
+    from vdk.plugin.ml_training.runtime import nvml_devices
+    from vdk.plugin.ml_training.runtime.gpu_sampler import GpuSampler
+    from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
+
+    settings = SamplerSettings(period=period, line_seconds=0)
+    return GpuSampler(settings, nvml_devices.open_devices(), lambda: counter.steps, out=io.StringIO())
 
 
 def loop(steps: int) -> float:
@@ -73,8 +112,10 @@ def measure(variant: str, steps: int) -> float:
     run_dir = tempfile.TemporaryDirectory()
     if variant == "recorded":
         counter.listeners.append(StepRecorder(RankReport(run_dir.name, 0, 0), period=FULL_RUN_RECORD_SECONDS))
-    watch = None
-    if variant.startswith("watched"):
+    watch = sampled = None
+    if variant.startswith("sampled"):
+        sampled = sampler(1.0 if variant == "sampled" else 0.05, counter).start()
+    if variant.startswith(("watched", "sampled")):
         ProgressReporter(period=30, out=sink).attach(counter)
         settings = WatchdogSettings(DEFAULT_STALL_SECONDS, DEFAULT_STARTUP_SECONDS)
         if variant == "watched+":
@@ -83,6 +124,9 @@ def measure(variant: str, steps: int) -> float:
     try:
         return loop(steps)
     finally:
+        if sampled is not None:
+            sampled.finish()
+            assert sampled.failed is None, sampled.failed
         if watch is not None:
             watch.stop()
             assert watch.fired is None, "a healthy loop was taken for a stalled one"
@@ -94,7 +138,7 @@ def _no_exit(code: int) -> None:
     raise AssertionError(f"the watchdog would have ended the benchmark with {code}")
 
 
-def hook_costs(calls: int = 100_000) -> dict[str, float]:
+def hook_costs(calls: int = 100_000, gpus: bool = False) -> dict[str, float]:
     """Microseconds per call of the hooks themselves."""
     weight = torch.nn.Parameter(torch.ones(1))
     optimizer = torch.optim.SGD([weight], lr=0.1)
@@ -117,6 +161,16 @@ def hook_costs(calls: int = 100_000) -> dict[str, float]:
     # the watchdog adds no call to a step: its thread looks at the count, every 10 s with the default timeouts
     watch = Watchdog(WatchdogSettings(DEFAULT_STALL_SECONDS, DEFAULT_STARTUP_SECONDS), "0", lambda: counter.steps)
     out["watchdog check (its thread, every 10 s)"] = per_call(watch.check)
+    if gpus:
+        sample = sampler(1.0, counter)
+        started = time.process_time()
+        sample_calls = 2000
+        for _ in range(sample_calls):
+            sample.sample()
+        out[f"GPU sample of {GPUS} GPUs (its thread, once a second)"] = (
+            (time.process_time() - started) / sample_calls * 1e6
+        )
+        sample.finish()
     return out
 
 
@@ -126,7 +180,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    gpus = load_fake_nvml()
     variants = ["plain", "counted", "reported", "printing", "recorded", "watched", "watched+"]
+    variants += ["sampled", "sampled+"] if gpus else []
     times: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant in variants:
@@ -140,9 +196,19 @@ def main() -> None:
         print(f"{variant:<10} {median * 1e6:9.1f} {cost:13.2f} {100 * cost / (base * 1e6):7.1f}%")
     watched = statistics.median(times["watched"]) - statistics.median(times["reported"])
     print(f"the stall watchdog's own cost (watched - reported): {watched * 1e6:.2f} us/step")
+    if gpus:
+        sampled = statistics.median(times["sampled"]) - statistics.median(times["watched"])
+        print(f"the GPU sampler's own cost at 1 Hz (sampled - watched): {sampled * 1e6:.2f} us/step")
     print()
-    for name, micros in hook_costs().items():
-        print(f"{name:<42} {micros:6.2f} us/call")
+    costs = hook_costs(gpus=gpus)
+    for name, micros in costs.items():
+        print(f"{name:<50} {micros:8.2f} us/call")
+    for name, micros in costs.items():
+        if name.startswith("GPU sample"):
+            print(
+                f"the GPU sampler at 1 Hz uses {micros / 1e6:.4%} of a core ({GPUS} GPUs: the CPU time of its samples "
+                "in the binding and the sampler; a real driver's own time per NVML call comes on top)"
+            )
 
 
 if __name__ == "__main__":

@@ -108,13 +108,16 @@ class Registry:
 @dataclass
 class Fault:
     """Fail the next `times` requests whose method and path match: with a 500, or by dropping the
-    connection (`drop`: no answer; `drop-body`: headers and half the body, then gone)."""
+    connection (`drop`: no answer; `drop-body`: headers and half the body, then gone), or by never answering
+    (`hang`: the connection stays open and silent), with a 401 that asks for credentials (`401`), or late
+    (`slow`: the registry's answer, `seconds` after the request)."""
 
     method: str
     path: str  # regular expression, searched in the request path
-    action: str  # "500", "drop" or "drop-body"
+    action: str  # "500", "drop", "drop-body", "hang", "401" or "slow"
     times: int = 1
     hits: int = field(default=0)
+    seconds: float = 0.0  # how late a `slow` answer comes
 
 
 class FaultProxy:
@@ -125,8 +128,9 @@ class FaultProxy:
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.faults: list[Fault] = []
-        self.log: list[tuple[str, str, int]] = []  # (method, path, status) of every request
+        self.log: list[tuple[str, str, int]] = []  # (method, path, status) of every request; -1: not answered
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -150,7 +154,21 @@ class FaultProxy:
 
             def _handle(self):
                 body = self._body()
-                fault = proxy._take(self.command, self.path)
+                fault, late = proxy._take(self.command, self.path)
+                if fault == "hang":
+                    proxy._record(self.command, self.path, -1)
+                    proxy._stopped.wait()  # accepted, read, and never answered
+                    self.close_connection = True
+                    return
+                if fault == "slow":
+                    proxy._stopped.wait(late)
+                if fault == "401":
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="injected"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    proxy._record(self.command, self.path, 401)
+                    return
                 if fault == "500":
                     payload = b'{"errors":[{"code":"UNKNOWN","message":"injected failure"}]}'
                     self.send_response(500)
@@ -200,19 +218,20 @@ class FaultProxy:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def _take(self, method: str, path: str) -> str | None:
+    def _take(self, method: str, path: str) -> tuple[str | None, float]:
         with self._lock:
             for fault in self.faults:
                 if fault.hits < fault.times and fault.method == method and re.search(fault.path, path):
                     fault.hits += 1
-                    return fault.action
-        return None
+                    return fault.action, fault.seconds
+        return None, 0.0
 
     def _record(self, method: str, path: str, status: int) -> None:
         with self._lock:
             self.log.append((method, path, status))
 
     def stop(self) -> None:
+        self._stopped.set()
         self.server.shutdown()
         self.server.server_close()
 

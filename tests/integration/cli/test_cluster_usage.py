@@ -1,8 +1,9 @@
-"""`vdk list --usage`: GPU-hours by team and job and the wasted ones, in text and JSON, from runs whose
-operators recorded known times (succeeded, failed, stalled, running, MIG, several nodes) and a run that
-`vdk execute --cancel` deleted."""
+"""`vdk list --usage`: GPU-hours by team and job, by cause, and the measured utilisation, in text and JSON, from
+runs whose operators recorded known times (succeeded with its node's GPU totals, failed, stalled, running, MIG,
+several nodes) and a run that `vdk execute --cancel` deleted."""
 
 import json
+import time
 
 import pytest
 
@@ -14,6 +15,7 @@ from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.runtime import progress_lines
+from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 H = 3600
@@ -46,9 +48,15 @@ def namespace(cluster, tmp_path):
         for rank, state in pods:
             fake.add("pods", cs.rank_pod(main, backend, rank, state))
 
-    # vision: 2 x 8 GPUs for 10 h, 30 min of it after the last optimizer step; 4 GPUs for 2 h that failed
+    # vision: 2 x 8 GPUs for 10 h, 30 min of it after the last optimizer step; node 0's GPU totals: its first
+    # step 1 h after the start, idle a quarter of the time between, SM activity 50%; 4 GPUs for 2 h that failed
     last = progress_lines.format_line(900, 900, 0.2, 1.5, 36000, None, "finished", 1800)
-    done = cs.terminated(0, "Completed", message=last)
+    gpus = GpuFigures(
+        gpus=8, model="NVIDIA H100 80GB HBM3", source="gpm", sm_mean=50.0, busy_gpu_s=0.5 * 8 * 10 * H,
+        sampled_gpu_s=8 * 10 * H, window_gpu_s=8 * 8.5 * H, idle_gpu_s=2 * 8.5 * H, first_step=time.time() - 11 * H,
+        final=True,
+    )  # fmt: skip
+    done = cs.terminated(0, "Completed", message=f"{last}\n{gpus.line()}")
     succeeded = ended("Succeeded", 12 * H, 2 * H)
     run("done", "mnist", "vision", "pytorchjob", succeeded, pods=[(0, done)], nodes="2", gpus_per_node="8")
     run("failed", "mnist", "vision", "job", ended("Failed", 5 * H, 3 * H), nodes="1", gpus_per_node="4")
@@ -79,10 +87,18 @@ def test_gpu_hours_and_waste_by_team_and_job(namespace):
     assert (data["kind"], data["namespace"], data["team"]) == ("ml-training-usage", "ml", None)
     approx = pytest.approx
     assert data["totals"]["gpu_hours"] == approx(160 + 8 + 24 + 2 + 4, abs=0.05)
-    assert data["totals"]["wasted"] == approx(8 + 8 + 24 + 4, abs=0.05)
+    # wasted: vision's failed run, after the last step, start-up (1 h of 16 GPUs), idle (a quarter of 8.5 h of
+    # 16 GPUs); nlp's stalled and cancelled runs
+    assert data["totals"]["wasted"] == approx(8 + 8 + 16 + 34 + 24 + 4, abs=0.05)
     teams = {t["team"]: t for t in data["teams"]}
-    assert (teams["vision"]["failed"], teams["vision"]["after_last_step"]) == (approx(8), approx(8))
+    vision = teams["vision"]
+    # (the API's times are whole seconds: abs=0.05)
+    assert (vision["failed"], vision["after_last_step"]) == (approx(8), approx(8))
+    assert vision["startup"] == approx(16, abs=0.05)
+    assert (vision["idle"], vision["used"]) == (approx(34, abs=0.05), approx(102, abs=0.05))
+    assert vision["utilisation"] == approx(0.5, abs=1e-3)  # of the measured run: the failed one has no figures
     assert (teams["nlp"]["stalled"], teams["nlp"]["cancelled"]) == (approx(24), approx(4, abs=0.05))
+    assert teams["nlp"]["running"] == approx(2, abs=0.05) and teams["nlp"]["utilisation"] is None
     (bert,) = [j for j in data["jobs"] if j["job"] == "bert"]
     outcomes = {r["run"]: (r["outcome"], r["gpus"]) for r in bert["run_usage"]}
     assert outcomes == {
@@ -96,21 +112,17 @@ def test_gpu_hours_and_waste_by_team_and_job(namespace):
     assert text.startswith("GPU-hours in namespace ml (context fake), ")
     lines = text.splitlines()
     assert lines[2].split() == [
-        "TEAM",
-        "RUNS",
-        "GPU-HOURS",
-        "WASTED",
-        "FAILED",
-        "STALLED",
-        "CANCELLED",
-        "AFTER",
-        "LAST",
-        "STEP",
-    ]
-    assert lines[3].split()[:2] == ["nlp", "3"] and lines[4].split()[:5] == ["vision", "2", "168.0", "16.0", "(10%)"]
+        "TEAM", "RUNS", "GPU-HOURS", "UTIL", "USED", "IDLE", "START-UP", "AFTER", "LAST", "STEP", "FAILED", "STALLED",
+        "CANCELLED", "RUNNING", "WASTED",
+    ]  # fmt: skip
+    assert lines[3].split()[:3] == ["nlp", "3", "30.0"]
+    assert lines[4].split() == [
+        "vision", "2", "168.0", "50%", "102.0", "34.0", "16.0", "8.0", "8.0", "0.0", "0.0", "0.0", "66.0", "(39%)"
+    ]  # fmt: skip
     assert lines[5].split()[:2] == ["total", "5"]
     assert "mnist" in text and "a MIG slice counts as its share of a GPU" in text
-    assert "wasted: GPU-hours of runs that failed, stalled or were cancelled" in text
+    assert "allocated = used + idle (SM activity under 5%) + start-up (start to first optimizer step)" in text
+    assert "UTIL: SM-activity-weighted GPU-hours over the allocated ones" in text
 
 
 def test_one_team_a_window_and_what_a_bad_window_says(namespace):
@@ -127,7 +139,7 @@ def test_one_team_a_window_and_what_a_bad_window_says(namespace):
     # running 4-GPU run's hour; the runs that ended 3 h ago are outside
     recent = usage_json("-a", "--since", "2h30m")
     assert recent["totals"]["gpu_hours"] == pytest.approx(8 + 2 / 7 * 2.5 + 4, abs=0.05)
-    assert recent["totals"]["wasted"] == pytest.approx(8, abs=0.05)
+    assert recent["totals"]["wasted"] == pytest.approx(8, abs=0.05)  # all after the last step
     bad = vdk("list", "--usage", "--since", "lately")
     assert bad.exit_code == 2 and "'lately' is not a duration: write it like 30d, 12h or 1w" in bad.stderr
 
@@ -149,7 +161,8 @@ def test_deleted_runs_stay_counted_until_they_would_have_expired(namespace):
     records = {c["metadata"]["name"] for c in fake.stored("configmaps") if "vdk.io/usage-of" in c["metadata"]["labels"]}
     assert records == {f"{names[key]}-usage" for key in ("stalled", "mig", "cancel")}  # the expired one was pruned
     by_run = {r["run"]: r["outcome"] for j in usage_json("-t", "nlp")["jobs"] for r in j["run_usage"]}
-    # a deleted run that still ran was cancelled; one that had ended keeps how (the stall is then a failure)
-    assert by_run == {names["stalled"]: "failed", names["mig"]: "cancelled", names["cancel"]: "cancelled"}
+    # a deleted run that still ran was cancelled; one that had ended keeps how, the stall too: its pods were read
+    # once for the records, with its nodes' GPU figures
+    assert by_run == {names["stalled"]: "stalled", names["mig"]: "cancelled", names["cancel"]: "cancelled"}
     gone = vdk("show", "-n", "bert", "-t", "nlp")  # a usage record is no run
     assert gone.exit_code == 1 and "there are no runs of bert" in gone.stderr

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -288,7 +289,8 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     annotations = pytorchjob["metadata"]["annotations"]
     assert "first try" in annotations.values()
     assert digest in annotations.values()
-    resolved = {"helperdep": "2.0", "tinydep": "1.0"}  # what the dependency layer installed
+    # what the dependency layer installed; a GPU job also holds the GPU sampler's NVML binding (the plugin's)
+    resolved = {"helperdep": "2.0", "nvidia-ml-py": metadata.version("nvidia-ml-py"), "tinydep": "1.0"}
     assert out["dependencies"] == resolved
     (record,) = fake.stored("configmaps")
     assert json.loads(record["data"]["dependencies.json"]) == resolved

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.support.jobs import write_job
 
@@ -78,3 +79,121 @@ def test_a_binary_config_ini_is_named_as_such_by_run_and_deploy(tmp_path):
         assert "is not an ml-training job" not in done.stderr
         assert "config.ini: is not a text file (it holds binary data" in done.stderr
         assert "Fix: write config.ini as UTF-8 text" in done.stderr
+
+
+def _bom(job: Path) -> None:
+    (job / "config.ini").write_bytes(b"\xef\xbb\xbf[job]\ntype = ml-training\n")
+
+
+def _key_first(job: Path) -> None:
+    (job / "config.ini").write_text("nodes = 2\n[job]\ntype = ml-training\n")
+
+
+def _directory(job: Path) -> None:
+    (job / "config.ini").unlink()
+    (job / "config.ini").mkdir()
+
+
+def _link_to_script(job: Path) -> None:
+    (job / "config.ini").unlink()
+    (job / "config.ini").symlink_to("train.py")
+
+
+def _link_loop(job: Path) -> None:
+    (job / "a").symlink_to("b")
+    (job / "b").symlink_to("a")
+
+
+def _unreadable(job: Path) -> None:
+    (job / "data").mkdir()
+    (job / "data" / "x.csv").write_text("1\n")
+    (job / "data").chmod(0)
+
+
+def _not_utf8(job: Path) -> None:
+    with open(os.path.join(os.fsencode(job), b"caf\xe9.csv"), "wb") as f:
+        f.write(b"1\n")
+
+
+def _empty(job: Path) -> None:
+    (job / "config.ini").write_text("")
+
+
+def _typo(job: Path) -> None:
+    (job / "config.ini").write_text("[job]\ntyp = ml-training\n")
+
+
+# Root reads a chmod 0 directory; without these capabilities it cannot, like any user.
+NO_READ_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def tree(root: Path) -> dict[str, tuple[int, float]]:
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime)
+        for p in sorted(root.rglob("*"))
+        if p.parent.stat().st_mode & 0o400
+    }
+
+
+@pytest.mark.parametrize(
+    "spoil, problem",
+    [
+        (_bom, "starts with a byte-order mark (BOM)"),
+        (_key_first, "line 1: 'nodes = 2' comes before any [section] header"),
+        (_directory, "config.ini: is a directory"),
+        (_link_to_script, "is a symbolic link to train.py, which cannot be read"),
+        (_link_loop, "is a symbolic link that loops"),
+        (_unreadable, "cannot read the directory"),
+        (_not_utf8, "is not UTF-8"),
+        (_empty, "is empty, so VDK would run the directory as a data job"),
+        (_typo, "`typ = ml-training` does not make it an ml-training job"),
+    ],
+)
+def test_a_bad_job_directory_is_one_clear_message_and_nothing_created(tmp_path, spoil, problem):
+    path = write_job(tmp_path, ml="nodes = 1", files={"train.py": SCRIPT})
+    spoil(path)
+    before = tree(tmp_path)
+    prefix = NO_READ_OVERRIDE if spoil is _unreadable else []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
+    for args in (["run", path.name], ["deploy", "-p", str(path), "--dry-run"]):
+        done = subprocess.run(
+            [*prefix, str(VDK), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode in (1, 2), f"{args}: {output}"
+        assert "Traceback" not in output, f"{args}: {output}"
+        assert problem in done.stderr and "Fix: " in done.stderr, f"{args}: {output}"
+        assert tree(tmp_path) == before, args
+
+
+HF_TOKEN = "hf_" + "Ab1Cd2Ef3G" * 4
+
+
+def test_credentials_in_arguments_or_the_registry_address_are_refused_unshown_and_nothing_is_pushed(tmp_path, registry):
+    path = write_job(tmp_path, ml="gpus_per_node = 0", files={"train.py": SCRIPT})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
+    env["VDK_ML_TRAINING_REGISTRY"] = f"{registry.host}/leaks"
+    cases = [
+        (["run", path.name, "--args", f"--hf-token {HF_TOKEN}"], env, "argument 2 is a Hugging Face token"),
+        (["deploy", "-p", str(path), "--build-only", "--set", f"smoke_args=--x {HF_TOKEN}"], env, "argument 2 is a"),
+        (
+            ["deploy", "-p", str(path), "--build-only", "--args", "--password=hunter2 --db-token Zq9Zq9Zq9Zq9Zq9Zq9"],
+            env,
+            "argument 3 is a secret (the value of --db-token",
+        ),
+        (
+            ["deploy", "-p", str(path), "--build-only"],
+            {**env, "VDK_ML_TRAINING_REGISTRY": f"ada:hunter2@{registry.host}/leaks"},
+            "holds credentials (user:password@)",
+        ),
+    ]
+    for args, environment, problem in cases:
+        done = subprocess.run(
+            [str(VDK), *args], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode in (1, 2) and problem in output, f"{args}: {output}"
+        for secret in (HF_TOKEN, "hunter2", "Zq9Zq9Zq9Zq9Zq9Zq9"):
+            assert secret not in output, f"{args}: {output}"
+    catalog = requests.get(f"{registry.url}/v2/_catalog", timeout=10).json()["repositories"]
+    assert not [name for name in catalog if name.startswith("leaks/")]

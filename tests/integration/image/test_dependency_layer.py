@@ -45,12 +45,14 @@ def wheelhouse(tmp_path_factory):
     return d
 
 
-def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
+def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job", gpus="0"):
     files = {
         "train.py": "if __name__ == '__main__':\n    pass\n",
         "requirements.txt": f"--no-index\n--find-links {wheelhouse}\n{requirements}",
     }
-    return load_job_spec(write_job(tmp_path, name, ml=f"base_image = {base_image}\n", files=files))
+    # a CPU job: a job that asks for GPUs also gets the NVML binding (test_nvml_binding_* below)
+    ml = f"base_image = {base_image}\ngpus_per_node = {gpus}\n"
+    return load_job_spec(write_job(tmp_path, name, ml=ml, files=files))
 
 
 def layer_members(blob):
@@ -146,6 +148,27 @@ def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):
         dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert "no-such-package-anywhere" in caught.value.problem
     assert not isinstance(caught.value, NoWheelError)
+
+
+def test_nvml_binding_is_copied_into_the_layer_of_a_gpu_job_without_an_index(tmp_path, wheelhouse):
+    from importlib import metadata
+
+    version = metadata.version("nvidia-ml-py")
+    gpu = job_with(tmp_path / "gpu", wheelhouse, "tinydep\n", gpus="1")
+    layer = dependency_layer.dependency_layer(gpu, base_info(gpu), Progress())
+    assert ("nvidia-ml-py", version) in layer.packages and ("tinydep", "1.0") in layer.packages
+    names = set(layer_members(layer.blob))
+    assert "opt/vdk-ml/deps/pynvml.py" in names
+    assert f"opt/vdk-ml/deps/nvidia_ml_py-{version}.dist-info/METADATA" in names
+    # a GPU job without requirements.txt gets a layer of the binding alone
+    files = {"train.py": "if __name__ == '__main__':\n    pass\n"}
+    bare = load_job_spec(write_job(tmp_path / "bare", "job", ml=f"base_image = {PYTORCH_BASE}\n", files=files))
+    alone = dependency_layer.dependency_layer(bare, base_info(bare), Progress())
+    assert alone.packages == (("nvidia-ml-py", version),)
+    cpu = load_job_spec(
+        write_job(tmp_path / "cpu", "job", ml=f"base_image = {PYTORCH_BASE}\ngpus_per_node = 0\n", files=files)
+    )
+    assert dependency_layer.dependency_layer(cpu, base_info(cpu), Progress()) is None
 
 
 def test_a_build_says_what_uv_does_and_then_built_or_reused_truthfully(tmp_path, wheelhouse, monkeypatch):

@@ -32,7 +32,9 @@ def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkey
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
     job = tmp_path / "job"
     job.mkdir()
-    (job / "config.ini").write_text("[job]\ntype = ml-training\n[ml-training]\nbase_image = python:3.11-slim\n")
+    (job / "config.ini").write_text(
+        "[job]\ntype = ml-training\n[ml-training]\nbase_image = python:3.11-slim\ngpus_per_node = 0\n"
+    )
     (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
     (job / "requirements.txt").write_text("tinydep\n")
     spec = load_job_spec(job)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+from importlib import metadata
 
 import pytest
 
@@ -36,10 +37,11 @@ def wheelhouse(tmp_path_factory):
     return d
 
 
-def job_on(tmp_path, base_image: str, wheelhouse, name: str):
+def job_on(tmp_path, base_image: str, wheelhouse, name: str, gpus: int = 1):
     job = tmp_path / name
     job.mkdir()
-    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\nbase_image = {base_image}\n")
+    ml = f"base_image = {base_image}\ngpus_per_node = {gpus}\n"
+    (job / "config.ini").write_text(f"[job]\ntype = ml-training\n[ml-training]\n{ml}")
     (job / "train.py").write_text("if __name__ == '__main__':\n    import torch\n")
     (job / "requirements.txt").write_text(f"--no-index\n--find-links {wheelhouse}\ntorch\ntinydep\n")
     return load_job_spec(job)
@@ -49,7 +51,7 @@ def test_a_base_without_torch_gets_one_warning_with_the_size_before_anything_is_
     tmp_path, registry, local_bases, wheelhouse
 ):
     base = local_bases.debian
-    spec = job_on(tmp_path, base, wheelhouse, "torch-job")
+    spec = job_on(tmp_path, base, wheelhouse, "torch-job", gpus=0)  # the layer's size is torch's alone
     provenance = audit.collect(spec.job_dir)
     dry = plan_image(spec, f"{registry.host}/ml", provenance).render()
     assert f"warning: requirements.txt asks for torch, which base image {base} does not have" in dry
@@ -84,5 +86,6 @@ def test_a_base_with_torch_gets_no_warning_and_no_torch(tmp_path, registry, loca
     spec = job_on(tmp_path, local_bases.torch_dist_packages, wheelhouse, "torch-base-job")
     shown = io.StringIO()
     image = build_and_push(spec, f"{registry.host}/ml", audit.collect(spec.job_dir), progress=StderrProgress(shown))
-    assert image.dependencies == (("tinydep", "1.0"),)  # torch is the base's, so its CUDA wheel is not needed
+    # torch is the base's, so its CUDA wheel is not needed; a GPU job gets the GPU sampler's NVML binding
+    assert image.dependencies == (("nvidia-ml-py", metadata.version("nvidia-ml-py")), ("tinydep", "1.0"))
     assert "warning" not in shown.getvalue()

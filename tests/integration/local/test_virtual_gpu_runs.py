@@ -24,6 +24,8 @@ PASSED = re.compile(r"smoke run PASSED in [0-9.]+ s \((\d+) process(?:es)?\)")
 
 def vdk_run(job: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
+    # vdk's own timeout ends a hung run before the test's does: its report (each rank's stack) is the failure
+    env["VDK_ML_TRAINING_SMOKE_TIMEOUT"] = str(timeout - 60)
     return subprocess.run(
         [str(VDK), "run", str(job)],
         env=env,

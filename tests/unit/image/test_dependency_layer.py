@@ -36,12 +36,14 @@ def wheelhouse(tmp_path_factory):
     return d
 
 
-def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job"):
+def job_with(tmp_path, wheelhouse, requirements, base_image=PYTORCH_BASE, name="job", gpus="0"):
     files = {
         "train.py": "if __name__ == '__main__':\n    pass\n",
         "requirements.txt": f"--no-index\n--find-links {wheelhouse}\n{requirements}",
     }
-    return load_job_spec(write_job(tmp_path, name, ml=f"base_image = {base_image}\n", files=files))
+    # a CPU job: a job that asks for GPUs also gets the NVML binding (test_nvml_binding_* below)
+    ml = f"base_image = {base_image}\ngpus_per_node = {gpus}\n"
+    return load_job_spec(write_job(tmp_path, name, ml=ml, files=files))
 
 
 def layer_members(blob):
@@ -53,3 +55,30 @@ def test_no_requirements_no_layer(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "")
     (spec.job_dir / "requirements.txt").write_text("# nothing yet\n\n")
     assert dependency_layer.dependency_layer(spec, base_info(spec), Progress()) is None
+
+
+# --- the NVML binding of the GPU sampler ------------------------------------------------------------------
+
+
+def test_nvml_binding_is_added_for_a_job_that_asks_for_gpus_and_samples_them(tmp_path, wheelhouse):
+    from importlib import metadata
+
+    wanted = (f"nvidia-ml-py=={metadata.version('nvidia-ml-py')}",)
+    gpu = job_with(tmp_path / "gpu", wheelhouse, "tinydep\n", gpus="8")
+    assert dependency_layer.extra_requirements(gpu, base_info(gpu)) == wanted
+    mig = job_with(tmp_path / "mig", wheelhouse, "tinydep\n", gpus="1g.10gb")
+    assert dependency_layer.extra_requirements(mig, base_info(mig)) == wanted
+    cpu = job_with(tmp_path / "cpu", wheelhouse, "tinydep\n", gpus="0")
+    assert dependency_layer.extra_requirements(cpu, base_info(cpu)) == ()
+
+
+def test_nvml_binding_is_left_to_the_base_or_to_requirements_that_name_it(tmp_path, wheelhouse):
+    named = job_with(tmp_path / "named", wheelhouse, "pynvml>=11 ; sys_platform == 'linux'\n", gpus="1")
+    assert dependency_layer.extra_requirements(named, base_info(named)) == ()
+    files = {"train.py": "if __name__ == '__main__':\n    pass\n"}
+    ml = f"base_image = {PYTORCH_BASE}\ngpus_per_node = 1\nbase_provides = nvidia-ml-py\n"
+    provided = load_job_spec(write_job(tmp_path / "provided", "job", ml=ml, files=files))
+    assert dependency_layer.extra_requirements(provided, base_info(provided)) == ()
+    ml = f"base_image = {PYTORCH_BASE}\ngpus_per_node = 1\ngpu_sample_period = 0\n"
+    unsampled = load_job_spec(write_job(tmp_path / "unsampled", "job", ml=ml, files=files))
+    assert dependency_layer.extra_requirements(unsampled, base_info(unsampled)) == ()

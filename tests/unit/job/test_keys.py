@@ -82,6 +82,7 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
         "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc",
+        "gpu_sample_period_seconds", "idle_timeout_seconds",
         # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
     }  # fmt: skip
@@ -90,7 +91,7 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-4:] == ["registry", "namespace", "kube_context", "output_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 38
+    assert len(KEYS) == len(set(KEYS)) == 40
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -107,6 +108,7 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         "ml_training_smoke_timeout": "10m",
         "ml_training_stall_timeout": "30m",
         "ml_training_startup_timeout": "1h",
+        "ml_training_idle_timeout": "0s",
         "ml_training_run_mode": "smoke",
         "ml_training_container_engine": None,
         "ml_training_container_run_options": None,

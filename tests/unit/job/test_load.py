@@ -498,3 +498,90 @@ def test_a_binary_config_is_not_text_whatever_it_holds(tmp_path):
     assert ml_config_problem(job) is not None  # not a data job either: said, whatever the command
     (job / "config.ini").write_bytes("[job]\ntype = batch\nname = caf\xe9\n".encode("latin-1"))
     assert "save config.ini as UTF-8" in str(ml_config_problem(job))
+
+
+@pytest.mark.parametrize(
+    "line, key, expected",
+    [
+        ("nodes = 999999", "nodes", "asks for more than 4096 machines"),
+        ("nodes = 2:999999", "nodes", "asks for more than 4096 machines"),
+        ("gpus_per_node = 9999", "gpus_per_node", "more GPUs than a machine has"),
+        ("gpus_per_node = 99g.999gb", "gpus_per_node", "not a MIG profile a GPU has"),
+        ("gpus_per_node = 2c.1g.10gb", "gpus_per_node", "not a MIG profile a GPU has"),
+        ("cpu = 1e100", "cpu", "more than 2048, more than any machine has"),
+        ("memory = 1Ei", "memory", "more than 64Ti"),
+        ("ttl_after_finished = 100000d", "ttl_after_finished", "longer than 365d, the most it may be"),
+        ("max_runtime = 9999w", "max_runtime", "write it like `max_runtime = 365d` or less"),
+        ("smoke_timeout = 30d", "smoke_timeout", "longer than 1d"),
+    ],
+)
+def test_absurd_values_never_reach_a_manifest(tmp_path, line, key, expected):
+    err = error_of(make_job(tmp_path, line))
+    assert err.key == key and expected in str(err) and "Fix: " in str(err)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "nodes = 4096",
+        "gpus_per_node = 16",
+        "gpus_per_node = 7g.80gb",
+        "gpus_per_node = 1c.2g.20gb",
+        "cpu = 2048",
+        "memory = 64Ti",
+        "ttl_after_finished = 365d",
+        "smoke_timeout = 1d",
+    ],
+)
+def test_the_largest_sensible_values_are_accepted(tmp_path, line):
+    load_job_spec(make_job(tmp_path, line))
+
+
+@pytest.mark.parametrize(
+    "data, problem, fix",
+    [
+        (
+            b"\xef\xbb\xbf[job]\ntype = ml-training\n",
+            "starts with a byte-order mark (BOM)",
+            "without a byte-order mark",
+        ),
+        (
+            b"nodes = 2\n[job]\ntype = ml-training\n",
+            "line 1: 'nodes = 2' comes before any [section] header",
+            "start config.ini with a section header",
+        ),
+        (b"", "is empty, so VDK would run the directory as a data job", "write `[job]` and `type = ml-training`"),
+        (
+            b"[job]\ntyp = ml-training\n",
+            "`typ = ml-training` does not make it an ml-training job",
+            "write `type = ml-training` under [job]",
+        ),
+        (b"[ml-training]\nkind = ml_training\n", "`kind = ml_training` does not make it", "under [job]"),
+    ],
+)
+def test_config_files_that_vdk_would_misread_or_run_as_nothing_say_so(tmp_path, data, problem, fix):
+    job = make_job(tmp_path)
+    (job / "config.ini").write_bytes(data)
+    found = ml_config_problem(job)
+    assert found is not None and problem in found.problem and fix in found.fix
+
+
+def test_an_empty_config_of_a_data_job_with_steps_is_left_to_vdk(tmp_path):
+    job = make_job(tmp_path, files={"10_step.py": "def run(job_input):\n    pass\n"})
+    (job / "config.ini").write_bytes(b"")
+    assert ml_config_problem(job) is None
+
+
+def test_a_config_ini_that_is_a_directory_or_a_link_to_another_file_is_named(tmp_path):
+    job = make_job(tmp_path)
+    (job / "config.ini").unlink()
+    (job / "config.ini").mkdir()
+    assert "is a directory" in error_of(job).problem and ml_config_problem(job) is not None
+    (job / "config.ini").rmdir()
+    (job / "config.ini").symlink_to("train.py")
+    err = error_of(job)
+    assert "a symbolic link to train.py" in err.problem and "comes before any [section] header" in err.problem
+    assert ml_config_problem(job) is not None
+    (job / "config.ini").unlink()
+    (job / "config.ini").symlink_to("nowhere.ini")
+    assert "a symbolic link to nowhere.ini, which does not exist" in error_of(job).problem

@@ -142,3 +142,64 @@ def test_a_usage_record_keeps_a_deleted_run_until_it_would_have_expired():
     still = gpu_hours.RunUsage("b-1", "b", None, None, "job", "running", cs.T0, None, 1.0)
     cancelled, _ = gpu_hours.parse_usage_record(gpu_hours.usage_record(still, "ml", "ada", cs.T0 + timedelta(hours=1)))
     assert (cancelled.outcome, cancelled.end) == ("cancelled", cs.T0 + timedelta(hours=1))
+
+
+def gpu_line(gpus: int, first_step_at: float, busy: float, window: float, idle: float) -> str:
+    """A node's GPU totals (runtime/gpu_lines.py) as its sampler leaves them in the termination message."""
+    from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
+
+    started = cs.T0.timestamp()
+    return GpuFigures(
+        node="0", gpus=gpus, model="NVIDIA H100 80GB HBM3", source="gpm", sm_mean=40.0, busy_gpu_s=busy,
+        sampled_gpu_s=gpus * 36000, window_gpu_s=window, idle_gpu_s=idle, started=started + 60,
+        first_step=started + first_step_at, final=True,
+    ).line()  # fmt: skip
+
+
+def test_waste_by_cause_of_a_measured_run(tmp_path):
+    runs = Runs(tmp_path)
+    # 1 node x 8 GPUs for 10 h: first step after 1 h, 30 min after the last one, idle a quarter of the time
+    # between, SM activity 40% of its allocated GPU-hours
+    message = last_line(1800) + "\n" + gpu_line(8, HOUR, 0.4 * 8 * 10 * HOUR, window=1000, idle=250)
+    done = [(0, cs.terminated(0, "Completed", finished=10 * HOUR, message=message))]
+    runs.run("llm", "job", "Succeeded", 0, 10 * HOUR, nodes="1", gpus_per_node="8", pods=done)
+    runs.run("llm", "job", "Failed", 10 * HOUR, 11 * HOUR, nodes="1", gpus_per_node="8")  # unmeasured, 8 h
+    report = gpu_hours.report(runs.summaries, runs.pods, [], NOW)
+    (measured,) = [u for u in report.runs if u.outcome == "succeeded"]
+    assert (measured.startup, measured.idle_share, measured.utilisation) == (HOUR, 0.25, pytest.approx(0.4))
+    causes = measured.causes(report.since, report.now)
+    assert causes == {
+        "used": pytest.approx(51),  # 80 - 8 start-up - 4 after the last step = 68, of which a quarter idle
+        "idle": pytest.approx(17),
+        "startup": pytest.approx(8),
+        "after_last_step": pytest.approx(4),
+        "failed": 0.0,
+        "stalled": 0.0,
+        "cancelled": 0.0,
+        "running": 0.0,
+    }
+    assert sum(causes.values()) == pytest.approx(measured.hours(report.since, report.now))
+    totals = report.totals()
+    assert (totals.gpu_hours, totals.used, totals.failed) == (pytest.approx(88), pytest.approx(51), pytest.approx(8))
+    assert totals.wasted == pytest.approx(17 + 8 + 4 + 8)
+    # the utilisation is of the measured run only: the failed one had no GPU figures
+    assert (totals.busy, totals.measured, totals.utilisation) == (pytest.approx(32), pytest.approx(80), 0.4)
+    data = report.to_dict()
+    assert data["totals"]["utilisation"] == 0.4 and data["totals"]["idle"] == pytest.approx(17)
+    run = next(r for r in data["jobs"][0]["run_usage"] if r["outcome"] == "succeeded")
+    assert run["gpu_hours_by_cause"]["startup"] == pytest.approx(8) and run["startup_seconds"] == HOUR
+    # a deleted run's usage record keeps what was measured
+    record = gpu_hours.usage_record(measured, "ml", "ada", NOW)
+    assert gpu_hours.parse_usage_record(record)[0] == measured
+
+
+def test_a_window_cuts_the_causes_where_they_fall(tmp_path):
+    runs = Runs(tmp_path)
+    message = last_line(1800) + "\n" + gpu_line(8, HOUR, 0.4 * 8 * 10 * HOUR, window=1000, idle=0)
+    done = [(0, cs.terminated(0, "Completed", finished=10 * HOUR, message=message))]
+    runs.run("llm", "job", "Succeeded", 0, 10 * HOUR, nodes="1", gpus_per_node="8", pods=done)
+    # the last 5 hours of the run only: no start-up in them, the 30 min after the last step all in
+    report = gpu_hours.report(runs.summaries, runs.pods, [], cs.T0 + timedelta(hours=10), since_seconds=5 * HOUR)
+    totals = report.totals()
+    assert (totals.gpu_hours, totals.startup, totals.after_last_step) == (pytest.approx(40), 0.0, pytest.approx(4))
+    assert totals.used == pytest.approx(36)

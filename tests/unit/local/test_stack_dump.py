@@ -47,3 +47,33 @@ def test_a_crash_is_told_from_a_stack_dumped_on_request():
         crash('Current thread 0x1 (most recent call first):\n  File "/jobs/a/train.py", line 3 in <module>\n') is None
     )
     assert user_stack("", Path("/jobs/a")) == []
+
+
+def test_the_rank_s_main_thread_is_chosen_by_its_id_whatever_thread_received_the_signal():
+    """Under load the signal may land in any thread, and a feeder thread may have called into the job's code
+    (a dataset's __getitem__): the thread the rank named as its main one is the one shown."""
+    dump = (
+        "vdk-ml-training main thread 0x00007fc221dddb80\n"
+        "Current thread 0x00007fc1f966a6c0 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+        '  File "/jobs/hang/data.py", line 12 in __getitem__\n\n'
+        "Thread 0x00007fc221dddb80 (most recent call first):\n"
+        '  File "/jobs/hang/train.py", line 60 in main\n'
+        '  File "/jobs/hang/train.py", line 71 in <module>\n'
+    )
+    assert user_stack(dump, Path("/jobs/hang")) == [
+        '  File "/jobs/hang/train.py", line 60 in main',
+        '  File "/jobs/hang/train.py", line 71 in <module>',
+    ]
+
+
+def test_a_forked_worker_s_dump_in_the_same_file_does_not_hide_the_rank_s():
+    dump = (
+        "vdk-ml-training main thread 0x00007fc221dddb80\n"
+        "Current thread 0x00007fc221dddb80 (most recent call first):\n"  # the DataLoader worker, forked
+        '  File "/venv/torch/utils/data/_utils/worker.py", line 300 in _worker_loop\n\n'
+        "Thread 0x00007fc221dddb80 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+        '  File "/jobs/hang/train.py", line 60 in main\n'
+    )
+    assert user_stack(dump, Path("/jobs/hang"))[-1] == '  File "/jobs/hang/train.py", line 60 in main'

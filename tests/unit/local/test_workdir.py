@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local import workdir
 
 PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -97,3 +100,30 @@ def test_paths_of_the_working_directory_read_as_the_jobs(tmp_path):
         work.to_job_paths(trace)
         == f'  File "{job.resolve()}/train.py", line 3, in <module>\n  File "/usr/lib/python3.11/x.py"'
     )
+
+
+def test_where_the_job_directory_cannot_be_read_only_big_files_are_copied(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir, "COPY_LIMIT", 1000)
+    job = tmp_path / "job"
+    write(job, "train.py")
+    big = write(job, "weights/base.bin", b"w" * 5000)
+    work = workdir.prepare(job, tmp_path / "work", protected=False)
+    placed = work.path / "weights" / "base.bin"
+    assert not placed.is_symlink() and placed.read_bytes() == big.read_bytes() and work.linked == ()
+    assert placed.stat().st_ino != big.stat().st_ino
+
+
+def test_too_many_big_bytes_to_copy_stop_before_anything_is_made(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir, "COPY_LIMIT", 1000)
+    monkeypatch.setattr(workdir, "BIG_FILES_LIMIT", 8000)
+    job = tmp_path / "job"
+    write(job, "train.py")
+    for name in ("a.bin", "data/b.bin", "data/c.bin", "d.bin"):
+        write(job, name, b"w" * 3000)
+    with pytest.raises(MLTrainingError) as caught:
+        workdir.prepare(job, tmp_path / "work", protected=False)
+    assert caught.value.problem.startswith(f"{job} holds 0.0 MB in 4 files over 0.0 MB (a.bin (0.0 MB), ")
+    assert ", ...); a local run copies them" in caught.value.problem
+    assert "move data out of the job directory" in caught.value.fix and ".vdkignore" in caught.value.fix
+    assert not (tmp_path / "work").exists()
+    assert workdir.prepare(job, tmp_path / "linked", protected=True).path.is_dir()  # where it may link: no limit

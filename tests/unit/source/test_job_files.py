@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
@@ -139,3 +142,46 @@ def test_a_link_that_leaves_through_dotdot_and_comes_back_points_inside_wherever
         os.symlink(target, copy / relpath)
     write(copy, "data/real.txt", "real\n")
     assert (copy / "alias.txt").read_text() == "real\n" and (copy / "conf/data/real.txt").read_text() == "real\n"
+
+
+def test_a_key_anywhere_in_a_file_excludes_it_after_the_first_kilobytes_indented_or_in_a_big_file(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    write(job, "late.txt", "x" * 9000 + "\n" + PEM_KEY)  # after the first 8 KiB
+    indented = "".join(f"  {line}\n" for line in PEM_KEY.splitlines())
+    write(job, "deploy/values.yaml", f"tls:\n  key: |\n{indented}")  # a YAML block
+    big = job / "data" / "blob.bin"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:  # 3 MB of data, the key straddling two reads of the scan
+        f.write(os.urandom(1 << 20)[:-10].replace(b"-", b"_"))
+        f.write(PEM_KEY.encode())
+        f.write(b"\0" * (2 << 20))
+    write(job, "docs/key-format.md", "A key starts with -----BEGIN PUBLIC KEY----- and is public.\n")
+
+    files, excluded = scanned(job)
+
+    assert files == ["docs/key-format.md", "train.py"]
+    assert excluded["late.txt"] == excluded["deploy/values.yaml"] == excluded["data/blob.bin"]
+    assert excluded["data/blob.bin"] == "private key (PEM content)"
+
+
+def test_a_symbolic_link_loop_is_one_clear_error(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    os.symlink("b", job / "a")
+    os.symlink("a", job / "b")
+    with pytest.raises(MLTrainingError) as info:
+        scan_job_dir(job)
+    assert "is a symbolic link that loops" in info.value.problem and "rm " in info.value.fix
+
+
+def test_a_file_name_that_is_not_utf8_is_one_clear_error(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    (job / "data").mkdir()
+    with open(os.path.join(os.fsencode(job / "data"), b"caf\xe9.csv"), "wb") as f:
+        f.write(b"x\n")
+    with pytest.raises(MLTrainingError) as info:
+        scan_job_dir(job)
+    assert "'data/caf\\xe9.csv'" in info.value.problem and "is not UTF-8" in info.value.problem
+    assert "rename it" in info.value.fix

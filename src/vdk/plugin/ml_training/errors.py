@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vdk.plugin.ml_training.secret_patterns import redact
+
 
 class MLTrainingError(Exception):
-    """Base of every error the plugin reports to a user. `fix` says what to do next."""
+    """Base of every error the plugin reports to a user. `fix` says what to do next. Neither shows a
+    credential: tokens and URL passwords are redacted (secret_patterns.py), whatever put them there."""
 
     def __init__(self, problem: str, fix: str = ""):
-        self.problem = problem
-        self.fix = fix
+        self.problem = redact(problem)
+        self.fix = redact(fix)
         super().__init__(self.message)
 
     @property

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 ROOT = "/opt/vdk-ml"
@@ -29,19 +30,26 @@ class JobImage:
 def launch_env(spec: MLJobSpec) -> dict[str, str]:
     """The environment every training container of the job is started with, on a cluster and in a
     container run: [ml-training.env] plus what the image layout needs (a user PYTHONPATH goes after
-    ours) and the stall watchdog's timeouts."""
+    ours), the stall watchdog's timeouts and the GPU sampler's settings."""
     user = spec.env_dict
     env = {"PYTHONUNBUFFERED": user.pop("PYTHONUNBUFFERED", "1")}
     extra_path = user.pop("PYTHONPATH", None)
     env["PYTHONPATH"] = f"{PYTHONPATH}:{extra_path}" if extra_path else PYTHONPATH
     env.update(user)
     env.update(watchdog_settings(spec).env())
+    env.update(sampler_settings(spec).env())
     return env
 
 
 def watchdog_settings(spec: MLJobSpec) -> WatchdogSettings:
     """The stall watchdog of the job's training processes (cluster runs and full local runs)."""
     return WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds)
+
+
+def sampler_settings(spec: MLJobSpec, gpu_count: int | None = None) -> SamplerSettings:
+    """The GPU sampler and idle policy of the job's nodes (cluster runs and full local runs; `gpu_count`: the
+    GPUs of this machine a full local run uses)."""
+    return SamplerSettings(spec.gpu_sample_period_seconds, spec.idle_timeout_seconds, gpu_count)
 
 
 def launch_command(spec: MLJobSpec, python: str, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:

@@ -1,5 +1,5 @@
-"""The text of `vdk list --usage`: allocated GPU-hours by team and job and how many were wasted, as tables
-(the report is ops/usage.py's, its JSON `GpuUsage.to_dict()`); and its `--since` option."""
+"""The text of `vdk list --usage`: allocated GPU-hours by team and job, by cause, with the measured utilisation,
+as tables (the report is ops/usage.py's, its JSON `GpuUsage.to_dict()`); and its `--since` option."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ MIG_RULE = (
     "a MIG slice counts as its share of a GPU by its compute slices: 1g.10gb = 1/7, 3g.40gb = 3/7 "
     "(A100, H100, H200, B200: 7 slices; A30: 4)"
 )
-WASTE_RULE = "wasted: GPU-hours of runs that failed, stalled or were cancelled, and after a run's last optimizer step"
+WASTE_RULE = (
+    "allocated = used + idle (SM activity under 5%) + start-up (start to first optimizer step) + after the last "
+    "step + failed, stalled and cancelled runs; wasted: all but used"
+)
+UTIL_RULE = "UTIL: SM-activity-weighted GPU-hours over the allocated ones, of the runs whose GPUs were measured"
 
 
 def usage_text(report: UsageReport, where: str, team: str | None = None) -> str:
@@ -27,32 +31,32 @@ def usage_text(report: UsageReport, where: str, team: str | None = None) -> str:
     heading = f"GPU-hours{' ' + team if team else ''} in {where}, {_time(report.since)} to {_time(report.now)} ({span})"
     if not report.runs:
         return f"{heading}: no run held GPUs.\n" + "\n".join(f"note: {n}" for n in report.notes)
-    headers = ["RUNS", "GPU-HOURS", "WASTED", "FAILED", "STALLED", "CANCELLED", "AFTER LAST STEP"]
+    running = report.totals().running > 0
+    headers = ["RUNS", "GPU-HOURS", "UTIL", "USED", "IDLE", "START-UP", "AFTER LAST STEP", "FAILED", "STALLED"]
+    headers += ["CANCELLED", *(["RUNNING"] if running else []), "WASTED"]
     lines = [f"{heading}:", ""]
     teams = report.by_team()
     if len(teams) > 1:
-        rows = [[name or NO_TEAM_TEXT, *_cells(totals)] for name, totals in teams]
-        rows.append(["total", *_cells(report.totals())])
+        rows = [[name or NO_TEAM_TEXT, *_cells(totals, running)] for name, totals in teams]
+        rows.append(["total", *_cells(report.totals(), running)])
         lines += [table(["TEAM", *headers], rows), ""]
-    rows = [[name or NO_TEAM_TEXT, job, *_cells(totals)] for name, job, totals, _ in report.by_job()]
+    rows = [[name or NO_TEAM_TEXT, job, *_cells(totals, running)] for name, job, totals, _ in report.by_job()]
     if len(teams) == 1:
-        rows.append(["total", "", *_cells(report.totals())])
-    lines += [table(["TEAM", "JOB", *headers], rows), "", f"{WASTE_RULE}; {MIG_RULE}."]
+        rows.append(["total", "", *_cells(report.totals(), running)])
+    lines += [table(["TEAM", "JOB", *headers], rows), "", f"{WASTE_RULE}.", f"{UTIL_RULE}; {MIG_RULE}."]
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)
 
 
-def _cells(totals: Totals) -> list[str]:
+def _cells(totals: Totals, running: bool) -> list[str]:
     share = f" ({totals.wasted_share:.0%})" if totals.wasted_share is not None else ""
-    return [
-        str(totals.runs),
-        _hours(totals.gpu_hours),
-        _hours(totals.wasted) + share,
-        _hours(totals.failed),
-        _hours(totals.stalled),
-        _hours(totals.cancelled),
-        _hours(totals.after_last_step),
-    ]
+    utilisation = f"{totals.utilisation:.0%}" if totals.utilisation is not None else "-"
+    cells = [str(totals.runs), _hours(totals.gpu_hours), utilisation]
+    cells += [_hours(getattr(totals, cause)) for cause in ("used", "idle", "startup", "after_last_step")]
+    cells += [_hours(totals.failed), _hours(totals.stalled), _hours(totals.cancelled)]
+    if running:
+        cells.append(_hours(totals.running))
+    return [*cells, _hours(totals.wasted) + share]
 
 
 def _hours(value: float) -> str:

@@ -13,6 +13,9 @@ from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.run_summary import shape_text
 from vdk.plugin.ml_training.ops.outputs import format_size
+from vdk.plugin.ml_training.runtime.gpu_lines import GIB
+from vdk.plugin.ml_training.runtime.gpu_lines import SOURCES
+from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.outputs_stream import display
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
@@ -99,12 +102,16 @@ def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Ru
         lines.append(f"  {'progress':<10} {detail.progress.describe()}")
     if len(detail.loss_curve) >= 2:
         lines.append(f"  {'loss':<10} {loss_text(detail.loss_curve)}")
+    if detail.gpus is not None:
+        lines.append(f"  {'GPUs':<10} {gpu_summary_text(detail.gpus.figures)}")
     if detail.outputs is not None:
         lines.append(f"  {'outputs':<10} {outputs_text(detail.outputs)}")
     if detail.ranks:
         rows = [[r.rank, r.pod, r.state, r.node or "-", str(r.restarts)] for r in detail.ranks]
         lines += ["", _indent(table(["RANK", "POD", "STATE", "NODE", "RESTARTS"], rows))]
-    for kind, title in (("waiting", "Why it waits"), ("failed", "Why it failed")):
+    if detail.gpus is not None:
+        lines += ["", *gpu_panel(detail.gpus, detail.startup)]
+    for kind, title in (("waiting", "Why it waits"), ("failed", "Why it failed"), ("advice", "What to change")):
         findings = [f for f in detail.findings if f.kind == kind]
         if not findings:
             continue
@@ -112,9 +119,10 @@ def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Ru
         for f in findings:
             lines.append(f"  {f.what}")
             lines += [f"    -> {fix}" for fix in [*f.hints, f.fix] if fix]
-            if f.stall is not None and f.stall.top_frames():
-                lines.append(f"  Where rank {f.stall.rank} was (most recent call first):")
-                lines += [f"    {frame}" for frame in f.stall.top_frames()]
+            stall = f.stall or (f.idle.as_stall() if f.idle is not None else None)
+            if stall is not None and stall.top_frames():
+                lines.append(f"  Where rank {stall.rank} was (most recent call first):")
+                lines += [f"    {frame}" for frame in stall.top_frames()]
             if f.log_tail:
                 lines.append(f"  Last lines of the log ({f.log_source}):")
                 lines += [f"    | {line}" for line in f.log_tail]
@@ -170,6 +178,95 @@ def sparkline(values: list[float], width: int = SPARK_WIDTH, unicode: bool = Tru
     return "".join(
         mark if m is None else levels[round((m - low) / (high - low) * top) if high > low else top // 2] for m in means
     )
+
+
+# --- the GPUs (vdk show) ---------------------------------------------------------------------------
+
+
+def gpu_summary_text(nodes: tuple[GpuFigures, ...], unicode: bool | None = None) -> str:
+    """ "▂▅▇▇▆▇▇▁  SM activity mean 71%, p95 93%; memory peak 31.2 of 79.6 GiB (39%); utilisation 68%": all
+    nodes together (the sparkline is node 0's)."""
+    unicode = can_draw() if unicode is None else unicode
+    first = nodes[0]
+    facts = []
+    measured = [n for n in nodes if n.sm_mean is not None]
+    if measured:
+        weights = [max(n.sampled_gpu_s, 1e-9) for n in measured]
+        mean = sum(n.sm_mean * w for n, w in zip(measured, weights, strict=True)) / sum(weights)  # type: ignore[operator]
+        p95 = max(n.sm_p95 if n.sm_p95 is not None else n.sm_mean for n in measured)  # type: ignore[type-var]
+        facts.append(f"{_ACTIVITY[first.source]} mean {mean:.0f}%, p95 {p95:.0f}%")
+    else:
+        facts.append("no activity readable (MIG slices of GPUs without GPM: memory only)")
+    peak, total = max(n.mem_peak for n in nodes), max(n.mem_total for n in nodes)
+    if total:
+        facts.append(f"memory peak {_gib(peak)} of {_gib(total)} GiB ({peak / total:.0%})")
+    busy, sampled = sum(n.busy_gpu_s for n in measured), sum(n.sampled_gpu_s for n in measured)
+    if sampled:
+        facts.append(f"utilisation {busy / sampled:.0%} of the time sampled")
+    so_far = "" if first.final else f" (so far, node {first.node})"
+    return f"{gpu_sparkline(first.spark, unicode)}  {'; '.join(facts)}{so_far}"
+
+
+_ACTIVITY = {"gpm": "SM activity", "util": "GPU utilisation", "none": "activity"}
+
+
+def gpu_panel(gpus, startup=None, unicode: bool | None = None) -> list[str]:
+    """The table of each node's GPU figures, what the activity is, and the start-up with its parts."""
+    unicode = can_draw() if unicode is None else unicode
+    figures = gpus.figures
+    what = {f.source for f in figures}
+    meaning = "; ".join(SOURCES[s] for s in sorted(what) if s in SOURCES)
+    title = "node 0's figures so far" if gpus.live else "each node's totals"
+    rows = []
+    for node in gpus.nodes:
+        f = node.figures
+        model = f"{f.gpus} x {f.profile + ' of ' if f.profile else ''}{f.model}"
+        memory = (
+            f"{_gib(f.mem_peak)} of {_gib(f.mem_total)} GiB ({f.mem_share:.0%})" if f.mem_share is not None else "-"
+        )
+        rows.append(
+            [
+                node.rank,
+                node.pod,
+                model,
+                _percent(f.sm_mean),
+                _percent(f.sm_p95),
+                memory,
+                f"{f.power_w:.0f} W" if f.power_w is not None else "-",
+                _percent(100 * f.idle_share if f.idle_share is not None else None),
+                gpu_sparkline(f.spark, unicode) or "-",
+            ]
+        )
+    headers = ["NODE", "POD", "GPUS", "SM MEAN", "SM P95", "MEMORY PEAK", "POWER", "IDLE", "ACTIVITY"]
+    lines = [f"GPUs ({title}; {meaning}):", _indent(table(headers, rows))]
+    if startup is not None:
+        parts = [
+            (name, seconds)
+            for name, seconds in (
+                ("waiting for nodes", startup.waiting),
+                ("pulling the image", startup.pulling),
+                ("loading before the first step", startup.loading),
+            )
+            if seconds
+        ]
+        detail = ": " + ", ".join(f"{n} {approximate_duration(s)}" for n, s in parts) if parts else ""
+        lines.append(f"  start-up {approximate_duration(startup.seconds)} to the first optimizer step{detail}")
+    return lines
+
+
+def gpu_sparkline(spark: str, unicode: bool = True) -> str:
+    """A GPU line's activity levels (tenths, "-": not sampled) drawn as a sparkline from 0 to 100%."""
+    levels = SPARK_LEVELS if unicode else ASCII_LEVELS
+    top = len(levels) - 1
+    return "".join(" " if c not in "0123456789" else levels[round(int(c) * top / 9)] for c in spark)
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.0f}%" if value is not None else "-"
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:.1f}"
 
 
 def can_draw() -> bool:

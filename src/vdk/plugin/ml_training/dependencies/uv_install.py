@@ -43,6 +43,7 @@ class UvListener(Protocol):
 
 # A listener for one uv command; its argument: the command only resolves (`uv pip compile`), installs nothing.
 ListenerFor = Callable[[bool], UvListener]
+FailureCheck = Callable[[str, dict[str, str]], None]
 
 _STEP = re.compile(r"^(Resolved|Downloading|Prepared|Installed|Audited) ")
 _CHATTER = re.compile(r"^(Using (CPython|Python) |\s*[+-] \S+==|\s*Downloaded )")
@@ -154,11 +155,18 @@ def uv_environment() -> dict[str, str]:
 
 
 def install(
-    requirements: Path, target_dir: Path, cwd: Path, target: Target, again: str, progress: ListenerFor | None = None
+    requirements: Path,
+    target_dir: Path,
+    cwd: Path,
+    target: Target,
+    again: str,
+    progress: ListenerFor | None = None,
+    on_failure: FailureCheck | None = None,
 ) -> None:
     """Install `requirements` into `target_dir` for `target` (uv runs in `cwd`: relative paths in the file
     are the job directory's). `again`: how the fix of a failure ends ("deploy again"). `progress`: a listener
-    for each uv command, told what uv says (without one, uv is quiet)."""
+    for each uv command, told what uv says (without one, uv is quiet). `on_failure(stderr, uv's environment)`:
+    told first when uv fails, it may raise an error of its own (a full disk)."""
     uv = uv_command()
     flags = target.flags()
     quiet = [] if progress else ["-q"]
@@ -171,7 +179,8 @@ def install(
             lock = work / "resolved.txt"
             compile_ = [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags]
             listener = progress(True) if progress else None
-            _run_uv([*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)], cwd, target, again, listener)
+            argv = [*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)]
+            _run_uv(argv, cwd, target, again, listener, on_failure)
             constraints = ["-c", str(lock)]
         excludes: list[str] = []
         if target.provides:
@@ -180,16 +189,25 @@ def install(
             excludes = ["--excludes", str(provided)]
         command = [uv, "pip", "install", "--target", str(target_dir), "-r", str(requirements), *constraints]
         listener = progress(False) if progress else None
-        _run_uv([*command, *excludes, *flags, "--link-mode", "copy", *quiet], cwd, target, again, listener)
+        argv = [*command, *excludes, *flags, "--link-mode", "copy", *quiet]
+        _run_uv(argv, cwd, target, again, listener, on_failure)
     (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
-def _run_uv(argv: list[str], cwd: Path, target: Target, again: str, listener: UvListener | None) -> None:
+def _run_uv(
+    argv: list[str],
+    cwd: Path,
+    target: Target,
+    again: str,
+    listener: UvListener | None,
+    on_failure: FailureCheck | None,
+) -> None:
     if listener is not None:
         listener.started()
+    env = uv_environment()
     try:
         done = helper_processes.run(
-            argv, cwd=cwd, env=uv_environment(), timeout=UV_TIMEOUT, on_stderr_line=listener.line if listener else None
+            argv, cwd=cwd, env=env, timeout=UV_TIMEOUT, on_stderr_line=listener.line if listener else None
         )
     except subprocess.TimeoutExpired:
         raise DependencyError(
@@ -198,6 +216,8 @@ def _run_uv(argv: list[str], cwd: Path, target: Target, again: str, listener: Uv
         ) from None
     if done.returncode == 0:
         return
+    if on_failure is not None:
+        on_failure(done.stderr, env)
     detail = _uv_message(done.stderr, listener.is_progress if listener else None)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:

@@ -22,17 +22,20 @@ from vdk.plugin.ml_training.diagnosis.evidence import Ending
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
+from vdk.plugin.ml_training.runtime.idle_policy import Idle
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 WAITING = "waiting"
 FAILED = "failed"
+ADVICE = "advice"  # what to change so that the next run uses its GPUs (diagnosis/sizing.py)
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Something a user must know: why the run waits (`waiting`) or why it failed (`failed`)."""
+    """Something a user must know: why the run waits (`waiting`), why it failed (`failed`), or what to change
+    so that the next run uses its GPUs (`advice`)."""
 
-    kind: str  # WAITING | FAILED
+    kind: str  # WAITING | FAILED | ADVICE
     what: str
     fix: str | None = None
     ranks: list[str] = field(default_factory=list)
@@ -40,10 +43,12 @@ class Finding:
     log_source: str | None = None  # "rank 1, pod x, previous container"
     hints: list[str] = field(default_factory=list)  # what well-known errors (in the log, in the error) mean
     stall: Stall | None = None  # the rank the stall watchdog stopped: how long, where it was
+    idle: Idle | None = None  # the node the idle policy stopped: how long, where it was
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["stall"] = self.stall.to_dict() if self.stall is not None else None
+        out["idle"] = self.idle.to_dict() if self.idle is not None else None
         return out
 
 

@@ -27,11 +27,12 @@ _EXPORTS = {
     "RegistryAuthError": "build_errors",
     "RegistryError": "build_errors",
     "RegistryUnreachableError": "build_errors",
+    "RegistryNameError": "build_errors",
     "ImagePlan": "build_plan",
     "plan_image": "build_plan",
     "Progress": "build_progress",
     "StderrProgress": "build_progress",
-    "RetryPolicy": "registry",
+    "RetryPolicy": "registry_timing",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -32,8 +32,9 @@ from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import parse_reference
+from vdk.plugin.ml_training.image.registry import BASE
 from vdk.plugin.ml_training.image.registry import RegistryClient
-from vdk.plugin.ml_training.image.registry import RetryPolicy
+from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.image.rootfs import Node
 from vdk.plugin.ml_training.image.rootfs import RootFS
 from vdk.plugin.ml_training.image.rootfs import read_layer
@@ -367,12 +368,12 @@ def know_base(spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = N
     facts = cached(ref.digest) if ref.digest else None
     if facts is None:
         try:
-            with RegistryClient(ref.registry, progress, retry) as client:
+            with RegistryClient(ref.registry, progress, retry, role=BASE) as client:
                 return know_read_base(spec, client, resolve_base(client, ref), progress)
         except RegistryUnreachableError as e:
             facts = last_read(spec.base_image)
             if facts is None:
-                raise RegistryUnreachableError(
+                raise type(e)(
                     f"base image {spec.base_image} is not one the builder knows, and it cannot be read to find its "
                     f"Python and packages: {e.problem}",
                     f"{e.fix}; or describe the base in [ml-training] of {spec.config_path} (`base_python = python3`, "

@@ -34,9 +34,11 @@ from vdk.plugin.ml_training.image.build_plan import target_repository
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
+from vdk.plugin.ml_training.image.registry import BASE
+from vdk.plugin.ml_training.image.registry import TARGET
 from vdk.plugin.ml_training.image.registry import RegistryClient
-from vdk.plugin.ml_training.image.registry import RetryPolicy
 from vdk.plugin.ml_training.image.registry import file_chunks
+from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source import audit
 
@@ -135,7 +137,7 @@ def build_and_push(
     progress = progress or Progress()
     host, _ = target_repository(registry, spec)
     same_registry = parse_reference(spec.base_image).registry == host
-    with RegistryClient(host, progress, retry) as pusher:
+    with RegistryClient(host, progress, retry, role="" if same_registry else TARGET) as pusher:
         # With the base in the target registry, the pushing client reads it too.
         with base_client(spec, progress, retry, pusher if same_registry else None) as puller:
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
@@ -149,7 +151,7 @@ def base_client(
     """A client of the registry the job's base image lives in (`shared` when that is the target's)."""
     if shared is not None:
         return nullcontext(shared)
-    return RegistryClient(parse_reference(spec.base_image).registry, progress, retry)
+    return RegistryClient(parse_reference(spec.base_image).registry, progress, retry, role=BASE)
 
 
 def assemble(
@@ -226,6 +228,8 @@ def _push(
     target, base, config = image.target, image.base, image.config
     repo = target.repository
     progress.stage(f"Pushing to {target.registry}/{repo}")
+    total = sum(int(d.get("size", 0)) for d in base.layers) + sum(blob.size for _, blob, _ in image.layers)
+    pusher.start_deadline(pusher.retry.push_seconds(total))  # no request starts after it: a clear end
     # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.
     tasks = [lambda d=d: _push_base_layer(d, base, pusher, puller, repo, same_registry) for d in base.layers]
     tasks += [lambda n=name, b=blob: _push_file(n, b, pusher, repo) for name, blob, _ in image.layers]

@@ -30,7 +30,7 @@ from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
-from vdk.plugin.ml_training.image.registry import RetryPolicy
+from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source import audit
@@ -252,15 +252,19 @@ def plan_image(
     layers = []
     requirement_names: tuple[str, ...] = ()
     dependency_warning = None
-    if inputs.requirements:
-        requirement_names = tuple(dependency_layer.requirement_lines(inputs.requirements))
-        cached = dependency_layer.cached_layer(inputs.requirements, inputs.base)
+    extra = dependency_layer.extra_requirements(spec, inputs.base)
+    if inputs.requirements or extra:
+        lines = dependency_layer.requirement_lines(inputs.requirements) if inputs.requirements else []
+        requirement_names = (*lines, *extra)
+        cached = dependency_layer.cached_layer(inputs.requirements, inputs.base, extra)
         dependency_warning = (
             torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
             if cached
             else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
         )
-        detail = f"{len(requirement_names)} lines of requirements.txt, " + (
+        detail = f"{len(lines)} lines of requirements.txt, " if inputs.requirements else ""
+        detail += f"{' and '.join(extra)} (the GPU sampler's NVML binding, the plugin's), " if extra else ""
+        detail += (
             f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
             if cached
             else "resolved at build time"
@@ -293,7 +297,7 @@ def plan_image(
         large_files=inputs.code.large_files,
         working_dir=layout.JOB_DIR,
         command=inputs.command,
-        env=image_env("$PATH", None, inputs.requirements is not None),
+        env=image_env("$PATH", None, inputs.requirements is not None or bool(extra)),
         labels=inputs.labels,
         dependency_warning=dependency_warning,
     )

@@ -29,8 +29,10 @@ from vdk.plugin.ml_training.dependencies.uv_install import cache_root
 from vdk.plugin.ml_training.dependencies.uv_install import installed_packages
 from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
 from vdk.plugin.ml_training.dependencies.uv_install import requirement_lines
+from vdk.plugin.ml_training.image import disk_full
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
+from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.uv_progress import UvProgress
@@ -59,16 +61,44 @@ class DependencyLayer:
 _built_here: dict[str, float] = {}
 
 
+# NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
+# plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
+# requirements.txt has it (pynvml, the older wrapper, depends on it).
+NVML_BINDING = "nvidia-ml-py"
+_NVML_NAMES = {"nvidia-ml-py", "pynvml"}
+
+
+def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
+    """What the layer holds beyond requirements.txt (`name==version`): the NVML binding, when the job's GPUs are
+    sampled and nothing else provides it."""
+    if not spec.gpus_per_node.count or not spec.gpu_sample_period_seconds:
+        return ()
+    if _NVML_NAMES & set(base.provides):
+        return ()
+    requirements = requirements_file(spec)
+    lines = requirement_lines(requirements) if requirements else []
+    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
+    if _NVML_NAMES & named:
+        return ()
+    from importlib import metadata
+
+    try:
+        return (f"{NVML_BINDING}=={metadata.version(NVML_BINDING)}",)
+    except metadata.PackageNotFoundError:  # an installation without it: the sampler stays off in the image
+        return ()
+
+
 def requirements_file(spec: MLJobSpec) -> Path | None:
     """The job's requirements.txt if it asks for anything."""
     path = spec.job_dir / REQUIREMENTS
     return path if path.is_file() and requirement_lines(path) else None
 
 
-def cache_key(requirements: bytes, base: BaseInfo) -> str:
+def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
+        **({"extra": list(extra)} if extra else {}),
         "python": base.python_version,
         "platform": base.wheel_platform,
         "provides": sorted(base.provides),
@@ -78,20 +108,21 @@ def cache_key(requirements: bytes, base: BaseInfo) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def cached_layer(requirements: Path, base: BaseInfo) -> DependencyLayer | None:
-    """The layer a build of these requirements for this kind of base would take from the cache."""
-    key = cache_key(requirements.read_bytes(), base)
+def cached_layer(requirements: Path | None, base: BaseInfo, extra: tuple[str, ...] = ()) -> DependencyLayer | None:
+    """The layer a build of these requirements (and `extra`) for this kind of base would take from the cache."""
+    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
     return _load(cache_root() / "deps" / key, key)
 
 
 def dependency_layer(
     spec: MLJobSpec, base: BaseInfo, progress: Progress, refresh: bool = False
 ) -> DependencyLayer | None:
-    """The cached or freshly built dependency layer; None when the job has no requirements."""
+    """The cached or freshly built dependency layer; None when the job has no requirements (and needs no extra)."""
     requirements = requirements_file(spec)
-    if requirements is None:
+    extra = extra_requirements(spec, base)
+    if requirements is None and not extra:
         return None
-    key = cache_key(requirements.read_bytes(), base)
+    key = cache_key(requirements.read_bytes() if requirements else b"", base, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -99,13 +130,15 @@ def dependency_layer(
             os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
-    progress.stage(
-        f"Dependencies: installing {requirements.name} for Python {base.python_version} ({base.wheel_platform})"
-    )
+    what = " and ".join(x for x in (requirements.name if requirements else None, *extra) if x)
+    progress.stage(f"Dependencies: installing {what} for Python {base.python_version} ({base.wheel_platform})")
     started = time.monotonic()
     activity = progress.activity("dependencies")
     try:
-        layer = _build(spec, requirements, base, entry, key, activity)
+        layer = _build(spec, requirements, base, entry, key, extra, activity)
+    except OSError as e:
+        disk_full.raise_if_full(e, cache_root())
+        raise
     finally:
         activity.close()
     _built_here[key] = time.time()
@@ -176,7 +209,13 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
 
 
 def _build(
-    spec: MLJobSpec, requirements: Path, base: BaseInfo, entry: Path, key: str, activity: Activity | None = None
+    spec: MLJobSpec,
+    requirements: Path | None,
+    base: BaseInfo,
+    entry: Path,
+    key: str,
+    extra: tuple[str, ...] = (),
+    activity: Activity | None = None,
 ) -> DependencyLayer:
     activity = activity or Activity()
     root = cache_root() / "deps"
@@ -184,9 +223,14 @@ def _build(
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
-        for_base = uv_install.Target(base.python_version, base.wheel_platform, base.provides, base.pins)
-        progress = _uv_progress(activity)
-        uv_install.install(requirements, target, spec.job_dir, for_base, "deploy again", progress=progress)
+        if requirements is not None:
+            for_base = uv_install.Target(base.python_version, base.wheel_platform, base.provides, base.pins)
+            progress = _uv_progress(activity)
+            uv_install.install(
+                requirements, target, spec.job_dir, for_base, "deploy again", progress=progress, on_failure=_disk_full
+            )
+        if extra:
+            _bundle(extra, target)
         activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
@@ -232,6 +276,29 @@ def _build(
 def _uv_progress(activity: Activity):
     """What uv says while it installs, as the steps of the build's activity (uv_progress.py)."""
     return lambda resolving_only: UvProgress(activity, resolving_only=resolving_only)
+
+
+def _disk_full(uv_stderr: str, uv_env: dict[str, str]) -> None:
+    """A failed uv that ran out of disk: said as a full disk (disk_full.py), not as a bad requirement."""
+    disk_full.raise_if_uv_said(uv_stderr, uv_env, cache_root())
+
+
+def _bundle(extra: tuple[str, ...], target: Path) -> None:
+    """Copy the distributions `extra` names (`name==version`: pure Python, no dependencies) from this environment,
+    which installs them with the plugin, into the layer: no package index is asked, the version is the plugin's."""
+    from importlib import metadata
+
+    for requirement in extra:
+        dist = metadata.distribution(requirement.split("==", 1)[0])
+        if list(target.glob(f"{normalise(dist.metadata['Name']).replace('-', '_')}-*.dist-info")):
+            continue  # a requirement of the job's depends on it: the version it resolved stays
+        for file in dist.files or ():
+            if ".." in file.parts or "__pycache__" in file.parts or file.suffix == ".pyc":
+                continue
+            source = Path(str(dist.locate_file(file)))
+            if source.is_file():
+                (target / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target / file)
 
 
 def installed_sizes(target: Path) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """Talking to one OCI registry: python-dxf does the Registry HTTP API (blob HEAD/upload/mount/pull,
 manifests, Basic and Bearer-token auth); this module adds what it leaves to its callers:
-credentials from the Docker/podman config, retries with backoff, streaming bodies with progress,
-plain HTTP for loopback registries, and errors that say what to do.
+credentials from the Docker/podman config, timeouts and retries (registry_timing.py: bounded, and said
+while they last), streaming bodies with progress, plain HTTP for loopback registries, and errors that say
+what to do.
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ import hashlib
 import io
 import json
 import os
-import random
 import threading
 import time
 import warnings
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +26,7 @@ from dxf import DXF
 from dxf import exceptions as dxf_errors
 
 from vdk.plugin.ml_training.image import credentials
+from vdk.plugin.ml_training.image import registry_errors
 from vdk.plugin.ml_training.image.build_errors import RegistryAuthError
 from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
@@ -34,32 +34,27 @@ from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.build_progress import Transfer
 from vdk.plugin.ml_training.image.reference import api_host
 from vdk.plugin.ml_training.image.reference import is_loopback
+from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
+from vdk.plugin.ml_training.image.registry_timing import Waits
+from vdk.plugin.ml_training.image.registry_timing import seconds
+from vdk.plugin.ml_training.image.registry_timing import timed_out
+from vdk.plugin.ml_training.image.registry_timing import unresolved_name
 
 T = TypeVar("T")
 
 _CHUNK = 1 << 20
-INSECURE_REGISTRIES_ENV = "VDK_ML_TRAINING_INSECURE_REGISTRIES"
-_TIMEOUT = (10, 300)  # connect, read (seconds)
+INSECURE_REGISTRIES_ENV = registry_errors.INSECURE_REGISTRIES_ENV
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries of requests that failed for a reason that may pass (5xx, 429, dropped connection)."""
-
-    attempts: int = 5
-    first_delay: float = 0.5
-    max_delay: float = 8.0
-
-    def delay(self, attempt: int) -> float:
-        base = min(self.max_delay, self.first_delay * (2**attempt))
-        return base * (0.5 + random.random() / 2)  # jitter: parallel clients do not retry in step
+# What a registry is to the command that talks to it: says what to change when its name does not resolve.
+BASE = registry_errors.BASE
+TARGET = registry_errors.TARGET
 
 
 class _Body:
     """An upload body read chunk by chunk, whose length requests can see (so it sends Content-Length)."""
 
-    def __init__(self, chunks: Iterable[bytes], size: int, transfer: Transfer):
-        self.chunks, self.size, self.transfer = chunks, size, transfer
+    def __init__(self, chunks: Iterable[bytes], size: int, transfer: Transfer, alive: Callable[[int], None]):
+        self.chunks, self.size, self.transfer, self.alive = chunks, size, transfer, alive
 
     def __len__(self) -> int:
         return self.size
@@ -67,6 +62,7 @@ class _Body:
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.chunks:
             self.transfer.advance(len(chunk))
+            self.alive(len(chunk))
             yield chunk
 
 
@@ -99,19 +95,6 @@ def allows_plain_http(host: str) -> bool:
     return is_loopback(host) or host in listed
 
 
-def _error_detail(response: requests.Response | None) -> str:
-    if response is None:
-        return ""
-    try:
-        errors = response.json().get("errors") or []
-        parts = [f"{e.get('code', '')}: {e.get('message', '')}".strip(": ") for e in errors if isinstance(e, dict)]
-        if parts:
-            return "; ".join(parts)
-    except ValueError:
-        pass
-    return (response.text or "").strip()[:200] or (response.reason or "")
-
-
 class RegistryClient:
     """One registry host. Use as a context manager (connections are pooled per repository)."""
 
@@ -121,22 +104,40 @@ class RegistryClient:
         progress: Progress | None = None,
         retry: RetryPolicy | None = None,
         insecure: bool | None = None,
+        role: str = "",
     ):
         self.registry = registry  # as users write it (docker.io for Docker Hub)
         self.host = api_host(registry)
         self.progress = progress or Progress()
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy.from_environment()
+        self.role = role  # BASE, TARGET or both ("" also: a registry the job uses)
+        self.deadline: float | None = None  # time.monotonic() after which no request starts (a push's)
+        self._deadline_seconds = 0.0
         self._insecure = insecure
         self._repos: dict[tuple[str, int], DXF] = {}  # per repository and thread: sessions are not shared
         self._stack = contextlib.ExitStack()
         self._lock = threading.Lock()
         self._lookups: dict[str, credentials.Lookup] = {}  # per repository: a login may be for one only
+        self._waits = Waits(registry, self.retry, self.progress.stage)
+        self._local = threading.local()  # the current request's sign of life, per thread
+        self._stack.callback(self._waits.close)
 
     def __enter__(self) -> RegistryClient:
         return self
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
+
+    def start_deadline(self, budget: float) -> None:
+        """From now, no request starts after `budget` seconds (a push's deadline: RetryPolicy.push_seconds)."""
+        self._deadline_seconds = budget
+        self.deadline = time.monotonic() + budget
+
+    def _alive(self, nbytes: int) -> None:
+        """Bytes of the current request moved: a sign of life (the silence allowed starts again)."""
+        alive = getattr(self._local, "alive", None)
+        if alive is not None:
+            alive(nbytes)
 
     # --- connection -----------------------------------------------------------------------
 
@@ -149,7 +150,7 @@ class RegistryClient:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")  # only the handshake matters here
-                        requests.get(f"https://{self.host}/v2/", timeout=5, verify=False)
+                        requests.get(f"https://{self.host}/v2/", timeout=(self.retry.connect_seconds, 5), verify=False)
                 except requests.exceptions.SSLError:
                     self._insecure = True
                 except requests.exceptions.RequestException:
@@ -167,7 +168,7 @@ class RegistryClient:
                     auth=self._authenticate,
                     insecure=plain,
                     tlsverify=True if plain else _ca_bundle(self.host),
-                    timeout=_TIMEOUT,
+                    timeout=self.retry.timeouts(),
                 )
                 self._repos[key] = self._stack.enter_context(dxf)
             return self._repos[key]
@@ -214,16 +215,34 @@ class RegistryClient:
     # --- retries -------------------------------------------------------------------------
 
     def _call(
-        self, repository: str, what: str, operation: Callable[[], T], on_retry: Callable[[], None] | None = None
+        self,
+        repository: str,
+        what: str,
+        operation: Callable[[], T],
+        on_retry: Callable[[], None] | None = None,
+        upload_bytes: int = 0,
     ) -> T:
+        """`operation` (requests of `repository`), tried again while a failure may pass and the policy allows
+        (registry_timing.py); every failure an error that says what happened and what to do."""
+        policy = self.retry
+        limit = policy.answer_timeout(upload_bytes)
+        started = time.monotonic()
         last: Exception | None = None
-        for attempt in range(self.retry.attempts):
-            if attempt:
-                time.sleep(self.retry.delay(attempt - 1))
+        attempts = no_answer = 0
+        while True:
+            if attempts:
+                if not self._may_retry(attempts, no_answer, started, policy):
+                    break
+                time.sleep(self._bounded(policy.delay(attempts - 1)))
                 if on_retry:
                     on_retry()
+            self._check_deadline(what)
+            attempts += 1
             try:
-                return operation()
+                with self._waits.waiting(what, limit) as alive:
+                    self._local.alive = alive
+                    self._repo(repository)._timeout = (policy.connect_seconds, max(1.0, self._bounded(limit)))
+                    return operation()
             except RegistryError:
                 raise
             except dxf_errors.DXFUnauthorizedError:
@@ -231,42 +250,51 @@ class RegistryClient:
             except requests.HTTPError as e:
                 status = e.response.status_code if e.response is not None else 0
                 if status in (401, 403):
-                    raise self._auth_error(repository, denied=status == 403, detail=_error_detail(e.response)) from None
-                if status >= 500 or status == 429:
-                    last = e
-                    continue
-                error = RegistryError(
-                    f"{self.registry} refused to {what}: HTTP {status} {_error_detail(e.response)}",
-                    "check the image name and your access to the repository",
-                )
-                error.status = status
-                raise error from None
+                    raise self._auth_error(
+                        repository, denied=status == 403, detail=registry_errors.error_detail(e.response)
+                    ) from None
+                if status < 500 and status != 429:
+                    error = RegistryError(
+                        f"{self.registry} refused to {what}: HTTP {status} {registry_errors.error_detail(e.response)}",
+                        "check the image name and your access to the repository",
+                    )
+                    error.status = status
+                    raise error from None
+                last = e
             except requests.exceptions.SSLError as e:
-                raise RegistryError(
-                    f"cannot open a trusted TLS connection to {self.registry}: {_short(e)}",
-                    f"if the registry has a private CA, put it in ~/.config/containers/certs.d/{self.host}/ca.crt "
-                    f"(or /etc/containers/certs.d/{self.host}/ca.crt, or set REQUESTS_CA_BUNDLE); if it speaks "
-                    f"plain HTTP only, add {self.host} to ${INSECURE_REGISTRIES_ENV}",
-                ) from None
+                raise registry_errors.tls_error(self.registry, self.host, e) from None
             except (
                 requests.ConnectionError,
                 requests.Timeout,
                 requests.exceptions.ChunkedEncodingError,
                 dxf_errors.DXFDigestMismatchError,
             ) as e:
+                if unresolved_name(e) is not None:
+                    raise registry_errors.name_error(self.registry, self.host, self.role, what) from None
+                no_answer += timed_out(e)
                 last = e
-                continue
-        if isinstance(last, requests.HTTPError):
-            status = last.response.status_code if last.response is not None else "?"
-            raise RegistryError(
-                f"{self.registry} kept failing to {what} ({self.retry.attempts} attempts): "
-                f"HTTP {status} {_error_detail(last.response)}",
-                "the registry has a problem; try again later or ask its operators",
+        took = time.monotonic() - started
+        raise registry_errors.gave_up(self.registry, self.host, self.retry, what, last, attempts, no_answer, took)
+
+    def _may_retry(self, attempts: int, no_answer: int, started: float, policy: RetryPolicy) -> bool:
+        if attempts >= policy.attempts or (no_answer and no_answer >= policy.timeout_attempts):
+            return False
+        return time.monotonic() - started < policy.operation_seconds
+
+    def _bounded(self, wait: float) -> float:
+        """`wait`, but not past the push's deadline."""
+        if self.deadline is None:
+            return wait
+        return max(0.0, min(wait, self.deadline - time.monotonic()))
+
+    def _check_deadline(self, what: str) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise RegistryUnreachableError(
+                f"the push to {self.registry} did not finish within its deadline ({seconds(self._deadline_seconds)}"
+                f", from the bytes it moves); stopped before: {what}. Nothing was tagged",
+                f"check the connection to {self.registry} (a slow link, a proxy), then deploy again: what was "
+                "uploaded already is not sent again",
             )
-        raise RegistryUnreachableError(
-            f"cannot reach {self.registry} to {what} ({self.retry.attempts} attempts): {_short(last)}",
-            f"check the address {self.registry}, your network/VPN/proxy, and that the registry is up",
-        )
 
     # --- operations ----------------------------------------------------------------------
 
@@ -330,9 +358,10 @@ class RegistryClient:
                 repository,
                 f"upload {label}",
                 lambda: self._repo(repository).push_blob(
-                    data=_Body(chunks(), size, transfer), digest=digest, check_exists=False
+                    data=_Body(chunks(), size, transfer, self._alive), digest=digest, check_exists=False
                 ),
                 on_retry=transfer.restart,
+                upload_bytes=size,
             )
         finally:
             transfer.close()
@@ -351,6 +380,23 @@ class RegistryClient:
             except (requests.RequestException, dxf_errors.DXFError):
                 pass
 
+    def check_manifest(self, repository: str, ref: str) -> None:
+        """The manifest of `repository:ref` exists (a HEAD request: what `vdk deploy` checks of the base
+        before its smoke run; Docker Hub does not count it against its pull limit)."""
+        try:
+            self._call(
+                repository,
+                f"check manifest {repository}:{ref}",
+                lambda: self._repo(repository).head_manifest_and_response(ref),
+            )
+        except RegistryError as e:
+            if getattr(e, "status", None) == 404:
+                raise RegistryError(
+                    f"{self.registry}/{repository}:{ref} does not exist",
+                    "check the base image name and tag (`podman search` or the registry's web UI)",
+                ) from None
+            raise
+
     def read_blob(
         self, repository: str, digest: str, size: int, label: str, consume: Callable[[io.BufferedReader], T]
     ) -> T:
@@ -359,7 +405,11 @@ class RegistryClient:
         transfer = self.progress.transfer(label, size, action=("reading", "read"))
 
         def attempt() -> T:
-            body = ChunkStream(self._repo(repository).pull_blob(digest, chunk_size=_CHUNK), transfer.advance)
+            def moved(nbytes: int) -> None:
+                transfer.advance(nbytes)
+                self._alive(nbytes)
+
+            body = ChunkStream(self._repo(repository).pull_blob(digest, chunk_size=_CHUNK), moved)
             result = consume(io.BufferedReader(body, _CHUNK))
             body.drain()  # python-dxf compares the digest once the body is complete
             return result
@@ -392,24 +442,6 @@ class RegistryClient:
                 "the registry rewrote the manifest; push to a registry that keeps manifests as sent",
             )
         return digest
-
-
-def _short(error: Exception | None) -> str:
-    """The gist of a requests/urllib3 error, without its nested reprs."""
-    text = str(error) if error else "no answer"
-    for gist in (
-        "Connection refused",
-        "CERTIFICATE_VERIFY_FAILED",
-        "WRONG_VERSION_NUMBER",
-        "Read timed out",
-        "Connection aborted",
-        "Connection reset",
-        "Name or service not known",
-        "timed out",
-    ):
-        if gist in text:
-            return gist.lower() if gist[0].isupper() and "_" not in gist else gist
-    return text[:300]
 
 
 class ChunkStream(io.RawIOBase):

@@ -7,8 +7,10 @@ load.py's part.
 from __future__ import annotations
 
 import ast
+import codecs
 import configparser
 import difflib
+import os
 import re
 import shlex
 from pathlib import Path
@@ -28,31 +30,69 @@ _INLINE_COMMENT = re.compile(r"(?:^|(?<=\s))[;#]")
 
 
 def read_config(job_dir: Path) -> configparser.ConfigParser:
-    """config.ini of a job dir, keys case-preserved (environment names are case-sensitive)."""
+    """config.ini of a job dir, keys case-preserved (environment names are case-sensitive). Every way it can be
+    unreadable is a JobConfigError that says which and how to fix it."""
     path = Path(job_dir) / CONFIG_FILE
     parser = configparser.ConfigParser(interpolation=None, strict=True)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
-        if b"\0" in path.read_bytes():
+        data = _config_bytes(path)
+        if data.startswith(codecs.BOM_UTF8):
+            raise JobConfigError(
+                path,
+                "starts with a byte-order mark (BOM), which VDK's reader takes as part of the first line",
+                "save config.ini as UTF-8 without a byte-order mark (the encoding 'UTF-8', not 'UTF-8 with BOM', in "
+                "your editor's save dialog)",
+            )
+        if b"\0" in data:
             raise JobConfigError(
                 path,
                 "is not a text file (it holds binary data, such as NUL bytes)",
                 "write config.ini as UTF-8 text: `key = value` lines under [section] headers (see the job format: "
                 "docs/job-format.md)",
             )
-        with open(path, encoding="utf-8") as f:
-            parser.read_file(f)
+        parser.read_string(data.decode("utf-8"), str(path))
+    except (configparser.Error, UnicodeDecodeError) as e:
+        link = f"is a symbolic link to {os.readlink(path)}, which " if path.is_symlink() else ""
+        raise JobConfigError(path, f"{link}cannot be read: {_syntax_problem(e)}", _syntax_fix(e)) from None
+    return parser
+
+
+def _config_bytes(path: Path) -> bytes:
+    """The bytes of config.ini, which must be a readable regular file (a link to one is fine)."""
+    try:
+        if path.is_symlink() and not path.exists():
+            raise JobConfigError(
+                path,
+                f"is a symbolic link to {os.readlink(path)}, which does not exist",
+                "point it at the job's config.ini",
+            )
+        if path.exists() and not path.is_file():
+            kind = "a directory" if path.is_dir() else "not a regular file"
+            raise JobConfigError(
+                path, f"is {kind}", "make config.ini a text file of `key = value` lines (docs/job-format.md)"
+            )
+        return path.read_bytes()
     except FileNotFoundError:
         raise JobConfigError(
             path, "no config.ini in the job directory", "pass the job's directory, which holds config.ini"
         ) from None
-    except (configparser.Error, UnicodeDecodeError) as e:
-        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, configparser.ParsingError) and e.errors:
-            line_number, line = e.errors[0]
-            detail = f"line {line_number}: {_unrepr(line).strip()!r} is not `key = value`"
-        raise JobConfigError(path, f"cannot be read: {detail}", _syntax_fix(e)) from None
-    return parser
+    except OSError as e:
+        raise JobConfigError(
+            path, f"cannot be read: {e.strerror or e}", "check that config.ini is a file you may read"
+        ) from None
+
+
+def _syntax_problem(error: Exception) -> str:
+    """What is wrong with the text, in one line (configparser's first bad line)."""
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        line = _unrepr(error.line).strip() if isinstance(error.line, str) else ""
+        return f"line {error.lineno}: {line!r} comes before any [section] header"
+    if isinstance(error, configparser.ParsingError) and getattr(error, "errors", None):
+        line_number, line = error.errors[0]
+        return f"line {line_number}: {_unrepr(line).strip()!r} is not `key = value`"
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _unrepr(text: str) -> str:
@@ -86,6 +126,15 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
+def _starts_with_a_section(data: bytes) -> bool:
+    """Whether the first line that is not blank or a comment is a [section] header (else nothing can read it)."""
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("#", ";")):
+            return stripped.startswith("[")
+    return True
+
+
 def _job_type(parser: configparser.ConfigParser) -> str | None:
     for section in parser.sections():
         if section.lower() == "job":
@@ -114,10 +163,12 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
     except JobConfigError as e:
         try:
             data = path.read_bytes()
+        except FileNotFoundError:
+            return e if path.is_symlink() else training_without_a_job(Path(job_dir))
         except OSError:
-            return training_without_a_job(Path(job_dir))
-        if not _is_text(data):
-            return e  # no job of any kind: vdk-core fails on it with a traceback
+            return e  # a directory, unreadable: no job of any kind, vdk-core fails on it with a traceback
+        if not _is_text(data) or data.startswith(codecs.BOM_UTF8) or not _starts_with_a_section(data):
+            return e  # no job of any kind either
         text = data.decode("utf-8", errors="replace").lower()
         return e if "ml-training" in text or "ml_training" in text else None
     job_type = _job_type(parser)
@@ -126,6 +177,25 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
     if job_type and difflib.get_close_matches(job_type.lower().replace("_", "-"), [JOB_TYPE], n=1, cutoff=0.75):
         return JobConfigError(
             path, f"type {job_type!r} is not a job type", f"did you mean `type = {JOB_TYPE}`?", "job", "type"
+        )
+    misplaced = _misplaced_type(parser)
+    if misplaced is not None:
+        section, key, value = misplaced
+        return JobConfigError(
+            path,
+            f"`{key} = {value}` does not make it an ml-training job: VDK reads a job's type from `type` under [job], "
+            "so it would run this directory as a data job",
+            f"write `type = {JOB_TYPE}` under [job]",
+            section,
+            key,
+        )
+    if not parser.sections() and not _has_data_job_steps(Path(job_dir)):
+        return JobConfigError(
+            path,
+            "is empty, so VDK would run the directory as a data job, whose steps are its .sql files and the .py files "
+            "that define run(job_input); it has none, so nothing would run",
+            f"for an ml-training job, write `[job]` and `type = {JOB_TYPE}` in config.ini, and its keys under "
+            f"[{SECTION}] (docs/job-format.md); for a data job, add its steps",
         )
     if any(s.lower().replace("_", "-") in (SECTION, ENV_SECTION) for s in parser.sections()):
         found = f"type = {job_type}" if job_type else "no type"
@@ -137,6 +207,34 @@ def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
             "type",
         )
     return None
+
+
+def _misplaced_type(parser: configparser.ConfigParser) -> tuple[str, str, str] | None:
+    """(section, key, value) of a value `ml-training` under another key than [job] `type` (`typ = ml-training`)."""
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            meant = value.strip().lower().replace("_", "-") == JOB_TYPE
+            if meant and not (section.lower() == "job" and key.lower() == "type"):
+                return section, key, value.strip()
+    return None
+
+
+def _has_data_job_steps(job_dir: Path) -> bool:
+    """Whether VDK would find a step to run in a data job's directory (a .sql file, a .py file with run())."""
+    try:
+        entries = list(job_dir.iterdir())
+    except OSError:
+        return True  # cannot tell: leave it to VDK
+    for entry in entries:
+        if entry.suffix in (".sql", ".ipynb"):
+            return True
+        if entry.suffix == ".py":
+            try:
+                if _DATA_JOB_STEP.search(entry.read_text(encoding="utf-8", errors="replace")):
+                    return True
+            except OSError:
+                return True
+    return False
 
 
 # What VDK runs of a data job: SQL steps, and Python steps with a `run(job_input)` function.

@@ -1,19 +1,23 @@
 """The training processes' environment as config.ini declares it: [ml-training.env] (names checked: the rank
 layout and the plugin's own VDK_ML_TRAINING_* names are refused, but for the runtime settings a job may set, whose
 values are checked here), and [ml-training.secrets] (variables whose values are keys of Kubernetes Secrets). A
-credential written into config.ini as a literal value is refused, with the way to keep it in a Secret.
+credential written into config.ini as a literal value is refused (job/literal_secrets.py), with the way to keep
+it in a Secret.
 """
 
 from __future__ import annotations
 
 import configparser
-import re
 from pathlib import Path
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job.config_file import ENV_SECTION
 from vdk.plugin.ml_training.job.config_file import SECRETS_SECTION
 from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.literal_secrets import create_hint
+from vdk.plugin.ml_training.job.literal_secrets import literal_secret
+from vdk.plugin.ml_training.job.literal_secrets import literal_secret_error
+from vdk.plugin.ml_training.job.literal_secrets import looks_like_a_secret
 from vdk.plugin.ml_training.job.model import SecretEnv
 from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
 from vdk.plugin.ml_training.job.names import ENV_NAME
@@ -38,20 +42,6 @@ RESERVED_ENV = frozenset(
     }
 )
 RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "VDK_ML_TRAINING_")
-
-# Literal credentials, by the formats their issuers document (a value that matches is refused).
-_TOKEN_FORMATS = {
-    "a Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
-    "a GitHub token": re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})\b"),
-    "an AWS access key id": re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
-    "an OpenAI-style API key": re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
-    "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
-    "a Google API key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    "a private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-}
-# Names that say "secret"; their values are refused when they look like one (long, no spaces, not a path).
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
-_SECRET_LOOKING = re.compile(r"^(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9_+=.-]{16,}$")
 
 
 def _check_runtime_setting(name: str, value: str, path: Path) -> None:
@@ -148,7 +138,7 @@ def parse_secrets(parser: configparser.ConfigParser, path: Path) -> tuple[Secret
             problem = f"{value.strip()!r} is not SECRET/KEY"
             if looks_like_a_secret(name, value.strip()):
                 problem = "this looks like the secret itself; config.ini names the Kubernetes Secret that holds it"
-            raise JobConfigError(path, problem, example + _create_hint(name), SECRETS_SECTION, name)
+            raise JobConfigError(path, problem, example + create_hint(name), SECRETS_SECTION, name)
         if not DNS_1123_SUBDOMAIN.match(secret) or len(secret) > MAX_SUBDOMAIN_LENGTH:
             raise JobConfigError(
                 path, f"{secret!r} is not a Secret name (lower-case letters, digits, '-' and '.')", example,
@@ -161,35 +151,3 @@ def parse_secrets(parser: configparser.ConfigParser, path: Path) -> tuple[Secret
             )  # fmt: skip
         out.append(SecretEnv(name, secret, key))
     return tuple(out)
-
-
-def literal_secret(name: str, value: str) -> str | None:
-    """What kind of credential `value` of the variable `name` looks like, or None."""
-    for kind, pattern in _TOKEN_FORMATS.items():
-        if pattern.search(value):
-            return kind
-    if looks_like_a_secret(name, value):
-        return "a secret (its name says so, and its value looks like one)"
-    return None
-
-
-def looks_like_a_secret(name: str, value: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) and bool(_SECRET_LOOKING.match(value))
-
-
-def literal_secret_error(name: str, kind: str, path: Path, section: str) -> JobConfigError:
-    """The refusal of a credential written into config.ini, with the way to do it."""
-    secret = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "credentials"
-    return JobConfigError(
-        path,
-        f"the value is {kind}: config.ini goes into git and into the job's image, so a credential must not be in it",
-        f"remove it (and revoke it if it was committed), keep it in a Kubernetes Secret and map it in "
-        f"[{SECRETS_SECTION}]: `{name} = {secret}/value`{_create_hint(name)}. Local runs read {name} from your shell",
-        section,
-        name,
-    )
-
-
-def _create_hint(name: str) -> str:
-    secret = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "credentials"
-    return f" (create it with `kubectl create secret generic {secret} --from-literal=value=...`)"

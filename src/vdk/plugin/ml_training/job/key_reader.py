@@ -15,6 +15,10 @@ from typing import Any
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job.config_file import SECTION
 from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.secret_patterns import public_url
+from vdk.plugin.ml_training.secret_patterns import redact
+from vdk.plugin.ml_training.secret_patterns import url_credentials
+from vdk.plugin.ml_training.units import format_duration
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -120,6 +124,12 @@ class KeyReader:
                 f"{text!r} is not a duration" + (" above zero" if minimum else ""),
                 f"write it like `{key} = 12h` (units s, m, h, d, w; `1h30m` works too)",
             )
+        maximum = catalogued(key).maximum
+        if isinstance(maximum, int) and seconds > maximum:
+            most = format_duration(maximum)
+            raise self.error(
+                key, f"{text!r} is longer than {most}, the most it may be", f"write it like `{key} = {most}` or less"
+            )
         return seconds
 
     def quantity(self, key: str, default: str = _UNSET) -> str:
@@ -134,6 +144,13 @@ class KeyReader:
                 key,
                 f"{text!r} is not a positive Kubernetes quantity",
                 f"write it like `{key} = {example}` (suffixes Ki Mi Gi Ti, k M G T, or m for milli)",
+            )
+        maximum = catalogued(key).maximum
+        if maximum is not None and value > parse_quantity(str(maximum)):
+            raise self.error(
+                key,
+                f"{text!r} is more than {maximum}, more than any machine has (per node)",
+                f"write it like `{key} = {'32Gi' if key in _MEMORY_KEYS else '8'}`: what one node of the run needs",
             )
         if key in _MEMORY_KEYS and value < _MIN_MEMORY:
             milli = re.fullmatch(r"([0-9.]+)m", text)
@@ -163,6 +180,15 @@ class KeyReader:
     def matching(self, key: str, pattern: re.Pattern, what: str) -> str | None:
         """The text of `key` when `pattern` matches it (None: not set); the error shows the catalogue's example."""
         text = self.raw(key)
+        if text is not None and url_credentials(text):
+            host = text.split("://", 1)[-1].rpartition("@")[2].split("/", 1)[0]
+            raise self.error(
+                key,
+                f"{redact(text)!r} holds credentials (user:password@), which would be shown and recorded wherever "
+                "the address is",
+                f"write `{key} = {public_url(text).split('://', 1)[-1]}` and log in with `podman login {host}` (or "
+                "`docker login`): the credentials are read from there",
+            )
         if text is not None and (not pattern.match(text) or len(text) > 253):
             scheme = " without a scheme such as https://" if "://" in text else ""
             example = catalogued(key).example

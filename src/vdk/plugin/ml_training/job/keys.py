@@ -21,6 +21,11 @@ DEFAULT_SMOKE_TIMEOUT = 600
 # The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
 DEFAULT_STALL_TIMEOUT = 1800
 DEFAULT_STARTUP_TIMEOUT = 3600
+# The most machines a run may ask for, and GPUs per machine (the largest nodes have 16).
+MAX_NODES = 4096
+MAX_GPUS_PER_NODE = 16
+# The GPU sampler's period (runtime/gpu_sampler.py); the idle policy is off unless idle_timeout is set.
+DEFAULT_GPU_SAMPLE_PERIOD = 1
 # The node label NVIDIA's GPU feature discovery sets to a node's GPU model (`NVIDIA-H100-80GB-HBM3`).
 DEFAULT_GPU_TYPE_LABEL = "nvidia.com/gpu.product"
 
@@ -76,6 +81,9 @@ class Key:
     scope: str = JOB
     setting_meaning: str = ""  # what `vdk config-help` says of the setting, when not `meaning`
     choices: Callable[[], tuple[str, ...]] | None = None  # a CHOICE's options, asked when needed
+    # The largest sensible value (a number, a quantity, seconds of a duration): beyond it a value is a typo that
+    # would reach the manifests (`nodes = 999999`, `cpu = 1e100`).
+    maximum: int | str | None = None
 
     @property
     def field(self) -> str:
@@ -122,12 +130,16 @@ def _job_keys() -> tuple[Key, ...]:
         Key("entrypoint", ENTRYPOINT, "script path relative to the job dir, or `-m package.module`", "train.py",
             default_text="the only top-level `.py` with a `__main__` guard, else `train.py`"),
         Key("args", ARGUMENTS, "arguments for the entrypoint, shell-quoted", "--epochs 3 --lr 3e-4"),
-        Key("nodes", NODES, "number of machines, or `MIN:MAX` for elastic training", "2", default="1"),
-        Key("gpus_per_node", GPUS, "`0`, a number of GPUs, or a MIG profile such as `1g.10gb`", "8", default="1"),
+        Key("nodes", NODES, "number of machines, or `MIN:MAX` for elastic training", "2", default="1",
+            maximum=MAX_NODES),
+        Key("gpus_per_node", GPUS, "`0`, a number of GPUs, or a MIG profile such as `1g.10gb`", "8", default="1",
+            maximum=MAX_GPUS_PER_NODE),
         Key("procs_per_node", INTEGER, "processes per node", "8",
             default_text="`gpus_per_node` (1 when 0 or a MIG profile, and for scripts that spawn their workers)"),
-        Key("cpu", QUANTITY, "CPU per node, a Kubernetes quantity", "8", default="4", verbs=(DEPLOY,)),
-        Key("memory", QUANTITY, "memory per node, a Kubernetes quantity", "32Gi", default="16Gi", verbs=(DEPLOY,)),
+        Key("cpu", QUANTITY, "CPU per node, a Kubernetes quantity", "8", default="4", verbs=(DEPLOY,),
+            maximum="2048"),
+        Key("memory", QUANTITY, "memory per node, a Kubernetes quantity", "32Gi", default="16Gi", verbs=(DEPLOY,),
+            maximum="64Ti"),
         Key("shm_size", QUANTITY, "size of the memory-backed `/dev/shm`", "8Gi", default_text="half of `memory`"),
         Key("base_image", IMAGE, "image with Python + torch that the code is layered onto",
             DEFAULT_BASE_IMAGE, default=DEFAULT_BASE_IMAGE, setting=True,
@@ -170,9 +182,9 @@ def _job_keys() -> tuple[Key, ...]:
             where_it_runs=True, setting=True, default_text="the namespace's `default`",
             setting_meaning="the ServiceAccount ml-training runs' pods run as"),
         Key("max_restarts", INTEGER, "restarts before the job is failed", "5", default=3, verbs=(DEPLOY,)),
-        Key("max_runtime", DURATION, "the job is stopped after this long, e.g. `12h`", "12h"),
+        Key("max_runtime", DURATION, "the job is stopped after this long, e.g. `12h`", "12h", maximum=365 * 86400),
         Key("ttl_after_finished", DURATION, "how long finished jobs are kept", "1d", default=7 * 86400,
-            verbs=(DEPLOY,)),
+            verbs=(DEPLOY,), maximum=365 * 86400),
         Key("smoke_steps", INTEGER,
             "optimizer steps a smoke run performs: batches per epoch (per pass of every DataLoader)", "2", default=1,
             where_it_runs=True),
@@ -181,7 +193,7 @@ def _job_keys() -> tuple[Key, ...]:
             default_text="`2` when nodes × procs_per_node (gpus_per_node for such a script) > 1, else `1`"),
         Key("smoke_timeout", DURATION, "a smoke run that takes longer is stopped", "15m",
             default=DEFAULT_SMOKE_TIMEOUT, where_it_runs=True, setting=True,
-            setting_meaning="seconds (or 10m, 1h) after which a smoke run is stopped"),
+            setting_meaning="seconds (or 10m, 1h) after which a smoke run is stopped", maximum=86400),
         Key("smoke_device_tracking", BOOLEAN,
             "`false` turns off the smoke run's checks of where tensors are (CPU or which GPU)", "false", default=True,
             where_it_runs=True),
@@ -189,11 +201,20 @@ def _job_keys() -> tuple[Key, ...]:
             "a rank of a cluster or full local run with no optimizer step for this long is stopped, so its GPUs are "
             "freed; `0`: never", "45m", default=DEFAULT_STALL_TIMEOUT, where_it_runs=True, setting=True,
             setting_meaning="a rank of a cluster or full local run with no optimizer step for this long is stopped "
-            "(0: never)"),
+            "(0: never)", maximum=7 * 86400),
         Key("startup_timeout", DURATION,
             "the same for a rank's first optimizer step (loading data and models, compiling); `0`: never", "2h",
             default=DEFAULT_STARTUP_TIMEOUT, where_it_runs=True, setting=True,
-            setting_meaning="the same for the first optimizer step of a rank (0: never)"),
+            setting_meaning="the same for the first optimizer step of a rank (0: never)", maximum=7 * 86400),
+        Key("gpu_sample_period", DURATION,
+            "how often each node of a cluster or full local run samples its GPUs (SM activity, memory, power) "
+            "for `vdk show` and `vdk list --usage`; `0`: never", "5s", default=DEFAULT_GPU_SAMPLE_PERIOD,
+            where_it_runs=True, maximum=3600),
+        Key("idle_timeout", DURATION,
+            "a run whose GPUs all stay below 5% SM activity for this long after its first optimizer step is "
+            "stopped, so its GPUs are freed; `0`: never", "2h", default=0, where_it_runs=True, setting=True,
+            setting_meaning="a run whose GPUs all stay idle for this long after its first step is stopped "
+            "(0: never)", maximum=7 * 86400),
         Key("smoke_args", ARGUMENTS,
             "arguments for the entrypoint in smoke runs, instead of `args` (e.g. a smaller batch for the CPU), "
             "shell-quoted", "--batch-size 2", default_text="`args`", where_it_runs=True),

@@ -28,7 +28,11 @@ from vdk.plugin.ml_training.job.entrypoint import spawn_call
 from vdk.plugin.ml_training.job.environment import read_env
 from vdk.plugin.ml_training.job.environment import read_secrets
 from vdk.plugin.ml_training.job.key_reader import KeyReader
+from vdk.plugin.ml_training.job.keys import MAX_GPUS_PER_NODE
+from vdk.plugin.ml_training.job.keys import MAX_NODES
 from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.job.literal_secrets import secret_argument
+from vdk.plugin.ml_training.job.literal_secrets import secret_argument_error
 from vdk.plugin.ml_training.job.model import Accelerators
 from vdk.plugin.ml_training.job.model import MLJobSpec
 from vdk.plugin.ml_training.job.model import NodeRange
@@ -37,10 +41,12 @@ from vdk.plugin.ml_training.job.names import DNS_1123_LABEL
 from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
 from vdk.plugin.ml_training.job.names import IMAGE_REFERENCE
 from vdk.plugin.ml_training.job.names import INTERPRETER
+from vdk.plugin.ml_training.job.names import MAX_MIG_GB
 from vdk.plugin.ml_training.job.names import MIG_PROFILE
 from vdk.plugin.ml_training.job.names import PACKAGE
 from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
+from vdk.plugin.ml_training.job.names import mig_profile_is_possible
 from vdk.plugin.ml_training.job.placement_keys import read_placement
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_quantity
@@ -133,6 +139,8 @@ def _spec(
         kube_context=keys.raw("kube_context"),
         stall_timeout_seconds=_timeout(keys, "stall_timeout"),
         startup_timeout_seconds=_timeout(keys, "startup_timeout"),
+        gpu_sample_period_seconds=_timeout(keys, "gpu_sample_period"),
+        idle_timeout_seconds=_timeout(keys, "idle_timeout"),
         spawns_workers=spawn is not None,
         output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
         mounts=parse_mounts(parser, path),
@@ -172,14 +180,32 @@ def _nodes(keys: KeyReader) -> NodeRange:
             f"{text!r} is not a number of machines of at least 1",
             "write `nodes = 2` for a fixed size, or `nodes = 2:8` (MIN:MAX, MIN <= MAX) for elastic training",
         )
+    if high > MAX_NODES:
+        raise keys.error(
+            "nodes",
+            f"{text!r} asks for more than {MAX_NODES} machines",
+            f"write the number of machines the run needs, at most {MAX_NODES} (`nodes = 2`, `nodes = 2:8`)",
+        )
     return NodeRange(low, high)
 
 
 def _gpus(keys: KeyReader) -> Accelerators:
     text = keys.raw("gpus_per_node") or _default("gpus_per_node")
     if re.fullmatch(r"[0-9]{1,4}", text):
+        if int(text) > MAX_GPUS_PER_NODE:
+            raise keys.error(
+                "gpus_per_node",
+                f"{text!r} is more GPUs than a machine has (the largest have {MAX_GPUS_PER_NODE})",
+                "write the GPUs of one machine (`gpus_per_node = 8`); more machines with `nodes = N`",
+            )
         return Accelerators(int(text))
     if MIG_PROFILE.match(text):
+        if not mig_profile_is_possible(text):
+            raise keys.error(
+                "gpus_per_node",
+                f"{text!r} is not a MIG profile a GPU has (at most 7 compute slices, `7g`, and {MAX_MIG_GB} GB)",
+                "write a profile your GPUs offer, such as `1g.10gb` or `3g.40gb` (`nvidia-smi mig -lgip` lists them)",
+            )
         return Accelerators(1, text)
     raise keys.error(
         "gpus_per_node",
@@ -200,9 +226,14 @@ def _args(keys: KeyReader, key: str) -> tuple[str, ...] | None:
     if text is None:
         return None
     try:
-        return tuple(shlex.split(text))
+        args = tuple(shlex.split(text))
     except ValueError as e:
         raise keys.error(key, f"cannot be split into arguments ({e})", "quote it as a shell would") from None
+    found = secret_argument(args)
+    if found is not None:
+        refusal = secret_argument_error(key, found[0], found[1], keys.path, SECTION)
+        raise keys.error(key, refusal.problem.split(": ", 1)[1], refusal.fix)
+    return args
 
 
 def _base_provides(keys: KeyReader) -> tuple[str, ...]:

@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.config_file import ENV_SECTION
+from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_SAMPLE_PERIOD
 from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_TYPE_LABEL
 from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
 from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
+from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_arguments
+from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_env
 from vdk.plugin.ml_training.job.names import kubernetes_job_name
 
 PVC_SCHEME = "pvc:"
@@ -171,6 +176,9 @@ class MLJobSpec:
     # The stall watchdog of cluster and full local runs (runtime/watchdog.py), in seconds; 0 turns it off.
     stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT
     startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT
+    # The GPU sampler of every node (runtime/gpu_sampler.py) and the idle policy, in seconds; 0 turns each off.
+    gpu_sample_period_seconds: int = DEFAULT_GPU_SAMPLE_PERIOD
+    idle_timeout_seconds: int = 0
     # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
@@ -196,6 +204,13 @@ class MLJobSpec:
     # The [ml-training] keys given for this run only (`--set KEY=VALUE`, `--args`: job/overrides.py), as given;
     # their values are in the fields above. Kept in a deployed run's record.
     overrides: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        """No credential in what goes into images, manifests and records, whoever built the spec (load.py
+        refuses them first, saying where they came from)."""
+        refuse_secret_arguments("args", self.args, self.config_path, SECTION)
+        refuse_secret_arguments("smoke_args", self.smoke_args, self.config_path, SECTION)
+        refuse_secret_env(self.env, self.config_path, ENV_SECTION)
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)

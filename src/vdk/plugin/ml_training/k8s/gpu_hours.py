@@ -1,10 +1,17 @@
-"""GPU-hours by team and job, and how many of them were wasted (`vdk list --usage`), from the runs in a
+"""GPU-hours by team and job, how they were used and wasted, by cause (`vdk list --usage`), from the runs in a
 namespace (dicts and RunSummaries in, dataclasses out).
 
 A run holds `nodes x GPUs per node` GPUs (a MIG slice counts as its share of a GPU, `gpu_share`) from
-its start to its end, or to now while it runs. Wasted are the GPU-hours of runs that failed, stalled or
-were cancelled, and of the time a successful run spent after its last optimizer step (rank 0's last
-progress line says how long, in its container's termination message).
+its start to its end, or to now while it runs. Those GPU-hours are, by cause:
+
+    allocated = used + idle + start-up + after the last step + failed + stalled + cancelled (+ running)
+
+Every GPU-hour of a run that failed, stalled or was cancelled is wasted under that cause. Of a run that ended
+well: start-up is from its start to its first optimizer step, after the last step how long the script ran on
+(rank 0's last progress line), and the time between is used, less the share its GPUs sat below the idle
+threshold (idle). The measured utilisation is the SM-activity-weighted GPU-hours over the allocated ones. The
+figures come from each node's GPU totals in its container's termination message (k8s/gpu_measure.py); a run
+without them (no NVML) counts its time between start and the last step as used, and no utilisation.
 
 A run deleted by `vdk delete` or `vdk execute --cancel` leaves a usage record (`usage_record`, read by
 `parse_usage_record`): a ConfigMap `<run>-usage`, kept as long as the run would have been kept after it
@@ -24,6 +31,7 @@ from datetime import datetime
 from datetime import timedelta
 from datetime import timezone
 
+from vdk.plugin.ml_training.k8s import gpu_measure
 from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s import run_summary
@@ -36,6 +44,8 @@ FAILED = "failed"
 STALLED = "stalled"
 CANCELLED = "cancelled"
 WASTED = (FAILED, STALLED, CANCELLED)  # every GPU-hour of such a run was wasted
+# What allocated GPU-hours were, by cause (Totals' fields and the columns of `vdk list --usage`).
+CAUSES = ("used", "idle", "startup", "after_last_step", FAILED, STALLED, CANCELLED, RUNNING)
 
 # A usage record: the ConfigMap a deleted run leaves behind.
 LABEL_USAGE_OF = "vdk.io/usage-of"
@@ -81,22 +91,46 @@ class RunUsage:
     gpus: float  # nodes x GPUs per node x the share of a GPU each one is
     after_last_step: float | None = None  # seconds it ran after its last optimizer step (successful runs)
     kept_seconds: int | None = None  # kept that long after it ended (None: until deleted)
+    startup: float | None = None  # seconds from its start to its first optimizer step (measured runs)
+    idle_share: float | None = None  # of the time between its first and last step, the share its GPUs sat idle
+    utilisation: float | None = None  # SM-activity-weighted GPU-hours over the allocated ones
 
     def hours(self, since: datetime, now: datetime) -> float:
         """GPU-hours held between `since` and `now`."""
         return self.gpus * _overlap(self.start, self.end or now, since, now) / 3600
 
     def wasted(self, since: datetime, now: datetime) -> float:
-        """GPU-hours between `since` and `now` that trained nothing."""
-        if self.outcome in WASTED:
-            return self.hours(since, now)
-        return self.idle(since, now)
+        """GPU-hours between `since` and `now` that trained nothing: all causes but used (and running)."""
+        causes = self.causes(since, now)
+        return sum(v for k, v in causes.items() if k not in ("used", RUNNING))
 
     def idle(self, since: datetime, now: datetime) -> float:
         """GPU-hours after the last optimizer step of a run that ended well."""
         if self.outcome != SUCCEEDED or not self.after_last_step or self.end is None:
             return 0.0
         return self.gpus * _overlap(self.end - timedelta(seconds=self.after_last_step), self.end, since, now) / 3600
+
+    def causes(self, since: datetime, now: datetime) -> dict[str, float]:
+        """The GPU-hours between `since` and `now` by cause (CAUSES); they add up to `hours`."""
+        total = self.hours(since, now)
+        out = dict.fromkeys(CAUSES, 0.0)
+        if self.outcome != SUCCEEDED:
+            out[self.outcome] = total
+            return out
+        startup = 0.0
+        if self.startup:
+            startup = self.gpus * _overlap(self.start, self.start + timedelta(seconds=self.startup), since, now) / 3600
+        after = self.idle(since, now)
+        startup = min(startup, total)
+        after = min(after, total - startup)
+        window = total - startup - after
+        idle = window * self.idle_share if self.idle_share is not None else 0.0
+        out.update(used=window - idle, idle=idle, startup=startup, after_last_step=after)
+        return out
+
+    def busy(self, since: datetime, now: datetime) -> float | None:
+        """SM-activity-weighted GPU-hours between `since` and `now` (None: not measured)."""
+        return self.utilisation * self.hours(since, now) if self.utilisation is not None else None
 
     def to_dict(self, since: datetime, now: datetime) -> dict:
         return {
@@ -109,6 +143,10 @@ class RunUsage:
             "gpu_hours": round(self.hours(since, now), 4),
             "wasted_gpu_hours": round(self.wasted(since, now), 4),
             "after_last_step_seconds": self.after_last_step,
+            "startup_seconds": self.startup,
+            "idle_share": _rounded(self.idle_share),
+            "utilisation": _rounded(self.utilisation),
+            "gpu_hours_by_cause": {k: round(v, 4) for k, v in self.causes(since, now).items()},
         }
 
 
@@ -127,6 +165,8 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
     end = parse_time(run.ended) if outcome != RUNNING else None
     if outcome != RUNNING and end is None:
         end = now  # finished, but its operator wrote no time: counted to now, which the report would overstate
+    measured = gpu_measure.run_gpus(ranks) if outcome != RUNNING else None
+    first_step = measured.first_step if measured is not None else None
     return RunUsage(
         run=run.name,
         job=run.job_name or run.name,
@@ -139,6 +179,9 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
         gpus=gpus,
         after_last_step=_after_last_step(ranks) if outcome == SUCCEEDED else None,
         kept_seconds=run.kept_seconds,
+        startup=max(0.0, first_step - start.timestamp()) if first_step is not None else None,
+        idle_share=measured.idle_share if measured is not None else None,
+        utilisation=measured.utilisation(((end or now) - start).total_seconds()) if measured is not None else None,
     )
 
 
@@ -195,6 +238,9 @@ def parse_usage_record(configmap: dict) -> tuple[RunUsage, datetime | None] | No
             gpus=float(data["gpus"]),
             after_last_step=data.get("after_last_step"),
             kept_seconds=data.get("kept_seconds"),
+            startup=data.get("startup"),
+            idle_share=data.get("idle_share"),
+            utilisation=data.get("utilisation"),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -208,29 +254,47 @@ def parse_usage_record(configmap: dict) -> tuple[RunUsage, datetime | None] | No
 
 @dataclass
 class Totals:
+    """Allocated GPU-hours, by cause (they add up: `CAUSES`), the wasted ones, and the measured utilisation."""
+
     runs: int = 0
     gpu_hours: float = 0.0
     wasted: float = 0.0
+    used: float = 0.0
+    idle: float = 0.0
+    startup: float = 0.0
+    after_last_step: float = 0.0
     failed: float = 0.0
     stalled: float = 0.0
     cancelled: float = 0.0
-    after_last_step: float = 0.0
+    running: float = 0.0
+    busy: float = 0.0  # SM-activity-weighted GPU-hours of the measured runs
+    measured: float = 0.0  # allocated GPU-hours of the measured runs
 
     def add(self, usage: RunUsage, since: datetime, now: datetime) -> None:
         self.runs += 1
-        self.gpu_hours += usage.hours(since, now)
+        hours = usage.hours(since, now)
+        self.gpu_hours += hours
         self.wasted += usage.wasted(since, now)
-        if usage.outcome in WASTED:
-            setattr(self, usage.outcome, getattr(self, usage.outcome) + usage.hours(since, now))
-        self.after_last_step += usage.idle(since, now)
+        for cause, value in usage.causes(since, now).items():
+            setattr(self, cause, getattr(self, cause) + value)
+        busy = usage.busy(since, now)
+        if busy is not None:
+            self.busy += busy
+            self.measured += hours
 
     @property
     def wasted_share(self) -> float | None:
         return self.wasted / self.gpu_hours if self.gpu_hours else None
 
+    @property
+    def utilisation(self) -> float | None:
+        """SM-activity-weighted GPU-hours over the allocated ones, of the runs whose GPUs were measured."""
+        return self.busy / self.measured if self.measured else None
+
     def to_dict(self) -> dict:
         out = {key: round(value, 4) if isinstance(value, float) else value for key, value in asdict(self).items()}
-        out["wasted_share"] = round(self.wasted_share, 4) if self.wasted_share is not None else None
+        out["wasted_share"] = _rounded(self.wasted_share)
+        out["utilisation"] = _rounded(self.utilisation)
         return out
 
 
@@ -325,7 +389,7 @@ def report(
         )
     running = sum(1 for u in usages if u.outcome == RUNNING)
     if running:
-        notes.append(f"{running} run(s) still running: counted to now; their time after the last step once they end")
+        notes.append(f"{running} run(s) still running: counted to now, split by cause once they end")
     if waiting:
         notes.append(f"{waiting} run(s) not started (queued or waiting for their operator): they hold no GPUs yet")
     return UsageReport(since, now, complete_from, usages, notes)
@@ -333,14 +397,11 @@ def report(
 
 # --- times -----------------------------------------------------------------------------------------------
 
+parse_time = gpu_measure.parse_time
 
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
-    except ValueError:
-        return None
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
 
 
 def _iso(moment: datetime) -> str:

@@ -12,18 +12,26 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field
+from datetime import datetime
+from datetime import timezone
 from typing import Any
 
 from vdk.plugin.ml_training.diagnosis import engine
+from vdk.plugin.ml_training.diagnosis import sizing
 from vdk.plugin.ml_training.diagnosis.evidence import Event
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.finding import Finding
+from vdk.plugin.ml_training.diagnosis.sizing import SizingEvidence
+from vdk.plugin.ml_training.diagnosis.sizing import Startup
 from vdk.plugin.ml_training.k8s import backends
+from vdk.plugin.ml_training.k8s import gpu_hours
+from vdk.plugin.ml_training.k8s import gpu_measure
 from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import brief
 from vdk.plugin.ml_training.k8s.client import KubeClient
+from vdk.plugin.ml_training.k8s.gpu_measure import RunGpus
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.pod_states import RankState
 from vdk.plugin.ml_training.k8s.run_evidence import rank_explanation
@@ -62,6 +70,8 @@ class RunDetail:
     loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) of rank 0's progress lines
     # Where its outputs persist ({"claim", "directory"}) and, from rank 0's last summary line, "files" and "bytes".
     outputs: dict | None = None
+    gpus: RunGpus | None = None  # its nodes' GPU figures (k8s/gpu_measure.py)
+    startup: Startup | None = None  # from its start to its first optimizer step
 
     @property
     def stall(self) -> Stall | None:
@@ -80,6 +90,8 @@ class RunDetail:
             "stall": self.stall.to_dict() if self.stall is not None else None,
             "notes": list(self.notes),
             "outputs": self.outputs,
+            "gpus": self.gpus.to_dict() if self.gpus is not None else None,
+            "startup": dataclasses.asdict(self.startup) if self.startup is not None else None,
         }
 
 
@@ -118,7 +130,13 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     progress, curve = _partial(notes, "logs", lambda: _progress(tail, ranks), (None, []))
     phase = pod_states.effective_phase(run.phase, ranks)
     outputs = _partial(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
-    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs)
+    gpus = gpu_measure.run_gpus(ranks) or _partial(
+        notes, "logs", lambda: gpu_measure.run_gpus(ranks, _rank0_lines(tail, ranks)), None
+    )
+    startup = gpu_measure.startup(run.started, gpus.first_step, ranks, pods, events) if gpus is not None else None
+    if gpus is not None and not gpus.live and run.finished:
+        findings += sizing.advise(_sizing_evidence(run, gpus, startup, progress, pods))
+    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs, gpus, startup)
     if run.phase == run_summary.FAILED and detail.stall is not None:
         detail.phase = run_summary.STALLED
     return detail
@@ -184,12 +202,34 @@ def _attach_failure_log(
 
 def _progress(tail: LogTail, ranks: list[RankState]) -> tuple[Progress | None, list[tuple[int, float]]]:
     """Rank 0's last progress line and the loss of every progress line in the end of its log."""
+    lines = _rank0_lines(tail, ranks)
+    return parse_progress(lines), loss_curve(lines)
+
+
+def _rank0_lines(tail: LogTail, ranks: list[RankState]) -> list[str]:
+    """The end of rank 0's log (read once: the progress, the loss curve and node 0's GPU lines are there)."""
     rank0 = next((r for r in ranks if r.index == 0), None)
     if rank0 is None or not rank0.started:
-        return None, []
+        return []
     text, _ = tail(rank0.pod, rank0.container, False)
-    lines = (text or "").splitlines()
-    return parse_progress(lines), loss_curve(lines)
+    return (text or "").splitlines()
+
+
+def _sizing_evidence(
+    run: RunSummary, gpus: RunGpus, startup: Startup | None, progress: Progress | None, pods: list[dict]
+) -> SizingEvidence:
+    """What the sizing advice reads of an ended run: its nodes' GPU totals, its shape, its GPU-hours."""
+    usage = gpu_hours.run_usage(run, pods, datetime.now(timezone.utc))
+    hours = usage.hours(usage.start, usage.end or datetime.now(timezone.utc)) if usage is not None else 0.0
+    seconds = ((usage.end or datetime.now(timezone.utc)) - usage.start).total_seconds() if usage else None
+    rate = None
+    if progress is not None and progress.fields.get("steps_per_s"):
+        try:
+            rate = float(progress.fields["steps_per_s"])
+        except ValueError:
+            rate = None
+    profile = run.gpu_resource.split("/mig-", 1)[1] if run.gpu_resource and "/mig-" in run.gpu_resource else None
+    return SizingEvidence(gpus.figures, run.gpus_per_node, profile, hours, seconds, startup, rate)
 
 
 def _outputs(run: RunSummary, tail: LogTail, ranks: list[RankState]) -> dict | None:

@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.job import RESERVED_ENV
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
@@ -193,6 +194,8 @@ def full_plan(
             "adapts it to CPU)"
         )
     env.update(WatchdogSettings(spec.stall_timeout_seconds, spec.startup_timeout_seconds).env())
+    used = min(gpus, spec.gpus_per_node.devices if spec.spawns_workers else processes)  # the GPUs it samples
+    env.update(SamplerSettings(spec.gpu_sample_period_seconds, spec.idle_timeout_seconds, used).env())
     env[protocol.MODE] = protocol.FULL
     notes += secret_notes(spec, env)
     return LaunchPlan(

@@ -26,6 +26,7 @@ from typing import IO
 from typing import Protocol
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.local import job_dir_mount
 from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.local import workdir
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
@@ -132,18 +133,27 @@ class Starter(Protocol):
 
 class HostStarter:
     """torchrun in this interpreter's environment, in its own session, on a lifeline: torchrun's agent
-    stops the run if `vdk` ends without doing so (killed)."""
+    stops the run if `vdk` ends without doing so (killed), and gets the job directory read-only where this
+    machine allows (local/job_dir_mount.py)."""
 
     engine = None
 
     def __init__(self) -> None:
         self._lifeline: Lifeline | None = None
+        self._protect: dict[str, str] = {}
 
     def check(self) -> None:
         check_torch()
 
     def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir:
-        return workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR)
+        protected = job_dir_mount.available()
+        work = workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR, protected=protected)
+        if protected:
+            self._protect = {
+                job_dir_mount.PROTECT_ENV: str(work.job_dir),
+                job_dir_mount.WRITABLE_ENV: str(run_dir.resolve()),
+            }
+        return work
 
     def start(self, attempt: Attempt) -> subprocess.Popen:
         self.release()  # a previous attempt's (another port)
@@ -152,7 +162,7 @@ class HostStarter:
         proc = subprocess.Popen(
             plan.command(attempt.run_dir, attempt.port),
             cwd=work.path if work else plan.spec.job_dir,
-            env={**attempt.env, **lifeline.env()},
+            env={**attempt.env, **self._protect, **lifeline.env()},
             stdin=subprocess.DEVNULL,
             stdout=attempt.stdout,
             stderr=attempt.stderr,
@@ -287,9 +297,10 @@ def _prune_old_runs(runs: Path) -> None:
 
 
 def terminate(proc: subprocess.Popen, run_dir: Path) -> None:
-    """SIGTERM torchrun's process group and every rank's (ranks started by torchrun live in their
-    own sessions); SIGKILL whatever is left after a grace period."""
-    process_tree.stop_groups({proc.pid} | process_tree.rank_groups(proc.pid, run_dir), poll=proc.poll)
+    """SIGTERM torchrun's process group, every rank's (ranks started by torchrun live in their own sessions)
+    and every process below torchrun's agent (in any session, daemons included: the agent adopts them);
+    SIGKILL whatever is left after a grace period."""
+    process_tree.stop_tree(proc.pid, process_tree.rank_groups(proc.pid, run_dir), poll=proc.poll)
     proc.wait()
 
 

@@ -1,11 +1,14 @@
-"""Stopping a run's processes: SIGTERM to their process groups (ranks dump their stacks), SIGKILL to
-whatever is left after a short grace. Used by `vdk` (local/launcher.py) and, when `vdk` is gone, by
-torchrun's agent itself (local/torchrun_agent.py). Standard library only."""
+"""Stopping a run's processes: SIGTERM to their process groups (ranks dump their stacks) and to every
+descendant of torchrun's agent — also those in sessions of their own and daemons that double-forked, which
+the agent, a child subreaper, adopts — then SIGKILL to whatever is left after a short grace. Used by `vdk`
+(local/launcher.py) and by torchrun's agent itself (local/torchrun_agent.py: when the run ends, and when `vdk`
+is gone). Standard library only."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -67,6 +70,130 @@ def children(pid: int) -> set[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid`: its children, theirs, and so on (Linux: /proc)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children(todo.pop()):
+            if child not in found and child != pid:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a process that still runs (a zombie has ended: only its parent's wait is missing)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)  # no /proc (macOS): alive as far as signals know
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    return state not in ("Z", "X")
+
+
+def leftovers_of_ended_ranks(root: int, ranks: dict[int, int], expected: int) -> set[int]:
+    """The processes below `root` (torchrun's agent, their subreaper) that ranks which have ended left behind.
+    `ranks`: rank -> pid, of the `expected` local ranks. While some ranks run: the processes whose environment
+    names an ended rank (RANK, as torchrun sets it; a process forked without exec shows its first environment,
+    not this). Once every rank has ended: every process still below `root`, but multiprocessing's helpers
+    (forked daemons have the agent's command line and no RANK to tell)."""
+    ended = {str(rank) for rank, pid in ranks.items() if not running(pid)}
+    if not ended:
+        return set()
+    below = {p for p in descendants(root) - set(ranks.values()) if running(p)}
+    if len(ended) == len(ranks) >= expected:
+        return {p for p in below if b"multiprocessing" not in _read(p, "cmdline")}
+    return {p for p in below if _environ(p, "RANK") in ended}
+
+
+def _read(pid: int, name: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:
+        return b""
+
+
+def _environ(pid: int, name: str) -> str | None:
+    prefix = name.encode() + b"="
+    for entry in _read(pid, "environ").split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def stop_tree(
+    root: int,
+    groups: Iterable[int] = (),
+    grace_seconds: float = TERMINATE_GRACE_SECONDS,
+    poll: Callable[[], None] | None = None,
+    include_root: bool = True,
+) -> None:
+    """Stop `root` (unless not `include_root`: the caller itself), every process below it, whatever its session,
+    and the process `groups`: SIGTERM to all, then, after `grace_seconds` or once none runs, SIGKILL to what
+    is left, the descendants before `root`. Processes found below `root` at any time in between are
+    remembered, so that one whose parent ended (reparented away from `root`) is still stopped."""
+    groups = set(groups)
+    known = descendants(root)
+    signal_groups(groups | ({root} if include_root else set()), signal.SIGTERM)
+    _signal(known, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        new = descendants(root) - known
+        _signal(new, signal.SIGTERM)
+        known |= new
+        if (
+            not any(running(p) for p in known)
+            and not any(alive(g) for g in groups)
+            and not (include_root and running(root))
+        ):
+            break
+        time.sleep(0.05)
+        if poll is not None:
+            poll()
+    known |= descendants(root)
+    _signal(known, signal.SIGKILL)
+    signal_groups(groups, signal.SIGKILL)
+    if include_root:
+        signal_groups({root}, signal.SIGKILL)
+        _signal({root}, signal.SIGKILL)
+
+
+def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap() -> None:
+    """Collect the exit status of every child that has ended (a subreaper's adopted orphans leave zombies)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its orphaned descendants (Linux's PR_SET_CHILD_SUBREAPER): a daemon a rank
+    double-forks stays below it, where it can be found and stopped. False where the system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
 
 
 def rank_groups(torchrun_pid: int, run_dir: str | Path | None) -> set[int]:

@@ -8,6 +8,8 @@ import os
 import re
 from pathlib import Path
 
+from vdk.plugin.ml_training.runtime import protocol
+
 # faulthandler's header when the interpreter itself crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL).
 _CRASH = re.compile(r"Fatal Python error: ([^\n]+)")
 
@@ -45,17 +47,28 @@ def user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
 def _rank_thread(dump: str, job_dir: Path) -> str:
     """The dump's block of the thread that was running the job's code.
 
-    faulthandler lists the newest threads first (DataLoader feeder and pin-memory threads) and
-    marks the one that received the signal "Current thread": the main thread on a timeout's
-    SIGTERM, the crashing one on a SIGSEGV. Prefer it when it ran the job's code, then any thread
-    that did, then it anyway."""
+    The rank names its main thread at the top of its stack file (runtime/protocol.py): that block, whatever
+    thread received the signal and however the threads are listed. A process forked from the rank (a
+    DataLoader worker) may dump into the same file, its main thread with the same id: then the block that
+    ran the job's code, else the rank's own dump, the first. A file without that line (or whose thread is
+    not in it): faulthandler's "Current thread" when it ran the job's code, then any thread that did, then
+    the current one anyway."""
     blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if "most recent call first" in b]
     if not blocks:
         return dump
-    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
     own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
+    main = protocol.main_thread_of(dump)
+    mains = [b for b in blocks if main and _thread_id(b) == main]
+    if mains:
+        return ([b for b in mains if b in own] + mains)[0]
+    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
     ranked = [b for b in current if b in own] + own + current + blocks
     return ranked[0]
+
+
+def _thread_id(block: str) -> str:
+    match = re.search(r"(?:Current thread|Thread) (0x[0-9a-f]+)", block)
+    return match.group(1) if match else ""
 
 
 def _frames(block: str) -> list[str]:

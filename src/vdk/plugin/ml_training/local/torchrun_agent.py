@@ -9,8 +9,13 @@ a smoke rank that stopped leaves its peers' collectives (its connections close) 
 them hanging in one until the timeout (runtime/smoke_stop.py). Its exit code is torchrun's; its log
 goes to the launcher's agent.log.
 
-It also holds the run's end of `vdk`'s lifeline (local/lifeline.py): when `vdk` is gone, however it
-ended (SIGKILL included), the agent stops every rank and itself, so that no training outlives `vdk`.
+Around it, what keeps a local run in its place:
+- before anything else, the job directory becomes read-only for the agent and everything below it, when the
+  launcher asks (local/job_dir_mount.py);
+- the agent is a child subreaper: a daemon that a rank double-forks is adopted by it, not by init, so that
+  every process of the run stays below it; when the run ends, whatever is left below it is stopped;
+- it holds the run's end of `vdk`'s lifeline (local/lifeline.py): when `vdk` is gone, however it ended
+  (SIGKILL included), the agent stops every process below it and itself, so that nothing outlives `vdk`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 import traceback
 
+from vdk.plugin.ml_training.local import job_dir_mount
 from vdk.plugin.ml_training.local import lifeline
 from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.runtime import protocol
@@ -27,6 +35,13 @@ from vdk.plugin.ml_training.runtime import protocol
 
 def main() -> None:
     code = 1
+    try:  # first, while this process has a single thread: a user namespace needs it
+        job_dir_mount.protect_from_environment()
+    except OSError as e:
+        sys.stderr.write(f"vdk-ml-training: cannot make the job directory read-only for the run: {e}\n")
+        os._exit(1)
+    if process_tree.become_subreaper():
+        _watch_leftovers(os.environ.get(protocol.RUN_DIR))
     lifeline.watch(_stop_the_run)
     try:
         from torch.distributed.run import main as torchrun
@@ -40,6 +55,7 @@ def main() -> None:
     except BaseException:  # noqa: B036 - ChildFailedError, SignalException, KeyboardInterrupt: logged, exit 1
         traceback.print_exc()
     finally:
+        _stop_what_is_left()
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -48,10 +64,11 @@ def main() -> None:
 
 def _stop_the_run() -> None:
     """`vdk` is gone: SIGTERM to every rank (forked ranks share this process's group; spawned ones have
-    their own sessions) and to this process (torchrun passes it on), SIGKILL after the grace period."""
+    their own sessions) and every process below this one, SIGKILL after the grace period; then this process
+    ends."""
     me = os.getpid()
     ranks = process_tree.rank_groups(me, os.environ.get(protocol.RUN_DIR))
-    process_tree.stop_groups(ranks - {me}, last=os.getpgrp())
+    process_tree.stop_tree(me, ranks - {me, os.getpgrp()}, include_root=False)
     os._exit(128 + 15)
 
 
@@ -94,6 +111,47 @@ def _wrap(*args, **kwargs) -> None:
 
 
 _wrap._vdk_ends_when_done = True  # type: ignore[attr-defined]
+
+
+def _watch_leftovers(run_dir: str | None) -> None:
+    """While the run lasts: what a rank that ended left behind (a daemon it started, adopted by this process)
+    is stopped. It may hold the rank's end of a pipe that torchrun waits on to see the rank end (forked ranks),
+    and would keep torchrun from ever seeing it."""
+    if not run_dir:
+        return
+    me = os.getpid()
+    expected = _local_ranks(sys.argv[1:])
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            ranks = {
+                rank: record["pid"]
+                for rank, record in protocol.read_results(run_dir).items()
+                if isinstance(record.get("pid"), int)
+            }
+            for pid in process_tree.leftovers_of_ended_ranks(me, ranks, expected):
+                process_tree.stop_tree(pid)
+
+    threading.Thread(target=watch, name="vdk-ml-leftovers", daemon=True).start()
+
+
+def _local_ranks(argv: list[str]) -> int:
+    """The number of ranks torchrun starts here (its --nproc-per-node)."""
+    for index, arg in enumerate(argv):
+        name, _, value = arg.partition("=")
+        if name in ("--nproc-per-node", "--nproc_per_node"):
+            text = value or (argv[index + 1] if index + 1 < len(argv) else "")
+            return int(text) if text.isdigit() else 1
+    return 1
+
+
+def _stop_what_is_left() -> None:
+    """torchrun has ended: a process still below this one (a rank's daemon, a worker it left) goes too."""
+    me = os.getpid()
+    if process_tree.descendants(me):
+        process_tree.stop_tree(me, include_root=False)
+    process_tree.reap()
 
 
 def _plain_torch_log_format() -> None:

@@ -3,16 +3,17 @@
 code writes (checkpoints, logs, output directories) stays out of the job and out of the next image, and
 a file the image would lack is missing here too.
 
-How files get there, so that it is fast for large job directories and no write reaches the user's files:
-- files up to COPY_LIMIT are copied: code, configs and small data cost little to copy, and a copy is
-  the only thing that is safe against every writer, native code included;
+How files get there, so that it is fast for large job directories and the job directory comes out of the
+run byte for byte as it went in, whatever the run's processes do:
+- files up to COPY_LIMIT are copied: code, configs and small data cost little to copy;
 - bigger files are cloned where the filesystem can (a reflink: copy-on-write, instant, safe);
-- else they are symbolic links to the job's file. A hard link would share the file itself: a script that
-  opens it for writing, appends to it or chmods it would change the user's file. A symbolic link is
-  replaced, not followed, by whatever writes by rename (atomic saves), and the ranks turn every other
-  write through it into a write to a private copy first (runtime/job_dir_protection.py: Python's opens,
-  os.truncate/chmod/utime, torch.save and safetensors); the rare native writer that opens such a big
-  file in place is the one write that guard does not see.
+- else, where the run's processes get the job directory read-only (local/job_dir_mount.py: a mount
+  namespace of their own, on Linux), they are symbolic links to the job's files: free, and no write can
+  follow them (the ranks turn Python's writes through such a link into a write to a private copy first,
+  runtime/job_dir_protection.py; any other write fails with EROFS instead of changing the file);
+- else (no mount namespaces: macOS, some containers) they are copied too, up to BIG_FILES_LIMIT bytes in
+  all: beyond, the run stops before it starts, saying which files to move out of the job directory.
+A hard link is never used: it would share the file itself.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from vdk.plugin.ml_training.source.job_files import Excluded
 from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
-COPY_LIMIT = 4 * 1024 * 1024  # bytes: copied up to this size, cloned or linked above it
+COPY_LIMIT = 4 * 1024 * 1024  # bytes: copied up to this size, cloned, linked or copied above it
+BIG_FILES_LIMIT = 2 * 1024**3  # bytes of big files a run copies where it cannot protect the job directory
 _FICLONE = 0x40049409  # Linux ioctl: make the destination share the source's blocks, copy-on-write
 
 
@@ -56,21 +58,24 @@ class WorkDir:
         return None
 
 
-def prepare(job_dir: Path, into: Path) -> WorkDir:
-    """Fill the new directory `into` with the job's code-layer files; MLTrainingError if that fails."""
+def prepare(job_dir: Path, into: Path, protected: bool = True) -> WorkDir:
+    """Fill the new directory `into` with the job's code-layer files; MLTrainingError if that fails. `protected`:
+    the run's processes get the job directory read-only (job_dir_mount.py), so big files may be linked; else
+    they are copied (at most BIG_FILES_LIMIT bytes of them)."""
     job_dir = Path(job_dir).resolve()
     files = scan_job_dir(job_dir)
-    into.mkdir(parents=True)
     run_dir = into.resolve().parent
     inside = run_dir if run_dir.is_relative_to(job_dir) else None  # runs kept inside the job are no part of it
+    placed = [f for f in files.files if inside is None or inside not in f.source.parents]
+    if not protected:
+        _check_copy_size(job_dir, placed)
+    into.mkdir(parents=True)
     linked = []
     try:
-        for source in files.files:
+        for source in placed:
             target = into / source.path
-            if inside is not None and inside in source.source.parents:
-                continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            if not _place(source, target):
+            if not _place(source, target, may_link=protected):
                 linked.append(source.path)
     except OSError as e:
         raise MLTrainingError(
@@ -80,7 +85,7 @@ def prepare(job_dir: Path, into: Path) -> WorkDir:
     return WorkDir(into, job_dir, files.excluded, tuple(linked))
 
 
-def _place(source: SourceFile, target: Path) -> bool:
+def _place(source: SourceFile, target: Path, may_link: bool) -> bool:
     """Put one file in place; False when it is a symbolic link to the job's file."""
     if source.link is not None:
         os.symlink(source.link, target)  # a link inside the job: it points to the same file here
@@ -88,10 +93,28 @@ def _place(source: SourceFile, target: Path) -> bool:
     if source.size <= COPY_LIMIT:
         shutil.copyfile(source.source, target)
     elif not _clone(source.source, target):
-        os.symlink(source.source, target)
-        return False
+        if may_link:
+            os.symlink(source.source, target)
+            return False
+        shutil.copyfile(source.source, target)
     os.chmod(target, 0o755 if source.executable else 0o644)  # as the image has it
     return True
+
+
+def _check_copy_size(job_dir: Path, files: list[SourceFile]) -> None:
+    """Where big files must be copied: refused, before anything is made, when they are too many bytes."""
+    big = sorted((f for f in files if f.link is None and f.size > COPY_LIMIT), key=lambda f: -f.size)
+    total = sum(f.size for f in big)
+    if total <= BIG_FILES_LIMIT:
+        return
+    named = ", ".join(f"{f.path} ({_size(f.size)})" for f in big[:3]) + (", ..." if len(big) > 3 else "")
+    raise MLTrainingError(
+        f"{job_dir} holds {_size(total)} in {len(big)} files over {_size(COPY_LIMIT)} ({named}); a local run copies "
+        "them into its working directory here, because this machine cannot give the run the job directory "
+        f"read-only (no mount namespaces), and copies at most {_size(BIG_FILES_LIMIT)}",
+        "move data out of the job directory and read it from its path (or, on the cluster, a mount: "
+        "docs/data.md), or leave it out of the job with .vdkignore; they also go into the job's image as they are",
+    )
 
 
 def _clone(source: Path, target: Path) -> bool:
@@ -109,3 +132,7 @@ def _clone(source: Path, target: Path) -> bool:
         if e.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.EBADF, errno.ENOSYS):
             return False
         raise
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"

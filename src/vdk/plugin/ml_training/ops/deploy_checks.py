@@ -5,7 +5,6 @@ minutes and a build. Nothing is pushed and nothing is created by a check."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -29,7 +28,6 @@ REGISTRY_CHECK = "registry"
 BASE_CHECK = "base image"
 IMPORTS_CHECK = "imports"
 DEPENDENCIES_CHECK = "dependencies"
-WAIT_NOTE_SECONDS = 10.0  # while the smoke run is over and checks still run: a line this often
 
 
 def nothing_done(error: MLTrainingError) -> MLTrainingError:
@@ -52,8 +50,7 @@ def preflight(
     checks = start_checks(spec, registry, provenance, with_cluster, say)
     if smoke:
         _smoke_check(spec, checks, say, watcher or QuietWatcher())
-    _wait_saying(checks, say)
-    failure = checks.first_failure()
+    failure = checks.first_failure(say)  # each wait said; the first failure ends it
     if failure is not None:
         raise nothing_done(failure[1])
     return checks.result(CLUSTER_CHECK) if with_cluster else None
@@ -71,6 +68,7 @@ def start_checks(
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     def base() -> BaseInfo:
+        check_base_reachable(spec)  # a name that does not resolve fails here, at once
         return know_base(spec, Progress())  # silent: the smoke run has the screen, and a base is read in seconds
 
     # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
@@ -87,15 +85,6 @@ def start_checks(
     what = ", ".join(checks)
     say(f"Pre-flight: checking at once {what}{'' if with_cluster else ' (no cluster: --build-only)'}")
     return remote.start()
-
-
-def _wait_saying(checks: RemoteChecks, say: Say, every: float = WAIT_NOTE_SECONDS) -> None:
-    """Wait for the checks still running, saying which every `every` seconds (none is waited for in silence)."""
-    started = time.monotonic()
-    while not checks.wait(every):
-        pending = checks.pending()
-        say(f"Pre-flight: waiting for the {', '.join(pending)} check{'s' if len(pending) > 1 else ''} "
-            f"({time.monotonic() - started:.0f} s)")  # fmt: skip
 
 
 def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Target:
@@ -124,11 +113,25 @@ def check_push(spec: MLJobSpec, registry: str) -> None:
     """The registry is reachable, takes the credentials, and allows a push to the job's repository."""
     from vdk.plugin.ml_training.image.build_plan import target_repository
     from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.registry import TARGET
     from vdk.plugin.ml_training.image.registry import RegistryClient
 
     host, repository = target_repository(registry, spec)
-    with RegistryClient(host, Progress()) as client:
+    with RegistryClient(host, Progress(), role=TARGET) as client:
         client.check_push(repository)
+
+
+def check_base_reachable(spec: MLJobSpec) -> None:
+    """The base image's registry answers and has it (a HEAD of its manifest), also for a base whose contents the
+    builder knows without reading it: the build reads its manifest and layers from there."""
+    from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.image.reference import parse_reference
+    from vdk.plugin.ml_training.image.registry import BASE
+    from vdk.plugin.ml_training.image.registry import RegistryClient
+
+    ref = parse_reference(spec.base_image)
+    with RegistryClient(ref.registry, Progress(), role=BASE) as client:
+        client.check_manifest(ref.repository, ref.ref)
 
 
 def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:

@@ -19,6 +19,9 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 
+# A wait for the checks longer than this is said, then again every NOTICE_EVERY seconds.
+NOTICE_AFTER = 2.0
+NOTICE_EVERY = 10.0
 # The signal that interrupts the main thread's smoke run when a check fails (vdk uses it for nothing else).
 _INTERRUPT = signal.SIGUSR1
 
@@ -73,10 +76,31 @@ class RemoteChecks:
         """What check `name` found (waiting for it); its MLTrainingError if it failed."""
         return self._futures[name].result()
 
-    def first_failure(self) -> tuple[str, MLTrainingError] | None:
-        """Waits for every check; the one that failed first, if any."""
-        for future in self._futures.values():
-            future.exception()
+    def first_failure(
+        self, say: Callable[[str], None] | None = None, after: float = NOTICE_AFTER, every: float = NOTICE_EVERY
+    ) -> tuple[str, MLTrainingError] | None:
+        """Waits for every check, or until one fails (a wait of more than `after` seconds said through `say`,
+        then every `every` seconds, naming the checks still running); the one that failed first, if any."""
+        started = time.monotonic()
+        said: float | None = None
+        while True:
+            with self._lock:
+                if self._failures:
+                    break
+            running = [name for name, future in self._futures.items() if not future.done()]
+            if not running:
+                break
+            waited = time.monotonic() - started
+            due = said is None or waited - said >= every
+            if say is not None and waited >= after and due:
+                said = waited
+                say(
+                    f"Pre-flight: waiting for the {', '.join(running)} check{'s' * (len(running) > 1)} ({waited:.0f} s)"
+                )
+            try:
+                self._futures[running[0]].exception(timeout=0.25)
+            except FutureTimeout:
+                pass
         with self._lock:
             return self._failures[0] if self._failures else None
 

@@ -1,6 +1,8 @@
-"""GPU-hours: allocated GPU-hours by team and job and how many were wasted (`vdk list --usage`; the
-accounting is k8s/gpu_hours.py), and the usage records that deleting runs leaves behind so that their hours stay
-counted. Five requests whatever the number of runs: one list per backend, their pods, the records."""
+"""GPU-hours: allocated GPU-hours by team and job, by cause (used, idle, start-up, after the last step, failed,
+stalled, cancelled) and the measured utilisation (`vdk list --usage`; the accounting is k8s/gpu_hours.py), and
+the usage records that deleting runs leaves behind so that their hours stay counted. Five requests whatever the
+number of runs: one list per backend, their pods (whose termination messages hold each node's GPU totals), the
+records."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.client import team_selector
 from vdk.plugin.ml_training.k8s.gpu_hours import UsageReport
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.selection import where
@@ -46,9 +49,9 @@ class GpuUsage:
 
 
 def gpu_usage(scope: Scope, all_teams: bool = False, since_seconds: int | None = None) -> GpuUsage:
-    """GPU-hours by team and job in the scope's namespace (of the scope's team unless `all_teams`), and the
-    wasted ones: of runs that failed, stalled or were cancelled, and after a run's last optimizer step. Only
-    the last `since_seconds` when given (else since the oldest run still in the cluster)."""
+    """GPU-hours by team and job in the scope's namespace (of the scope's team unless `all_teams`), by cause:
+    used, idle, start-up, after the last optimizer step, failed, stalled, cancelled; and the measured
+    utilisation. Only the last `since_seconds` when given (else since the oldest run still in the cluster)."""
     client = scope.client
     choice = None if all_teams else scope.team
     report = usage_report(client, choice, since_seconds)
@@ -70,8 +73,13 @@ def keep_usage(client: KubeClient, runs: list[RunSummary], deleted_by: str | Non
     now = datetime.now(timezone.utc)
     problems = []
     try:
+        # their pods hold each node's GPU figures (termination messages): one list per job, kept in the record
+        pods: dict[str | None, list[dict]] = {}
+        for job in {r.job_name for r in runs if r.job_name and r.gpus_per_node}:
+            for pod in client.list_pods(f"{LABEL_JOB}={job},{LABEL_RUN}"):
+                pods.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN), []).append(pod)
         for run in runs:
-            used = gpu_hours.run_usage(run, [], now)
+            used = gpu_hours.run_usage(run, pods.get(run.name, []), now)
             if used is not None and used.gpus:
                 client.keep_usage_record(gpu_hours.usage_record(used, client.namespace, deleted_by, now))
         for record in client.usage_records():

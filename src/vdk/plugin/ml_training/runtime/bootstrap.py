@@ -3,7 +3,8 @@ ENTRYPOINT [ARGS...]`, where ENTRYPOINT is `script.py` or `-m package.module`, u
 
 In a job image it runs the user's code exactly as `python script.py` / `python -m module` would, and
 rank 0 prints progress lines (runtime/progress_lines.py); every rank runs the stall watchdog
-(runtime/watchdog.py). Under the local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of
+(runtime/watchdog.py); each node's local rank 0 samples its GPUs (runtime/gpu_sampler.py). Under the
+local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of
 ranks other than 0 in log files, reports how the rank ended in a result file (the launcher shows the
 failing rank's traceback once), keeps its writes out of the job directory (job_dir_protection.py), and in smoke
 mode installs the CPU stand-ins and the smoke run's end (the first optimizer step of the second epoch,
@@ -89,7 +90,8 @@ def _run_in_image(entry: list[str]) -> None:
     checksum = _checksum()
     counters: list = []  # the StepCounter, once the code imported torch
     watch = rank_process.start_watchdog(counters)
-    if reporter is None and watch is None and checksum is None and outputs is None:
+    sampler = rank_process.start_gpu_sampler(counters)
+    if reporter is None and watch is None and sampler is None and checksum is None and outputs is None:
         run_entrypoint(entry)
     else:
         receivers = [x.attach for x in (reporter, checksum) if x is not None]
@@ -100,6 +102,7 @@ def _run_in_image(entry: list[str]) -> None:
             rank_process.stop_watchdog(watch)
             if reporter is not None:
                 reporter.finish(rank_process.ending(e))
+            rank_process.finish_gpu_sampler(sampler)
             if rank_process.ending(e) == protocol.FINISHED:
                 _end_lines(rank, checksum, adaptations)
             _report_outputs(rank, outputs)
@@ -107,6 +110,7 @@ def _run_in_image(entry: list[str]) -> None:
         rank_process.stop_watchdog(watch)
         if reporter is not None:
             reporter.finish(rank_process.ending(None))
+        rank_process.finish_gpu_sampler(sampler)
     _end_lines(rank, checksum, adaptations)
     _report_outputs(rank, outputs)
     if adaptations is not None:
@@ -211,7 +215,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     # smoke runs count steps from the start: a rank that never steps has taken 0, not an unknown number
     report = RankReport(run_dir, name, local_rank, **({"steps": 0} if mode == protocol.SMOKE else {}))
 
-    adaptations = reporter = watch = None
+    adaptations = reporter = watch = sampler = None
     checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
@@ -240,9 +244,16 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         def record_stall(stall) -> None:  # the device is not asked for the loss: it may hang too
             report.finish(protocol.STALLED, stall=stall.to_dict(), steps=counters[0].steps if counters else 0)
 
+        def record_idle(idle) -> None:
+            from vdk.plugin.ml_training.runtime import idle_policy
+
+            error = {"type": idle_policy.ERROR_TYPE, "message": idle.describe(), "traceback": ""}
+            report.finish(protocol.FAILED, error=error, idle=idle.to_dict(), steps=idle.last_step or 0)
+
         receivers = [x.attach for x in (reporter, checksum) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, record_steps, *receivers)
         watch = rank_process.start_watchdog(counters, record_stall)
+        sampler = rank_process.start_gpu_sampler(counters, record_idle)
 
     status, error, code, raised = protocol.FINISHED, None, 0, None
     try:
@@ -275,6 +286,9 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     if reporter is not None:
         reporter.finish(status)
         fields["progress"] = reporter.last_line
+    if sampler is not None:
+        rank_process.finish_gpu_sampler(sampler)
+        fields["gpu"] = sampler.last_line
     if adaptations is not None:
         fields["adaptations"] = dict(adaptations.counts)
         fields["observed"] = sorted(adaptations.observed)

@@ -102,6 +102,26 @@ def stack_path(run_dir: Path | str, rank: int | str) -> Path:
     return Path(run_dir) / f"rank-{rank}.stack"
 
 
+# The first line of a stack file: which of the threads that faulthandler lists ran the rank's own code.
+_MAIN_THREAD = "vdk-ml-training main thread "
+
+
+def stack_file_header() -> str:
+    """Written by the rank's main thread before faulthandler may write anything: its id as faulthandler
+    prints it (`Thread 0x00007f...`)."""
+    import threading
+
+    return f"{_MAIN_THREAD}0x{threading.get_ident():016x}\n"
+
+
+def main_thread_of(dump: str) -> str | None:
+    """The id (`0x00007f...`) of the rank's main thread, from a stack file's header; None without one."""
+    for line in dump.splitlines():
+        if line.startswith(_MAIN_THREAD):
+            return line[len(_MAIN_THREAD) :].strip()
+    return None
+
+
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Readers never see a half-written file: write a sibling, then rename over."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

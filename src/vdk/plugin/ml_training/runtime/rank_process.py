@@ -4,10 +4,10 @@ spawned_workers.py in a full run).
 
 At the start: its output routed (rank 0 to the console, the others to their log file), its Python stacks
 dumped on a crash or a timeout, its writes kept out of the job directory, signals as a script expects
-them, its end tied to its parent's, its progress lines and stall watchdog started, its steps counted
-once the code imports torch. At the end: the status a script's end means, the process group destroyed,
-and an end without the interpreter's teardown. Standard library at import; what a helper needs
-(torch, the watchdog, progress lines) is imported when it is called.
+them, its end tied to its parent's, its progress lines, stall watchdog and (on a node's local rank 0) GPU
+sampler started, its steps counted once the code imports torch. At the end: the status a script's end
+means, the process group destroyed, and an end without the interpreter's teardown. Standard library at
+import; what a helper needs (torch, the watchdog, progress lines, NVML) is imported when it is called.
 """
 
 from __future__ import annotations
@@ -96,7 +96,11 @@ def dump_stacks_on_crash(path) -> None:
     where a hung or crashed rank was."""
     import faulthandler
 
+    from vdk.plugin.ml_training.runtime import protocol
+
     f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - stays open: faulthandler writes to it until exit
+    f.write(protocol.stack_file_header())  # which thread is this rank's own, for whoever reads the dump
+    f.flush()
     faulthandler.enable(file=f, all_threads=True)
     faulthandler.register(signal.SIGTERM, file=f, all_threads=True, chain=True)
 
@@ -121,6 +125,27 @@ def start_watchdog(counters: list, on_stall=None):
     except Exception as e:  # noqa: BLE001 - no watchdog, but the user's code runs as ever
         sys.stderr.write(f"[vdk-ml-training] warning: no stall watchdog ({type(e).__name__}: {e})\n")
         return None
+
+
+def start_gpu_sampler(counters: list, on_idle=None):
+    """This node's GPU sampler (runtime/gpu_sampler.py) over the step counter that `counters` will hold, when
+    this process is the node's local rank 0 and NVML finds GPUs; else None, silently."""
+    from vdk.plugin.ml_training.runtime import gpu_sampler
+
+    try:
+        return gpu_sampler.start(lambda: counters[0].steps if counters else 0, on_idle)
+    except Exception as e:  # noqa: BLE001 - no GPU figures, but the user's code runs as ever
+        sys.stderr.write(f"[vdk-ml-training] warning: no GPU sampling ({type(e).__name__}: {e})\n")
+        return None
+
+
+def finish_gpu_sampler(sampler) -> None:
+    """The script ended: the node's GPU totals, printed and left in the termination message."""
+    if sampler is not None:
+        try:
+            sampler.finish()
+        except Exception:  # noqa: BLE001 - the run's outcome is already known
+            pass
 
 
 def stop_watchdog(watch) -> None:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone
 from pathlib import Path
-from urllib.parse import urlsplit
-from urllib.parse import urlunsplit
+
+from vdk.plugin.ml_training import secret_patterns
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,10 @@ class Provenance:
     git_remote: str | None  # origin's URL without credentials, for org.opencontainers.image.source
     deployer: str
     created: str  # ISO 8601, UTC, seconds
+
+    def __post_init__(self) -> None:
+        # whoever made it (collect, a record read back): no credential of a remote goes any further
+        object.__setattr__(self, "git_remote", public_url(self.git_remote))
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -51,14 +55,11 @@ def _diff_hash(job_dir: Path) -> str | None:
 
 
 def public_url(url: str | None) -> str | None:
-    """A remote URL without any user:token@ part: CI clones often carry a token there, and the
-    remote goes into image labels, run annotations and the run record."""
+    """A remote URL as it may be published: CI clones often carry a token in it (`user:token@`, `token@`,
+    `?access_token=`), and the remote goes into image labels, run annotations and the run record."""
     if not url:
         return None
-    parts = urlsplit(url)
-    if parts.scheme and parts.netloc and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    return url
+    return secret_patterns.public_url(url) or None
 
 
 def _deployer(job_dir: Path) -> str:

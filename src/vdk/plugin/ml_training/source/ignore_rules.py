@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
+
+from vdk.plugin.ml_training.source import content_scan
 
 VDKIGNORE = ".vdkignore"
 GITIGNORE = ".gitignore"
@@ -73,19 +74,17 @@ ALWAYS_EXCLUDED_SUFFIXES = (
     (".kube/config", _CREDENTIALS),
     (".config/gcloud/credentials.db", _CREDENTIALS),
 )
-# Small files are read this far to catch keys under innocent names.
-SNIFF_BYTES = 8192
-SNIFF_MAX_SIZE = 1 << 20
-_PEM_PRIVATE_KEY = re.compile(rb"(?m)^-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
-_SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
 
 
 def always_excluded_dir(name: str, path: Path) -> str | None:
     """Why a directory is never copied, or None."""
     if name in ALWAYS_EXCLUDED_DIRS:
         return ALWAYS_EXCLUDED_DIRS[name]
-    if (path / "pyvenv.cfg").is_file():
-        return "virtual environment"
+    try:
+        if (path / "pyvenv.cfg").is_file():
+            return "virtual environment"
+    except OSError:  # an unreadable directory: the walk into it says so
+        pass
     return None
 
 
@@ -101,19 +100,9 @@ def always_excluded_file(relpath: str, name: str) -> str | None:
 
 
 def secret_content(path: Path, size: int) -> str | None:
-    """Why a file's content marks it as a secret (a PEM private key, a cloud key file), or None."""
-    if size > SNIFF_MAX_SIZE or size == 0:
-        return None
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError:
-        return None
-    if _PEM_PRIVATE_KEY.search(head):
-        return "private key (PEM content)"
-    if path.suffix == ".json" and _SERVICE_ACCOUNT.search(head) and b'"private_key"' in head:
-        return "cloud service-account key"
-    return None
+    """Why a file's content marks it as a secret (a PEM private key anywhere in it, a cloud key file), or None:
+    source/content_scan.py."""
+    return content_scan.secret_content(path, size)
 
 
 @dataclass(frozen=True)

@@ -71,10 +71,15 @@ def _walk(
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError as e:
-        raise MLTrainingError(f"cannot read {directory}: {e.strerror}", "check the directory's permissions") from None
+        raise MLTrainingError(
+            f"cannot read the directory {directory} of the job: {e.strerror}",
+            f"make it readable (`chmod -R u+rX {directory}`), or leave it out of the job with a line `{reldir}/` in "
+            f"{ignore_rules.VDKIGNORE}",
+        ) from None
     for entry in entries:
         relpath = f"{reldir}/{entry.name}" if reldir else entry.name
         path = Path(entry.path)
+        _check_name(rules.job_dir, relpath)
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError as e:
@@ -98,9 +103,32 @@ def _walk(
             if reason:
                 excluded.append(Excluded(relpath, reason))
             else:
+                _check_readable(path, relpath)
                 files.append(SourceFile(relpath, path, info.st_size, bool(info.st_mode & stat.S_IXUSR)))
         else:
             excluded.append(Excluded(relpath, "not a regular file (socket, device or pipe)"))
+
+
+def _check_name(root: Path, relpath: str) -> None:
+    """A file name must be UTF-8 (an image's file names are; os.scandir keeps other bytes as surrogates)."""
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = relpath.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise MLTrainingError(
+            f"the file name '{shown}' in the job directory {root} is not UTF-8, which an image's file names must be",
+            "rename it to a UTF-8 name (`convmv -f latin1 -t utf8 --notest NAME`, or `mv` with a new name), or "
+            "delete it",
+        ) from None
+
+
+def _check_readable(path: Path, relpath: str) -> None:
+    if not os.access(path, os.R_OK):
+        raise MLTrainingError(
+            f"cannot read {relpath} of the job directory: permission denied",
+            f"make it readable (`chmod u+r {path}`), or leave it out of the job with a line `{relpath}` in "
+            f"{ignore_rules.VDKIGNORE}",
+        )
 
 
 def _add_link(
@@ -113,7 +141,13 @@ def _add_link(
 ) -> None:
     root = rules.job_dir
     target = os.readlink(path)
-    resolved = (path.parent / target).resolve()
+    try:
+        resolved = (path.parent / target).resolve(strict=False)
+    except (RuntimeError, OSError):  # a loop (Python 3.11 raises RuntimeError, later ones OSError)
+        raise MLTrainingError(
+            f"{relpath} in the job directory {root} is a symbolic link that loops ({relpath} -> {target} -> ...)",
+            f"remove it (`rm {path}`) or point it at a file",
+        ) from None
     if os.path.isabs(target) or not (resolved == root or root in resolved.parents):
         excluded.append(Excluded(relpath, f"symbolic link to {target}, outside the job directory"))
         return

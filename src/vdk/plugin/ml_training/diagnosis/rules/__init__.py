@@ -2,10 +2,10 @@
 
 The order is the precedence: the first failure rule that answers names the failure. A local run's reported
 Python error is read first (needs a GPU, arguments refused, a missing package, a file the image leaves out, a
-tensor on the wrong device, a gloo limit, else its traceback); then a smoke run without a step, a stall,
-a container that could not start (the cluster's, or the local engine's), memory, a stop, a crash, another
-signal, an exit code, an eviction, the time limit, torch missing from the image, and last what is left to
-look at.
+tensor on the wrong device, a gloo limit, else its traceback), and a node the idle policy stopped; then a smoke
+run without a step, a stall, a container that could not start (the cluster's, or the local engine's), memory,
+a stop, a crash, another signal, an exit code, an eviction, the time limit, torch missing from the image, and
+last what is left to look at.
 
 To add a diagnosis: write `rules/<kind>.py` (a function of the evidence, `diagnosis/evidence.py`, that
 returns a Finding or None; a `Waiting` for a rank; a `Fix` for a line in a log), put it in the lists below
@@ -28,6 +28,7 @@ from vdk.plugin.ml_training.diagnosis.rules import engine_failure
 from vdk.plugin.ml_training.diagnosis.rules import evicted
 from vdk.plugin.ml_training.diagnosis.rules import excluded_file
 from vdk.plugin.ml_training.diagnosis.rules import gloo_limit
+from vdk.plugin.ml_training.diagnosis.rules import idle
 from vdk.plugin.ml_training.diagnosis.rules import image_pull
 from vdk.plugin.ml_training.diagnosis.rules import memory
 from vdk.plugin.ml_training.diagnosis.rules import missing_package
@@ -55,6 +56,7 @@ FAILURE: tuple[FailureRule, ...] = (
     device_mismatch.device_mismatch,
     gloo_limit.not_in_gloo,
     emulation_gap.cannot_emulate,
+    idle.stopped_idle,
     python_error.error_reported,
     untrained.no_step_taken,
     stall.stalled,

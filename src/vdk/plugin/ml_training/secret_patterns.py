@@ -1,0 +1,112 @@
+"""Credentials as they appear in text: the token formats their issuers document, PEM private keys, and the
+`user:password@` or `?access_token=` of URLs. Written once, used by every path: config.ini's values and the
+training arguments are refused with them (job/literal_secrets.py), git remotes are cleaned with them before
+they reach an image, a run or its record (source/audit.py), and every error message of the plugin is
+redacted with them (errors.py). Standard library only."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
+
+TOKEN_FORMATS = {
+    "a Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
+    "a GitHub token": re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})\b"),
+    "a GitLab token": re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"),
+    "an AWS access key id": re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    "an OpenAI-style API key": re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
+    "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
+    "a Google API key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    "a private key": re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
+}
+# A word of text that may be a URL (what stops it: spaces, quotes, brackets, commas).
+_WORD = re.compile(r"[^\s'\"<>()\[\]{},;]+")
+# The names of query parameters that carry credentials (GitLab's and GitHub's access tokens, Azure's SAS
+# signatures, `?password=`...).
+_CREDENTIAL_PARAMETER = re.compile(r"token|secret|passw|sig|auth|credential|key", re.I)
+REDACTED = "***"
+# The value of an option named like a credential (`--password=VALUE`, `--hf-token VALUE`), as whole words: not
+# `--max-tokens 512`. Redacted in messages whatever it looks like (refused only when it looks like a credential).
+_SECRET_OPTION_VALUE = re.compile(
+    r"(?<![\w-])(--?(?:[a-z0-9]+[-_])*(?:token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key"
+    r"|credentials?)(?:[-_][a-z0-9]+)*)(=|[ \t]+)(?![-'\"\s])([^\s'\"]+)",
+    re.I,
+)
+
+
+def token_kind(text: str) -> str | None:
+    """What kind of credential `text` holds, by the documented formats ("a GitHub token"), or None."""
+    for kind, pattern in TOKEN_FORMATS.items():
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def url_credentials(text: str) -> str | None:
+    """What credential a URL in `text` carries (`user:password@`, an `access_token=` parameter), or None."""
+    for match in _WORD.finditer(text):
+        _, password, parameters = _credentials_in(match.group())
+        if password:
+            return "a password in a URL (user:password@)"
+        if parameters:
+            return "a credential in a URL's query (such as ?access_token=)"
+    return None
+
+
+def public_url(url: str) -> str:
+    """A remote URL as it may be published: without user or password (`https://user:token@host/...`,
+    `https://token@host/...`, `user:token@host:path`), query or fragment (`?access_token=...`)."""
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme and parts.netloc:
+        netloc = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    # scp-like: [user@]host:path; a user with a password, or a user that is itself a token, goes
+    user, at, rest = url.partition("@")
+    if at and (":" in user or token_kind(user) or len(user) > 20):
+        url = rest
+    return url.split("?", 1)[0].split("#", 1)[0]
+
+
+def redact(text: str) -> str:
+    """`text` with every credential it shows replaced by ***: tokens of the documented formats, the values of
+    options named like credentials, the password of `user:password@` URLs, and credential parameters of URLs'
+    queries. Linear in the length of `text`."""
+    if not text:
+        return text
+    for pattern in TOKEN_FORMATS.values():
+        text = pattern.sub(REDACTED, text)
+    text = _SECRET_OPTION_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    if "@" not in text and "=" not in text:
+        return text
+    return _WORD.sub(lambda match: _credentials_in(match.group())[0], text)
+
+
+def _credentials_in(word: str) -> tuple[str, str, list[str]]:
+    """(`word` redacted, its URL password, its credential query parameters) for one word of text:
+    `scheme://user:password@host/...`, scp-like `user:password@host:path`, `...?access_token=VALUE&...`."""
+    password = ""
+    if "@" in word:
+        scheme = word.find("://")
+        start = scheme + 3 if scheme >= 0 else 0
+        slash = word.find("/", start)
+        authority = word[start : slash if slash >= 0 else len(word)]
+        userinfo, at, host = authority.rpartition("@")
+        user, colon, password = userinfo.partition(":")
+        if at and colon and user and password and host[:1].isalnum():
+            word = f"{word[:start]}{user}:{REDACTED}@{host}{word[start + len(authority) :]}"
+        else:
+            password = ""
+    parameters: list[str] = []
+    if "=" in word and ("?" in word or "&" in word):
+        head, mark, query = word.partition("?") if "?" in word else ("", "", word)
+        pieces = []
+        for piece in query.split("&"):
+            name, equals, value = piece.partition("=")
+            if equals and value and _CREDENTIAL_PARAMETER.search(name):
+                parameters.append(name)
+                piece = f"{name}={REDACTED}"
+            pieces.append(piece)
+        word = head + mark + "&".join(pieces)
+    return word, password, parameters
