@@ -11,8 +11,10 @@ Against it, what remains is the cost of torchrun's agent (rendezvous, monitoring
 `launcher` is the plugin's launcher (torchrun included) without the vdk CLI around it, to show where
 the overhead goes. Every variant runs the same smoke run (the end of the first epoch included); the
 floors run in a copy of the job made before timing, `vdk run` and `launcher` make their working
-directory (and `vdk run` checks the imports) within their time. Variants alternate within each round;
-medians are compared.
+directory (and `vdk run` checks the imports) within their time. A job with a requirements.txt runs with its
+dependency overlay (local/overlay.py) in every variant: the floors get the one `vdk run` uses (installed,
+or taken from the cache, before timing), `vdk run` and `launcher` look it up within their time. Variants
+alternate within each round; medians are compared.
 
     .venv/bin/python benchmarks/smoke_overhead.py [--rounds 5] [EXAMPLE ...]
 
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.local import overlay
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.runtime import protocol
 
@@ -57,10 +60,15 @@ def work_copy(job: Path) -> Path:
     return copy
 
 
+def plan_of(job: Path):
+    """The smoke run's plan, with the job's dependency overlay (taken from the cache: made before timing)."""
+    spec = load_job_spec(job)
+    return spec, smoke_plan(spec, overlay=overlay.prepare(spec, print))
+
+
 def floor(job: Path) -> float:
     """Start the ranks by hand, as one would without torchrun; seconds until all have exited."""
-    spec = load_job_spec(job)
-    plan = smoke_plan(spec)
+    spec, plan = plan_of(job)
     run_dir = Path(tempfile.mkdtemp(prefix="floor-"))
     port = str(_free_port())
     untracked = {protocol.DEVICE_TRACKING: "0"}
@@ -124,8 +132,7 @@ os._exit(0 if codes == [0] * processes else 1)
 
 def fork_floor(job: Path) -> float:
     """Import torch once, fork the ranks by hand, end them without teardown."""
-    spec = load_job_spec(job)
-    plan = smoke_plan(spec)
+    spec, plan = plan_of(job)
     run_dir = Path(tempfile.mkdtemp(prefix="floor-"))
     env = {**plan.env, protocol.DEVICE_TRACKING: "0", protocol.RUN_DIR: str(run_dir)}
     command = [sys.executable, "-c", FORK_FLOOR, str(plan.processes), str(_free_port()), *spec.command_args(smoke=True)]
@@ -144,10 +151,12 @@ def launcher(job: Path) -> float:
     code = (
         "import sys, shutil\n"
         "from vdk.plugin.ml_training.job import load_job_spec\n"
+        "from vdk.plugin.ml_training.local import overlay\n"
         "from vdk.plugin.ml_training.local.launcher import launch\n"
         "from vdk.plugin.ml_training.local.outcome import analyse\n"
         "from vdk.plugin.ml_training.local.launch_plan import smoke_plan\n"
-        "outcome = analyse(launch(smoke_plan(load_job_spec(sys.argv[1]))))\n"
+        "spec = load_job_spec(sys.argv[1])\n"
+        "outcome = analyse(launch(smoke_plan(spec, overlay=overlay.prepare(spec, print))))\n"
         "shutil.rmtree(outcome.run.run_dir)\n"
         "sys.exit(0 if outcome.passed else 1)\n"
     )
@@ -196,8 +205,9 @@ def main() -> None:
     verdicts = []
     for name in args.examples:
         job = ROOT / "examples" / name
-        spec = load_job_spec(job)
-        print(f"\n{name}: {spec.smoke_processes} process(es), {spec.smoke_steps} step(s)")
+        spec, plan = plan_of(job)  # the overlay, if the job has requirements: installed now, not while timed
+        deps = next((n for n in plan.notes if "overlay" in n), "no requirements.txt: no overlay")
+        print(f"\n{name}: {spec.smoke_processes} process(es), {spec.smoke_steps} step(s); {deps}")
         vdk_run(job)  # warm the page cache and byte-code caches for every variant alike
         times: dict[str, list[float]] = {v: [] for v in variants}
         for round_ in range(args.rounds):

@@ -14,6 +14,7 @@ import pytest
 from tests.support.jobs import write_job
 from tests.support.wheels import make_sdist
 from tests.support.wheels import make_wheel
+from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image.base_facts import base_info
@@ -88,7 +89,7 @@ def test_unchanged_requirements_come_from_the_cache(tmp_path, wheelhouse, monkey
     def no_uv(*args, **kwargs):
         raise AssertionError("uv must not run for unchanged requirements")
 
-    monkeypatch.setattr(dependency_layer, "_install", no_uv)
+    monkeypatch.setattr(uv_install, "install", no_uv)
     again = dependency_layer.dependency_layer(spec, info, Progress())
     assert again.from_cache and again.blob.digest == first.blob.digest and again.packages == first.packages
     assert dependency_layer.cached_layer(spec, info).packages == (

@@ -275,14 +275,24 @@ def test_an_undeclared_import_fails_before_anything_runs_and_a_guarded_one_passe
 
 
 def test_a_package_installed_nowhere_is_to_be_listed_and_installed_here_in_one_fix(tmp_path):
-    """Not in requirements.txt, not installed where vdk runs: the fix says both at once, not one per round trip."""
+    """Not in requirements.txt, not installed where vdk runs: the fix says both at once, not one per round trip.
+    With the dependency overlay (the default) listing it is the whole fix: the next run installs it into the
+    overlay, never into vdk's environment; with requirements_overlay = false, the fix names the install here."""
     script = "import torch\nimport sentencepiece_not_here\n"
     broken = job(tmp_path, "nowhere", script, "gpus_per_node = 0\nbase_provides = torch", {})
     result = vdk_run(broken)
     assert result.exit_code != 0 and "smoke run of" not in result.output
     assert "`import sentencepiece_not_here` needs sentencepiece_not_here, not installed here" in result.output
     assert f"add `sentencepiece_not_here` to {broken / 'requirements.txt'} (a new file)" in result.output
-    assert "It is not installed here either, and the smoke run needs it here too: " in result.output
+    assert "`vdk run` installs it from there too, into the run's overlay" in result.output
+    assert "pip install" not in result.output
+
+    managed_config = "gpus_per_node = 0\nbase_provides = torch\nrequirements_overlay = false"
+    managed = job(tmp_path, "managed", script, managed_config, {})
+    result = vdk_run(managed)
+    assert result.exit_code != 0 and "smoke run of" not in result.output
+    assert f"add `sentencepiece_not_here` to {managed / 'requirements.txt'} (a new file)" in result.output
+    assert "install sentencepiece_not_here where vdk runs too: " in result.output
     assert "-m pip install sentencepiece_not_here`" in result.output
 
 

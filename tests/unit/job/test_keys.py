@@ -96,7 +96,7 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
     assert WHERE_IT_RUNS == {
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
-        "smoke_args", "smoke_epoch_end", "import_check", "output_pvc", "data_cache_pvc", "smoke_data",
+        "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc", "data_cache_pvc", "smoke_data",
         "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
         # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
@@ -106,7 +106,7 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 43
+    assert len(KEYS) == len(set(KEYS)) == 44
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():

@@ -22,6 +22,9 @@ def test_a_reduce_op_gloo_lacks_is_a_note_beside_the_traceback_and_the_fix(tmp_p
         "this is a limit of the CPU check, not a bug in your code"
     )
     assert finding.hints == [limit]
-    assert finding.fix.startswith(f"{limit}. Deploy with `vdk deploy --skip-smoke` if the rest of the run passed")
+    assert finding.fix.startswith(f"{limit}. Narrowest switch: keep the call out of smoke runs, `if os.environ")
+    assert (
+        "VDK_ML_TRAINING_MODE=smoke" in finding.fix and "`vdk deploy --skip-smoke` skips the whole check" in finding.fix
+    )
     assert f"\n\nnote: {limit}\n" in format_summary(outcome, finding)
     assert "note:" not in format_summary(outcome)  # without the diagnosis, nothing is noted

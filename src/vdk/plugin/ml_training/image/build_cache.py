@@ -6,14 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from vdk.plugin.ml_training.dependencies.uv_install import cache_root
 
-def cache_root() -> Path:
-    """$VDK_ML_TRAINING_CACHE_DIR, else $XDG_CACHE_HOME/vdk-ml-training, else ~/.cache/vdk-ml-training."""
-    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
+__all__ = ["cache_root", "write_atomically"]  # cache_root: dependencies/uv_install.py, shared with local runs
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.errors import MLTrainingError
 
 
@@ -13,24 +14,9 @@ class BaseImageError(ImageBuildError):
     """The base image is unknown to the builder, missing, or has no linux/amd64 variant."""
 
 
-class DependencyError(ImageBuildError):
-    """requirements.txt could not be resolved or installed for the base image's Python."""
-
-
-class NoWheelError(DependencyError):
-    """A requirement has no wheel for the image's platform and Python version."""
-
-    def __init__(self, packages: list[str], python_version: str, platform: str, detail: str):
-        self.packages = packages
-        names = ", ".join(packages) if packages else "a requirement"
-        super().__init__(
-            f"{names} has no pre-built wheel for Python {python_version} on {platform}; job images "
-            f"install wheels only (nothing is compiled at deploy time).\n{detail}".rstrip(),
-            f"pin a version of {names} that publishes a {platform} wheel for Python {python_version}; "
-            "or build the wheel yourself (`pip wheel PACKAGE`) and add a `--find-links DIR` or "
-            "`--extra-index-url URL` line to requirements.txt; or install it in your base image and list "
-            "it in `base_provides`; or, for pure-Python code, copy it into the job directory",
-        )
+# requirements.txt that uv cannot install: raised where the dependency layer and a local run's overlay share it
+DependencyError = uv_install.DependencyError
+NoWheelError = uv_install.NoWheelError
 
 
 class DiskFullError(DependencyError):

@@ -9,8 +9,8 @@ CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base
 so torchvision & co. match the base's torch. The finished layer is cached under a key of
 (requirements, Python version, platform, provided and pinned packages, interpreter), all that the
 layer's bytes depend on: unchanged requirements cost one directory lookup, also when the base's tag
-is re-pushed (the same inputs give the same layer bytes, whatever the base's digest). Package
-indexes: see package_index.py.
+is re-pushed (the same inputs give the same layer bytes, whatever the base's digest). The uv part,
+shared with a local run's overlay, is dependencies/uv_install.py; package indexes: its package_index.py.
 """
 
 from __future__ import annotations
@@ -20,23 +20,20 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.dependencies import uv_install
+from vdk.plugin.ml_training.dependencies.uv_install import cache_root
+from vdk.plugin.ml_training.dependencies.uv_install import installed_packages
+from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
 from vdk.plugin.ml_training.image import disk_full
 from vdk.plugin.ml_training.image import layer_tarball
-from vdk.plugin.ml_training.image import package_index
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import normalise
-from vdk.plugin.ml_training.image.build_cache import cache_root
-from vdk.plugin.ml_training.image.build_errors import DependencyError
-from vdk.plugin.ml_training.image.build_errors import NoWheelError
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.layer_inputs import data_tools
@@ -48,7 +45,6 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
 _FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
-_UV_TIMEOUT = 1800
 CACHE_MAX_AGE_DAYS = 30
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
 
@@ -67,9 +63,6 @@ class DependencyLayer:
 # Layers this process built (cache key -> when): taken from the cache later in the same command (the build after
 # the pre-flight check that built it), they are said to be built, not reused.
 _built_here: dict[str, float] = {}
-
-
-UV_TARGET_LOCK = ".lock"
 
 
 def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
@@ -209,12 +202,17 @@ def _build(
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
     try:
         target = work / "target"
-        files = [requirements] if requirements is not None else []
-        if data_tools(spec):
-            files.append(work / "data-tools.txt")
-            files[-1].write_text("\n".join(data_tools(spec)) + "\n")
-        if files:
-            _install(spec.job_dir, files, base, work, target, activity)
+        if requirements is not None or data_tools(spec):
+            for_base = uv_install.Target(base.python_version, base.wheel_platform, base.provides, base.pins)
+            uv_install.install(
+                _layer_requirements(requirements, data_tools(spec), work),
+                target,
+                spec.job_dir,
+                for_base,
+                "deploy again",
+                progress=_uv_progress(activity),
+                on_failure=_disk_full,
+            )
         if extra:
             _bundle(extra, target)
         activity.step("writing the layer")
@@ -259,88 +257,24 @@ def _build(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def uv_command() -> str:
-    from uv import find_uv_bin
-
-    return find_uv_bin()
-
-
-def _uv_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # cross-installing needs no other interpreter
-    env["UV_NO_PROGRESS"] = "1"
-    # pip's indexes and find-links (a company mirror, a directory of wheels) unless uv has its own.
-    env.update(package_index.uv_environment(os.environ))
-    return env
+def _uv_progress(activity: Activity):
+    """What uv says while it installs, as the steps of the build's activity (uv_progress.py)."""
+    return lambda resolving_only: UvProgress(activity, resolving_only=resolving_only)
 
 
-def _target_flags(base: BaseInfo) -> list[str]:
-    return [
-        "--python",
-        sys.executable,
-        "--python-platform",
-        base.wheel_platform,
-        "--python-version",
-        base.python_version,
-        "--only-binary",
-        ":all:",
-    ]
+def _disk_full(uv_stderr: str, uv_env: dict[str, str]) -> None:
+    """A failed uv that ran out of disk: said as a full disk (disk_full.py), not as a bad requirement."""
+    disk_full.raise_if_uv_said(uv_stderr, uv_env, cache_root())
 
 
-def _install(
-    job_dir: Path, requirements: list[Path], base: BaseInfo, work: Path, target: Path, activity: Activity
-) -> None:
-    uv = uv_command()
-    flags = _target_flags(base)
-    constraints: list[str] = []
-    if base.pins:
-        pins = work / "base-pins.txt"
-        pins.write_text("".join(f"{name}=={version}\n" for name, version in base.pins))
-        lock = work / "resolved.txt"
-        _run_uv(
-            [
-                uv,
-                "pip",
-                "compile",
-                *[str(r) for r in requirements],
-                "-c",
-                str(pins),
-                *flags,
-                "--no-header",
-                "--no-annotate",
-                "-o",
-                str(lock),
-            ],
-            job_dir,
-            base,
-            UvProgress(activity, resolving_only=True),
-        )
-        constraints = ["-c", str(lock)]
-    excludes: list[str] = []
-    if base.provides:
-        provided = work / "base-provides.txt"
-        provided.write_text("".join(f"{name}\n" for name in base.provides))
-        excludes = ["--excludes", str(provided)]
-    _run_uv(
-        [
-            uv,
-            "pip",
-            "install",
-            "--target",
-            str(target),
-            *[a for r in requirements for a in ("-r", str(r))],
-            *constraints,
-            *excludes,
-            *flags,
-            "--link-mode",
-            "copy",
-        ],
-        job_dir,
-        base,
-        UvProgress(activity),
-    )
-    # uv's lock of the target directory against concurrent installs: not a file of any package
-    (target / UV_TARGET_LOCK).unlink(missing_ok=True)
+def _layer_requirements(requirements: Path | None, tools: list[str], work: Path) -> Path:
+    """One requirements file for uv: the job's (a sweep's: with its packages) and the data step's tools."""
+    if not tools and requirements is not None:
+        return requirements
+    combined = work / "layer-requirements.txt"
+    own = [f"-r {requirements.resolve()}"] if requirements is not None else []
+    combined.write_text("\n".join([*own, "# the data step", *tools]) + "\n", encoding="utf-8")
+    return combined
 
 
 def _bundle(extra: tuple[str, ...], target: Path) -> None:
@@ -361,54 +295,11 @@ def _bundle(extra: tuple[str, ...], target: Path) -> None:
                 shutil.copyfile(source, target / file)
 
 
-def _run_uv(argv: list[str], cwd: Path, base: BaseInfo, progress: UvProgress | None = None) -> None:
-    if progress is not None:
-        progress.started()
-    try:
-        done = helper_processes.run(
-            argv, cwd=cwd, env=_uv_env(), timeout=_UV_TIMEOUT, on_stderr_line=progress.line if progress else None
-        )
-    except subprocess.TimeoutExpired:
-        raise DependencyError(
-            f"installing requirements.txt took longer than {_UV_TIMEOUT // 60} minutes",
-            "check the connection to the package index, then deploy again",
-        ) from None
-    if done.returncode == 0:
-        return
-    disk_full.raise_if_uv_said(done.stderr, _uv_env(), cache_root())
-    detail = _uv_message(done.stderr)
-    no_wheel = _packages_without_wheels(done.stderr)
-    if no_wheel:
-        raise NoWheelError(no_wheel, base.python_version, base.wheel_platform, detail)
-    raise DependencyError(
-        f"requirements.txt cannot be installed for Python {base.python_version} on {base.wheel_platform}:\n{detail}",
-        "fix the requirement named above (a version that exists, or one that agrees with the others); "
-        "`uv pip compile requirements.txt` shows the same resolution locally",
-    )
-
-
-def _uv_message(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip() and not UvProgress.is_progress(line)]
-    return "\n".join(lines[-15:])
-
-
-def _packages_without_wheels(stderr: str) -> list[str]:
-    names = re.findall(r"Wheels are required for `([^`]+)`", stderr)
-    names += re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no (?:usable )?wheels", stderr)
-    return sorted(dict.fromkeys(normalise(n) for n in names))
-
-
-def installed_packages(target: Path) -> tuple[tuple[str, str], ...]:
-    """(name, version) of every distribution installed in a target directory."""
-    found = [_name_and_version(info) for info in target.glob("*.dist-info")]
-    return tuple(sorted(named for named in found if named))
-
-
 def installed_sizes(target: Path) -> dict[str, int]:
     """Installed bytes of every distribution in a target directory, from the sizes in its RECORD."""
     sizes = {}
     for info in target.glob("*.dist-info"):
-        named = _name_and_version(info)
+        named = name_and_version(info)
         if named is None or not (info / "RECORD").is_file():
             continue
         total = 0
@@ -417,22 +308,6 @@ def installed_sizes(target: Path) -> dict[str, int]:
             total += int(size) if size.isdigit() else 0
         sizes[named[0]] = total
     return dict(sorted(sizes.items()))
-
-
-def _name_and_version(dist_info: Path) -> tuple[str, str] | None:
-    name = version = None
-    try:
-        text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("Name:"):
-            name = line.split(":", 1)[1].strip()
-        elif line.startswith("Version:"):
-            version = line.split(":", 1)[1].strip()
-        elif not line.strip():
-            break
-    return (normalise(name), version) if name and version else None
 
 
 def shebang(python: str) -> bytes:

@@ -232,6 +232,10 @@ def _job_keys() -> tuple[Key, ...]:
             "in name order)", "10", default=20, where_it_runs=True),
         Key("smoke_sample_size", QUANTITY, "and at most this many bytes of them", "16Mi", default="64Mi",
             where_it_runs=True),
+        Key("requirements_overlay", BOOLEAN,
+            "`false`: local runs use the packages of the environment that runs vdk as they are, instead of "
+            "requirements.txt installed by uv into an overlay for them (as the image installs it); for an "
+            "environment you manage yourself", "false", default=True, where_it_runs=True),
         Key("import_check", BOOLEAN,
             "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
             "does)", "false", default=True, where_it_runs=True),

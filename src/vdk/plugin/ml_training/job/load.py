@@ -138,6 +138,7 @@ def _spec(
         smoke_args=smoke_args,
         smoke_epoch_end=keys.boolean("smoke_epoch_end"),
         import_check=keys.boolean("import_check"),
+        requirements_overlay=keys.boolean("requirements_overlay"),
         env=env,
         registry=keys.matching("registry", REGISTRY, "a registry address"),
         namespace=namespace,

@@ -217,6 +217,8 @@ class MLJobSpec:
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
     smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
     import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
+    # Local runs put requirements.txt, installed by uv, on the ranks' path (local/overlay.py); False: vdk's env as is
+    requirements_overlay: bool = True
     # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/mounts.py).
     output_pvc: str | None = None
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only

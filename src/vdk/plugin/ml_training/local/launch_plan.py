@@ -22,6 +22,7 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import RESERVED_ENV
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.data_links import LocalDataset
+from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
@@ -98,13 +99,17 @@ def default_start_method() -> str:
 
 
 def smoke_plan(
-    spec: MLJobSpec, start_method: str | None = None, inherited: Mapping[str, str] | None = None
+    spec: MLJobSpec,
+    start_method: str | None = None,
+    inherited: Mapping[str, str] | None = None,
+    overlay: Overlay | None = None,
 ) -> LaunchPlan:
-    """`inherited`: the environment the ranks start from (default: this process's)."""
+    """`inherited`: the environment the ranks start from (default: this process's). `overlay`: the job's
+    requirements, installed for this interpreter, on the ranks' path ahead of site-packages (local/overlay.py)."""
     workers = spec.smoke_processes if spec.spawns_workers else 0
     processes = 1 if workers else spec.smoke_processes
     ranks = workers or processes
-    env = _user_env(spec, inherited)
+    env = _user_env(spec, inherited, overlay)
     for name, value in {
         # one process per core at most: two ranks of two threads each on two cores crawl
         "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks)),
@@ -126,7 +131,7 @@ def smoke_plan(
     if workers:
         env[protocol.SPAWNED_WORKERS] = str(workers)
     return LaunchPlan(
-        notes=secret_notes(spec, env),
+        notes=(*secret_notes(spec, env), *([overlay.summary()] if overlay else [])),
         spec=spec,
         mode=protocol.SMOKE,
         processes=processes,
@@ -151,8 +156,14 @@ def smoke_gpus(spec: MLJobSpec) -> int:
     return max(1, math.ceil(spec.smoke_processes * devices / spec.procs_per_node))
 
 
-def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, str] | None = None) -> LaunchPlan:
-    """`inherited`: the environment the ranks start from (default: this process's)."""
+def full_plan(
+    spec: MLJobSpec,
+    gpus: int | None = None,
+    inherited: Mapping[str, str] | None = None,
+    overlay: Overlay | None = None,
+) -> LaunchPlan:
+    """`inherited`: the environment the ranks start from (default: this process's). `overlay`: as for
+    `smoke_plan`."""
     gpus = visible_gpus() if gpus is None else gpus
     wanted = spec.procs_per_node
     notes = []
@@ -162,7 +173,9 @@ def full_plan(spec: MLJobSpec, gpus: int | None = None, inherited: Mapping[str, 
         notes.append(
             f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs {spec.nodes} × {wanted}"
         )
-    env = _user_env(spec, inherited)
+    env = _user_env(spec, inherited, overlay)
+    if overlay is not None:
+        notes.append(overlay.summary())
     if gpus:
         processes = min(wanted, gpus)
         if processes < wanted:
@@ -224,9 +237,12 @@ def visible_gpus() -> int:
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU ")) if listing.returncode == 0 else 0
 
 
-def _user_env(spec: MLJobSpec, inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+def _user_env(
+    spec: MLJobSpec, inherited: Mapping[str, str] | None = None, overlay: Overlay | None = None
+) -> dict[str, str]:
     """This process's environment (or `inherited`) minus another launcher's layout and the plugin's own
-    settings (but those meant for the training processes), plus the job's [ml-training.env]."""
+    settings (but those meant for the training processes), plus the job's [ml-training.env], with the
+    overlay first on the path."""
     env = {
         k: v
         for k, v in (os.environ if inherited is None else inherited).items()
@@ -235,4 +251,6 @@ def _user_env(spec: MLJobSpec, inherited: Mapping[str, str] | None = None) -> di
         and (not k.startswith("VDK_ML_TRAINING_") or k in protocol.USER_SETTINGS)
     }
     env.update(spec.env_dict)
+    if overlay is not None:
+        env.update(overlay.env(env))
     return env

@@ -1,10 +1,13 @@
 """torchrun for local runs: `python -m vdk.plugin.ml_training.local.torchrun_agent [torchrun flags] ...`.
 
-Exactly what the `torchrun` console script does (`torch.distributed.run.main()`), with two
-differences that only save time: torch's log formatter, which imports torch._dynamo (over 1 s) to
-format the first exception it logs, is replaced by a plain one; and the process ends at once
-instead of spending 0.3-1 s tearing down an interpreter that imported torch. Its exit code is
-torchrun's; its log goes to the launcher's agent.log.
+Exactly what the `torchrun` console script does (`torch.distributed.run.main()`), with three
+differences: torch's log formatter, which imports torch._dynamo (over 1 s) to format the first
+exception it logs, is replaced by a plain one; the process ends at once instead of spending 0.3-1 s
+tearing down an interpreter that imported torch; and a rank forked from it ends as soon as it has
+returned its result, instead of staying until every rank has (torch's elastic agent keeps it waiting):
+a smoke rank that stopped leaves its peers' collectives (its connections close) instead of leaving
+them hanging in one until the timeout (runtime/smoke_stop.py). Its exit code is torchrun's; its log
+goes to the launcher's agent.log.
 
 Around it, what keeps a local run in its place:
 - before anything else, the job directory becomes read-only for the agent and everything below it, when the
@@ -44,6 +47,7 @@ def main() -> None:
         from torch.distributed.run import main as torchrun
 
         _plain_torch_log_format()
+        _forked_ranks_end_when_done()
         torchrun()
         code = 0
     except SystemExit as e:
@@ -66,6 +70,47 @@ def _stop_the_run() -> None:
     ranks = process_tree.rank_groups(me, os.environ.get(protocol.RUN_DIR))
     process_tree.stop_tree(me, ranks - {me, os.getpgrp()}, include_root=False)
     os._exit(128 + 15)
+
+
+class _NoWait:
+    """Stands for the event elastic's forked ranks wait on, after returning, until every rank has."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+    def set(self) -> None:
+        pass
+
+    def is_set(self) -> bool:
+        return True
+
+
+def _forked_ranks_end_when_done() -> None:
+    from torch.distributed.elastic.multiprocessing import api
+
+    if getattr(api._wrap, "_vdk_ends_when_done", False):
+        return
+    _original_wrap.append(api._wrap)
+    api._wrap = _wrap
+
+
+_original_wrap: list = []  # elastic's own _wrap, which `_wrap` calls
+_FINISHED_READING = 7  # the position of elastic's queue_finished_reading_event among _wrap's arguments
+
+
+def _wrap(*args, **kwargs) -> None:
+    """elastic's `_wrap` in a forked rank: the rank's result is put on its queue (a pipe, written at
+    once), then the rank ends without waiting for the others' (nor for threads its script left)."""
+    from vdk.plugin.ml_training.runtime import rank_process
+
+    args = (*args[:_FINISHED_READING], _NoWait(), *args[_FINISHED_READING + 1 :])
+    _original_wrap[0](*args, **kwargs)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    rank_process.end_now(0)
+
+
+_wrap._vdk_ends_when_done = True  # type: ignore[attr-defined]
 
 
 def _watch_leftovers(run_dir: str | None) -> None:

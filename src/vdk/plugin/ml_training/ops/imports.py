@@ -49,26 +49,27 @@ def failure(spec: MLJobSpec, result: ImportCheck) -> ImportCheckFailed:
     requirements = spec.job_dir / REQUIREMENTS
     pins = ", ".join(f"`{_pin(item)}`" for item in result.undeclared)
     where = str(requirements) if requirements.is_file() else f"{requirements} (a new file)"
+    them = "it" if count == 1 else "them"
     return ImportCheckFailed(
         "\n".join(lines),
         f"add {pins} to {where}: the image installs what it lists, and the base image {spec.base_image} does "
-        f"not have {'it' if count == 1 else 'them'} (if it does, name {'it' if count == 1 else 'them'} in "
-        f"`base_provides` of [ml-training]).{_install_here(result)} An optional import: guard it with `try: ... "
-        f"except ImportError:`. If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in "
-        "[ml-training])",
+        f"not have {them} (if it does, name {them} in `base_provides` of [ml-training]); "
+        f"{_locally(spec, result, them)}. An optional import: guard it with `try: ... except ImportError:`. "
+        f"If the check is wrong, pass {SKIP_OPTION} (or set `import_check = false` in [ml-training])",
     )
 
 
-def _install_here(result: ImportCheck) -> str:
-    """The second half of the fix when the distributions are not installed where vdk runs: the smoke run (not in
-    the image, `vdk run` without --container) imports them here."""
+def _locally(spec: MLJobSpec, result: ImportCheck, them: str) -> str:
+    """Where a local run gets what requirements.txt lists: its overlay, or the environment its user manages
+    (then, for what is not installed there, the command that installs it)."""
+    if spec.requirements_overlay:
+        return f"`vdk run` installs {them} from there too, into the run's overlay, and never into vdk's own environment"
+    managed = "for local runs (`requirements_overlay = false` in [ml-training]: you manage that environment)"
     missing = [item.distribution for item in result.undeclared if not item.version]
     if not missing:
-        return ""
-    return (
-        f" {'It is' if len(missing) == 1 else 'They are'} not installed here either, and the smoke run needs "
-        f"{'it' if len(missing) == 1 else 'them'} here too: `{sys.executable} -m pip install {' '.join(missing)}`."
-    )
+        return f"{managed}, install {them} where vdk runs too"
+    names = " ".join(missing)
+    return f"{managed}, install {names} where vdk runs too: `{sys.executable} -m pip install {names}`"
 
 
 def _site(item: Undeclared) -> str:

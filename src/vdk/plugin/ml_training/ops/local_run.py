@@ -27,6 +27,7 @@ from vdk.plugin.ml_training.job.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.job.settings import RUN_MODE
 from vdk.plugin.ml_training.job.settings import RUN_MODES
 from vdk.plugin.ml_training.job.settings import setting
+from vdk.plugin.ml_training.local import overlay
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
@@ -150,7 +151,8 @@ def run_job(
         engine = container_run.engine_from(configuration, spec.job_dir)
         plan, starter = container_run.prepare(spec, mode, engine, recheck_imports=base_unknown)
         return run_plan(with_data(plan, data_progress), watcher, starter=starter)
-    plan = smoke_plan(spec) if mode == protocol.SMOKE else full_plan(spec)
+    deps = overlay.prepare(spec, watcher.note)  # the image has its dependency layer; here, the overlay
+    plan = smoke_plan(spec, overlay=deps) if mode == protocol.SMOKE else full_plan(spec, overlay=deps)
     return run_plan(with_data(plan, data_progress), watcher)
 
 
@@ -168,7 +170,8 @@ def with_data(plan: LaunchPlan, progress: Progress | None = None) -> LaunchPlan:
 def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
     report if it failed, with a fix that ends with `again`. (A sweep's is ops/sweep_smoke.py's.)"""
-    return run_plan(with_data(smoke_plan(spec)), watcher, again=again, stdout=sys.stderr).error
+    deps = overlay.prepare(spec, watcher.note)
+    return run_plan(with_data(smoke_plan(spec, overlay=deps)), watcher, again=again, stdout=sys.stderr).error
 
 
 def check_imports_locally(spec: MLJobSpec) -> list[str]:

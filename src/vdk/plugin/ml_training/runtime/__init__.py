@@ -12,9 +12,12 @@ The modules, by job (no two import each other, even through others; none takes a
   that lists or sends a run's outputs);
 - running GPU code on CPU: cpu_shims (torch-wide adaptations; `install()` puts every stand-in in place),
   virtual_gpu (torch.cuda / torch.accelerator answer for the virtual GPUs), virtual_gpu_devices,
-  virtual_gpu_objects, virtual_gpu_distributed, device_tracking (installs the device mode), device_mode,
-  device_marks, hf_shims, lightning_shims, patching (the machinery every stand-in module uses);
+  virtual_gpu_objects, virtual_gpu_distributed, virtual_gpu_nccl (what NCCL takes and gloo does not),
+  virtual_gpu_attention (attention of DTensors), virtual_gpu_threads (every thread, RPC handlers),
+  device_tracking (installs the device mode), device_mode, device_marks, hf_shims, lightning_shims, patching
+  (the machinery every stand-in module uses);
 - watching training: steps (optimizer steps and the loss), epochs (a smoke run's end of an epoch),
+  smoke_stop (the end the ranks agree on),
   watchdog (stall lines), progress_lines, hf_progress, checksum, report (a rank's result file);
 - foundation: protocol (what the launcher and the processes agree on), post_import, termination.
 """

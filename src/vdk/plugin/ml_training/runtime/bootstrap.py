@@ -230,7 +230,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
         adaptations = smoke_rank.install_stand_ins(run_dir)
-        counter = smoke_rank.step_counter()
+        counter = smoke_rank.step_counter(name)
         counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
         if checksum is not None:
             counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
@@ -263,18 +263,23 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         watch = rank_process.start_watchdog(counters, record_stall)
         sampler = rank_process.start_gpu_sampler(counters, record_idle)
 
-    status, error, code = protocol.FINISHED, None, 0
+    status, error, code, raised = protocol.FINISHED, None, 0, None
     try:
         run_entrypoint(entry)
     except stopped_at_limit:
         status = protocol.STOPPED
     except SystemExit as e:
         if e.code not in (None, 0):
-            status, code = protocol.FAILED, 1
+            status, code, raised = protocol.FAILED, 1, e
             error = describe_exit(e)
     except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
-        status, code = protocol.FAILED, 1
+        status, code, raised = protocol.FAILED, 1, e
         error = describe(e)
+    if mode == protocol.SMOKE:  # the end the ranks agree on: the first that stops, stops them all
+        from vdk.plugin.ml_training.runtime import smoke_rank
+
+        if smoke_rank.agreed_end(name, status, raised, counters[0].steps if counters else 0):
+            status, code, error = protocol.STOPPED, 0, None
     rank_process.stop_watchdog(watch)
     if metric is not None:
         metric.finish()
@@ -282,6 +287,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         _end_lines(rank, checksum, None)
     fields: dict = {"error": error}
     if counters:
+        counters[0].settle()  # a manual update after the last backward pass
         fields.update(steps=counters[0].steps, last_loss=json_number(counters[0].loss()))
     if mode == protocol.SMOKE:
         from vdk.plugin.ml_training.runtime import smoke_rank
@@ -297,7 +303,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         fields["adaptations"] = dict(adaptations.counts)
         fields["observed"] = sorted(adaptations.observed)
         fields["turned_off"] = dict(adaptations.turned_off)
-    if status != protocol.FAILED:
+    if status == protocol.FINISHED:  # a stopped rank's peers may still be in a collective with it: it just ends
         rank_process.end_process_group()
     report.finish(status, **fields)
     sys.stdout.flush()

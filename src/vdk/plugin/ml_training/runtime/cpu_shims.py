@@ -184,6 +184,7 @@ def install(gpus: int = 1, track_devices: bool = True) -> Adaptations:
     gloo for NCCL, full precision, no compile; returns what they will record."""
     from vdk.plugin.ml_training.runtime import device_tracking
     from vdk.plugin.ml_training.runtime import virtual_gpu
+    from vdk.plugin.ml_training.runtime import virtual_gpu_threads
 
     a = Adaptations()
     _distributed(a)
@@ -192,5 +193,7 @@ def install(gpus: int = 1, track_devices: bool = True) -> Adaptations:
     _data_loading(a)
     _multiprocessing(a)
     virtual = virtual_gpu.install(a, gpus)
-    a.exit_on_uninstall(device_tracking.install(a, virtual, track_devices))
+    mode = device_tracking.install(a, virtual, track_devices)
+    a.exit_on_uninstall(mode)
+    virtual_gpu_threads.install(a, mode)  # on every thread, not only this one
     return a

@@ -150,14 +150,18 @@ class EpochWatch:
             raise SmokeStepsReached(self.counter.steps)
 
     def after_step(self, counter: StepCounter, optimizer: Any) -> None:
+        """After an optimizer step; or, for a script without one (optimizer None), once its manual step was
+        seen (before its next backward pass): a step of the second epoch's pass ends the run there."""
         last = self._last
+        if optimizer is None:
+            self.before_step(None, (), {})
         if last is not None and last.exhausted and not last.trained:
             # a step on the last batch of a pass that had run out already (a loop that asks one batch ahead)
             last.trained = True
             if self.epoch_end is None:
                 self.epoch_end = last.end
         asked, self._asked_since_step = self._asked_since_step, False
-        if self.framework is not None or not all(counter.count(o) >= self.limit for o in counter.optimizers):
+        if self.framework is not None or not counter.reached(self.limit):
             return
         if not self._passes:
             self._stop(NO_DATALOADER)

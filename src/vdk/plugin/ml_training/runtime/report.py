@@ -16,6 +16,7 @@ from vdk.plugin.ml_training.runtime import protocol
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 _RUNPY = os.path.abspath(runpy.__file__)
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 def _is_machinery(frame: traceback.FrameSummary) -> bool:
@@ -46,6 +47,15 @@ def _trim(te: traceback.TracebackException, seen: set[int], keep_last: bool = Tr
             _trim(linked, seen, keep_last)
 
 
+def _from_user_code(te: traceback.TracebackException) -> None:
+    """Leave out the frames of installed packages above the first frame of the user's code (if there is one)."""
+    installed = tuple(os.path.abspath(p) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    frames = list(te.stack)
+    first = next((i for i, f in enumerate(frames) if not os.path.abspath(f.filename).startswith(installed)), None)
+    if first:
+        te.stack = traceback.StackSummary.from_list(frames[first:])
+
+
 def _marked(frame: traceback.FrameSummary) -> traceback.FrameSummary:
     name = os.path.relpath(frame.filename, os.path.dirname(_RUNTIME_DIR))
     return traceback.FrameSummary(
@@ -53,13 +63,16 @@ def _marked(frame: traceback.FrameSummary) -> traceback.FrameSummary:
     )
 
 
-def describe(exc: BaseException) -> dict[str, Any]:
+def describe(exc: BaseException, from_user_code: bool = False) -> dict[str, Any]:
     """type, one-line message and the user's traceback (runpy and bootstrap frames left out). An error
     that the smoke run's virtual GPU raised as CUDA would is marked `virtual_gpu`: it ends at the user's
-    line, as CUDA's does, not in the stand-in that raised it."""
+    line, as CUDA's does, not in the stand-in that raised it. `from_user_code`: the traceback starts at the
+    first frame of the user's code (a framework that called it, such as Hydra, is left out above it)."""
     te = traceback.TracebackException.from_exception(exc)
     virtual_gpu = _raised_by_virtual_gpu(exc)
     _trim(te, set(), keep_last=not virtual_gpu)
+    if from_user_code:
+        _from_user_code(te)
     described: dict[str, Any] = {
         "type": type(exc).__name__,
         "message": "".join(te.format_exception_only()).strip(),
@@ -67,7 +80,28 @@ def describe(exc: BaseException) -> dict[str, Any]:
     }
     if virtual_gpu:
         described["virtual_gpu"] = True
+    inner = _embedded(str(exc))
+    if inner is not None:  # a launcher's error that carries its worker's traceback as text
+        kind, line, text = inner
+        described.update(type=kind, message=line, traceback=text, relayed=type(exc).__name__)
     return described
+
+
+def _embedded(message: str) -> tuple[str, str, str] | None:
+    """(type, 'Type: message', the traceback) of the last traceback a message quotes (elastic's
+    ChildFailedError, mp.spawn's ProcessRaisedException relay their worker's), or None."""
+    start = message.rfind(_TRACEBACK)
+    if start < 0:
+        return None
+    text = message[start:].rstrip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if not line.startswith((" ", "\t", "=", "-")):
+            kind = line.split(":", 1)[0].strip()
+            if kind.replace(".", "").replace("_", "").isalnum():
+                return kind.rsplit(".", 1)[-1], line.strip(), text
+            break
+    return None
 
 
 # The last error an argparse parser reported (usage, "prog: error: message"): the SystemExit(2) that follows
@@ -76,38 +110,69 @@ _argument_error: tuple[str, str] | None = None
 
 
 def report_argument_errors() -> None:
-    """Remember what argparse says before it exits with 2, when (and if) the script imports argparse."""
+    """Remember what argparse says before it exits with 2, when (and if) the script imports argparse; and
+    what parsers built on it say (jsonargparse under Lightning CLI): subclasses with an `error` of their own."""
     from vdk.plugin.ml_training.runtime import post_import
 
     def patch(argparse: Any) -> None:
-        original = argparse.ArgumentParser.error
-        if getattr(original, "_vdk_remembers", False):
+        parser_class = argparse.ArgumentParser
+        if getattr(parser_class.error, "_vdk_remembers", False):
             return
+        parser_class.error = _remembering(parser_class.error)
 
-        def error(parser: Any, message: str) -> Any:
-            global _argument_error
-            try:
-                _argument_error = (parser.format_usage().strip(), f"{parser.prog}: error: {message}")
-            except Exception:  # noqa: BLE001 - the parser's own error goes on regardless
-                pass
-            return original(parser, message)
+        def __init_subclass__(cls: Any, **kwargs: Any) -> None:
+            super(parser_class, cls).__init_subclass__(**kwargs)
+            own = cls.__dict__.get("error")
+            if callable(own) and not getattr(own, "_vdk_remembers", False):
+                cls.error = _remembering(own)
 
-        error._vdk_remembers = True  # type: ignore[attr-defined]
-        argparse.ArgumentParser.error = error
+        parser_class.__init_subclass__ = classmethod(__init_subclass__)
 
     post_import.when_imported("argparse", patch)
 
 
+def _remembering(original: Any) -> Any:
+    def error(parser: Any, message: str, *args: Any, **kwargs: Any) -> Any:
+        global _argument_error
+        try:
+            # a parser of subcommands says which one refused (jsonargparse: the error's subcommand_parser)
+            which = getattr(next(iter(args), kwargs.get("ex")), "subcommand_parser", None) or parser
+            _argument_error = (which.format_usage().strip(), f"{which.prog}: error: {message}")
+        except Exception:  # noqa: BLE001 - the parser's own error goes on regardless
+            pass
+        return original(parser, message, *args, **kwargs)
+
+    error._vdk_remembers = True  # type: ignore[attr-defined]
+    return error
+
+
 def describe_exit(exc: SystemExit) -> dict[str, Any]:
     """A script that exited with a non-zero code: argparse's usage and message when its parser refused the
-    arguments (marked `arguments`), else the traceback to the exit."""
-    described = describe(exc)
+    arguments (marked `arguments`); the error it exited on when a framework that wraps `main` caught one,
+    printed it and exited (Hydra's @hydra.main: `sys.exit(1)` while handling it), marked `exited`; else the
+    traceback to the exit."""
     if exc.code == 2 and _argument_error is not None:
         usage, message = _argument_error
-        described.update(message=message, traceback=f"{usage}\n{message}", arguments=True)
-    else:
-        described["message"] = f"the script exited with {exc.code!r}" if isinstance(exc.code, int) else str(exc.code)
+        return {**describe(exc), "message": message, "traceback": f"{usage}\n{message}", "arguments": True}
+    caught = _caught(exc)
+    if caught is not None:
+        described = describe(caught, from_user_code=True)
+        return {**described, "exited": exc.code if isinstance(exc.code, int) else str(exc.code)}
+    described = describe(exc)
+    described["message"] = f"the script exited with {exc.code!r}" if isinstance(exc.code, int) else str(exc.code)
     return described
+
+
+def _caught(exc: SystemExit) -> BaseException | None:
+    """The error a SystemExit was raised while handling (the framework's `except Exception: ... sys.exit(1)`)."""
+    seen: set[int] = set()
+    chain = exc.__cause__ or exc.__context__
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, Exception):
+            return chain
+        chain = chain.__cause__ or chain.__context__
+    return None
 
 
 def _raised_by_virtual_gpu(exc: BaseException) -> bool:

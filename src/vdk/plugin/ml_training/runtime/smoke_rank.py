@@ -55,27 +55,42 @@ def install_stand_ins(run_dir: str):
     return adaptations
 
 
-def step_counter():
+def step_counter(rank: int | str):
     """This process's step counter with the smoke run's end: at the first optimizer step of the second
-    epoch (epochs.py), or after smoke_steps steps when epochs are not cut. A worker forked from a rank
-    starts it afresh."""
+    epoch (epochs.py), or after smoke_steps steps when epochs are not cut, or when another rank stopped
+    (smoke_stop.py). A worker forked from a rank starts it afresh."""
     global _smoke_counter
     from vdk.plugin.ml_training.runtime import epochs
     from vdk.plugin.ml_training.runtime import hf_shims
+    from vdk.plugin.ml_training.runtime import smoke_stop
     from vdk.plugin.ml_training.runtime.steps import StepCounter
     from vdk.plugin.ml_training.runtime.steps import StepLimit
 
     if _smoke_counter is not None:
         _smoke_counter.reset()
     else:
-        _smoke_counter = StepCounter().install()
+        _smoke_counter = StepCounter(manual_steps=True).install()
     steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
     if os.environ.get(protocol.EPOCH_END) == "0":
         StepLimit(steps).attach(_smoke_counter)
     else:
         epochs.watch(_smoke_counter, steps, _stand_ins)
     hf_shims.count_with(_smoke_counter)
+    smoke_stop.follow(_smoke_counter, rank)
     return _smoke_counter
+
+
+def agreed_end(rank: int | str, status: str, raised: BaseException | None, steps: int) -> bool:
+    """A rank that stopped as planned tells the others to stop (smoke_stop.py); one whose collective ended
+    because another stopped (it left, and the connection closed) stopped too: True when that is this
+    rank's end, whatever error it raised."""
+    from vdk.plugin.ml_training.runtime import smoke_stop
+
+    run_dir = os.environ.get(protocol.RUN_DIR, "")
+    if status == protocol.STOPPED:
+        smoke_stop.announce(run_dir, rank, steps)
+        return True
+    return raised is not None and smoke_stop.ended_by_peer(raised, run_dir) is not None
 
 
 def epoch_end(status: str):
@@ -134,7 +149,7 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     rank_process.route_output(i, run_dir)
     rank_process.dump_stacks_on_crash(protocol.stack_path(run_dir, i))
     report = RankReport(run_dir, i, i, steps=0)
-    counter = step_counter()
+    counter = step_counter(i)
     counter.listeners.insert(0, StepRecorder(report))
     outcome: dict[str, Any] = {}
 
@@ -143,7 +158,11 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
             fn(index, *rest)
         except SmokeStepsReached:
             outcome["status"] = protocol.STOPPED
+            agreed_end(i, protocol.STOPPED, None, counter.steps)
         except BaseException as e:  # noqa: B036 - reported, then mp.spawn's own handling goes on
+            if agreed_end(i, protocol.FAILED, e, counter.steps):
+                outcome["status"] = protocol.STOPPED  # its collective ended when another worker stopped
+                return
             outcome["status"] = protocol.FAILED
             report.finish(protocol.FAILED, error=describe(e), **_facts(counter, protocol.FAILED))
             raise
@@ -156,7 +175,8 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
         rank_process.end_now(1)
     status = outcome.get("status", protocol.FINISHED)
     report.finish(status, **_facts(counter, status))
-    rank_process.end_process_group()
+    if status == protocol.FINISHED:  # a stopped worker's peers may still be in a collective with it
+        rank_process.end_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
     rank_process.end_now(0)
@@ -166,6 +186,7 @@ def _facts(counter: Any, status: str) -> dict[str, Any]:
     """Steps, loss, the end of the epoch and the stand-ins this worker needed, for its result file."""
     from vdk.plugin.ml_training.runtime.report import json_number
 
+    counter.settle()
     facts: dict[str, Any] = {
         "steps": counter.steps,
         "last_loss": json_number(counter.loss()),

@@ -1,6 +1,9 @@
 """Counting optimizer steps and keeping the loss, whatever drives the loop (a plain loop, DDP, HF
 Trainer, Accelerate): torch calls global optimizer-step hooks for every `torch.optim.Optimizer`
-subclass. The smoke run stops after `limit` steps (`StepLimit`); progress reports read the count."""
+subclass. A script without a torch.optim optimizer (manual SGD: `p.data.add_(p.grad, alpha=-lr)`) is
+counted the way it trains, when asked (`manual_steps`, smoke runs): a backward pass followed by an update
+of the parameters it reached is a step. The smoke run stops after `limit` steps (`StepLimit`); progress
+reports read the count."""
 
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ class StepCounter:
     as tensors: reading the value waits for the GPU, so only `loss()` does, never a step.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, manual_steps: bool = False) -> None:
+        self.manual_steps = manual_steps  # count parameter updates without a torch.optim optimizer as steps
         self.steps = 0
         self.backwards = 0
         self.listeners: list[StepListener] = []  # called after every optimizer step
@@ -54,6 +58,7 @@ class StepCounter:
         self._logged: tuple[int, float] | None = None  # (step, loss) a training framework logged
         self._handles: list = []
         self._restore: list = []
+        self._updated: ParameterUpdates | None = None  # the parameters of the last backward, without an optimizer
 
     def install(self) -> StepCounter:
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -80,9 +85,23 @@ class StepCounter:
         self._in_step, self._logged = set(), None
         self._optimizers.clear()  # in place: Optimizer.__init__'s hook holds this set
         self._pending, self._last_step, self._scaled = [], [], None
+        self._updated = None
 
     def count(self, optimizer: torch.optim.Optimizer) -> int:
         return self._counts.get(optimizer, 0)
+
+    def reached(self, limit: int) -> bool:
+        """Whether every optimizer took `limit` steps (the script's steps, when it has no optimizer)."""
+        optimizers = self.optimizers
+        if not optimizers:
+            return self.steps >= limit
+        return all(self.count(o) >= limit for o in optimizers)
+
+    def settle(self) -> None:
+        """The script ended: a manual update after the last backward pass was a step too."""
+        updated, self._updated = self._updated, None
+        if updated is not None and not self._optimizers and updated.changed():
+            self._step_taken()
 
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
@@ -135,6 +154,8 @@ class StepCounter:
         self._restore.append((torch.Tensor, "backward", original))
 
     def _keep(self, tensor: torch.Tensor) -> None:
+        if self.manual_steps and not self._optimizers:
+            self._manual_step(tensor)
         self.backwards += 1
         if tensor.numel() != 1:
             return
@@ -172,6 +193,21 @@ class StepCounter:
         GradScaler.scale = scale  # type: ignore[method-assign]
         self._restore.append((GradScaler, "scale", original))
 
+    def _manual_step(self, loss: torch.Tensor) -> None:
+        """Before a backward pass of a script without an optimizer: if the parameters of the previous one
+        changed since, the script took a step (the listeners hear of it, and may stop the run here)."""
+        updated = self._updated
+        self._updated = ParameterUpdates.of(loss)
+        if updated is not None and updated.changed():
+            self._step_taken()
+            for listener in self.listeners:
+                listener(self, None)
+
+    def _step_taken(self) -> None:
+        self.steps += 1
+        if self._pending:
+            self._last_step, self._pending = self._pending, []
+
     def _after_step(self, optimizer, args, kwargs) -> None:
         done = self._counts[optimizer] = self._counts.get(optimizer, 0) + 1
         if done == 1:  # made before install(), or not by Optimizer.__init__
@@ -200,8 +236,48 @@ class StepLimit:
         return self
 
     def _after_step(self, counter: StepCounter, optimizer) -> None:
-        if all(counter.count(o) >= self.limit for o in counter.optimizers):
+        if counter.reached(self.limit):
             raise SmokeStepsReached(counter.steps)
+
+
+class ParameterUpdates:
+    """The parameters a backward pass reaches (the leaves of its graph) and a sample of their values, to
+    tell whether the script updated them since (a manual step): a few evenly spread elements of each."""
+
+    SAMPLE = 64
+
+    def __init__(self, parameters: list[torch.Tensor]):
+        self._parameters = parameters  # held until the next backward pass: a step seen after the script ended counts
+        self._samples = [self._sample(p) for p in parameters]
+
+    @classmethod
+    def of(cls, loss: torch.Tensor) -> ParameterUpdates | None:
+        leaves: list[torch.Tensor] = []
+        seen: set[int] = set()
+        stack = [loss.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            variable = getattr(node, "variable", None)  # an AccumulateGrad node: its leaf
+            if isinstance(variable, torch.Tensor):
+                leaves.append(variable)
+            else:
+                stack.extend(child for child, _ in node.next_functions)
+        return cls(leaves) if leaves else None
+
+    @classmethod
+    def _sample(cls, parameter: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            flat = _local(parameter).detach().reshape(-1)
+            return flat[:: max(1, flat.numel() // cls.SAMPLE)].clone()
+
+    def changed(self) -> bool:
+        for parameter, before in zip(self._parameters, self._samples, strict=True):
+            if not torch.equal(self._sample(parameter), before):
+                return True
+        return False
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,9 @@
 `torch.cuda.*` and `torch.accelerator.*` answer as on a machine with `count` GPUs (the GPUs this rank's
 node has in the smoke layout; virtual_gpu_devices.py); streams, events and memory statistics are
 plausible stand-ins (virtual_gpu_objects.py); the distributed helpers that pick a backend or a mesh for
-a device, and DataParallel, use them too (virtual_gpu_distributed.py). Tensors placed on a virtual GPU
+a device, and DataParallel, use them too (virtual_gpu_distributed.py); what NCCL accepts and gloo does
+not works as with NCCL (virtual_gpu_nccl.py), and attention of DTensors as with CUDA's kernels
+(virtual_gpu_attention.py). Tensors placed on a virtual GPU
 are CPU tensors that remember the GPU (device_tracking.py).
 """
 
@@ -15,8 +17,10 @@ from typing import Any
 
 import torch
 
+from vdk.plugin.ml_training.runtime import virtual_gpu_attention
 from vdk.plugin.ml_training.runtime import virtual_gpu_devices
 from vdk.plugin.ml_training.runtime import virtual_gpu_distributed
+from vdk.plugin.ml_training.runtime import virtual_gpu_nccl
 from vdk.plugin.ml_training.runtime.patching import Adaptations
 from vdk.plugin.ml_training.runtime.virtual_gpu_devices import VirtualGPUs
 from vdk.plugin.ml_training.runtime.virtual_gpu_objects import CAPABILITY
@@ -36,6 +40,8 @@ def install(a: Adaptations, count: int) -> VirtualGPUs:
     _cuda_module(a, gpus)
     _accelerator_module(a, gpus)
     virtual_gpu_distributed.install(a, gpus)
+    virtual_gpu_nccl.install(a)
+    virtual_gpu_attention.install(a)
     return gpus
 
 

@@ -9,6 +9,7 @@ FSDP2, DataParallel).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -52,13 +53,23 @@ def invalid_ordinal() -> Exception:
 
 
 class VirtualGPUs:
-    """The node's virtual GPUs and the one this process has selected (torch.cuda.set_device). A job
-    without GPUs (gpus_per_node = 0) has none: CUDA code fails as on its nodes."""
+    """The node's virtual GPUs and the one each thread has selected (torch.cuda.set_device): as with CUDA,
+    a thread starts on GPU 0. A job without GPUs (gpus_per_node = 0) has none: CUDA code fails as on its
+    nodes."""
 
     def __init__(self, count: int):
         self.count = max(0, count)
-        self.current = 0
+        self._selected = threading.local()
         self.devices = [torch.device("cuda", i) for i in range(self.count)]
+
+    @property
+    def current(self) -> int:
+        """The GPU this thread selected (0 until it selects one)."""
+        return getattr(self._selected, "index", 0)
+
+    @current.setter
+    def current(self, index: int) -> None:
+        self._selected.index = index
 
     def index(self, device: Any = None) -> int:
         """The GPU index `device` names (None, "cuda", "cuda:1", 1, torch.device): checked like CUDA does."""

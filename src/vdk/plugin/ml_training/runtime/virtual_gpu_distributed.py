@@ -46,9 +46,12 @@ def _distributed(a: Adaptations, gpus: VirtualGPUs) -> None:
     for owner in (dist, c10d):
         a.replace(owner, "get_default_backend_for_device", default_backend)
     post_import.when_imported("torch.distributed.device_mesh", lambda module: _device_mesh(a, module))
-    post_import.when_imported(
-        "torch.distributed.fsdp._fully_shard._fully_shard", lambda module: _fully_shard(a, gpus, module)
-    )
+    # FSDP2 and replicate() take the default mesh and its device from functions each module imported by name
+    for name in (
+        "torch.distributed.fsdp._fully_shard._fully_shard",
+        "torch.distributed._composable.replicate_with_fsdp",
+    ):
+        post_import.when_imported(name, lambda module: _fully_shard(a, gpus, module))
 
 
 def _device_mesh(a: Adaptations, module: Any) -> None:
@@ -80,8 +83,9 @@ def _names_cuda(positional: tuple, keyword: Any) -> bool:
 
 
 def _fully_shard(a: Adaptations, gpus: VirtualGPUs, module: Any) -> None:
-    """FSDP2 keeps its parameters and buffers on the virtual GPU its mesh stands for: the default mesh is
-    one of GPUs (as on a GPU machine), and a mesh made for "cuda" is one of GPUs."""
+    """FSDP2 (and replicate) keep their parameters and buffers on the virtual GPU their mesh stands for: the
+    default mesh is one of GPUs (as on a GPU machine, where torch picks the accelerator's), and a mesh made
+    for "cuda" is one of GPUs. `module` imported both functions by name: they are replaced there too."""
     init = sys.modules.get("torch.distributed.fsdp._fully_shard._fsdp_init")
     if init is None:
         return
@@ -99,16 +103,22 @@ def _fully_shard(a: Adaptations, gpus: VirtualGPUs, module: Any) -> None:
             import torch.distributed as dist
             from torch.distributed.device_mesh import init_device_mesh
 
+            if gpus.count == 0:  # a job without GPUs: torch's CPU mesh, as on its nodes
+                return original(mesh_dim_names)
             if not dist.is_initialized():
                 dist.init_process_group()
             size = dist.distributed_c10d._get_default_group().size()
+            a.note("FSDP2 default mesh -> virtual GPUs")
             return init_device_mesh("cuda", mesh_shape=(size,), mesh_dim_names=mesh_dim_names)
 
         return _init_default_mesh
 
     for owner in (init, module):
-        a.replace(owner, "_get_device_from_mesh", device_from_mesh)
-    a.replace(init, "_init_default_mesh", default_mesh)
+        for name, make in (("_get_device_from_mesh", device_from_mesh), ("_init_default_mesh", default_mesh)):
+            if getattr(getattr(owner, name, None), "_vdk_virtual", False):
+                continue  # replaced already (the module is _fsdp_init's importer a second time)
+            a.replace(owner, name, make)
+            getattr(owner, name)._vdk_virtual = True
 
 
 def _data_parallel(a: Adaptations) -> None:

@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.diagnosis.rules import container_config
 from vdk.plugin.ml_training.diagnosis.rules import data_step
 from vdk.plugin.ml_training.diagnosis.rules import deadline
 from vdk.plugin.ml_training.diagnosis.rules import device_mismatch
+from vdk.plugin.ml_training.diagnosis.rules import emulation_gap
 from vdk.plugin.ml_training.diagnosis.rules import engine_failure
 from vdk.plugin.ml_training.diagnosis.rules import evicted
 from vdk.plugin.ml_training.diagnosis.rules import excluded_file
@@ -55,6 +56,7 @@ FAILURE: tuple[FailureRule, ...] = (
     excluded_file.file_left_out,
     device_mismatch.device_mismatch,
     gloo_limit.not_in_gloo,
+    emulation_gap.cannot_emulate,
     idle.stopped_idle,
     python_error.error_reported,
     untrained.no_step_taken,
@@ -98,4 +100,4 @@ LOG_HINTS: tuple[Fix, ...] = (
 )
 
 # What a Python error a local rank reported means beyond its fix (a note beside its traceback).
-ERROR_NOTES: tuple[ErrorNote, ...] = (gloo_limit.gloo_limit,)
+ERROR_NOTES: tuple[ErrorNote, ...] = (gloo_limit.gloo_limit, emulation_gap.limit_note)

@@ -11,6 +11,8 @@ from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
 from vdk.plugin.ml_training.diagnosis.finding import reported_error
+from vdk.plugin.ml_training.diagnosis.rules.emulation_gap import SMOKE_GUARD
+from vdk.plugin.ml_training.runtime import protocol
 
 # gloo's answers to what it does not implement: "Backend gloo does not support reduce_scatter_tensor_coalesced",
 # "Cannot use ReduceOp.PREMUL_SUM with Gloo"
@@ -40,6 +42,7 @@ def not_in_gloo(evidence: Evidence) -> Finding | None:
         return None
     return local_failure(
         evidence,
-        f"{limit}. Deploy with `vdk deploy --skip-smoke` if the rest of the run passed, or keep the call "
-        f"out of smoke runs. Then {reported[0].again}",
+        f"{limit}. Narrowest switch: keep the call out of smoke runs, {SMOKE_GUARD} (smoke runs set "
+        f"{protocol.MODE}=smoke; the cluster run is unchanged). `vdk deploy --skip-smoke` skips the whole check "
+        f"instead. Then {reported[0].again}",
     )

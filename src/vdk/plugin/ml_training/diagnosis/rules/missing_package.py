@@ -62,37 +62,56 @@ def no_torch_in_image(evidence: Evidence) -> Finding | None:
 
 
 def _missing_here_fix(error: Mapping[str, Any], local: LocalFacts) -> str:
-    """The job's dependencies: installed here for `vdk run`, listed in requirements.txt for the image; or the
-    job's own module, which the image (and so the run) leaves out."""
+    """The job's dependencies: listed in requirements.txt, which the image installs into its dependency layer
+    and a local run into its overlay (or, with `requirements_overlay = false`, installed where vdk runs by
+    whoever manages that environment); or the job's own module, which the image (and so the run) leaves out."""
     again = local.again
     job_dir = local.spec.job_dir
     requirements = job_dir / REQUIREMENTS
-    image = f"list it in {requirements}: `vdk deploy` installs that file into the image's dependency layer"
     missing = _NO_MODULE.search(error.get("message", ""))
-    if not missing:
-        return (
-            "the installed version of a package lacks what the code imports: install the version the code needs "
-            f"where vdk runs (`{sys.executable} -m pip install '<package>==<version>'`) and {image}, pinned. "
-            f"Then {again}"
-        )
-    top = missing.group(1).split(".")[0]
-    excluded = _excluded_module(local, top)
+    top = missing.group(1).split(".")[0] if missing else None
+    excluded = _excluded_module(local, top) if top else None
     if excluded is not None:
         return (
             f"`{top}` is the job's own module ({excluded.path}), which its image leaves out ({excluded.reason}), "
             f"so the cluster run would not find it either: take it out of that rule, or add `!{excluded.path}` "
             f"to {job_dir / '.vdkignore'}. Then {again}"
         )
-    listed = Requirements.read(requirements if requirements.is_file() else None).listed_for(top)
+    listed = Requirements.read(requirements if requirements.is_file() else None).listed_for(top) if top else None
+    if local.spec.requirements_overlay:  # the run's packages: requirements.txt in its overlay, and vdk's environment
+        both = (
+            "`vdk deploy` installs that file into the image's dependency layer, and `vdk run` into the run's "
+            "overlay (vdk's own environment stays as it is)"
+        )
+        if top is None:
+            return (
+                "the installed version of a package lacks what the code imports: pin the version the code needs "
+                f"in {requirements} (`<package>==<version>`): {both}. Then {again}"
+            )
+        if listed:
+            return (
+                f"{listed} is in {requirements}, but what uv installed from it for this Python has no `{top}` (a "
+                "marker that leaves it out here, or another distribution provides the module): check that line, "
+                f"or add the distribution that provides `{top}`: {both}. Then {again}"
+            )
+        return f"add {distribution_for(top)} (which provides `{top}`) to {requirements}: {both}. Then {again}"
+    yours = "`requirements_overlay = false` in [ml-training]: you manage the environment vdk runs in"
+    image = f"list it in {requirements}: `vdk deploy` installs that file into the image's dependency layer"
+    if top is None:
+        return (
+            "the installed version of a package lacks what the code imports: install the version the code needs "
+            f"where vdk runs (`{sys.executable} -m pip install '<package>==<version>'`; {yours}) and {image}, "
+            f"pinned. Then {again}"
+        )
     if listed:
         return (
-            f"{listed} (which provides `{top}`) is in {requirements} but not installed where vdk runs: "
+            f"{listed} (which provides `{top}`) is in {requirements} but not installed where vdk runs ({yours}): "
             f"`{sys.executable} -m pip install -r {requirements}`. Then {again}"
         )
     distribution = distribution_for(top)
     return (
         f"install {distribution} (which provides `{top}`) where vdk runs (`{sys.executable} -m pip install "
-        f"{distribution}`) and {image}. Then {again}"
+        f"{distribution}`; {yours}) and {image}. Then {again}"
     )
 
 

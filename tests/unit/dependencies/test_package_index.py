@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from vdk.plugin.ml_training.image.package_index import pip_settings
-from vdk.plugin.ml_training.image.package_index import uv_environment
+from vdk.plugin.ml_training.dependencies.package_index import pip_settings
+from vdk.plugin.ml_training.dependencies.package_index import uv_environment
 
 
 def pip_conf(path, text: str):

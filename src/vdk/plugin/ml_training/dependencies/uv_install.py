@@ -1,0 +1,269 @@
+"""requirements.txt installed by uv into a target directory: wheels only, for a Python version and platform
+(a job image's base) or for this interpreter (a local run's overlay). What the target's Python already has
+(torch and its CUDA wheels in a PyTorch base; torch in vdk's environment) is left out with uv's
+`--excludes`; when its version is pinned (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first
+resolved against that version, so that torchvision & co. match it. Package indexes: package_index.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Protocol
+
+from vdk.plugin.ml_training import helper_processes
+from vdk.plugin.ml_training.dependencies import package_index
+from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.source.import_check import normalise
+
+UV_TIMEOUT = 1800
+UV_TARGET_LOCK = ".lock"  # uv's lock of a target directory against concurrent installs: no package's file
+_OPTION = re.compile(r"^\s*-")
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+class UvListener(Protocol):
+    """Told what uv says on stderr as it says it (image/uv_progress.py: the steps of a build's activity)."""
+
+    def started(self) -> None: ...
+
+    def line(self, line: str) -> None: ...
+
+    @staticmethod
+    def is_progress(line: str) -> bool: ...
+
+
+# A listener for one uv command; its argument: the command only resolves (`uv pip compile`), installs nothing.
+ListenerFor = Callable[[bool], UvListener]
+FailureCheck = Callable[[str, dict[str, str]], None]
+
+_STEP = re.compile(r"^(Resolved|Downloading|Prepared|Installed|Audited) ")
+_CHATTER = re.compile(r"^(Using (CPython|Python) |\s*[+-] \S+==|\s*Downloaded )")
+
+
+class StepLines:
+    """A listener that passes uv's own step lines (`Resolved 12 packages in 1.2s`, `Downloading scipy (35.1MiB)`,
+    `Installed 12 packages in 80ms`) to `say`, as they come."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+
+    def started(self) -> None:
+        pass
+
+    def line(self, line: str) -> None:
+        if _STEP.match(line):
+            self.say(f"  uv: {line.strip()}")
+
+    @staticmethod
+    def is_progress(line: str) -> bool:
+        return bool(_STEP.match(line) or _CHATTER.match(line))
+
+
+class DependencyError(MLTrainingError):
+    """requirements.txt could not be resolved or installed for the Python it was meant for."""
+
+
+class NoWheelError(DependencyError):
+    """A requirement has no wheel for the target's platform and Python version."""
+
+    def __init__(self, packages: list[str], python_version: str, platform: str, detail: str):
+        self.packages = packages
+        names = ", ".join(packages) if packages else "a requirement"
+        super().__init__(
+            f"{names} has no pre-built wheel for Python {python_version} on {platform}; job images "
+            f"install wheels only (nothing is compiled at deploy time).\n{detail}".rstrip(),
+            f"pin a version of {names} that publishes a {platform} wheel for Python {python_version}; "
+            "or build the wheel yourself (`pip wheel PACKAGE`) and add a `--find-links DIR` or "
+            "`--extra-index-url URL` line to requirements.txt; or install it in your base image and list "
+            "it in `base_provides`; or, for pure-Python code, copy it into the job directory",
+        )
+
+
+@dataclass(frozen=True)
+class Target:
+    """The Python the packages are for: a version and wheel platform (an image's base), or this interpreter
+    (both None); what it provides already (left out), and the versions of those it pins."""
+
+    python_version: str | None = None
+    platform: str | None = None
+    provides: tuple[str, ...] = ()
+    pins: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def described(self) -> str:
+        if self.python_version is None:
+            return f"this Python ({sys.executable})"
+        return f"Python {self.python_version} on {self.platform}"
+
+    def flags(self) -> list[str]:
+        flags = ["--python", sys.executable]
+        if self.python_version is not None:
+            flags += ["--python-platform", str(self.platform), "--python-version", self.python_version]
+        return [*flags, "--only-binary", ":all:"]
+
+
+def cache_root() -> Path:
+    """$VDK_ML_TRAINING_CACHE_DIR, else $XDG_CACHE_HOME/vdk-ml-training, else ~/.cache/vdk-ml-training."""
+    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
+
+
+def requirement_lines(path: Path) -> list[str]:
+    lines = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            lines.append(line)
+    return lines
+
+
+def only_provided(requirements: Path, provides: Iterable[str]) -> bool:
+    """Whether requirements.txt asks for nothing but what the target provides (and so installs nothing)."""
+    provided = {normalise(p) for p in provides}
+    for line in requirement_lines(requirements):
+        name = _NAME.match(line)
+        if _OPTION.match(line) or name is None or normalise(name.group(1)) not in provided:
+            return False
+    return True
+
+
+def uv_command() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def uv_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # cross-installing needs no other interpreter
+    env["UV_NO_PROGRESS"] = "1"
+    # pip's indexes and find-links (a company mirror, a directory of wheels) unless uv has its own.
+    env.update(package_index.uv_environment(os.environ))
+    return env
+
+
+def install(
+    requirements: Path,
+    target_dir: Path,
+    cwd: Path,
+    target: Target,
+    again: str,
+    progress: ListenerFor | None = None,
+    on_failure: FailureCheck | None = None,
+) -> None:
+    """Install `requirements` into `target_dir` for `target` (uv runs in `cwd`: relative paths in the file
+    are the job directory's). `again`: how the fix of a failure ends ("deploy again"). `progress`: a listener
+    for each uv command, told what uv says (without one, uv is quiet). `on_failure(stderr, uv's environment)`:
+    told first when uv fails, it may raise an error of its own (a full disk)."""
+    uv = uv_command()
+    flags = target.flags()
+    quiet = [] if progress else ["-q"]
+    with tempfile.TemporaryDirectory(prefix="vdk-uv-") as scratch:
+        work = Path(scratch)
+        constraints: list[str] = []
+        if target.pins:
+            pins = work / "pins.txt"
+            pins.write_text("".join(f"{name}=={version}\n" for name, version in target.pins))
+            lock = work / "resolved.txt"
+            compile_ = [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags]
+            listener = progress(True) if progress else None
+            argv = [*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)]
+            _run_uv(argv, cwd, target, again, listener, on_failure)
+            constraints = ["-c", str(lock)]
+        excludes: list[str] = []
+        if target.provides:
+            provided = work / "provides.txt"
+            provided.write_text("".join(f"{name}\n" for name in target.provides))
+            excludes = ["--excludes", str(provided)]
+        command = [uv, "pip", "install", "--target", str(target_dir), "-r", str(requirements), *constraints]
+        listener = progress(False) if progress else None
+        argv = [*command, *excludes, *flags, "--link-mode", "copy", *quiet]
+        _run_uv(argv, cwd, target, again, listener, on_failure)
+    (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
+
+
+def _run_uv(
+    argv: list[str],
+    cwd: Path,
+    target: Target,
+    again: str,
+    listener: UvListener | None,
+    on_failure: FailureCheck | None,
+) -> None:
+    if listener is not None:
+        listener.started()
+    env = uv_environment()
+    try:
+        done = helper_processes.run(
+            argv, cwd=cwd, env=env, timeout=UV_TIMEOUT, on_stderr_line=listener.line if listener else None
+        )
+    except subprocess.TimeoutExpired:
+        raise DependencyError(
+            f"installing requirements.txt took longer than {UV_TIMEOUT // 60} minutes",
+            f"check the connection to the package index, then {again}",
+        ) from None
+    if done.returncode == 0:
+        return
+    if on_failure is not None:
+        on_failure(done.stderr, env)
+    detail = _uv_message(done.stderr, listener.is_progress if listener else None)
+    no_wheel = _packages_without_wheels(done.stderr)
+    if no_wheel:
+        raise NoWheelError(no_wheel, target.python_version or _this_python(), target.platform or "this machine", detail)
+    raise DependencyError(
+        f"requirements.txt cannot be installed for {target.described}:\n{detail}",
+        "fix the requirement named above (a version that exists, or one that agrees with the others); "
+        f"`uv pip compile requirements.txt` shows the same resolution locally. Then {again}",
+    )
+
+
+def _this_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _uv_message(stderr: str, is_progress: Callable[[str], bool] | None) -> str:
+    def noise(line: str) -> bool:
+        return is_progress(line) if is_progress else line.startswith("Using CPython")
+
+    lines = [line for line in stderr.splitlines() if line.strip() and not noise(line)]
+    return "\n".join(lines[-15:])
+
+
+def _packages_without_wheels(stderr: str) -> list[str]:
+    names = re.findall(r"Wheels are required for `([^`]+)`", stderr)
+    names += re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no (?:usable )?wheels", stderr)
+    return sorted(dict.fromkeys(normalise(n) for n in names))
+
+
+def installed_packages(target_dir: Path) -> tuple[tuple[str, str], ...]:
+    """(name, version) of every distribution installed in a target directory."""
+    found = [name_and_version(info) for info in target_dir.glob("*.dist-info")]
+    return tuple(sorted(named for named in found if named))
+
+
+def name_and_version(dist_info: Path) -> tuple[str, str] | None:
+    name = version = None
+    try:
+        text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Name:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("Version:"):
+            version = line.split(":", 1)[1].strip()
+        elif not line.strip():
+            break
+    return (normalise(name), version) if name and version else None
