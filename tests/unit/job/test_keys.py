@@ -96,8 +96,8 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
     assert WHERE_IT_RUNS == {
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
-        "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc", "data_cache_pvc", "smoke_data",
-        "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
+        "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc", "data_cache_pvc",
+        "smoke_data", "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
         # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
     }  # fmt: skip
