@@ -65,9 +65,10 @@ crds: install
 # link fails it). pytest exits 5 when it collected nothing: that is not a failure of the code under test.
 # Each environment runs what it can: tests that need the Control Service CLI only in .venv-cs, those
 # that need transformers only in .venv (deselected, not skipped: the only skips are real-cluster tests).
-# The slowest tests are listed at the end: the whole run must stay under 30 minutes on an idle machine.
+# Two workers (pytest-xdist), each test file on one: most tests wait on processes, servers and containers. The
+# slowest tests are listed at the end: the whole run must stay under 30 minutes on an idle machine.
 test: install lint docs install-cs crds
-	$(VENV)/bin/python -m pytest tests functional_tests -m "not needs_control_cli" --durations=25; rc=$$?; \
+	$(VENV)/bin/python -m pytest tests functional_tests -m "not needs_control_cli" -n 2 --dist loadfile --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then rc=0; fi; \
 	$(CS_VENV)/bin/python -m pytest tests -m "(control_cli or needs_control_cli) and not needs_transformers"; \
 	cs=$$?; if [ $$cs -eq 5 ]; then cs=0; fi; \

@@ -56,9 +56,16 @@ def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_l
     here = vdk("run", str(job), env=env, timeout=300)
     assert here.returncode == 0, here.stdout + here.stderr  # this machine has PyYAML: the smoke run passes
 
+    # once the base is read, the import check knows the image lacks it: stopped before anything is built
     missing = vdk("run", "--container", str(job), env=env)
     output = missing.stdout + missing.stderr
     assert missing.returncode != 0, output
+    assert "train.py:2: `import yaml` needs PyYAML" in output and "smoke run" not in output, output
+    assert "add `PyYAML==" in output and f"to {job / 'requirements.txt'}" in output, output
+    # and in the image itself, where the import check is skipped, it fails as it would on the cluster
+    unchecked = vdk("run", "--container", "--skip-import-check", str(job), env=env)
+    output = unchecked.stdout + unchecked.stderr
+    assert unchecked.returncode != 0, output
     assert "smoke run FAILED" in output and "No module named 'yaml'" in output, output
     assert f"add PyYAML to {job / 'requirements.txt'}: it provides `yaml` where vdk runs" in output, output
 

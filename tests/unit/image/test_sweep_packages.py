@@ -5,7 +5,7 @@ job without a sweep keeps its requirements.txt as it is."""
 from importlib import metadata
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.image.dependency_layer import requirement_lines
+from vdk.plugin.ml_training.dependencies.uv_install import requirement_lines
 from vdk.plugin.ml_training.image.dependency_layer import requirements_file
 from vdk.plugin.ml_training.job import load_job_spec
 

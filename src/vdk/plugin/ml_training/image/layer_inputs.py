@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from vdk.plugin.ml_training.datafetch import DATA_TOOLS
+from vdk.plugin.ml_training.dependencies.uv_install import requirement_lines
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.sweep_packages import sweep_requirements
@@ -64,12 +65,3 @@ def layer_input(spec: MLJobSpec) -> bytes | None:
         return None
     text = requirements.read_bytes() if requirements is not None else b""
     return text + (b"\n# the data step\n" + "\n".join(tools).encode() + b"\n" if tools else b"")
-
-
-def requirement_lines(path: Path) -> list[str]:
-    lines = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if line and not line.startswith("#"):
-            lines.append(line)
-    return lines
