@@ -33,6 +33,7 @@ from vdk.plugin.ml_training.local.data_links import link_datasets
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.rank_memory import MemoryWatch
+from vdk.plugin.ml_training.local.smoke_heartbeat import Heartbeat
 from vdk.plugin.ml_training.runtime import protocol
 
 AGENT_LOG = "agent.log"
@@ -42,6 +43,7 @@ RUNS_DIR_ENV = "VDK_ML_TRAINING_RUNS_DIR"
 FULL_RUNS = "full"  # full runs' directories below VDK_ML_TRAINING_RUNS_DIR: kept, never pruned
 KEEP_FAILED_RUNS_SECONDS = 86400
 PORT_ATTEMPTS = 3
+HEARTBEAT_POLL_SECONDS = 1.0  # how often a smoke run's steps are looked at while it runs
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str],
         timed_out = False
         with memory:
             try:
-                proc.wait(timeout=plan.timeout_seconds)
+                _wait(proc, plan, run_dir, stderr)
                 starter.ended(proc, run_dir)
             except subprocess.TimeoutExpired:
                 timed_out = True
@@ -304,6 +306,29 @@ def terminate(proc: subprocess.Popen, run_dir: Path) -> None:
     SIGKILL whatever is left after a grace period."""
     process_tree.stop_tree(proc.pid, process_tree.rank_groups(proc.pid, run_dir), poll=proc.poll)
     proc.wait()
+
+
+def _wait(proc: subprocess.Popen, plan: LaunchPlan, run_dir: Path, stderr: IO[str]) -> None:
+    """proc.wait(timeout=plan.timeout_seconds); a smoke run that stays quiet says how far it got meanwhile."""
+    if plan.mode != protocol.SMOKE:
+        proc.wait(timeout=plan.timeout_seconds)
+        return
+
+    def say(line: str) -> None:
+        stderr.write(line + "\n")
+        stderr.flush()
+
+    heartbeat = Heartbeat(run_dir, plan.spec.smoke_steps, plan.timeout_seconds, say)
+    deadline = None if plan.timeout_seconds is None else heartbeat.started + plan.timeout_seconds
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, plan.timeout_seconds or 0)
+        try:
+            proc.wait(timeout=HEARTBEAT_POLL_SECONDS if left is None else min(left, HEARTBEAT_POLL_SECONDS))
+            return
+        except subprocess.TimeoutExpired:
+            heartbeat.tick()
 
 
 class _Console:
