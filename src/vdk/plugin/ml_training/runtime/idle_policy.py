@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-import threading
 from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from vdk.plugin.ml_training.runtime import termination
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.progress_lines import duration_seconds
-from vdk.plugin.ml_training.runtime.watchdog import MESSAGE_FRAMES
 from vdk.plugin.ml_training.runtime.watchdog import STACK_FRAMES
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.runtime.watchdog import parse_stall
+from vdk.plugin.ml_training.runtime.watchdog import report_and_end
 from vdk.plugin.ml_training.runtime.watchdog import thread_stacks
 
 # What an idle-stopped process exits with: distinct from a failure (1) and from the stall watchdog's 124.
@@ -133,33 +130,7 @@ class IdlePolicy:
     def fire(self, idle: Idle) -> None:
         """Report the stop everywhere it is read, then end the process."""
         self.fired = idle
-        backstop = threading.Timer(30.0, self._exit, (IDLE_EXIT_CODE,))
-        backstop.daemon = True
-        backstop.start()
-        if self.on_idle is not None:
-            try:
-                self.on_idle(idle)
-            except Exception:  # noqa: BLE001 - the stop is still printed and the process still ends
-                pass
-        text = "\n".join(idle.lines()) + "\n"
-        try:
-            if self._out is not None:
-                self._out.write(text)
-                self._out.flush()
-            else:
-                sys.stdout.flush()
-                os.write(2, text.encode("utf-8", "replace"))
-        except Exception:  # noqa: BLE001
-            pass
-        termination.leave("\n".join(idle.lines(MESSAGE_FRAMES, training_thread_only=True)))
-        if self._postscript is not None:
-            try:
-                summary = self._postscript()
-                if summary:
-                    termination.add(summary)
-            except Exception:  # noqa: BLE001
-                pass
-        self._exit(IDLE_EXIT_CODE)
+        report_and_end(idle, IDLE_EXIT_CODE, self.on_idle, self._out, self._exit, self._postscript)
 
 
 SAMPLER_THREAD = "vdk-ml-training-gpu-sampler"

@@ -265,27 +265,7 @@ class Watchdog:
     def fire(self, stall: Stall) -> None:
         """Report the stall everywhere it is read, then end the process."""
         self.fired = stall
-        # Whatever happens below (a full pipe, a lock the training thread holds), the process ends.
-        backstop = threading.Timer(30.0, self._exit, (STALL_EXIT_CODE,))
-        backstop.daemon = True
-        backstop.start()
-        if self.on_stall is not None:
-            try:
-                self.on_stall(stall)
-            except Exception:  # noqa: BLE001 - the stall is still printed and the process still ends
-                pass
-        text = "\n".join(stall.lines()) + "\n"
-        try:
-            if self._out is not None:
-                self._out.write(text)
-                self._out.flush()
-            else:
-                sys.stdout.flush()
-                os.write(2, text.encode("utf-8", "replace"))  # the fd: no lock the training thread may hold
-        except Exception:  # noqa: BLE001
-            pass
-        termination.leave("\n".join(stall.lines(MESSAGE_FRAMES, training_thread_only=True)))
-        self._exit(STALL_EXIT_CODE)
+        report_and_end(stall, STALL_EXIT_CODE, self.on_stall, self._out, self._exit)
 
 
 _current: Watchdog | None = None
@@ -391,3 +371,43 @@ def parse_stall(lines: Iterable[str]) -> Stall | None:
         collective=match["collective"],
         threads=threads,
     )
+
+
+def report_and_end(
+    finding: Any,
+    code: int,
+    callback: Callable[[Any], None] | None,
+    out: TextIO | None,
+    exit: Callable[[int], None],
+    postscript: Callable[[], str | None] | None = None,
+) -> None:
+    """The end of a process that stops itself (a stall, an idle GPU): `callback(finding)` (its result file),
+    `finding.lines()` on `out` or stderr, its termination message (and `postscript()`'s), then `exit(code)`."""
+    # Whatever happens below (a full pipe, a lock the training thread holds), the process ends.
+    backstop = threading.Timer(30.0, exit, (code,))
+    backstop.daemon = True
+    backstop.start()
+    if callback is not None:
+        try:
+            callback(finding)
+        except Exception:  # noqa: BLE001 - the stop is still printed and the process still ends
+            pass
+    text = "\n".join(finding.lines()) + "\n"
+    try:
+        if out is not None:
+            out.write(text)
+            out.flush()
+        else:
+            sys.stdout.flush()
+            os.write(2, text.encode("utf-8", "replace"))  # the fd: no lock the training thread may hold
+    except Exception:  # noqa: BLE001
+        pass
+    termination.leave("\n".join(finding.lines(MESSAGE_FRAMES, training_thread_only=True)))
+    if postscript is not None:
+        try:
+            summary = postscript()
+            if summary:
+                termination.add(summary)
+        except Exception:  # noqa: BLE001
+            pass
+    exit(code)
