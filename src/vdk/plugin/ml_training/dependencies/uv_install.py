@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -118,6 +120,21 @@ def cache_root() -> Path:
         return Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
+
+
+def prune_unused(folder: Path, meta_name: str, max_age_days: float) -> list[Path]:
+    """Remove the cache entries below `folder` (each a directory with its `meta_name` file, touched when used)
+    that nothing used for `max_age_days`; the ones removed."""
+    removed = []
+    cutoff = time.time() - max_age_days * 86400
+    for meta in folder.glob(f"*/{meta_name}"):
+        try:
+            if meta.stat().st_mtime < cutoff:
+                shutil.rmtree(meta.parent)
+                removed.append(meta.parent)
+        except OSError:
+            pass
+    return removed
 
 
 def requirement_lines(path: Path) -> list[str]:

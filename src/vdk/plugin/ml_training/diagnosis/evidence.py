@@ -158,3 +158,14 @@ class Evidence:
     @property
     def where(self) -> str:
         return LOCAL if self.local is not None else CLUSTER
+
+
+def log_tail(path: Path, limit: int = 20000) -> str:
+    """The last `limit` bytes of a log a rule reads (torchrun's, the engine's), as text; "" when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

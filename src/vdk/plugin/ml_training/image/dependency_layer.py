@@ -153,16 +153,7 @@ def _seconds(seconds: float) -> str:
 
 def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
     """Remove dependency layers not used for `max_age_days` (each can be hundreds of MB)."""
-    removed = []
-    cutoff = time.time() - max_age_days * 86400
-    for meta in (cache_root() / "deps").glob("*/layer.json"):
-        try:
-            if meta.stat().st_mtime < cutoff:
-                shutil.rmtree(meta.parent)
-                removed.append(meta.parent)
-        except OSError:
-            pass
-    return removed
+    return uv_install.prune_unused(cache_root() / "deps", "layer.json", max_age_days)
 
 
 def _load(entry: Path, key: str) -> DependencyLayer | None:

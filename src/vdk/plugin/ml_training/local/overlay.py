@@ -154,13 +154,4 @@ def _build(
 
 def prune(max_age_days: float = MAX_AGE_DAYS) -> list[Path]:
     """Remove overlays no run used for `max_age_days`."""
-    removed = []
-    cutoff = time.time() - max_age_days * 86400
-    for meta in (uv_install.cache_root() / OVERLAYS).glob(f"*/{META}"):
-        try:
-            if meta.stat().st_mtime < cutoff:
-                shutil.rmtree(meta.parent)
-                removed.append(meta.parent)
-        except OSError:
-            pass
-    return removed
+    return uv_install.prune_unused(uv_install.cache_root() / OVERLAYS, META, max_age_days)

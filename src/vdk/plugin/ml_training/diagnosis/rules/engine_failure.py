@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
+from vdk.plugin.ml_training.diagnosis.evidence import log_tail
 from vdk.plugin.ml_training.diagnosis.finding import FAILED
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import Fix
@@ -21,7 +22,6 @@ _ENGINE_ERROR = re.compile(
     r"^(Error: .*|docker: Error response from daemon: .*|Error response from daemon: .*|"
     r".*\b(OCI runtime (create )?failed|runc create failed|crun: ).*)$"
 )
-_TAIL_BYTES = 20000
 
 
 def _limits_fix() -> str:
@@ -74,15 +74,5 @@ def engine_failed(evidence: Evidence) -> Finding | None:
 
 def engine_message(log: Path) -> str | None:
     """The engine's own error in the log of a container run (the engine's client writes there), if any."""
-    said = [line.strip() for line in _tail(log).splitlines() if _ENGINE_ERROR.match(line.strip())]
+    said = [line.strip() for line in log_tail(log).splitlines() if _ENGINE_ERROR.match(line.strip())]
     return said[-1] if said else None
-
-
-def _tail(path: Path, limit: int = _TAIL_BYTES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""

@@ -14,6 +14,7 @@ from typing import Any
 
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
+from vdk.plugin.ml_training.diagnosis.evidence import log_tail
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import Fix
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
@@ -26,7 +27,6 @@ from vdk.plugin.ml_training.source.job_files import Excluded
 _IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
 _NO_TORCH = "No module named 'torch'"
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
-_LOG_TAIL_BYTES = 20000
 
 # In a cluster rank's log.
 NOT_IN_IMAGE = Fix(
@@ -51,7 +51,7 @@ def no_torch_in_image(evidence: Evidence) -> Finding | None:
     local = evidence.local
     if local is None or not local.in_image or evidence.blame is not None or local.agent_log is None:
         return None
-    if _NO_TORCH not in _tail_text(local.agent_log):
+    if _NO_TORCH not in log_tail(local.agent_log):
         return None
     return local_failure(
         evidence,
@@ -162,13 +162,3 @@ def _excluded_module(local: LocalFacts, top: str) -> Excluded | None:
         if (local.spec.job_dir / candidate).exists():
             return local.left_out(candidate)
     return None
-
-
-def _tail_text(path: Path, limit: int = _LOG_TAIL_BYTES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
