@@ -6,7 +6,7 @@ from importlib import metadata
 
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.dependencies.uv_install import requirement_lines
-from vdk.plugin.ml_training.image.dependency_layer import requirements_file
+from vdk.plugin.ml_training.image.layer_inputs import requirements_file
 from vdk.plugin.ml_training.job import load_job_spec
 
 SWEEP = "\n[ml-training.sweep]\nlr = 1e-3, 1e-2\nmetric = loss\n"

@@ -1,7 +1,8 @@
 """The house's rules, checked on the code as it stands (docs/architecture.md): no import circles between any
 two modules of the package (imports inside functions count), no module over 500 lines unless its docstring
 says why it reads better whole, and no two modules with one base name unless they are parallel
-implementations of one interface. The layers themselves are the import-linter contract of `make lint`."""
+implementations of one interface; every import of the package resolves, also one inside a function. The
+layers themselves are the import-linter contract of `make lint`."""
 
 from __future__ import annotations
 
@@ -90,3 +91,31 @@ def test_no_two_modules_share_a_base_name():
         if path.name != "__init__.py" and str(path.parent.relative_to(ROOT)) not in PARALLEL
     )
     assert [name for name, count in names.items() if count > 1] == []
+
+
+def _imported_names(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every `from vdk.plugin.ml_training... import name` in a file, in functions too."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE) and not node.level:
+            found += [(node.lineno, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_every_import_of_the_package_resolves_also_inside_functions():
+    # An import inside a function (kept there so a command loads only what it needs) fails only when it runs:
+    # a module moved or a name renamed must not leave one behind.
+    import importlib
+
+    roots = [ROOT, ROOT.parents[3] / "tests", ROOT.parents[3] / "benchmarks", ROOT.parents[3] / "functional_tests"]
+    broken = []
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
+        for line, module, name in _imported_names(path):
+            try:
+                imported = importlib.import_module(module)
+            except ImportError as e:
+                broken.append(f"{path}:{line}: {module}: {e}")
+                continue
+            if not hasattr(imported, name) and importlib.util.find_spec(f"{module}.{name}") is None:
+                broken.append(f"{path}:{line}: {module} has no {name}")
+    assert broken == []

@@ -32,3 +32,24 @@ def test_a_collective_that_ended_because_the_stopped_rank_left_is_the_agreed_end
         assert smoke_stop.ended_by_peer(wrapped, tmp_path) is not None
     assert smoke_stop.ended_by_peer(ValueError("a bug of its own"), tmp_path) is None
     assert smoke_stop.ended_by_peer(RuntimeError("shape mismatch"), tmp_path) is None
+
+
+def test_a_rank_behind_the_one_that_stopped_takes_its_steps_up_to_there_then_stops(tmp_path, monkeypatch):
+    import pytest
+    import torch
+
+    from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
+
+    monkeypatch.setenv(protocol.RUN_DIR, str(tmp_path))
+    monkeypatch.setattr(smoke_stop, "_check", None)  # the hook stays; this test's check goes with it
+    counter = type("Counter", (), {"steps": 0, "listeners": []})()
+    smoke_stop.follow(counter, 0)
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.1)
+    optimizer.step()  # nobody stopped yet
+    smoke_stop.announce(tmp_path, 1, 2)  # rank 1 stopped after 2 steps: DDP's ranks step in lockstep
+    counter.steps = 1
+    optimizer.step()  # this rank took 1: it takes its second step
+    counter.steps = 2
+    with pytest.raises(SmokeStepsReached):
+        optimizer.step()  # where rank 1 stopped: this one stops there too

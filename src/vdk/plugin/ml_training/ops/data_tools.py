@@ -43,7 +43,7 @@ def requirements(schemes: Iterable[str]) -> list[str]:
 
 
 def command(schemes: Iterable[str], arguments: list[str]) -> list[str]:
-    from vdk.plugin.ml_training.image.dependency_layer import uv_command
+    from vdk.plugin.ml_training.dependencies.uv_install import uv_command
 
     argv = [uv_command(), "run", "--no-project", "--quiet", "--python", sys.executable]
     for requirement in requirements(schemes):
@@ -54,7 +54,7 @@ def command(schemes: Iterable[str], arguments: list[str]) -> list[str]:
 def environment(job_env: Mapping[str, str]) -> dict[str, str]:
     """This process's environment (uv's cache and indexes, the user's home) without the shell's endpoints, plus
     the job's: its [ml-training.env] and the values of its data secrets."""
-    from vdk.plugin.ml_training.image import package_index
+    from vdk.plugin.ml_training.dependencies import package_index
 
     env = {k: v for k, v in os.environ.items() if k not in _SHELL_SETTINGS and not k.startswith("VDK_ML_TRAINING_")}
     env.update(package_index.uv_environment(os.environ))

@@ -7,7 +7,8 @@ when the stopped rank ends (its connections close: it leaves the collective, it 
 the error that collective then raises is the end agreed, not a failure (`ended_by_peer`).
 
 The stop file is written here and read here (one wire format, one module): `RUN_DIR/stop.json`, with the
-rank that stopped first and its steps. Standard library at import; torch when installing the hook.
+rank that stopped first and its steps (a rank still behind them takes its steps up to there). Standard library
+at import; torch when installing the hook.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def follow(counter: Any, own: int | str) -> None:
 
     def check(*_: Any) -> None:
         record = stopped_by(run_dir) if os.path.exists(stop_file(run_dir)) else None
-        if record is not None and str(record.get("rank")) != str(own):
+        if record is not None and str(record.get("rank")) != str(own) and _caught_up(counter.steps, record):
             from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
             raise SmokeStepsReached(counter.steps)
@@ -82,6 +83,16 @@ def follow(counter: Any, own: int | str) -> None:
 
         register_optimizer_step_pre_hook(_before_step)
         _hooked = True
+
+
+def _caught_up(steps: int, record: dict[str, Any]) -> bool:
+    """Whether a rank that took `steps` is where the first one stopped: a rank behind it (DDP's ranks step in
+    lockstep, and the first to finish its step may stop before the others took theirs) takes its step; if it
+    then waits for the stopped rank in a collective, that collective's end is the agreed end."""
+    try:
+        return steps >= int(record.get("steps") or 0)
+    except (TypeError, ValueError):
+        return True
 
 
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
