@@ -162,7 +162,18 @@ def test_a_requirement_that_cannot_be_resolved_stops_the_smoke_run(
     wheels.mkdir()
     requirements = f"--no-index\n--find-links {wheels}\nno-such-package-anywhere==1.0\n"
     mark = new_mark()
-    job = sleeping_job(tmp_path, "check-unresolvable-job", base_image, mark, files={"requirements.txt": requirements})
+    files = {"requirements.txt": requirements}
+    # the smoke run's own overlay (requirements.txt installed for it, as in the image) cannot be made either:
+    # the deploy ends there, before the smoke run starts, with the same resolution error
+    job = sleeping_job(tmp_path, "check-unresolvable-job", base_image, mark, files=files)
+    result = CliEntryBasedTestRunner(plugin).invoke(["deploy", "-p", str(job)])
+    assert result.exit_code == 1, result.output
+    assert "cannot be installed" in result.stderr and "no-such-package-anywhere" in result.stderr, result.stderr
+    assert "smoke run PASSED" not in result.stderr and "Fix:" in result.stderr
+    assert created_nothing(fake) and pushed_nothing(registry, "team/check-unresolvable-job")
+    # without the overlay the smoke run starts, and the dependencies check stops it
+    ml = "requirements_overlay = false\n"
+    job = sleeping_job(tmp_path, "check-unresolvable-job-2", base_image, mark, ml=ml, files=files)
     stderr = deploy_stopped_by("dependencies", job, mark)
     assert "requirements.txt cannot be installed for Python 3.11" in stderr and "no-such-package-anywhere" in stderr
-    assert created_nothing(fake) and pushed_nothing(registry, "team/check-unresolvable-job")
+    assert created_nothing(fake) and pushed_nothing(registry, "team/check-unresolvable-job-2")
