@@ -86,6 +86,22 @@ def test_a_rank_that_vanished_without_a_word_outranks_its_peers_errors(tmp_path)
     assert outcome.headline.startswith("rank 1 died without a Python error (a signal such as SIGKILL")
 
 
+def test_a_vanished_rank_is_blamed_although_it_named_its_main_thread_in_its_stack_file(tmp_path):
+    # every rank writes that header when it starts: it is not a dump (faulthandler wrote nothing: SIGKILL)
+    header = protocol.stack_file_header()
+    run = make_run(
+        tmp_path,
+        {
+            0: {"status": "failed", "ended_at": 11.0, "error": CONNECTION_CLOSED},
+            1: {"status": "running", "stack": header},
+        },
+        FORKED_FIRST_FAILURE,  # torchrun happened to see rank 0 end first
+    )
+    outcome = analyse(run)
+    assert outcome.root_cause.rank == 1
+    assert outcome.headline.startswith("rank 1 died without a Python error (a signal such as SIGKILL")
+
+
 def test_a_rank_stopped_by_torchrun_after_anothers_failure_is_not_blamed(tmp_path):
     run = make_run(
         tmp_path,

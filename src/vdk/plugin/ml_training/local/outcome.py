@@ -86,7 +86,7 @@ class RankOutcome:
         # without a crash header is faulthandler's answer to SIGTERM: someone stopped the rank.
         if self.crash is not None:
             return True
-        return self.status == protocol.RUNNING and not self.stopped_by_torchrun and not self.stack
+        return self.status == protocol.RUNNING and not self.stopped_by_torchrun and not protocol.has_dump(self.stack)
 
     def death(self) -> str:
         """'was killed by SIGSEGV' / 'exited with code 3 ...' / 'died without a Python error ...'."""

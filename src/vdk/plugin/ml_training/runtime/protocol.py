@@ -122,6 +122,11 @@ def main_thread_of(dump: str) -> str | None:
     return None
 
 
+def has_dump(stack_file_text: str) -> bool:
+    """Whether faulthandler wrote into a stack file (beyond the header every rank writes when it starts)."""
+    return any(line.strip() and not line.startswith(_MAIN_THREAD) for line in stack_file_text.splitlines())
+
+
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Readers never see a half-written file: write a sibling, then rename over."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
