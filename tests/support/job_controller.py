@@ -16,7 +16,6 @@ log line by line, its phase and exit code.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from tests.support.fake_apiserver import FakeKube
 from tests.support.local_cluster import expand
 from tests.support.local_cluster import resolve_env
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.runtime import sweep_trial
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 _POLL = 0.2
@@ -312,18 +312,8 @@ def _rewrite(text: str, paths: dict[str, str]) -> str:
 
 
 def _kill(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    if process.poll() is None:
+        sweep_trial.stop(process, grace=10)  # its process group, as a pod's processes end
 
 
 def _now() -> str:

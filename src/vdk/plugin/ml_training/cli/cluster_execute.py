@@ -19,6 +19,7 @@ from vdk.plugin.ml_training.cli.cluster_scope import name_option
 from vdk.plugin.ml_training.cli.cluster_scope import names_ml_job
 from vdk.plugin.ml_training.cli.cluster_scope import output_option
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
+from vdk.plugin.ml_training.cli.cluster_scope import say_started
 from vdk.plugin.ml_training.cli.cluster_scope import stderr
 from vdk.plugin.ml_training.cli.cluster_scope import team_args
 from vdk.plugin.ml_training.cli.cluster_scope import team_option
@@ -199,13 +200,8 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
         print_json(started.to_dict())
         return
     selection = started.selection
-    again = f"-n {selection.job_name}{team_args(selection)}"
-    click.echo(
-        f"Started run {started.run_name} of {selection.describe()}: a re-run of {started.source.name} "
-        f"({started.record.backend}, namespace {selection.client.namespace})"
-    )
-    click.echo(f"  image   {started.record.image}")
-    click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")
+    what = f"a re-run of {started.source.name} ({started.record.backend}, namespace {selection.client.namespace})"
+    say_started(selection, started.run_name, what, started.record.image)
 
 
 def _cancel(scope: Scope, execution_id: str | None, as_json: bool) -> None:

@@ -220,3 +220,11 @@ def _strict(data: Any) -> Any:
 def stderr(text: str) -> None:
     """A note or progress line on stderr, as the use cases' `say`."""
     click.echo(text, err=True)
+
+
+def say_started(selection: JobSelection, run_name: str, what: str, image: str) -> None:
+    """`Started run RUN of JOB: WHAT`, its image, and how to follow it."""
+    again = f"-n {selection.job_name}{team_args(selection)}"
+    click.echo(f"Started run {run_name} of {selection.describe()}: {what}")
+    click.echo(f"  image   {image}")
+    click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
+from vdk.plugin.ml_training.cli.cluster_scope import say_started
 from vdk.plugin.ml_training.cli.cluster_scope import stderr
-from vdk.plugin.ml_training.cli.cluster_scope import team_args
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.scope import Scope
@@ -59,12 +59,9 @@ def _start(
     if as_json:
         print_json(started.to_dict())
         return
-    selection = started.selection
-    again = f"-n {selection.job_name}{team_args(selection)}"
-    click.echo(
-        f"Started run {started.run_name} of {selection.describe()}: trial {started.trial.number} of the sweep "
-        f"{started.sweep.name} ({params_text(started.trial.params)}; its metric {number(started.trial.metric)}), "
-        f"{started.nodes} node(s), {started.backend}, namespace {selection.client.namespace}"
+    what = (
+        f"trial {started.trial.number} of the sweep {started.sweep.name} ({params_text(started.trial.params)}; "
+        f"its metric {number(started.trial.metric)}), {started.nodes} node(s), {started.backend}, "
+        f"namespace {started.selection.client.namespace}"
     )
-    click.echo(f"  image   {started.image}")
-    click.echo(f"Follow it:  vdk show {again}      logs of every rank:  vdk execute --logs {again} --follow")
+    say_started(started.selection, started.run_name, what, started.image)

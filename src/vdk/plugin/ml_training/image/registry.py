@@ -298,6 +298,12 @@ class RegistryClient:
 
     # --- operations ----------------------------------------------------------------------
 
+    def _no_such_image(self, repository: str, ref: str) -> RegistryError:
+        return RegistryError(
+            f"{self.registry}/{repository}:{ref} does not exist",
+            "check the base image name and tag (`podman search` or the registry's web UI)",
+        )
+
     def get_manifest(self, repository: str, ref: str) -> tuple[bytes, str]:
         """The manifest (or index) bytes and their media type."""
 
@@ -309,10 +315,7 @@ class RegistryClient:
             data, media_type = self._call(repository, f"read manifest {repository}:{ref}", fetch)
         except RegistryError as e:
             if getattr(e, "status", None) == 404:
-                raise RegistryError(
-                    f"{self.registry}/{repository}:{ref} does not exist",
-                    "check the base image name and tag (`podman search` or the registry's web UI)",
-                ) from None
+                raise self._no_such_image(repository, ref) from None
             raise
         if not media_type:
             media_type = json.loads(data).get("mediaType", "")
@@ -391,10 +394,7 @@ class RegistryClient:
             )
         except RegistryError as e:
             if getattr(e, "status", None) == 404:
-                raise RegistryError(
-                    f"{self.registry}/{repository}:{ref} does not exist",
-                    "check the base image name and tag (`podman search` or the registry's web UI)",
-                ) from None
+                raise self._no_such_image(repository, ref) from None
             raise
 
     def read_blob(

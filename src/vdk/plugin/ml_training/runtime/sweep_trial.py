@@ -65,9 +65,9 @@ def trial_environment(env: dict[str, str], params: dict, metric_file: str, sweep
     return out
 
 
-def stop(process: subprocess.Popen) -> None:
-    """Stop the training (its whole process group): SIGTERM, then SIGKILL after a grace period."""
-    for sig, wait in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, 10.0)):
+def stop(process: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
+    """Stop the training (its whole process group): SIGTERM, then SIGKILL after `grace` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
