@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -139,11 +140,18 @@ def test_a_six_trial_sweep_finds_the_best_lr_prunes_the_hopeless_and_survives_a_
     pruned = [row for row in table.rows if row.state == "pruned"]
     assert pruned, [(r.params, r.state, r.metric) for r in table.rows]
     assert all(row.params["lr"] in (1e-5, 1e-1, 1e-4, 1e-2) for row in pruned)
-    for row in pruned:  # stopped early: fewer steps than a trial that ran to its end
+    steps_taken = []
+    for row in pruned:  # stopped soon after the pruner said so
         log = trial_log(scope, str(row.number))
         assert log.text is not None, log.why
-        assert log.text.count("score=") < STEPS, log.text
-        assert f"trial {row.number} pruned at step" in log.text
+        decided = re.search(rf"trial {row.number} pruned at step (\d+)", log.text)
+        assert decided, log.text
+        steps_taken.append(log.text.count("score="))
+        assert steps_taken[-1] <= int(decided.group(1)) + STEPS // 3, log.text  # 10 steps: 1.5 s
+    # Optuna's median pruner needs a finished trial: one that runs beside the first ones may be judged only near its
+    # end (when the trials before it were slow), but a hopeless trial started after one finished is stopped well
+    # before its end (seed 3: trial 4, lr=1e-5, starts after three ended, one of them lr=1e-2 or 1e-4, complete)
+    assert min(steps_taken) < STEPS // 2, [(r.number, r.params) for r in pruned]
     best_log = trial_log(scope, "best").text
     assert best_log.count("score=") == STEPS
     assert (claims / run.name / "study.db").is_file()  # the study outlives its pod, on the claim

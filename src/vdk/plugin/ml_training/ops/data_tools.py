@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -75,60 +74,50 @@ def run(
 ) -> Any:
     """The command's JSON answer; SourceError for a problem of a source, MLTrainingError when the tools cannot
     run. `progress`: each progress line ({"target", "files", "bytes", ...}) as it comes."""
-    argv = command(schemes, arguments)
+    errors: list[str] = []
+
+    def told(line: str) -> None:  # stderr: progress lines as they come, the rest kept for the error message
+        data = _progress(line)
+        if data is None:
+            errors.append(line)
+        elif progress is not None:
+            progress(data)
+
     try:
-        proc = subprocess.Popen(
-            argv,
-            env=environment(job_env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        done = helper_processes.run(
+            command(schemes, arguments), env=environment(job_env), timeout=timeout, on_stderr_line=told
         )
     except OSError as e:
         raise MLTrainingError(
             f"the data tools cannot start ({e})", "reinstall vdk-ml-training (it brings uv)"
         ) from None
-    errors: list[str] = []
-    with helper_processes.tracked(proc):
-        reader = threading.Thread(target=_read_stderr, args=(proc, errors, progress), daemon=True)
-        reader.start()
-        try:
-            stdout, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise MLTrainingError(
-                f"the data tools took longer than {timeout:.0f} s ({' '.join(arguments[:1])})",
-                "check the connection to the data's store, then try again",
-            ) from None
-        reader.join(timeout=5)
-    answer = _json(stdout)
+    except subprocess.TimeoutExpired:
+        raise MLTrainingError(
+            f"the data tools took longer than {timeout:.0f} s ({' '.join(arguments[:1])})",
+            "check the connection to the data's store, then try again",
+        ) from None
+    answer = _json(done.stdout)
     if isinstance(answer, dict) and "error" in answer:
         error = answer["error"]
         raise SourceError(error.get("problem", "?"), error.get("fix", ""), error.get("kind", ""), error.get("target"))
-    if proc.returncode != 0 or answer is None:
+    if done.returncode != 0 or answer is None:
         detail = "\n".join(line for line in errors if line.strip())[-2000:]
         raise MLTrainingError(
-            f"the data tools (boto3, huggingface_hub, run by uv) failed (exit status {proc.returncode}):\n{detail}",
+            f"the data tools (boto3, huggingface_hub, run by uv) failed (exit status {done.returncode}):\n{detail}",
             "check that the package index is reachable (the tools are installed from it once, then cached); "
             "`uv run --with boto3 python -c 'import boto3'` shows the same",
         )
     return answer
 
 
-def _read_stderr(proc: subprocess.Popen, errors: list[str], progress: ProgressLine | None) -> None:
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith('{"progress"'):
-            try:
-                data = json.loads(line)["progress"]
-            except (ValueError, KeyError):
-                continue
-            if progress is not None:
-                progress(data)
-        else:
-            errors.append(line.rstrip("\n"))
+def _progress(line: str) -> dict | None:
+    """The data of a progress line of the tools' stderr ({"progress": {...}}), None for any other line."""
+    if not line.startswith('{"progress"'):
+        return None
+    try:
+        return json.loads(line)["progress"]
+    except (ValueError, KeyError):
+        return None
 
 
 def _json(text: str) -> Any:
