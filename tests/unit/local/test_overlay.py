@@ -3,11 +3,15 @@ it goes on the ranks' path (the installs themselves: tests/integration/local/tes
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
+import pytest
+
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.dependencies import uv_install
+from vdk.plugin.ml_training.dependencies.install_errors import DiskFullError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local import overlay
 from vdk.plugin.ml_training.local.launch_plan import full_plan
@@ -78,3 +82,22 @@ def test_what_only_vdk_s_environment_provides_needs_no_install(tmp_path):
     assert not uv_install.only_provided(requirements, ("torch",))  # an option changes what uv would do
     requirements.write_text("torch\ntorchvision\n")
     assert not uv_install.only_provided(requirements, ("torch",))
+
+
+def raising(error: Exception):
+    def install(*args, **kwargs):
+        raise error
+
+    return install
+
+
+def test_a_full_disk_under_the_overlay_s_own_writes_is_said_as_a_full_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "cache" / "meta.json"))
+    monkeypatch.setattr(uv_install, "install", raising(full))
+    with pytest.raises(DiskFullError) as caught:
+        overlay.prepare(spec_with(tmp_path, "somepackage==1.0\n"), note=lambda text: None)
+    assert "the requirements themselves are not at fault" in caught.value.problem
+    monkeypatch.setattr(uv_install, "install", raising(PermissionError(errno.EACCES, "denied")))
+    with pytest.raises(PermissionError):  # not a full disk: as it was
+        overlay.prepare(spec_with(tmp_path / "b", "somepackage==1.0\n"), note=lambda text: None)

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Protocol
 
 from vdk.plugin.ml_training import helper_processes
+from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import package_index
-from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.dependencies.install_errors import DependencyError
+from vdk.plugin.ml_training.dependencies.install_errors import NoWheelError
 from vdk.plugin.ml_training.source.import_check import normalise
 
 UV_TIMEOUT = 1800
@@ -45,7 +47,6 @@ class UvListener(Protocol):
 
 # A listener for one uv command; its argument: the command only resolves (`uv pip compile`), installs nothing.
 ListenerFor = Callable[[bool], UvListener]
-FailureCheck = Callable[[str, dict[str, str]], None]
 
 _STEP = re.compile(r"^(Resolved|Downloading|Prepared|Installed|Audited) ")
 _CHATTER = re.compile(r"^(Using (CPython|Python) |\s*[+-] \S+==|\s*Downloaded )")
@@ -68,26 +69,6 @@ class StepLines:
     @staticmethod
     def is_progress(line: str) -> bool:
         return bool(_STEP.match(line) or _CHATTER.match(line))
-
-
-class DependencyError(MLTrainingError):
-    """requirements.txt could not be resolved or installed for the Python it was meant for."""
-
-
-class NoWheelError(DependencyError):
-    """A requirement has no wheel for the target's platform and Python version."""
-
-    def __init__(self, packages: list[str], python_version: str, platform: str, detail: str):
-        self.packages = packages
-        names = ", ".join(packages) if packages else "a requirement"
-        super().__init__(
-            f"{names} has no pre-built wheel for Python {python_version} on {platform}; job images "
-            f"install wheels only (nothing is compiled at deploy time).\n{detail}".rstrip(),
-            f"pin a version of {names} that publishes a {platform} wheel for Python {python_version}; "
-            "or build the wheel yourself (`pip wheel PACKAGE`) and add a `--find-links DIR` or "
-            "`--extra-index-url URL` line to requirements.txt; or install it in your base image and list "
-            "it in `base_provides`; or, for pure-Python code, copy it into the job directory",
-        )
 
 
 @dataclass(frozen=True)
@@ -178,12 +159,11 @@ def install(
     target: Target,
     again: str,
     progress: ListenerFor | None = None,
-    on_failure: FailureCheck | None = None,
 ) -> None:
     """Install `requirements` into `target_dir` for `target` (uv runs in `cwd`: relative paths in the file
     are the job directory's). `again`: how the fix of a failure ends ("deploy again"). `progress`: a listener
-    for each uv command, told what uv says (without one, uv is quiet). `on_failure(stderr, uv's environment)`:
-    told first when uv fails, it may raise an error of its own (a full disk)."""
+    for each uv command, told what uv says (without one, uv is quiet). Raises DependencyError, NoWheelError, or
+    DiskFullError when uv ran out of disk (its cache's or `target_dir`'s)."""
     uv = uv_command()
     flags = target.flags()
     quiet = [] if progress else ["-q"]
@@ -197,7 +177,7 @@ def install(
             compile_ = [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags]
             listener = progress(True) if progress else None
             argv = [*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)]
-            _run_uv(argv, cwd, target, again, listener, on_failure)
+            _run_uv(argv, cwd, target, again, listener, target_dir)
             constraints = ["-c", str(lock)]
         excludes: list[str] = []
         if target.provides:
@@ -207,7 +187,7 @@ def install(
         command = [uv, "pip", "install", "--target", str(target_dir), "-r", str(requirements), *constraints]
         listener = progress(False) if progress else None
         argv = [*command, *excludes, *flags, "--link-mode", "copy", *quiet]
-        _run_uv(argv, cwd, target, again, listener, on_failure)
+        _run_uv(argv, cwd, target, again, listener, target_dir)
     (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
@@ -217,7 +197,7 @@ def _run_uv(
     target: Target,
     again: str,
     listener: UvListener | None,
-    on_failure: FailureCheck | None,
+    target_dir: Path,
 ) -> None:
     if listener is not None:
         listener.started()
@@ -233,8 +213,7 @@ def _run_uv(
         ) from None
     if done.returncode == 0:
         return
-    if on_failure is not None:
-        on_failure(done.stderr, env)
+    install_errors.raise_if_uv_said(done.stderr, env, target_dir)  # a full disk, not a bad requirement
     detail = _uv_message(done.stderr, listener.is_progress if listener else None)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vdk.plugin.ml_training.dependencies import uv_install
+from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.errors import MLTrainingError
 
 
@@ -14,21 +14,11 @@ class BaseImageError(ImageBuildError):
     """The base image is unknown to the builder, missing, or has no linux/amd64 variant."""
 
 
-# requirements.txt that uv cannot install: raised where the dependency layer and a local run's overlay share it
-DependencyError = uv_install.DependencyError
-NoWheelError = uv_install.NoWheelError
-
-
-class DiskFullError(DependencyError):
-    """The disk of the build cache (or uv's) filled up while installing requirements.txt: not a bad requirement."""
-
-    def __init__(self, where: str, free: str):
-        super().__init__(
-            f"the disk is full: no space left on the device of {where} ({free}) while installing "
-            "requirements.txt; the requirements themselves are not at fault",
-            "free space on that disk (`uv cache clean` empties uv's download cache), or set "
-            "VDK_ML_TRAINING_CACHE_DIR and UV_CACHE_DIR to directories on a disk with room, then try again",
-        )
+# requirements.txt that uv cannot install, or a full disk: raised where the dependency layer and a local run's
+# overlay share it
+DependencyError = install_errors.DependencyError
+NoWheelError = install_errors.NoWheelError
+DiskFullError = install_errors.DiskFullError
 
 
 class RegistryError(MLTrainingError):

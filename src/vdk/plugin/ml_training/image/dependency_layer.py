@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.dependencies.uv_install import cache_root
 from vdk.plugin.ml_training.dependencies.uv_install import installed_packages
 from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
-from vdk.plugin.ml_training.image import disk_full
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import normalise
@@ -116,7 +116,7 @@ def dependency_layer(
     try:
         layer = _build(spec, requirements, base, entry, key, extra, activity)
     except OSError as e:
-        disk_full.raise_if_full(e, cache_root())
+        install_errors.raise_if_full(e, cache_root())  # a full disk, not a bad requirement
         raise
     finally:
         activity.close()
@@ -202,7 +202,6 @@ def _build(
                 for_base,
                 "deploy again",
                 progress=_uv_progress(activity),
-                on_failure=_disk_full,
             )
         if extra:
             _bundle(extra, target)
@@ -251,11 +250,6 @@ def _build(
 def _uv_progress(activity: Activity):
     """What uv says while it installs, as the steps of the build's activity (uv_progress.py)."""
     return lambda resolving_only: UvProgress(activity, resolving_only=resolving_only)
-
-
-def _disk_full(uv_stderr: str, uv_env: dict[str, str]) -> None:
-    """A failed uv that ran out of disk: said as a full disk (disk_full.py), not as a bad requirement."""
-    disk_full.raise_if_uv_said(uv_stderr, uv_env, cache_root())
 
 
 def _layer_requirements(requirements: Path | None, tools: list[str], work: Path) -> Path:

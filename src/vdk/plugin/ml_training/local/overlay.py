@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
@@ -124,6 +125,16 @@ def _load(entry: Path) -> Overlay | None:
 
 
 def _build(
+    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, note: Callable[[str], None]
+) -> Overlay:
+    try:
+        return _install(spec, requirements, target, entry, note)
+    except OSError as e:
+        install_errors.raise_if_full(e, entry.parent)  # a full disk, not a bad requirement
+        raise
+
+
+def _install(
     spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, note: Callable[[str], None]
 ) -> Overlay:
     root = entry.parent

@@ -1,5 +1,6 @@
 """A full disk while installing requirements.txt is reported as a full disk (where, how much is free, what to do),
-not as a bad requirement: real uv, a real full filesystem (a small tmpfs in a private mount namespace)."""
+not as a bad requirement, wherever the requirements are installed: the image's dependency layer and a local run's
+overlay. Real uv, a real full filesystem (a small tmpfs in a private mount namespace)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,23 @@ REPO = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
 
-BUILD = textwrap.dedent(
+INSTALL = textwrap.dedent(
     """
     import subprocess, sys
-    full, job = sys.argv[1], sys.argv[2]
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + sys.argv[3], "tmpfs", full], check=True)
+    full, job, size, where = sys.argv[1:5]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", full], check=True)
     from vdk.plugin.ml_training.errors import MLTrainingError
     from vdk.plugin.ml_training.image import dependency_layer
     from vdk.plugin.ml_training.image.base_facts import base_info
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.job import load_job_spec
+    from vdk.plugin.ml_training.local import overlay
     spec = load_job_spec(job)
     try:
-        dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+        if where == "layer":
+            dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+        else:
+            overlay.prepare(spec, note=lambda text: None)
     except MLTrainingError as e:
         print(type(e).__name__, type(e.__context__).__name__)  # OSError: the plugin's own write failed
         print(e)
@@ -54,18 +59,23 @@ def big_wheel_job(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "size, uv_cache_on_the_full_disk, failed_write",
-    [("1m", True, "NoneType"), ("6m", False, "OSError")],  # uv fails (its download); the layer's tarball fails
-    ids=["uv-fails", "the-layer-write-fails"],
+    "where, size, uv_cache_on_the_full_disk, failed_write",
+    [
+        ("layer", "1m", True, "NoneType"),  # uv fails (its download)
+        ("layer", "6m", False, "OSError"),  # the layer's tarball fails
+        ("overlay", "1m", True, "NoneType"),  # uv fails (its download)
+        ("overlay", "3m", False, "NoneType"),  # uv fails (its copy into the overlay)
+    ],
+    ids=["layer-uv-fails", "the-layer-write-fails", "overlay-uv-download-fails", "overlay-uv-copy-fails"],
 )
-def test_a_full_disk_is_named_as_such(big_wheel_job, tmp_path, size, uv_cache_on_the_full_disk, failed_write):
+def test_a_full_disk_is_named_as_such(big_wheel_job, tmp_path, where, size, uv_cache_on_the_full_disk, failed_write):
     root, job = big_wheel_job
     full = tmp_path / "full"
     full.mkdir()
     env = dict(os.environ, VDK_ML_TRAINING_CACHE_DIR=str(full / "cache"), PYTHONPATH=str(REPO))
     env["UV_CACHE_DIR"] = str(full / "uv" if uv_cache_on_the_full_disk else tmp_path / "uv")
     done = subprocess.run(
-        ["unshare", "-rm", sys.executable, "-c", BUILD, str(full), str(job), size],
+        ["unshare", "-rm", sys.executable, "-c", INSTALL, str(full), str(job), size, where],
         env=env,
         capture_output=True,
         text=True,

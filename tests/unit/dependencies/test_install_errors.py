@@ -6,27 +6,27 @@ import errno
 
 import pytest
 
-from vdk.plugin.ml_training.image import disk_full
-from vdk.plugin.ml_training.image.build_errors import DiskFullError
+from vdk.plugin.ml_training.dependencies import install_errors
+from vdk.plugin.ml_training.dependencies.install_errors import DiskFullError
 
 
 def test_uv_s_words_for_a_full_disk_name_the_fuller_cache(tmp_path):
     said = "error: Failed to write to `/x/torch.whl`\n  Caused by: No space left on device (os error 28)"
     with pytest.raises(DiskFullError) as caught:
-        disk_full.raise_if_uv_said(said, {"UV_CACHE_DIR": str(tmp_path / "uv")}, tmp_path / "cache")
+        install_errors.raise_if_uv_said(said, {"UV_CACHE_DIR": str(tmp_path / "uv")}, tmp_path / "cache")
     assert "the disk is full" in caught.value.problem and "MB free" in caught.value.problem
     assert "UV_CACHE_DIR" in caught.value.fix
-    disk_full.raise_if_uv_said("error: No solution found when resolving dependencies", {}, tmp_path)
+    install_errors.raise_if_uv_said("error: No solution found when resolving dependencies", {}, tmp_path)
 
 
 def test_only_enospc_and_edquot_are_a_full_disk(tmp_path):
     for number in (errno.ENOSPC, errno.EDQUOT):
         with pytest.raises(DiskFullError) as caught:
-            disk_full.raise_if_full(OSError(number, "full", str(tmp_path / "layer.tar.gz")), tmp_path)
+            install_errors.raise_if_full(OSError(number, "full", str(tmp_path / "layer.tar.gz")), tmp_path)
         assert str(tmp_path / "layer.tar.gz") in caught.value.problem
-    disk_full.raise_if_full(OSError(errno.EACCES, "denied"), tmp_path)  # not a full disk: the caller re-raises
+    install_errors.raise_if_full(OSError(errno.EACCES, "denied"), tmp_path)  # not a full disk: the caller re-raises
 
 
 def test_uv_s_cache_is_where_uv_keeps_it(tmp_path):
-    assert disk_full.uv_cache_dir({"UV_CACHE_DIR": "/c/uv"}) == "/c/uv"
-    assert disk_full.uv_cache_dir({"XDG_CACHE_HOME": "/xdg"}) == "/xdg/uv"
+    assert install_errors.uv_cache_dir({"UV_CACHE_DIR": "/c/uv"}) == "/c/uv"
+    assert install_errors.uv_cache_dir({"XDG_CACHE_HOME": "/xdg"}) == "/xdg/uv"

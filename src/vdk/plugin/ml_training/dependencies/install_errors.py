@@ -1,0 +1,87 @@
+"""What goes wrong while uv installs a job's requirements (the image's dependency layer, a local run's overlay),
+each with what to do: a requirement that cannot be resolved, one without a wheel, and a full disk — reported as a
+full disk, with where and how much is free, not as a bad requirement; whether uv hit it (its words on stderr) or
+the plugin's own writes did (ENOSPC, EDQUOT)."""
+
+from __future__ import annotations
+
+import errno
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from vdk.plugin.ml_training.errors import MLTrainingError
+
+
+class DependencyError(MLTrainingError):
+    """requirements.txt could not be resolved or installed for the Python it was meant for."""
+
+
+class NoWheelError(DependencyError):
+    """A requirement has no wheel for the target's platform and Python version."""
+
+    def __init__(self, packages: list[str], python_version: str, platform: str, detail: str):
+        self.packages = packages
+        names = ", ".join(packages) if packages else "a requirement"
+        super().__init__(
+            f"{names} has no pre-built wheel for Python {python_version} on {platform}; job images "
+            f"install wheels only (nothing is compiled at deploy time).\n{detail}".rstrip(),
+            f"pin a version of {names} that publishes a {platform} wheel for Python {python_version}; "
+            "or build the wheel yourself (`pip wheel PACKAGE`) and add a `--find-links DIR` or "
+            "`--extra-index-url URL` line to requirements.txt; or install it in your base image and list "
+            "it in `base_provides`; or, for pure-Python code, copy it into the job directory",
+        )
+
+
+class DiskFullError(DependencyError):
+    """The disk of the build cache (or uv's) filled up while installing requirements.txt: not a bad requirement."""
+
+    def __init__(self, where: str, free: str):
+        super().__init__(
+            f"the disk is full: no space left on the device of {where} ({free}) while installing "
+            "requirements.txt; the requirements themselves are not at fault",
+            "free space on that disk (`uv cache clean` empties uv's download cache), or set "
+            "VDK_ML_TRAINING_CACHE_DIR and UV_CACHE_DIR to directories on a disk with room, then try again",
+        )
+
+
+# uv's words for ENOSPC and EDQUOT (Rust's io::Error shows the errno).
+_UV_SAYS_FULL = re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b")
+
+
+def raise_if_full(error: OSError, cache: Path) -> None:
+    """DiskFullError in place of `error` when it is ENOSPC or EDQUOT (call it in the except block)."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise disk_full_error(error.filename or cache) from None
+
+
+def raise_if_uv_said(stderr: str, uv_env: Mapping[str, str], cache: Path) -> None:
+    """DiskFullError when uv's stderr says a disk was full (its cache's, or the build cache's)."""
+    if _UV_SAYS_FULL.search(stderr):
+        raise disk_full_error(uv_cache_dir(uv_env), cache)
+
+
+def disk_full_error(*places: str | Path) -> DiskFullError:
+    """The disk-full error naming the fullest of `places` (the build cache, uv's cache) and its free space."""
+    free: list[tuple[int, str]] = []
+    for place in places:
+        path = Path(place)
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        try:
+            free.append((shutil.disk_usage(path).free, str(place)))
+        except OSError:
+            continue
+    if not free:
+        return DiskFullError(str(places[0]), "no space free")
+    room, where = min(free)
+    return DiskFullError(where, f"{room / 1e6:.1f} MB free once the unfinished install was removed")
+
+
+def uv_cache_dir(uv_env: Mapping[str, str]) -> str:
+    """Where uv keeps its downloads: $UV_CACHE_DIR, else $XDG_CACHE_HOME/uv, else ~/.cache/uv."""
+    if uv_env.get("UV_CACHE_DIR"):
+        return uv_env["UV_CACHE_DIR"]
+    xdg = uv_env.get("XDG_CACHE_HOME")
+    return str(Path(xdg if xdg else Path.home() / ".cache") / "uv")
