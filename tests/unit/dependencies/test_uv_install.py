@@ -17,23 +17,10 @@ Installed 3 packages in 80ms
 """
 
 
-def test_uv_s_steps_are_said_as_they_come_and_its_chatter_is_not():
-    said: list[str] = []
-    steps = uv_install.StepLines(said.append)
-    for line in UV_SAYS.splitlines():
-        steps.line(line)
-    assert said == [
-        "  uv: Resolved 3 packages in 210ms",
-        "  uv: Downloading scipy (35.1MiB)",
-        "  uv: Prepared 3 packages in 1.52s",
-        "  uv: Installed 3 packages in 80ms",
-    ]
-
-
 def test_an_error_s_reason_keeps_uv_s_message_without_its_progress():
     message = ["  × No solution found when resolving dependencies:", "  ╰─▶ bad-pkg==9 was not found"]
     failure = "Resolved 2 packages in 10ms\n" + "\n".join(message) + "\n"
-    reason = uv_install._uv_message(UV_SAYS + failure, uv_install.StepLines.is_progress)
+    reason = uv_install._uv_message(UV_SAYS + failure)
     assert reason.splitlines() == message
-    # without a listener uv runs with -q: only its interpreter line is left out
-    assert uv_install._uv_message("Using CPython 3.11.7\n  × no\n", None) == "  × no"
+    # without an activity uv runs with -q: only its interpreter line is left out
+    assert uv_install._uv_message("Using CPython 3.11.7\n  × no\n") == "  × no"

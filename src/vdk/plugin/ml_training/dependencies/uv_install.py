@@ -14,61 +14,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
-from typing import Protocol
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import package_index
+from vdk.plugin.ml_training.dependencies import uv_progress
 from vdk.plugin.ml_training.dependencies.install_errors import DependencyError
 from vdk.plugin.ml_training.dependencies.install_errors import NoWheelError
+from vdk.plugin.ml_training.dependencies.uv_progress import Activity
+from vdk.plugin.ml_training.dependencies.uv_progress import UvProgress
 from vdk.plugin.ml_training.source.import_check import normalise
 
 UV_TIMEOUT = 1800
 UV_TARGET_LOCK = ".lock"  # uv's lock of a target directory against concurrent installs: no package's file
 _OPTION = re.compile(r"^\s*-")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-
-
-class UvListener(Protocol):
-    """Told what uv says on stderr as it says it (image/uv_progress.py: the steps of a build's activity)."""
-
-    def started(self) -> None: ...
-
-    def line(self, line: str) -> None: ...
-
-    @staticmethod
-    def is_progress(line: str) -> bool: ...
-
-
-# A listener for one uv command; its argument: the command only resolves (`uv pip compile`), installs nothing.
-ListenerFor = Callable[[bool], UvListener]
-
-_STEP = re.compile(r"^(Resolved|Downloading|Prepared|Installed|Audited) ")
-_CHATTER = re.compile(r"^(Using (CPython|Python) |\s*[+-] \S+==|\s*Downloaded )")
-
-
-class StepLines:
-    """A listener that passes uv's own step lines (`Resolved 12 packages in 1.2s`, `Downloading scipy (35.1MiB)`,
-    `Installed 12 packages in 80ms`) to `say`, as they come."""
-
-    def __init__(self, say: Callable[[str], None]):
-        self.say = say
-
-    def started(self) -> None:
-        pass
-
-    def line(self, line: str) -> None:
-        if _STEP.match(line):
-            self.say(f"  uv: {line.strip()}")
-
-    @staticmethod
-    def is_progress(line: str) -> bool:
-        return bool(_STEP.match(line) or _CHATTER.match(line))
 
 
 @dataclass(frozen=True)
@@ -158,15 +122,15 @@ def install(
     cwd: Path,
     target: Target,
     again: str,
-    progress: ListenerFor | None = None,
+    activity: Activity | None = None,
 ) -> None:
     """Install `requirements` into `target_dir` for `target` (uv runs in `cwd`: relative paths in the file
-    are the job directory's). `again`: how the fix of a failure ends ("deploy again"). `progress`: a listener
-    for each uv command, told what uv says (without one, uv is quiet). Raises DependencyError, NoWheelError, or
+    are the job directory's). `again`: how the fix of a failure ends ("deploy again"). `activity`: shown uv's
+    steps as they come (without one, uv is quiet). Raises DependencyError, NoWheelError, or
     DiskFullError when uv ran out of disk (its cache's or `target_dir`'s)."""
     uv = uv_command()
     flags = target.flags()
-    quiet = [] if progress else ["-q"]
+    quiet = [] if activity else ["-q"]
     with tempfile.TemporaryDirectory(prefix="vdk-uv-") as scratch:
         work = Path(scratch)
         constraints: list[str] = []
@@ -175,7 +139,7 @@ def install(
             pins.write_text("".join(f"{name}=={version}\n" for name, version in target.pins))
             lock = work / "resolved.txt"
             compile_ = [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags]
-            listener = progress(True) if progress else None
+            listener = UvProgress(activity, resolving_only=True) if activity else None
             argv = [*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)]
             _run_uv(argv, cwd, target, again, listener, target_dir)
             constraints = ["-c", str(lock)]
@@ -185,7 +149,7 @@ def install(
             provided.write_text("".join(f"{name}\n" for name in target.provides))
             excludes = ["--excludes", str(provided)]
         command = [uv, "pip", "install", "--target", str(target_dir), "-r", str(requirements), *constraints]
-        listener = progress(False) if progress else None
+        listener = UvProgress(activity) if activity else None
         argv = [*command, *excludes, *flags, "--link-mode", "copy", *quiet]
         _run_uv(argv, cwd, target, again, listener, target_dir)
     (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
@@ -196,7 +160,7 @@ def _run_uv(
     cwd: Path,
     target: Target,
     again: str,
-    listener: UvListener | None,
+    listener: UvProgress | None,
     target_dir: Path,
 ) -> None:
     if listener is not None:
@@ -214,7 +178,7 @@ def _run_uv(
     if done.returncode == 0:
         return
     install_errors.raise_if_uv_said(done.stderr, env, target_dir)  # a full disk, not a bad requirement
-    detail = _uv_message(done.stderr, listener.is_progress if listener else None)
+    detail = _uv_message(done.stderr)
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:
         raise NoWheelError(no_wheel, target.python_version or _this_python(), target.platform or "this machine", detail)
@@ -229,11 +193,9 @@ def _this_python() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def _uv_message(stderr: str, is_progress: Callable[[str], bool] | None) -> str:
-    def noise(line: str) -> bool:
-        return is_progress(line) if is_progress else line.startswith("Using CPython")
-
-    lines = [line for line in stderr.splitlines() if line.strip() and not noise(line)]
+def _uv_message(stderr: str) -> str:
+    """uv's error message: the last lines of its stderr that are not its progress."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not uv_progress.is_progress(line)]
     return "\n".join(lines[-15:])
 
 

@@ -40,7 +40,6 @@ from vdk.plugin.ml_training.image.layer_inputs import data_tools
 from vdk.plugin.ml_training.image.layer_inputs import extra_requirements
 from vdk.plugin.ml_training.image.layer_inputs import layer_input
 from vdk.plugin.ml_training.image.layer_inputs import requirements_file
-from vdk.plugin.ml_training.image.uv_progress import UvProgress
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
@@ -201,7 +200,7 @@ def _build(
                 spec.job_dir,
                 for_base,
                 "deploy again",
-                progress=_uv_progress(activity),
+                activity=activity,
             )
         if extra:
             _bundle(extra, target)
@@ -245,11 +244,6 @@ def _build(
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _uv_progress(activity: Activity):
-    """What uv says while it installs, as the steps of the build's activity (uv_progress.py)."""
-    return lambda resolving_only: UvProgress(activity, resolving_only=resolving_only)
 
 
 def _layer_requirements(requirements: Path | None, tools: list[str], work: Path) -> Path:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import uv_install
+from vdk.plugin.ml_training.dependencies.uv_progress import Activity
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
 
@@ -63,8 +64,9 @@ class Overlay:
         return f"requirements.txt: {len(self.packages)} packages in the run's overlay ({how}): {self.path}"
 
 
-def prepare(spec: MLJobSpec, note: Callable[[str], None]) -> Overlay | None:
-    """The job's overlay, from the cache or installed now (`note` says so first: it may take a while); None
+def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | None = None) -> Overlay | None:
+    """The job's overlay, from the cache or installed now (`note` says so first: it may take a while; `activity`
+    shows uv's steps as they come: resolving, each download, installing); None
     when the job asks for none (no requirements.txt, only what vdk's environment has, or
     `requirements_overlay = false`)."""
     requirements = spec.job_dir / REQUIREMENTS
@@ -85,7 +87,7 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None]) -> Overlay | None:
         "the image installs it; once per version of the file; vdk's environment stays as it is) ..."
     )
     started = time.monotonic()
-    overlay = _build(spec, requirements, target, entry, note)
+    overlay = _build(spec, requirements, target, entry, activity)
     prune()
     return Overlay(overlay.path, overlay.packages, False, time.monotonic() - started)
 
@@ -125,17 +127,17 @@ def _load(entry: Path) -> Overlay | None:
 
 
 def _build(
-    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, note: Callable[[str], None]
+    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, activity: Activity | None
 ) -> Overlay:
     try:
-        return _install(spec, requirements, target, entry, note)
+        return _install(spec, requirements, target, entry, activity)
     except OSError as e:
         install_errors.raise_if_full(e, entry.parent)  # a full disk, not a bad requirement
         raise
 
 
 def _install(
-    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, note: Callable[[str], None]
+    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, activity: Activity | None
 ) -> Overlay:
     root = entry.parent
     root.mkdir(parents=True, exist_ok=True)
@@ -146,8 +148,7 @@ def _install(
             f"run `vdk run {spec.job_dir}` again (or set `requirements_overlay = false` in [ml-training] to run "
             "with the packages of vdk's environment as they are)"
         )
-        steps = uv_install.StepLines(note)  # uv's steps as they come: resolving, each download, installing
-        uv_install.install(requirements, packages_dir, spec.job_dir, target, again, progress=lambda _: steps)
+        uv_install.install(requirements, packages_dir, spec.job_dir, target, again, activity=activity)
         packages = uv_install.installed_packages(packages_dir)
         meta = {"packages": [list(p) for p in packages], "python": sys.version, "interpreter": sys.executable}
         (work / "entry" / META).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")

@@ -38,6 +38,7 @@ from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import RunOutcome
 from vdk.plugin.ml_training.local.outcome import analyse
 from vdk.plugin.ml_training.local.outcome import evidence
+from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.ops.smoke_gaps import SmokeGaps
 from vdk.plugin.ml_training.ops.smoke_gaps import check_gaps
@@ -151,7 +152,7 @@ def run_job(
         engine = container_run.engine_from(configuration, spec.job_dir)
         plan, starter = container_run.prepare(spec, mode, engine, recheck_imports=base_unknown)
         return run_plan(with_data(plan, data_progress), watcher, starter=starter)
-    deps = overlay.prepare(spec, watcher.note)  # the image has its dependency layer; here, the overlay
+    deps = _overlay(spec, watcher)  # the image has its dependency layer; here, the overlay
     plan = smoke_plan(spec, overlay=deps) if mode == protocol.SMOKE else full_plan(spec, overlay=deps)
     return run_plan(with_data(plan, data_progress), watcher)
 
@@ -170,8 +171,20 @@ def with_data(plan: LaunchPlan, progress: Progress | None = None) -> LaunchPlan:
 def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
     report if it failed, with a fix that ends with `again`. (A sweep's is ops/sweep_smoke.py's.)"""
-    deps = overlay.prepare(spec, watcher.note)
+    deps = _overlay(spec, watcher)
     return run_plan(with_data(smoke_plan(spec, overlay=deps)), watcher, again=again, stdout=sys.stderr).error
+
+
+def _overlay(spec: MLJobSpec, watcher: RunWatcher) -> Overlay | None:
+    """The job's dependency overlay (local/overlay.py); while uv installs it, its steps as the run's notes and, when
+    it is quiet (one long download), `still working, N s so far` every 10 s."""
+    from vdk.plugin.ml_training.image.build_progress import LineProgress
+
+    activity = LineProgress(watcher.note, prefix="  ").activity("dependency overlay")
+    try:
+        return overlay.prepare(spec, watcher.note, activity)
+    finally:
+        activity.close()
 
 
 def check_imports_locally(spec: MLJobSpec) -> list[str]:

@@ -1,6 +1,7 @@
-"""What uv says on stderr while it resolves and installs requirements.txt (progress bars off), turned into the
-steps of a build's activity (build_progress.py): resolving, each big download with its size, preparing,
-installing. uv writes, one per line:
+"""What uv says on stderr while it resolves and installs requirements.txt (progress bars off) — the one reader of
+it: turned into the steps of an activity (an image build's, a local run's overlay: image/build_progress.py shows
+them, with a heartbeat while uv is quiet): resolving, each big download with its size, preparing, installing; and
+told apart from an error's message. uv writes, one per line:
 
     Using CPython 3.11.7 interpreter at: /path/python
     Resolved 31 packages in 1.21s
@@ -14,8 +15,7 @@ installing. uv writes, one per line:
 from __future__ import annotations
 
 import re
-
-from vdk.plugin.ml_training.image.build_progress import Activity
+from typing import Protocol
 
 _RESOLVED = re.compile(r"^Resolved (\d+) packages? in (\S+)")
 _DOWNLOADING = re.compile(r"^Downloading (\S+) \(([\d.]+)\s*([KMGT]?i?B)\)")
@@ -25,6 +25,16 @@ _INSTALLED = re.compile(r"^Installed (\d+) packages? in (\S+)")
 _AUDITED = re.compile(r"^Audited (\d+) packages? in (\S+)")
 _NOISE = re.compile(r"^(Using (CPython|Python) |\s*[+-] \S+==)")
 _UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
+
+
+class Activity(Protocol):
+    """A wait of unknown length that shows its steps (image/build_progress.py's Activity)."""
+
+    def step(self, text: str) -> None: ...
+
+    def expect(self, nbytes: int) -> None: ...
+
+    def advance(self, nbytes: int) -> None: ...
 
 
 class UvProgress:
@@ -37,7 +47,7 @@ class UvProgress:
         self.sizes: dict[str, int] = {}
 
     def started(self) -> None:
-        self.activity.step("resolving requirements.txt")
+        self.activity.step("resolving requirements.txt" if self.resolving_only else "installing requirements.txt")
 
     def line(self, line: str) -> None:
         if match := _RESOLVED.match(line):
@@ -61,10 +71,10 @@ class UvProgress:
         elif match := _AUDITED.match(line):
             self.activity.step(f"checked {match.group(1)} packages in {match.group(2)}")
 
-    @staticmethod
-    def is_progress(line: str) -> bool:
-        """Whether a line of uv's stderr is progress (not part of an error message)."""
-        return any(
-            pattern.match(line)
-            for pattern in (_RESOLVED, _DOWNLOADING, _DOWNLOADED, _PREPARED, _INSTALLED, _AUDITED, _NOISE)
-        )
+
+def is_progress(line: str) -> bool:
+    """Whether a line of uv's stderr is progress (not part of an error message)."""
+    return any(
+        pattern.match(line)
+        for pattern in (_RESOLVED, _DOWNLOADING, _DOWNLOADED, _PREPARED, _INSTALLED, _AUDITED, _NOISE)
+    )
