@@ -3,7 +3,12 @@ ended because that rank ended stopped with it; an error of its own is still its 
 
 from __future__ import annotations
 
+import pytest
+import torch
+
+from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import smoke_stop
+from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
 GLOO_PEER_GONE = (
     "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
@@ -35,12 +40,6 @@ def test_a_collective_that_ended_because_the_stopped_rank_left_is_the_agreed_end
 
 
 def test_a_rank_behind_the_one_that_stopped_takes_its_steps_up_to_there_then_stops(tmp_path, monkeypatch):
-    import pytest
-    import torch
-
-    from vdk.plugin.ml_training.runtime import protocol
-    from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
-
     monkeypatch.setenv(protocol.RUN_DIR, str(tmp_path))
     monkeypatch.setattr(smoke_stop, "_check", None)  # the hook stays; this test's check goes with it
     counter = type("Counter", (), {"steps": 0, "listeners": []})()

@@ -8,9 +8,7 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Callable
-from collections.abc import Iterator
 from collections.abc import Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 STOP_GRACE_SECONDS = 2
@@ -52,18 +50,6 @@ def run(
             proc.communicate()
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    finally:
-        with _lock:
-            _running.discard(proc)
-
-
-@contextmanager
-def tracked(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
-    """Track a helper started by the caller (one whose output is read as it comes) while the block runs."""
-    with _lock:
-        _running.add(proc)
-    try:
-        yield proc
     finally:
         with _lock:
             _running.discard(proc)

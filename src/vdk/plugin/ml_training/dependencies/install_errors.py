@@ -35,7 +35,8 @@ class NoWheelError(DependencyError):
 
 
 class DiskFullError(DependencyError):
-    """The disk of the build cache (or uv's) filled up while installing requirements.txt: not a bad requirement."""
+    """A disk filled up while requirements.txt was installed (uv's cache's, or the install's: the image's
+    dependency layer, a local run's overlay): not a bad requirement."""
 
     def __init__(self, where: str, free: str):
         super().__init__(
@@ -50,20 +51,22 @@ class DiskFullError(DependencyError):
 _UV_SAYS_FULL = re.compile(r"No space left on device|Disk quota exceeded|os error 28\b|os error 122\b")
 
 
-def raise_if_full(error: OSError, cache: Path) -> None:
-    """DiskFullError in place of `error` when it is ENOSPC or EDQUOT (call it in the except block)."""
+def raise_if_full(error: OSError, place: Path) -> None:
+    """DiskFullError in place of `error` when it is ENOSPC or EDQUOT (call it in the except block); `place`: where
+    the install writes, named when the error names no file."""
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise disk_full_error(error.filename or cache) from None
+        raise disk_full_error(error.filename or place) from None
 
 
-def raise_if_uv_said(stderr: str, uv_env: Mapping[str, str], cache: Path) -> None:
-    """DiskFullError when uv's stderr says a disk was full (its cache's, or the build cache's)."""
+def raise_if_uv_said(stderr: str, uv_env: Mapping[str, str], place: Path) -> None:
+    """DiskFullError when uv's stderr says a disk was full: its cache's, or `place`'s (where it installs)."""
     if _UV_SAYS_FULL.search(stderr):
-        raise disk_full_error(uv_cache_dir(uv_env), cache)
+        raise disk_full_error(uv_cache_dir(uv_env), place)
 
 
 def disk_full_error(*places: str | Path) -> DiskFullError:
-    """The disk-full error naming the fullest of `places` (the build cache, uv's cache) and its free space."""
+    """The disk-full error naming the fullest of `places` (where the install writes, uv's cache) and its free
+    space."""
     free: list[tuple[int, str]] = []
     for place in places:
         path = Path(place)

@@ -87,7 +87,11 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
         "the image installs it; once per version of the file; vdk's environment stays as it is) ..."
     )
     started = time.monotonic()
-    overlay = _build(spec, requirements, target, entry, activity)
+    try:
+        overlay = _build(spec, requirements, target, entry, activity)
+    except OSError as e:
+        install_errors.raise_if_full(e, entry.parent)  # a full disk, not a bad requirement
+        raise
     prune()
     return Overlay(overlay.path, overlay.packages, False, time.monotonic() - started)
 
@@ -127,16 +131,6 @@ def _load(entry: Path) -> Overlay | None:
 
 
 def _build(
-    spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, activity: Activity | None
-) -> Overlay:
-    try:
-        return _install(spec, requirements, target, entry, activity)
-    except OSError as e:
-        install_errors.raise_if_full(e, entry.parent)  # a full disk, not a bad requirement
-        raise
-
-
-def _install(
     spec: MLJobSpec, requirements: Path, target: uv_install.Target, entry: Path, activity: Activity | None
 ) -> Overlay:
     root = entry.parent

@@ -77,7 +77,7 @@ def run(
     errors: list[str] = []
 
     def told(line: str) -> None:  # stderr: progress lines as they come, the rest kept for the error message
-        data = _progress(line)
+        data = _progress_data(line)
         if data is None:
             errors.append(line)
         elif progress is not None:
@@ -110,7 +110,7 @@ def run(
     return answer
 
 
-def _progress(line: str) -> dict | None:
+def _progress_data(line: str) -> dict | None:
     """The data of a progress line of the tools' stderr ({"progress": {...}}), None for any other line."""
     if not line.startswith('{"progress"'):
         return None
