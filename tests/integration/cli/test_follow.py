@@ -167,16 +167,30 @@ def test_ctrl_c_detaches_without_cancelling_and_says_how_to_reattach(kube):
         text=True,
         env=env,
     )
+    said: dict[str, list[str]] = {"stdout": [], "stderr": []}
+
+    def read(name: str) -> None:
+        for line in getattr(proc, name):
+            said[name].append(line)
+
+    readers = [threading.Thread(target=read, args=(name,), daemon=True) for name in said]
+    for reader in readers:
+        reader.start()
     try:
-        until(lambda: followed(fake, operator.pods[0]), "rank 0 to be followed", seconds=60)
+        # Ctrl-C once rank 0's first line is shown (its log request reaching the server is not enough: the
+        # line may still be on its way, and a detach does not wait for it)
+        until(lambda: "[rank 0] r0 start\n" in said["stdout"], "rank 0's first line", seconds=60)
+        assert followed(fake, operator.pods[0])
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+        for reader in readers:
+            reader.join(timeout=10)
+    stderr = "".join(said["stderr"])
     run = operator.run["metadata"]["name"]
     assert proc.returncode == 130, stderr
-    assert "[rank 0] r0 start" in stdout
     assert f"Detached from {run} (SIGINT); it goes on, nothing was cancelled." in stderr
     assert f"follow it again:  vdk execute --show -n mnist-ddp -t Vision-Research -i {run} --follow" in stderr
     assert "Traceback" not in stderr
