@@ -4,6 +4,8 @@ with real torch processes."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from tests.support.jobs import write_job
@@ -46,9 +48,15 @@ def job(tmp_path, sweep: str, args: str = "--lr ${lr} --optimizer ${opt}", name=
     )
 
 
-def test_the_smoke_check_finds_the_one_trial_whose_arguments_the_script_refuses(tmp_path):
+def test_the_smoke_check_finds_the_one_trial_whose_arguments_the_script_refuses(tmp_path, monkeypatch):
     spec = load_job_spec(job(tmp_path, "lr = 1e-4, 1e-2\nopt = adam, adamw, sgd\nmetric = val_score\n"))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     result = smoke_check_sweep(spec)
+    # the argument check's folders and the trials' metric files are gone (torch's own compile cache may stay)
+    assert [p for p in temporary.iterdir() if not p.name.startswith("torchinductor_")] == []
     assert [t.arguments for t in result.trials].count("refused") == 2  # adamw, with each lr
     refused = next(t for t in result.trials if t.arguments == "refused")
     assert refused.params["opt"] == "adamw" and "invalid choice: 'adamw'" in refused.message

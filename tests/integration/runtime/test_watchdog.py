@@ -98,11 +98,13 @@ def test_a_launcher_that_spawns_its_workers_hands_the_watch_over_to_them(tmp_pat
     assert done.returncode == 0, done.stderr
     assert "worker 0 done" in done.stdout and "worker 1 done" in done.stdout
 
-    hung = SPAWNS_SLOW_WORKERS.replace("print(f", "time.sleep(60) if rank == 1 else None\n    print(f")
+    # the hand-over shown, a worker that hangs after 3 steps is stopped by its own watchdog
+    hung = SPAWNS_SLOW_WORKERS.replace("range(12)", "range(3)")
+    hung = hung.replace("print(f", "time.sleep(60) if rank == 1 else None\n    print(f")
     done = bootstrap(tmp_path, hung, env)
     assert done.returncode != 0
     stall = parse_stall(done.stderr.splitlines())
-    assert (stall.rank, stall.last_step) == ("1", 12)  # worker 1, in its own watchdog
+    assert (stall.rank, stall.last_step) == ("1", 3)  # worker 1, in its own watchdog
 
 
 # --- full local runs of 2 ranks over gloo -------------------------------------------------------------

@@ -3,6 +3,8 @@ rank's own thread was in the job's code (not a DataLoader thread, not the launch
 
 from pathlib import Path
 
+from vdk.plugin.ml_training.local.stack_dump import CUT_SHORT
+from vdk.plugin.ml_training.local.stack_dump import NOT_RECORDED
 from vdk.plugin.ml_training.local.stack_dump import crash
 from vdk.plugin.ml_training.local.stack_dump import user_stack
 
@@ -77,3 +79,48 @@ def test_a_forked_worker_s_dump_in_the_same_file_does_not_hide_the_rank_s():
         '  File "/jobs/hang/train.py", line 60 in main\n'
     )
     assert user_stack(dump, Path("/jobs/hang"))[-1] == '  File "/jobs/hang/train.py", line 60 in main'
+
+
+HEADER = (
+    "vdk-ml-training main thread 0x00007fc221dddb80\n"
+    'vdk-ml-training main thread entry: File "<frozen runpy>" in _run_module_as_main\n'
+)
+FEEDER = (
+    "Thread 0x00007fc1f966a6c0 (most recent call first):\n"
+    '  File "/usr/lib/python3.11/threading.py", line 327 in wait\n'
+    '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 231 in _feed\n\n'
+)
+MAIN = (
+    "Current thread 0x00007fc221dddb80 (most recent call first):\n"
+    '  File "/venv/torch/nn/parallel/distributed.py", line 1775 in _pre_forward\n'
+    '  File "/jobs/hang/train.py", line 18 in main\n'
+    '  File "/jobs/hang/train.py", line 30 in <module>\n'
+    '  File "<frozen runpy>", line 198 in _run_module_as_main\n'
+)
+
+
+def test_a_whole_dump_of_the_main_thread_is_shown_without_a_note():
+    assert user_stack(HEADER + FEEDER + MAIN, Path("/jobs/hang")) == [
+        '  File "/venv/torch/nn/parallel/distributed.py", line 1775 in _pre_forward',
+        '  File "/jobs/hang/train.py", line 18 in main',
+        '  File "/jobs/hang/train.py", line 30 in <module>',
+    ]
+
+
+def test_a_dump_cut_in_the_main_thread_shows_what_it_holds_and_says_the_rest_is_missing():
+    """The CI case: the rank was ended after the first frame of its main thread (a second SIGTERM)."""
+    cut = MAIN[: MAIN.index("line 18")]  # in the middle of a line, too: that half line is not a frame
+    assert user_stack(HEADER + FEEDER + cut, Path("/jobs/hang")) == [
+        '  File "/venv/torch/nn/parallel/distributed.py", line 1775 in _pre_forward',
+        f"  {CUT_SHORT}",
+    ]
+
+
+def test_a_dump_that_ended_before_the_main_thread_says_so_instead_of_showing_a_helper_thread():
+    assert user_stack(HEADER + FEEDER, Path("/jobs/hang")) == [f"  {NOT_RECORDED}"]
+    assert user_stack(HEADER + FEEDER[:40], Path("/jobs/hang")) == [f"  {NOT_RECORDED}"]
+
+
+def test_a_stack_deeper_than_faulthandler_lists_is_whole():
+    deep = MAIN.replace('  File "<frozen runpy>", line 198 in _run_module_as_main\n', "  ...\n")
+    assert CUT_SHORT not in "".join(user_stack(HEADER + deep, Path("/jobs/hang")))

@@ -45,7 +45,9 @@ def check_arguments(
     try:
         work = workdir.prepare(spec.job_dir, folder / "work")
         result = folder / "result.json"
+        (folder / "tmp").mkdir()
         environment = {**base, **(env or {}), argument_check.ARGUMENT_SETS: json.dumps(argument_lists)}
+        environment["TMPDIR"] = str(folder / "tmp")  # what the check and the script's imports leave goes with it
         for name in (protocol.MODE, protocol.RUN_DIR):
             environment.pop(name, None)
         argv = [sys.executable, "-m", CHECK_MODULE, str(result), "--", *spec.entrypoint.argv()]

@@ -301,10 +301,10 @@ def _prune_old_runs(runs: Path) -> None:
 
 
 def terminate(proc: subprocess.Popen, run_dir: Path) -> None:
-    """SIGTERM torchrun's process group, every rank's (ranks started by torchrun live in their own sessions)
-    and every process below torchrun's agent (in any session, daemons included: the agent adopts them);
-    SIGKILL whatever is left after a grace period."""
-    process_tree.stop_tree(proc.pid, process_tree.rank_groups(proc.pid, run_dir), poll=proc.poll)
+    """SIGTERM torchrun's agent, which passes it on to each rank once; then to torchrun's process group, every
+    rank's (ranks started by torchrun live in their own sessions) and every process below the agent (in any
+    session, daemons included: the agent adopts them); SIGKILL whatever is left after a grace period."""
+    process_tree.stop_through_agent(proc.pid, run_dir, poll=proc.poll)
     proc.wait()
 
 

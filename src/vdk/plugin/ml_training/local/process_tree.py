@@ -2,7 +2,11 @@
 descendant of torchrun's agent — also those in sessions of their own and daemons that double-forked, which
 the agent, a child subreaper, adopts — then SIGKILL to whatever is left after a short grace. Used by `vdk`
 (local/launcher.py) and by torchrun's agent itself (local/torchrun_agent.py: when the run ends, and when `vdk`
-is gone). Standard library only."""
+is gone). Standard library only.
+
+Each process gets one SIGTERM: a rank answers it by dumping its threads' stacks (runtime/rank_process.py), and
+faulthandler, which chains to the default action, ends the rank at once when a second SIGTERM comes in the
+middle of the dump — where it was would be cut short."""
 
 from __future__ import annotations
 
@@ -18,27 +22,6 @@ from vdk.plugin.ml_training.runtime import protocol
 
 # After SIGTERM, how long ranks get to dump their stacks and exit before SIGKILL.
 TERMINATE_GRACE_SECONDS = 3.0
-
-
-def stop_groups(
-    groups: Iterable[int],
-    grace_seconds: float = TERMINATE_GRACE_SECONDS,
-    poll: Callable[[], None] | None = None,
-    last: int | None = None,
-) -> None:
-    """SIGTERM every group, SIGKILL those still alive after `grace_seconds` (`poll` runs while waiting:
-    reaping a child that ended). `last`: a group killed after the others (the caller's own)."""
-    groups = set(groups)
-    everyone = groups | ({last} if last is not None else set())
-    signal_groups(everyone, signal.SIGTERM)
-    deadline = time.monotonic() + grace_seconds
-    while time.monotonic() < deadline and any(alive(g) for g in everyone):
-        time.sleep(0.05)
-        if poll is not None:
-            poll()
-    signal_groups(groups, signal.SIGKILL)
-    if last is not None:
-        signal_groups({last}, signal.SIGKILL)
 
 
 def signal_groups(groups: Iterable[int], sig: signal.Signals) -> None:
@@ -140,12 +123,13 @@ def stop_tree(
     remembered, so that one whose parent ended (reparented away from `root`) is still stopped."""
     groups = set(groups)
     known = descendants(root)
-    signal_groups(groups | ({root} if include_root else set()), signal.SIGTERM)
-    _signal(known, signal.SIGTERM)
+    signalled = groups | ({root} if include_root else set())
+    signal_groups(signalled, signal.SIGTERM)
+    _signal(_outside(known, signalled), signal.SIGTERM)
     deadline = time.monotonic() + grace_seconds
     while time.monotonic() < deadline:
         new = descendants(root) - known
-        _signal(new, signal.SIGTERM)
+        _signal(_outside(new, signalled), signal.SIGTERM)
         known |= new
         if (
             not any(running(p) for p in known)
@@ -162,6 +146,41 @@ def stop_tree(
     if include_root:
         signal_groups({root}, signal.SIGKILL)
         _signal({root}, signal.SIGKILL)
+
+
+def stop_through_agent(
+    agent: int,
+    run_dir: str | Path | None,
+    grace_seconds: float = TERMINATE_GRACE_SECONDS,
+    poll: Callable[[], None] | None = None,
+) -> None:
+    """Stop a run as a cluster does (the kubelet, `podman stop`): SIGTERM to torchrun's agent alone, which passes
+    it on to each rank once and waits for them. Signalling the ranks from here too would give them a second one
+    (and the agent, seeing one rank end, signals the others again); so nothing more is sent until the ranks
+    have ended or the grace period is over. Then stop_tree for whatever is left (the agent, what the ranks
+    left behind, a rank the agent did not reach)."""
+    ranks = rank_pids(run_dir) or children(agent)
+    if ranks and running(agent):
+        _signal({agent}, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline and any(running(p) for p in ranks):
+            time.sleep(0.05)
+            if poll is not None:
+                poll()
+    stop_tree(agent, rank_groups(agent, run_dir), grace_seconds, poll)
+
+
+def _outside(pids: Iterable[int], groups: set[int]) -> set[int]:
+    """The `pids` that are not in one of `groups` (already signalled through their group)."""
+    found = set()
+    for pid in pids:
+        try:
+            if os.getpgid(pid) in groups:
+                continue
+        except (ProcessLookupError, PermissionError):
+            continue
+        found.add(pid)
+    return found
 
 
 def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
@@ -199,8 +218,12 @@ def become_subreaper() -> bool:
 def rank_groups(torchrun_pid: int, run_dir: str | Path | None) -> set[int]:
     """The process groups of a run's ranks besides torchrun's own: its children (forked ranks share its
     group; spawned ones lead their own) and the ranks that wrote their pid in the run directory."""
-    groups = children(torchrun_pid)
-    if run_dir:
-        records = protocol.read_results(Path(run_dir)).values()
-        groups |= {int(r["pid"]) for r in records if isinstance(r.get("pid"), int)}
-    return groups
+    return children(torchrun_pid) | rank_pids(run_dir)
+
+
+def rank_pids(run_dir: str | Path | None) -> set[int]:
+    """The ranks that wrote their pid in the run directory (runtime/report.py, as soon as they start)."""
+    if not run_dir:
+        return set()
+    records = protocol.read_results(Path(run_dir)).values()
+    return {int(r["pid"]) for r in records if isinstance(r.get("pid"), int)}

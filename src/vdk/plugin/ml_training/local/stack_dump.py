@@ -29,23 +29,51 @@ _MACHINERY = re.compile(
 )
 
 
+# Said when the rank's dump ends before its main thread's outermost frame: the rank was ended while writing it.
+CUT_SHORT = "(the rest of its stack was not recorded: the rank was ended while writing it)"
+NOT_RECORDED = "(its main thread's stack was not recorded: the rank was ended while writing its stacks)"
+
+# A whole frame line as faulthandler writes it (a dump cut short may end in the middle of one).
+_FRAME = re.compile(r'File ".*", line \d+ in \S+$')
+
+
 def user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
     """From a faulthandler dump (innermost frame first): where the rank's own thread was, and the
-    job's own frames that led there."""
-    if not dump:
+    job's own frames that led there; a line saying so when the dump was cut short."""
+    if not protocol.has_dump(dump):
         return []
-    frames = _frames(_rank_thread(dump, job_dir))
+    block = _rank_thread(dump, job_dir)
+    if block is None:
+        return [f"  {NOT_RECORDED}"]
+    frames = _frames(block)
+    cut = _cut_short(block, dump)
     if not frames:
-        return []
+        return [f"  {CUT_SHORT}"] if cut else []
     own = [f for f in frames if _is_own(f, job_dir)]
     shown = frames[:1] + [f for f in own if f != frames[0]][: limit - 1]
     if len(shown) > 1 and shown[1] != frames[1]:
         shown.insert(1, "...")  # library frames between where it was and the job's own code
-    return [f"  {f}" for f in shown]
+    return [f"  {f}" for f in shown] + ([f"  {CUT_SHORT}"] if cut else [])
 
 
-def _rank_thread(dump: str, job_dir: Path) -> str:
-    """The dump's block of the thread that was running the job's code.
+def _cut_short(block: str, dump: str) -> bool:
+    """Whether the rank's thread's block stops before its outermost frame, which the stack file's header names
+    (faulthandler's own limit, 100 frames, ends a block with '...')."""
+    entry = protocol.main_entry_of(dump)
+    if entry is None:
+        return False  # a file of an older version or of another writer: nothing to tell by
+    lines = [x.strip() for x in block.rstrip("\n").splitlines()[1:] if x.strip()]
+    if not lines:
+        return True
+    file, function = entry
+    return not (
+        lines[-1] == "..." or (lines[-1].startswith(f'File "{file}", line ') and lines[-1].endswith(f" in {function}"))
+    )
+
+
+def _rank_thread(dump: str, job_dir: Path) -> str | None:
+    """The dump's block of the thread that was running the job's code; None when the header names the rank's
+    main thread and its outermost frame, and the dump has no block of it (the rank was ended before).
 
     The rank names its main thread at the top of its stack file (runtime/protocol.py): that block, whatever
     thread received the signal and however the threads are listed. A process forked from the rank (a
@@ -54,13 +82,15 @@ def _rank_thread(dump: str, job_dir: Path) -> str:
     not in it): faulthandler's "Current thread" when it ran the job's code, then any thread that did, then
     the current one anyway."""
     blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if "most recent call first" in b]
-    if not blocks:
-        return dump
-    own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
     main = protocol.main_thread_of(dump)
+    if not blocks:
+        return None if main and protocol.main_entry_of(dump) else dump
+    own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
     mains = [b for b in blocks if main and _thread_id(b) == main]
     if mains:
         return ([b for b in mains if b in own] + mains)[0]
+    if main and protocol.main_entry_of(dump):
+        return None  # faulthandler lists the main thread last: the dump ended before it
     current = [b for b in blocks if b.lstrip().startswith("Current thread")]
     ranked = [b for b in current if b in own] + own + current + blocks
     return ranked[0]
@@ -72,7 +102,7 @@ def _thread_id(block: str) -> str:
 
 
 def _frames(block: str) -> list[str]:
-    return [x.strip() for x in block.splitlines() if x.strip().startswith("File ") and not _MACHINERY.search(x)]
+    return [x.strip() for x in block.splitlines() if _FRAME.match(x.strip()) and not _MACHINERY.search(x)]
 
 
 def _is_own(frame: str, job_dir: Path) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import shutil
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -104,12 +105,15 @@ def smoke_check_sweep(spec: MLJobSpec, again: str | None = None) -> SweepSmoke:
             outcomes[i] = (e, metric_file)
 
     threads = [threading.Thread(target=smoke, args=(i, p), daemon=True) for i, p in enumerate(extremes)]
-    for thread in threads:
-        thread.start()
-    arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
-    for thread in threads:
-        thread.join()
-    return _result(spec, values, extremes, arguments, outcomes, again)
+    try:
+        for thread in threads:
+            thread.start()
+        arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
+        for thread in threads:
+            thread.join()
+        return _result(spec, values, extremes, arguments, outcomes, again)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the trials' metric files, read
 
 
 def _with_env(plan: Any, env: dict[str, str]) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,23 +103,38 @@ def stack_path(run_dir: Path | str, rank: int | str) -> Path:
     return Path(run_dir) / f"rank-{rank}.stack"
 
 
-# The first line of a stack file: which of the threads that faulthandler lists ran the rank's own code.
+# The first lines of a stack file: which of the threads that faulthandler lists ran the rank's own code, and the
+# outermost frame of that thread (where a whole dump of it ends: a rank ended in the middle of its dump is told).
 _MAIN_THREAD = "vdk-ml-training main thread "
+_MAIN_ENTRY = "vdk-ml-training main thread entry: "
 
 
 def stack_file_header() -> str:
     """Written by the rank's main thread before faulthandler may write anything: its id as faulthandler
-    prints it (`Thread 0x00007f...`)."""
+    prints it (`Thread 0x00007f...`) and its outermost frame (`File "<frozen runpy>" in _run_module_as_main`)."""
     import threading
 
-    return f"{_MAIN_THREAD}0x{threading.get_ident():016x}\n"
+    frame = sys._getframe()
+    while frame.f_back is not None:
+        frame = frame.f_back
+    entry = f'File "{frame.f_code.co_filename}" in {frame.f_code.co_name}'
+    return f"{_MAIN_THREAD}0x{threading.get_ident():016x}\n{_MAIN_ENTRY}{entry}\n"
 
 
 def main_thread_of(dump: str) -> str | None:
     """The id (`0x00007f...`) of the rank's main thread, from a stack file's header; None without one."""
     for line in dump.splitlines():
-        if line.startswith(_MAIN_THREAD):
+        if line.startswith(_MAIN_THREAD) and not line.startswith(_MAIN_ENTRY):
             return line[len(_MAIN_THREAD) :].strip()
+    return None
+
+
+def main_entry_of(dump: str) -> tuple[str, str] | None:
+    """(file, function) of the rank's main thread's outermost frame, from a stack file's header; None without."""
+    for line in dump.splitlines():
+        if line.startswith(_MAIN_ENTRY):
+            file, _, function = line[len(_MAIN_ENTRY) :].rpartition('" in ')
+            return file.removeprefix('File "'), function.strip()
     return None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,12 +82,19 @@ def stop(process: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
 
 def run_trial(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str]) -> str:
     """Run the training command for `trial`, report its metric, tell the study how it ended; the state."""
-    engine = sweep_study.optuna()
     params = dict(trial.params)
     shown = ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items())
     say(f"[vdk-ml-training] trial {trial.number}: {shown}")
     work = tempfile.mkdtemp(prefix=f"vdk-trial-{trial.number}-")
-    metric_file = os.path.join(work, "metrics.log")
+    try:
+        return _run(study, sweep, trial, command, env, os.path.join(work, "metrics.log"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the trial's metric file, read
+
+
+def _run(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str], metric_file: str) -> str:
+    engine = sweep_study.optuna()
+    params = dict(trial.params)
     argv = [wire.substitute(a, params) for a in command]
     child_env = trial_environment(env, params, metric_file, sweep, trial.number)
     process = subprocess.Popen(argv, env=child_env, start_new_session=True)
