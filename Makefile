@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export UV_CONSTRAINT := $(CURDIR)/constraints.txt
 export UV_BUILD_CONSTRAINT := $(CURDIR)/constraints.txt
 PIP_FIND_LINKS_DIR := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
-uv_install = $(1)/bin/pip install -q uv && $(1)/bin/uv pip install -q --python $(1)/bin/python \
+uv_install = $(1)/bin/pip install -q uv && $(1)/bin/uv pip install -q --compile-bytecode --python $(1)/bin/python \
 	$(if $(PIP_FIND_LINKS_DIR),--find-links $(PIP_FIND_LINKS_DIR))
 
 DEMO_JOB ?= examples/ddp-nccl

@@ -21,6 +21,7 @@ from tests.support.processes import marked
 from tests.support.processes import new_mark
 from tests.support.processes import wait_for_files
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from vdk.plugin.ml_training.units import format_duration
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +120,7 @@ def test_sessions_and_daemons_of_the_ranks_go_when_the_smoke_timeout_stops_the_r
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert f"timed out after {seconds}s (smoke_timeout)" in out, out
+        assert f"timed out after {format_duration(seconds)} (smoke_timeout)" in out, out
         assert left_after(mark, GONE_WITHIN) == [], out
         if all((ready / f"rank-{rank}").exists() for rank in (0, 1)):
             break
