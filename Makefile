@@ -6,14 +6,15 @@ PIP := $(VENV)/bin/pip
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_BUILD_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
-# The environments are installed by uv (seconds, where pip takes minutes; the same versions). uv reads neither
-# pip's constraints nor its configuration: both are handed over (the directory of wheels on disk holds torch's
-# CPU build).
+# The environments are installed by uv (seconds, where pip takes minutes; the same versions, measured). uv reads
+# neither pip's constraints nor its configuration: the constraints and pip's directories of wheels (torch's CPU
+# build lies there) are handed over. uv compiles bytecode only when asked: with PYTHONDONTWRITEBYTECODE set (as on
+# CI), every process would compile torch from source.
 export UV_CONSTRAINT := $(CURDIR)/constraints.txt
 export UV_BUILD_CONSTRAINT := $(CURDIR)/constraints.txt
-PIP_FIND_LINKS_DIR := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+PIP_FIND_LINKS = $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 uv_install = $(1)/bin/pip install -q uv && $(1)/bin/uv pip install -q --compile-bytecode --python $(1)/bin/python \
-	$(if $(PIP_FIND_LINKS_DIR),--find-links $(PIP_FIND_LINKS_DIR))
+	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 
 DEMO_JOB ?= examples/ddp-nccl
 

@@ -160,7 +160,7 @@ def stop_through_agent(
     have ended or the grace period is over. Then stop_tree for whatever is left (the agent, what the ranks
     left behind, a rank the agent did not reach)."""
     ranks = rank_pids(run_dir) or children(agent)
-    if ranks and running(agent):
+    if running(agent) and any(running(p) for p in ranks):
         _signal({agent}, signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds
         while time.monotonic() < deadline and any(running(p) for p in ranks):

@@ -42,11 +42,12 @@ def user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
     job's own frames that led there; a line saying so when the dump was cut short."""
     if not protocol.has_dump(dump):
         return []
-    block = _rank_thread(dump, job_dir)
+    entry = protocol.main_entry_of(dump)  # None in a file of an older version: nothing to tell a cut dump by
+    block = _rank_thread(dump, job_dir, entry is not None)
     if block is None:
         return [f"  {NOT_RECORDED}"]
     frames = _frames(block)
-    cut = _cut_short(block, dump)
+    cut = entry is not None and _cut_short(block, entry)
     if not frames:
         return [f"  {CUT_SHORT}"] if cut else []
     own = [f for f in frames if _is_own(f, job_dir)]
@@ -56,12 +57,9 @@ def user_stack(dump: str, job_dir: Path, limit: int = 8) -> list[str]:
     return [f"  {f}" for f in shown] + ([f"  {CUT_SHORT}"] if cut else [])
 
 
-def _cut_short(block: str, dump: str) -> bool:
-    """Whether the rank's thread's block stops before its outermost frame, which the stack file's header names
-    (faulthandler's own limit, 100 frames, ends a block with '...')."""
-    entry = protocol.main_entry_of(dump)
-    if entry is None:
-        return False  # a file of an older version or of another writer: nothing to tell by
+def _cut_short(block: str, entry: tuple[str, str]) -> bool:
+    """Whether the rank's thread's block stops before its outermost frame `entry` (file, function), which the stack
+    file's header names (faulthandler's own limit, 100 frames, ends a block with '...')."""
     lines = [x.strip() for x in block.rstrip("\n").splitlines()[1:] if x.strip()]
     if not lines:
         return True
@@ -71,9 +69,10 @@ def _cut_short(block: str, dump: str) -> bool:
     )
 
 
-def _rank_thread(dump: str, job_dir: Path) -> str | None:
+def _rank_thread(dump: str, job_dir: Path, whole_when_named: bool) -> str | None:
     """The dump's block of the thread that was running the job's code; None when the header names the rank's
-    main thread and its outermost frame, and the dump has no block of it (the rank was ended before).
+    main thread, `whole_when_named` (it names the thread's outermost frame too: a dump without that thread's block
+    was cut short), and the dump has no block of it.
 
     The rank names its main thread at the top of its stack file (runtime/protocol.py): that block, whatever
     thread received the signal and however the threads are listed. A process forked from the rank (a
@@ -84,12 +83,12 @@ def _rank_thread(dump: str, job_dir: Path) -> str | None:
     blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if "most recent call first" in b]
     main = protocol.main_thread_of(dump)
     if not blocks:
-        return None if main and protocol.main_entry_of(dump) else dump
+        return None if main and whole_when_named else dump
     own = [b for b in blocks if any(_is_own(f, job_dir) for f in _frames(b))]
     mains = [b for b in blocks if main and _thread_id(b) == main]
     if mains:
         return ([b for b in mains if b in own] + mains)[0]
-    if main and protocol.main_entry_of(dump):
+    if main and whole_when_named:
         return None  # faulthandler lists the main thread last: the dump ended before it
     current = [b for b in blocks if b.lstrip().startswith("Current thread")]
     ranked = [b for b in current if b in own] + own + current + blocks

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import shutil
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -83,13 +82,17 @@ class SweepSmoke:
 def smoke_check_sweep(spec: MLJobSpec, again: str | None = None) -> SweepSmoke:
     """Check every trial's arguments and run the extreme trials' smoke steps (side by side); `again`: what the
     fix of a failure ends with (default: run `vdk run JOB` again)."""
-    sweep = spec.sweep
-    assert sweep is not None
+    assert spec.sweep is not None
     again = again or f"run `vdk run {spec.job_dir}` again"
+    with tempfile.TemporaryDirectory(prefix=f"{spec.name}-sweep-") as folder:  # the trials' metric files
+        return _smoke_check(spec, again, Path(folder))
+
+
+def _smoke_check(spec: MLJobSpec, again: str, folder: Path) -> SweepSmoke:
+    sweep = spec.sweep
     values = sweep.trial_values()
     extremes = sweep.extremes()
     lists = [list(spec.trial(v).arguments(smoke=True)) for v in values]
-    folder = Path(tempfile.mkdtemp(prefix=f"{spec.name}-sweep-"))
     outcomes: dict[int, Any] = {}
 
     def smoke(i: int, params: dict) -> None:
@@ -105,15 +108,12 @@ def smoke_check_sweep(spec: MLJobSpec, again: str | None = None) -> SweepSmoke:
             outcomes[i] = (e, metric_file)
 
     threads = [threading.Thread(target=smoke, args=(i, p), daemon=True) for i, p in enumerate(extremes)]
-    try:
-        for thread in threads:
-            thread.start()
-        arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
-        for thread in threads:
-            thread.join()
-        return _result(spec, values, extremes, arguments, outcomes, again)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)  # the trials' metric files, read
+    for thread in threads:
+        thread.start()
+    arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
+    for thread in threads:
+        thread.join()
+    return _result(spec, values, extremes, arguments, outcomes, again)
 
 
 def _with_env(plan: Any, env: dict[str, str]) -> Any:

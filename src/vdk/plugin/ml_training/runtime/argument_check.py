@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 from typing import Any
@@ -36,16 +35,9 @@ class _Done(SystemExit):
 def _check_all(parser: argparse.ArgumentParser, original, sets: list[list[str]], namespace, strict: bool) -> list[dict]:
     """Fork a child per argument list; each parses it with `parser` and exits 0 (accepted) or 2 (refused).
     `strict`: the script called parse_args (or HfArgumentParser's), which refuse arguments left over."""
-    folder = tempfile.mkdtemp(prefix="vdk-argcheck-")
-    try:
-        return _check_in(folder, parser, original, sets, namespace, strict)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)  # the children's messages, read
-
-
-def _check_in(folder: str, parser: argparse.ArgumentParser, original, sets: list[list[str]], namespace, strict: bool):
     results: list[dict] = []
     children = []
+    folder = tempfile.mkdtemp(prefix="vdk-argcheck-")
     sys.stdout.flush()
     sys.stderr.flush()
     for index, argv in enumerate(sets):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -85,11 +84,8 @@ def run_trial(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str
     params = dict(trial.params)
     shown = ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items())
     say(f"[vdk-ml-training] trial {trial.number}: {shown}")
-    work = tempfile.mkdtemp(prefix=f"vdk-trial-{trial.number}-")
-    try:
+    with tempfile.TemporaryDirectory(prefix=f"vdk-trial-{trial.number}-") as work:  # the trial's metric file
         return _run(study, sweep, trial, command, env, os.path.join(work, "metrics.log"))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)  # the trial's metric file, read
 
 
 def _run(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str], metric_file: str) -> str:
