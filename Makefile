@@ -74,9 +74,12 @@ crds: install
 # Each environment runs what it can: tests that need the Control Service CLI only in .venv-cs, those
 # that need transformers only in .venv (deselected, not skipped: the only skips are real-cluster tests).
 # Two workers (pytest-xdist), each test file on one: most tests wait on processes, servers and containers. The
-# slowest tests are listed at the end: the whole run must stay under 30 minutes on an idle machine.
+# files are handed out in the order given: the longest (functional, then integration) first, the many short unit
+# files last, where they fill the gaps (the other way round, one worker ran the longest file alone at the end).
+# The slowest tests are listed at the end: the whole run must stay under 30 minutes on an idle machine.
 test: install lint docs install-cs crds
-	$(VENV)/bin/python -m pytest tests functional_tests -m "not needs_control_cli" -n 2 --dist loadfile --durations=25; rc=$$?; \
+	$(VENV)/bin/python -m pytest functional_tests tests/integration tests/unit -m "not needs_control_cli" -n 2 \
+	  --dist loadfile --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then rc=0; fi; \
 	$(CS_VENV)/bin/python -m pytest tests -m "(control_cli or needs_control_cli) and not needs_transformers"; \
 	cs=$$?; if [ $$cs -eq 5 ]; then cs=0; fi; \

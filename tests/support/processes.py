@@ -4,6 +4,9 @@ agent, every rank and the DataLoader workers they fork, on this machine and in a
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -52,3 +55,23 @@ def wait_for_files(directory: Path, pattern: str, count: int, seconds: float, pr
             return False
         time.sleep(0.1)
     return True
+
+
+def with_stack_dumps(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this one's) for a Python process that writes every thread's stack to stderr when it is
+    ended with SIGABRT (faulthandler): so a test can show where a process it waited for in vain was."""
+    return {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
+
+
+def wait_or_abort(proc: subprocess.Popen, seconds: float) -> None:
+    """Wait for `proc` up to `seconds`; if it is still running, end it with SIGABRT (its stacks on its stderr
+    when started with `with_stack_dumps`); its exit status then says it was aborted."""
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support import cluster_state as cs
 from tests.support.kubelet import LocalKubelet
+from tests.support.processes import with_stack_dumps
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
@@ -164,6 +165,7 @@ def test_a_signal_to_the_copy_deletes_its_pod(cluster, tmp_path, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=with_stack_dumps(),
     )
     deadline = time.monotonic() + 60
     while not fake.stored("pods") and time.monotonic() < deadline:
@@ -171,7 +173,11 @@ def test_a_signal_to_the_copy_deletes_its_pod(cluster, tmp_path, sig):
     (pod,) = fake.stored("pods")
     time.sleep(0.5)
     process.send_signal(sig)
-    out, err = process.communicate(timeout=60)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # it outlived the signal: where it was, in the failure's stderr
+        process.send_signal(signal.SIGABRT)
+        out, err = process.communicate(timeout=30)
     assert process.returncode == 128 + sig, err
     assert fake.stored("pods") == []  # not left mounting the claim for an hour
     assert f"Deleted the copy pod {pod['metadata']['name']}" in err

@@ -17,6 +17,8 @@ import pytest
 
 from tests.support import cluster_state as cs
 from tests.support.jobs import write_job
+from tests.support.processes import wait_or_abort
+from tests.support.processes import with_stack_dumps
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
@@ -159,7 +161,7 @@ def test_a_restarted_rank_s_failure_is_shown_as_it_happens(kube):
 def test_ctrl_c_detaches_without_cancelling_and_says_how_to_reattach(kube):
     fake, operator = kube
     operator.start_ranks()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")}
+    env = with_stack_dumps({k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")})
     proc = subprocess.Popen(
         [str(VDK), "execute", "--show", "--follow", "-n", "mnist-ddp", "-t", "Vision Research"],
         stdout=subprocess.PIPE,
@@ -182,7 +184,7 @@ def test_ctrl_c_detaches_without_cancelling_and_says_how_to_reattach(kube):
         until(lambda: "[rank 0] r0 start\n" in said["stdout"], "rank 0's first line", seconds=60)
         assert followed(fake, operator.pods[0])
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        wait_or_abort(proc, 30)  # if it outlives the signal, its stacks are in the failure's stderr
     finally:
         if proc.poll() is None:
             proc.kill()

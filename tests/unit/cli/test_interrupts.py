@@ -5,6 +5,7 @@ while stopping is ignored. (The real `vdk run` and `vdk deploy` sent signals: te
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
@@ -25,3 +26,22 @@ def test_a_signal_vdk_was_started_ignoring_stays_ignored():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_an_interrupted_dropped_by_a_finalizer_is_raised_again():
+    """A signal that comes while a finalizer runs (an HTTP response's, a pool's) raises there, and Python
+    drops what a finalizer raises: the run must stop all the same, not ignore every signal from then on."""
+
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)
+            sum(range(10))  # Python code: the handler runs in here
+
+    with pytest.raises(interrupts.Interrupted) as stopped:
+        with interrupts.stop_on_signals():
+            Finalized()  # finalized at once
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+    assert stopped.value.name == "SIGINT"
+    assert stopped.value.__context__ is None  # raised in the body, not from the finalizer's frame

@@ -19,6 +19,7 @@ from typing import NoReturn
 from vdk.plugin.ml_training import helper_processes
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+REDELIVER_SECONDS = 0.01  # a signal whose Interrupted a finalizer dropped is sent again after this
 
 
 class Interrupted(KeyboardInterrupt):
@@ -45,7 +46,12 @@ def as_interrupted(error: KeyboardInterrupt) -> Interrupted:
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Within: the first of SIGINT, SIGTERM and SIGHUP raises Interrupted in the main thread; later ones
-    are ignored while the run is being stopped (a second Ctrl-C must not cut the stopping short)."""
+    are ignored while the run is being stopped (a second Ctrl-C must not cut the stopping short).
+
+    Python runs a signal's handler wherever the main thread is, also inside a finalizer (an object's
+    `__del__`, a closed generator, a weakref callback: the HTTP client's responses and pools have them).
+    What a finalizer raises is printed and dropped, so an Interrupted raised there would never stop the
+    run, and every later signal would be ignored: such a signal is sent again."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -57,13 +63,27 @@ def stop_on_signals() -> Iterator[None]:
         received.append(signum)
         raise Interrupted(signum)
 
+    unraisable_before = sys.unraisablehook
+
+    def dropped(unraisable) -> None:
+        error = unraisable.exc_value
+        if isinstance(error, Interrupted) and received:
+            received.clear()
+            # From another thread, a moment later: raised here or now, it would be dropped again.
+            main = threading.main_thread().ident
+            threading.Timer(REDELIVER_SECONDS, signal.pthread_kill, (main, error.signum)).start()
+            return
+        unraisable_before(unraisable)
+
     previous = {}
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, interrupt)
+    sys.unraisablehook = dropped
     try:
         yield
     finally:
+        sys.unraisablehook = unraisable_before
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
