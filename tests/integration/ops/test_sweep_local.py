@@ -4,12 +4,19 @@ with real torch processes."""
 
 from __future__ import annotations
 
+import signal
 import tempfile
+import threading
 
 import pytest
 
 from tests.support.jobs import write_job
+from tests.support.processes import MARK
+from tests.support.processes import left_after
+from tests.support.processes import new_mark
+from tests.support.processes import wait_for_files
 from tests.support.vdk_cli import vdk
+from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.ops.sweep_local import run_sweep
 from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
@@ -96,3 +103,44 @@ def test_a_full_local_sweep_runs_its_trials_one_after_another_and_finds_the_best
     for t in trials:
         if t["state"] == "pruned":
             assert t["steps"] < 12
+
+
+# Parses its arguments, says it runs, and waits in its first step: only stopping it ends the run.
+HANGS = """
+import argparse, os, time
+from pathlib import Path
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, required=True)
+args = parser.parse_args()
+Path(os.environ["READY_DIR"], str(os.getpid())).write_text("")
+time.sleep(600)
+"""
+
+
+def test_a_signal_during_the_smoke_check_stops_the_extreme_trials_runs(tmp_path):
+    """The extremes run in threads of their own, and a signal reaches the main thread only: their runs must stop
+    with it, not go on until their smoke timeout (a notebook's Ctrl-C; `vdk` itself would exit)."""
+    mark, ready = new_mark(), tmp_path / "ready"
+    ready.mkdir()
+    path = write_job(
+        tmp_path,
+        "hangs",
+        ml={"args": "--lr ${lr}", "gpus_per_node": "0", "smoke_timeout": "5m"},
+        env={MARK: mark, "READY_DIR": str(ready)},
+        extra="\n[ml-training.sweep]\nlr = 1e-4, 1e-2\nmetric = val_score\n",
+        files={"train.py": HANGS},
+    )
+    spec = load_job_spec(path)
+    started = []
+
+    def interrupt_once_both_run() -> None:
+        started.append(wait_for_files(ready, "*", 2, seconds=240))
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+
+    threading.Thread(target=interrupt_once_both_run, daemon=True).start()
+    with pytest.raises(interrupts.Interrupted), interrupts.stop_on_signals():
+        smoke_check_sweep(spec)
+    assert started == [True]
+    assert left_after(mark, 15) == []  # both trials' ranks and torchrun agents

@@ -144,6 +144,9 @@ class HostStarter:
     def __init__(self) -> None:
         self._lifeline: Lifeline | None = None
         self._protect: dict[str, str] = {}
+        self._lock = threading.Lock()  # start and stop_running may come from two threads
+        self._running: tuple[subprocess.Popen, Path] | None = None
+        self._stopping = False
 
     def check(self) -> None:
         check_torch()
@@ -160,6 +163,23 @@ class HostStarter:
         return work
 
     def start(self, attempt: Attempt) -> subprocess.Popen:
+        with self._lock:
+            if self._stopping:
+                raise KeyboardInterrupt("stopped before it started")
+            proc = self._start(attempt)
+            self._running = (proc, attempt.run_dir)
+            return proc
+
+    def stop_running(self) -> None:
+        """From another thread (a pruner; the main thread that Ctrl-C reached while runs go on in others): stop
+        the run this starter started, as a timeout does, and start none after it."""
+        with self._lock:
+            self._stopping = True
+            running = self._running
+        if running is not None:
+            self.stop(*running)
+
+    def _start(self, attempt: Attempt) -> subprocess.Popen:
         self.release()  # a previous attempt's (another port)
         lifeline = self._lifeline = Lifeline()
         plan, work = attempt.plan, attempt.work

@@ -12,7 +12,6 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
@@ -28,20 +27,6 @@ from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
 
 POLL_SECONDS = 1.0
-
-
-class _PrunableStarter(HostStarter):
-    """This machine's starter, whose run the pruner can stop."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.proc: Any = None
-        self.run_dir: Path | None = None
-
-    def start(self, attempt):  # noqa: ANN001
-        self.proc = super().start(attempt)
-        self.run_dir = attempt.run_dir
-        return self.proc
 
 
 @dataclass(frozen=True)
@@ -89,15 +74,15 @@ def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, watcher: Run
     env.setdefault(wire.METRIC_SECONDS, env.get("VDK_ML_TRAINING_PROGRESS_SECONDS") or str(wire.DEFAULT_METRIC_SECONDS))
     plan = dataclasses.replace(plan, env=env)
     reports = sweep_study.TrialReports(trial, metric_file, sweep.prune)
-    starter = _PrunableStarter()
+    starter = HostStarter()  # whose run the pruner stops
     pruned = threading.Event()
     done = threading.Event()
 
     def follow() -> None:
         while not done.wait(POLL_SECONDS):
-            if reports.poll() and starter.proc is not None and starter.run_dir is not None:
+            if reports.poll():
                 pruned.set()
-                starter.stop(starter.proc, starter.run_dir)
+                starter.stop_running()
                 return
 
     follower = threading.Thread(target=follow, daemon=True)

@@ -28,6 +28,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.arguments_run import ArgumentsChecked
 from vdk.plugin.ml_training.local.arguments_run import check_arguments
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
+from vdk.plugin.ml_training.local.launcher import HostStarter
 from vdk.plugin.ml_training.ops.local_run import LocalRunFailed
 from vdk.plugin.ml_training.ops.local_run import LocalRunResult
 from vdk.plugin.ml_training.ops.local_run import QuietWatcher
@@ -94,6 +95,7 @@ def _smoke_check(spec: MLJobSpec, again: str, folder: Path) -> SweepSmoke:
     extremes = sweep.extremes()
     lists = [list(spec.trial(v).arguments(smoke=True)) for v in values]
     outcomes: dict[int, Any] = {}
+    starters = [HostStarter() for _ in extremes]
 
     def smoke(i: int, params: dict) -> None:
         # one step more than a plain smoke run: what the script shows after a step (its metric) is seen
@@ -103,16 +105,24 @@ def _smoke_check(spec: MLJobSpec, again: str, folder: Path) -> SweepSmoke:
         env = {**plan.env, wire.METRIC: sweep.metric, wire.METRIC_FILE: str(metric_file), wire.METRIC_SECONDS: "0"}
         plan = _with_env(plan, env)
         try:
-            outcomes[i] = (run_plan(plan, QuietWatcher(), again=again, stdout=io.StringIO()), metric_file)
+            run = run_plan(plan, QuietWatcher(), starter=starters[i], again=again, stdout=io.StringIO())
+            outcomes[i] = (run, metric_file)
         except BaseException as e:  # noqa: BLE001 - reported with the others
             outcomes[i] = (e, metric_file)
 
     threads = [threading.Thread(target=smoke, args=(i, p), daemon=True) for i, p in enumerate(extremes)]
     for thread in threads:
         thread.start()
-    arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
-    for thread in threads:
-        thread.join()
+    try:
+        arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
+        for thread in threads:
+            thread.join()
+    except BaseException:  # Ctrl-C (a signal) reaches this thread only: the runs in the others are stopped first
+        for starter in starters:
+            starter.stop_running()
+        for thread in threads:
+            thread.join()
+        raise
     return _result(spec, values, extremes, arguments, outcomes, again)
 
 
