@@ -158,12 +158,13 @@ def test_a_restarted_rank_s_failure_is_shown_as_it_happens(kube):
     assert "[rank 1] | RuntimeError: NCCL timeout" in result.stdout
 
 
-def test_ctrl_c_detaches_without_cancelling_and_says_how_to_reattach(kube):
+@pytest.mark.parametrize("verb", ["--show", "--logs"])
+def test_ctrl_c_detaches_without_cancelling_and_says_how_to_reattach(kube, verb):
     fake, operator = kube
     operator.start_ranks()
     env = with_stack_dumps({k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_")})
     proc = subprocess.Popen(
-        [str(VDK), "execute", "--show", "--follow", "-n", "mnist-ddp", "-t", "Vision Research"],
+        [str(VDK), "execute", verb, "--follow", "-n", "mnist-ddp", "-t", "Vision Research"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -192,9 +193,12 @@ def test_ctrl_c_detaches_without_cancelling_and_says_how_to_reattach(kube):
             reader.join(timeout=10)
     stderr = "".join(said["stderr"])
     run = operator.run["metadata"]["name"]
-    assert proc.returncode == 130, stderr
-    assert f"Detached from {run} (SIGINT); it goes on, nothing was cancelled." in stderr
-    assert f"follow it again:  vdk execute --show -n mnist-ddp -t Vision-Research -i {run} --follow" in stderr
+    assert proc.returncode == 130, stderr  # not 0: a script must not go on as if the run had ended
+    if verb == "--show":
+        assert f"Detached from {run} (SIGINT); it goes on, nothing was cancelled." in stderr
+        assert f"follow it again:  vdk execute --show -n mnist-ddp -t Vision-Research -i {run} --follow" in stderr
+    else:
+        assert "Stopped following the logs (SIGINT); the run goes on, nothing was cancelled." in stderr
     assert "Traceback" not in stderr
     assert not [m for m, _, _ in fake.requests if m == "DELETE"]
     assert fake.run_objects()  # the run is still there

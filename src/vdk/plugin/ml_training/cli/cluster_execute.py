@@ -152,8 +152,13 @@ def _follow(scope: Scope, execution_id: str | None) -> None:
 
     try:
         final = follow_logs(scope, execution_id, write=write, explain=explain, say=stderr)
-    except KeyboardInterrupt:
-        return
+    except KeyboardInterrupt as e:  # as `tail -f`: the status says it was stopped, so a script does not go on
+        from vdk.plugin.ml_training.cli import interrupts
+
+        stopped_by = interrupts.as_interrupted(e).name
+        interrupts.exit_interrupted(
+            e, f"\nStopped following the logs ({stopped_by}); the run goes on, nothing was cancelled."
+        )
     if not seen and not final.finished:
         return
     stderr(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""))
