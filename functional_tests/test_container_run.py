@@ -53,8 +53,12 @@ def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_l
         ml={"base_image": local_bases.debian, "gpus_per_node": "0", "smoke_steps": "2"},
         files={"train.py": TRAIN_WITH_YAML, "requirements.txt": f"{TORCH_REQUIREMENT}\n"},
     )
-    here = vdk("run", str(job), env=env, timeout=300)
+    # A base never read: the cache the tests share may know this one from a test that ran before (then a
+    # plain `vdk run` already fails as --container does below), so this run has a cache of its own.
+    never_read = {**env, "VDK_ML_TRAINING_CACHE_DIR": str(tmp_path / "new-cache")}
+    here = vdk("run", str(job), env=never_read, timeout=300)
     assert here.returncode == 0, here.stdout + here.stderr  # this machine has PyYAML: the smoke run passes
+    assert "is not in requirements.txt; it must come from the base image" in here.stdout + here.stderr
 
     # once the base is read, the import check knows the image lacks it: stopped before anything is built
     missing = vdk("run", "--container", str(job), env=env)
