@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import tempfile
 from pathlib import Path
@@ -54,6 +55,21 @@ TEST_SETTINGS = (launcher.RUNS_DIR_ENV, upstream_crds.CRD_DIR_ENV)
 PODMAN_DIR_ENV = "VDK_ML_TRAINING_TEST_PODMAN_DIR"
 MEMORY = Path("/dev/shm")
 MEMORY_STORAGE_MIN_BYTES = 16 << 30  # the end-to-end tests' images and containers take up to ~8 GB
+
+
+# Set when the session was started with SIGHUP ignored (nohup): the xdist workers, started with its default,
+# keep this process's immunity.
+HANGUP_IGNORED_ENV = "VDK_ML_TRAINING_TESTS_HANGUP_IGNORED"
+
+
+def pytest_configure(config):
+    """Under nohup SIGHUP is ignored, and an ignored signal stays ignored in every process started: `vdk` then
+    rightly keeps ignoring it (as nohup asks), and each test that sends it SIGHUP fails. A handler that does
+    nothing keeps the session as immune, while the processes it starts get the default (exec resets a
+    handled signal, never an ignored one)."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN or os.environ.get(HANGUP_IGNORED_ENV):
+        os.environ[HANGUP_IGNORED_ENV] = "1"
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 
 def podman_storage_dir(tmp_path_factory) -> Path:
