@@ -57,9 +57,9 @@ MEMORY = Path("/dev/shm")
 MEMORY_STORAGE_MIN_BYTES = 16 << 30  # the end-to-end tests' images and containers take up to ~8 GB
 
 
-# Set when the session was started with SIGHUP ignored (nohup): the xdist workers, started with its default,
-# keep this process's immunity.
-HANGUP_IGNORED_ENV = "VDK_ML_TRAINING_TESTS_HANGUP_IGNORED"
+# Set when the session started with SIGHUP ignored (nohup), so that its xdist workers, which start with the
+# default, ignore it too.
+HANGUP_IGNORED_ENV = "VDK_ML_TRAINING_TEST_HANGUP_IGNORED"
 
 
 def pytest_configure(config):
