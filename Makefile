@@ -25,7 +25,7 @@ CS_VENV ?= .venv-cs
 # What ruff checks and formats (config in pyproject.toml); `make test` stops on any finding.
 LINTED := src tests benchmarks functional_tests
 
-.PHONY: install install-cs demo lint format docs crds test test-fast clean
+.PHONY: install install-cs demo lint format docs crds test test-fast gpu-check-prepare clean
 
 install: $(VENV)/.installed
 
@@ -93,5 +93,11 @@ test: install lint docs install-cs crds
 test-fast: install
 	$(VENV)/bin/python -m pytest tests/unit -q -m "not needs_control_cli"
 
+# The real-GPU check (docs/gpu-verification.md): the files it carries to a machine with a GPU (the project's wheel
+# and the wheels that machine lacks, for its Python 3.12) into .gpu-carry/, their size against the 64 MiB a call
+# takes, and the exact device call that runs functional_tests/gpu/run-on-gpu.sh there.
+gpu-check-prepare: install
+	$(VENV)/bin/python -m functional_tests.gpu.prepare
+
 clean:
-	rm -rf $(VENV) $(CS_VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis .cache site
+	rm -rf $(VENV) $(CS_VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis .cache site .gpu-carry gpu-check-out
