@@ -49,7 +49,7 @@ def machine_packages(path: Path = MACHINE) -> set[str]:
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
-            names.add(normalize(re.split(r"[=<>!~ ]", line, 1)[0]))
+            names.add(normalize(re.split(r"[=<>!~ ]", line, maxsplit=1)[0]))
     return names
 
 
