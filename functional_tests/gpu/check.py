@@ -86,17 +86,15 @@ def environment() -> dict:
     import torch
 
     env["torch"] = torch.__version__
-    env["cuda"] = torch.version.cuda
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name(0)
-        env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
+    env["cuda"] = torch.version.cuda  # what torch was built for (no CUDA context here: the GPU stays the tests')
     smi = shutil.which("nvidia-smi")
     if smi:
-        query = "--query-gpu=name,driver_version,memory.total,mig.mode.current"
+        query = "--query-gpu=name,driver_version,memory.total,mig.mode.current,compute_cap"
         done = subprocess.run([smi, query, "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
         fields = [f.strip() for f in done.stdout.strip().splitlines()[0].split(",")] if done.stdout.strip() else []
-        if len(fields) == 4:
-            env["gpu"], env["driver"], env["gpu_memory"], env["mig_mode"] = fields
+        if len(fields) == 5:
+            env["gpu"], env["driver"], env["gpu_memory"], env["mig_mode"], env["capability"] = fields
+        env["nvidia-smi"] = done.stdout.strip() or done.stderr.strip()[:300]
     check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=60)
     env["pip check"] = (check.stdout + check.stderr).strip()[-2000:]
     return env

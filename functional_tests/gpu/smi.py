@@ -21,6 +21,7 @@ Pure, but for `Poller`, which runs nvidia-smi in the background.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import threading
 import time
@@ -275,9 +276,11 @@ class Poller:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Poller:
+        # line-buffered where stdbuf can make it so: a stopped nvidia-smi would take its buffered lines with it
+        command = ["stdbuf", "-oL", *self.command] if shutil.which("stdbuf") else self.command
         try:
             self._process = subprocess.Popen(
-                self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
             )
         except OSError as e:
             self.error = f"{self.command[0]}: {e}"

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from functional_tests.gpu import prepare
+
 from tests.support.debian_base import cache_dir
 
 pytestmark = pytest.mark.slow
