@@ -100,13 +100,15 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "smoke_data", "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
         # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
+        # what is attached to the pushed image, not what is in it
+        "attestations",
     }  # fmt: skip
 
 
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 44
+    assert len(KEYS) == len(set(KEYS)) == 45
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -134,6 +136,8 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         "ml_training_tolerations": None,
         "ml_training_image_pull_secrets": None,
         "ml_training_service_account": None,
+        # SBOM and provenance attached to pushed images (off for a registry that refuses artifacts)
+        "ml_training_attestations": None,
     }
     assert CONFIG_KEYS["ml_training_registry"][1].startswith("OCI registry (and path) that ml-training job images")
     # the settings of a job's keys have the key's name; the others are settings of `vdk`, not of a job

@@ -9,6 +9,7 @@ failed build leaves no tag behind (only unreferenced blobs, which the registry's
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.dependencies.lock import Lock
+from vdk.plugin.ml_training.image import attestations
+from vdk.plugin.ml_training.image import base_facts_cache
 from vdk.plugin.ml_training.image import base_inspection
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import layer_tarball
@@ -32,6 +36,10 @@ from vdk.plugin.ml_training.image.build_plan import image_env
 from vdk.plugin.ml_training.image.build_plan import large_file_warning
 from vdk.plugin.ml_training.image.build_plan import target_repository
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.code_manifest import file_digests
+from vdk.plugin.ml_training.image.image_facts import ImageFacts
+from vdk.plugin.ml_training.image.image_facts import ImageLayer
+from vdk.plugin.ml_training.image.provenance import now
 from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import BASE
@@ -64,6 +72,7 @@ class PushedImage:
     dependencies: tuple[tuple[str, str], ...]  # (name, version) installed in the dependency layer
     python_version: str
     python: str  # the interpreter the image's command starts (found in, or told about, the base)
+    attached: tuple[attestations.Attached, ...] = ()  # its SBOM and provenance, as OCI referrers
 
     @property
     def job_image(self) -> layout.JobImage:
@@ -85,6 +94,7 @@ class PushedImage:
             "dependencies": {name: version for name, version in self.dependencies},
             "python_version": self.python_version,
             "python": self.python,
+            "attached": [a.to_dict() for a in self.attached],
         }
 
 
@@ -100,6 +110,7 @@ class AssembledImage:
     config: bytes
     layers: tuple[tuple[str, layer_tarball.LayerBlob, str], ...]  # (name, blob, created_by) of the job's layers
     dependencies: tuple[tuple[str, str], ...]
+    deps_layer: dependency_layer.DependencyLayer | None = None  # its cache entry: licences, lock
 
     @property
     def media_type(self) -> str:
@@ -129,12 +140,15 @@ def build_and_push(
     created: str | None = None,
     refresh_dependencies: bool = False,
     retry: RetryPolicy | None = None,
+    attest: attestations.Request | None = None,
 ) -> PushedImage:
     """Build the job's image (base + dependencies + runtime + code) and push it to `registry`
-    (host[/path]) as <registry>/<job name>:<content tag>; returns it pinned by digest.
+    (host[/path]) as <registry>/<job name>:<content tag>; returns it pinned by digest. With `attest`, its SBOM and
+    build provenance are attached to it (image/attestations.py).
 
     The same inputs give the same digest. Raises MLTrainingError subclasses (see build_errors.py)."""
     progress = progress or Progress()
+    started = now()
     host, _ = target_repository(registry, spec)
     same_registry = parse_reference(spec.base_image).registry == host
     with RegistryClient(host, progress, retry, role="" if same_registry else TARGET) as pusher:
@@ -142,7 +156,13 @@ def build_and_push(
         with base_client(spec, progress, retry, pusher if same_registry else None) as puller:
             with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
                 image = assemble(spec, registry, provenance, puller, Path(tmp), progress, created, refresh_dependencies)
-                return _push(image, pusher, puller, same_registry, progress)
+                pushed = _push(image, pusher, puller, same_registry, progress)
+                if attest is None:
+                    return pushed
+                facts = image_facts(image, pushed, provenance, started, now())
+                attached = attestations.attach_all(pusher, facts, attest, progress.stage)
+                progress.stage(attestations.describe_attached(attached, facts.reference))
+                return dataclasses.replace(pushed, attached=attached)
 
 
 def base_client(
@@ -219,6 +239,48 @@ def assemble(
         config=config,
         layers=tuple(ours),
         dependencies=dep_layer.packages if dep_layer else (),
+        deps_layer=dep_layer,
+    )
+
+
+def image_facts(
+    image: AssembledImage, pushed: PushedImage, provenance: audit.Provenance, started: str, finished: str
+) -> ImageFacts:
+    """What the pushed image says of itself (its SBOM's and provenance's facts)."""
+    spec, info, target = image.inputs.spec, image.inputs.base, image.target
+    layer_type = oci.LAYER_TYPE[image.media_type]
+    layers = [ImageLayer("base", d["digest"], int(d.get("size", 0)), d.get("mediaType", "")) for d in image.base.layers]
+    layers += [ImageLayer(name, blob.digest, blob.size, layer_type) for name, blob, _ in image.layers]
+    read = base_facts_cache.cached(image.base.reference.digest)
+    deps = image.deps_layer
+    return ImageFacts(
+        registry=target.registry,
+        repository=target.repository,
+        digest=pushed.digest,
+        media_type=image.media_type,
+        size=len(image.manifest),
+        tag=target.tag,
+        created=image.inputs.created,
+        job=spec.name,
+        team=spec.team,
+        base_image=spec.base_image,
+        base_reference=str(image.base.reference),
+        python=info.python,
+        python_version=info.python_version,
+        wheel_platform=info.wheel_platform,
+        layers=tuple(layers),
+        packages=image.dependencies,
+        licenses=dict(deps.licenses) if deps else {},
+        lock=deps.lock if deps else Lock("", {}),
+        base_packages=read.distributions if read else (),
+        base_packages_read=read is not None,
+        code_files=file_digests(image.inputs.code.files),
+        git_commit=provenance.git_commit,
+        git_dirty=provenance.git_dirty,
+        git_diff_sha256=provenance.git_diff_sha256,
+        git_remote=provenance.git_remote,
+        started=started,
+        finished=finished,
     )
 
 

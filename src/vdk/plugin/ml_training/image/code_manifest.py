@@ -5,8 +5,10 @@ the sha256 of its content (a symbolic link: of its target's text). The run recor
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
+from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 CHUNK = 1 << 20
@@ -14,8 +16,13 @@ CHUNK = 1 << 20
 
 def code_manifest(job_dir: Path) -> dict[str, str]:
     """path (as in the image's job directory) -> sha256 of every file of the code layer."""
+    return file_digests(scan_job_dir(Path(job_dir)).files)
+
+
+def file_digests(files: Iterable[SourceFile]) -> dict[str, str]:
+    """path -> sha256 of each file's content (a symbolic link: of its target's text)."""
     out = {}
-    for source in scan_job_dir(Path(job_dir)).files:
+    for source in files:
         if source.link is not None:
             out[source.path] = hashlib.sha256(f"link:{source.link}".encode()).hexdigest()
             continue

@@ -23,11 +23,14 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.dependencies import install_errors
+from vdk.plugin.ml_training.dependencies import lock as package_lock
 from vdk.plugin.ml_training.dependencies import uv_install
+from vdk.plugin.ml_training.dependencies.lock import Lock
 from vdk.plugin.ml_training.dependencies.uv_install import cache_root
 from vdk.plugin.ml_training.dependencies.uv_install import installed_packages
 from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
@@ -43,7 +46,8 @@ from vdk.plugin.ml_training.image.layer_inputs import requirements_file
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
-_FORMAT = "deps-v3"  # bump when the layer's layout changes, so old cache entries are not reused
+_FORMAT = "deps-v4"  # bump when the layer's layout (or what layer.json keeps) changes: old entries are not reused
+LOCK_FILE = "requirements.lock"  # beside the layer in its cache entry: the pins with the index's hashes (lock.py)
 CACHE_MAX_AGE_DAYS = 30
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
 
@@ -57,6 +61,10 @@ class DependencyLayer:
     from_cache: bool
     sizes: dict[str, int]  # installed bytes per distribution (from its RECORD)
     built_at: float | None = None  # when it was built (time.time()); None: a cache entry of an older version
+    licenses: dict[str, str] = field(default_factory=dict)  # name -> the licence its metadata declares
+    lock: Lock = field(
+        default_factory=lambda: Lock("", {}, "not recorded")
+    )  # the pins with the index's hashes (dependencies/lock.py)
 
 
 # Layers this process built (cache key -> when): taken from the cache later in the same command (the build after
@@ -174,7 +182,19 @@ def _load(entry: Path, key: str) -> DependencyLayer | None:
         True,
         dict(meta.get("sizes") or {}),
         float(built_at) if isinstance(built_at, (int, float)) else None,
+        dict(meta.get("licenses") or {}),
+        _read_lock(entry, meta),
     )
+
+
+def _read_lock(entry: Path, meta: dict) -> Lock:
+    if meta.get("lock_error"):
+        return Lock("", {}, str(meta["lock_error"]))
+    try:
+        text = (entry / LOCK_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return Lock("", {}, "not recorded") if meta.get("packages") else Lock("", {})
+    return Lock(text, package_lock.parse_hashes(text))
 
 
 def _build(
@@ -207,6 +227,9 @@ def _build(
         activity.step("writing the layer")
         packages = installed_packages(target)
         sizes = installed_sizes(target)
+        licenses = package_lock.licenses(target)
+        for_hashes = uv_install.Target(base.python_version, base.wheel_platform)
+        lock = package_lock.lock(packages, spec.job_dir, for_hashes)
         has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)
         staged = work / "layer"
@@ -223,7 +246,11 @@ def _build(
             "platform": base.wheel_platform,
             "excluded": list(base.provides),
             "built_at": time.time(),
+            "licenses": licenses,
+            **({"lock_error": lock.error} if lock.error else {}),
         }
+        if lock.text:
+            (staged / LOCK_FILE).write_text(lock.text, encoding="utf-8")
         (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         shutil.rmtree(entry, ignore_errors=True)
         try:
@@ -241,6 +268,8 @@ def _build(
             False,
             sizes,
             meta["built_at"],
+            licenses,
+            lock,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

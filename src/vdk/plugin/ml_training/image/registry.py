@@ -423,6 +423,11 @@ class RegistryClient:
         """A blob's bytes as they arrive (verified against the digest at the end)."""
         return self._repo(repository).pull_blob(digest, chunk_size=_CHUNK)
 
+    def send(self, repository: str, what: str, method: str, path: str, **kwargs) -> requests.Response:
+        """One request below /v2/<repository>/ (`manifests/<ref>`, `referrers/<digest>`) with the retries and
+        errors of every other; an answer of 4xx raises RegistryError, its `.status` the code."""
+        return self._call(repository, what, lambda: self._repo(repository)._request(method, path, **kwargs))
+
     def put_manifest(self, repository: str, tag: str, data: bytes, media_type: str) -> str:
         """Store a manifest under a tag; returns its digest, checked against the registry's."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()

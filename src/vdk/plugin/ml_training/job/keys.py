@@ -239,6 +239,11 @@ def _job_keys() -> tuple[Key, ...]:
         Key("import_check", BOOLEAN,
             "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
             "does)", "false", default=True, where_it_runs=True),
+        Key("attestations", BOOLEAN,
+            "`false`: `vdk deploy` attaches no SBOM and no build provenance to the images it pushes (for a registry "
+            "that refuses OCI artifacts)", "false", default=True, verbs=(DEPLOY,), where_it_runs=True, setting=True,
+            setting_meaning="`false`: ml-training job images are pushed without their SBOM and build provenance "
+            "(OCI referrers), for a registry that refuses artifacts [true]"),
         Key("registry", REGISTRY, "registry (and path) the job image is pushed to", "registry.example.com/ml",
             verbs=(DEPLOY,), where_it_runs=True, setting=True,
             setting_meaning="OCI registry (and path) that ml-training job images are pushed to, e.g. "

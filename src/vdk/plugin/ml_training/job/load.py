@@ -141,6 +141,7 @@ def _spec(
         requirements_overlay=keys.boolean("requirements_overlay"),
         env=env,
         registry=keys.matching("registry", REGISTRY, "a registry address"),
+        attestations=keys.boolean("attestations"),
         namespace=namespace,
         kube_context=keys.raw("kube_context"),
         stall_timeout_seconds=_timeout(keys, "stall_timeout"),

@@ -217,6 +217,7 @@ class MLJobSpec:
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
     smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
     import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
+    attestations: bool = True  # pushed images get their SBOM and build provenance attached (image/attestations.py)
     # Local runs put requirements.txt, installed by uv, on the ranks' path (local/overlay.py); False: vdk's env as is
     requirements_overlay: bool = True
     # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/mounts.py).

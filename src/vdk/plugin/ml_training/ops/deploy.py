@@ -17,6 +17,7 @@ launcher) are imported when a deploy runs.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,8 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.image import signing
+from vdk.plugin.ml_training.image.image_facts import BuildParameters
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import teams
@@ -48,6 +51,8 @@ from vdk.plugin.ml_training.source import audit
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import Progress
     from vdk.plugin.ml_training.image import PushedImage
+    from vdk.plugin.ml_training.image.attestations import Request
+    from vdk.plugin.ml_training.image.signing import SigningKey
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
     from vdk.plugin.ml_training.ops.local_run import RunWatcher
 
@@ -100,6 +105,7 @@ def plan_deploy(
     image the builder has to read; a missing registry becomes a placeholder."""
     from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image import plan_image
+    from vdk.plugin.ml_training.image.attestations import describe_plan
 
     provenance = provenance or audit.collect(spec.job_dir)
     registry = spec.registry
@@ -108,6 +114,7 @@ def plan_deploy(
         say("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
     image_plan = plan_image(spec, registry, provenance, progress=progress or StderrProgress())
     say(image_plan.render())
+    say(describe_plan(spec.attestations, signing_key(spec)))
     try:
         deploy_checks.check_imports(spec, image_plan.base)
     except MLTrainingError as e:
@@ -136,10 +143,11 @@ def build(
     nothing. `watcher` is shown the smoke run. Returns the pushed image: its reference is pinned by digest."""
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
-    deploy_checks.preflight(
+    key = signing_key(spec)  # a key that cannot be used stops the build before any work
+    found = deploy_checks.preflight(
         spec, registry, provenance, with_cluster=False, smoke=not skip_smoke, say=say, watcher=watcher
     )
-    return _build(spec, registry, provenance, progress)
+    return _build(spec, registry, provenance, progress, _attest(spec, provenance, found.data, key), say)
 
 
 def deploy(
@@ -168,6 +176,7 @@ def deploy(
 
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
+    key = signing_key(spec)  # a key that cannot be used stops the deploy before any work
     code = code_manifest(spec.job_dir)
     decide = (lambda checks: _unchanged(spec, checks, code, say)) if if_changed else None
     found = deploy_checks.preflight(
@@ -178,7 +187,7 @@ def deploy(
     target = found.target
     assert target is not None and target.client is not None
     _say_where(spec, target, say)
-    image = _build(spec, registry, provenance, progress)
+    image = _build(spec, registry, provenance, progress, _attest(spec, provenance, found.data, key), say)
     run = _run_info(spec, provenance, reason, image, found.data, code)
     changes = deploy_changes.changes(
         target.client,
@@ -302,9 +311,40 @@ def _say_where(spec: MLJobSpec, target: Target, say: Say) -> None:
 
 
 def _build(
-    spec: MLJobSpec, registry: str, provenance: audit.Provenance, progress: Progress | None = None
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
+    progress: Progress | None = None,
+    attest: Request | None = None,
+    say: Say = to_stderr,
 ) -> PushedImage:
     from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image import build_and_push
+    from vdk.plugin.ml_training.image.attestations import SETTING
 
-    return build_and_push(spec, registry, provenance, progress=progress or StderrProgress())
+    image = build_and_push(spec, registry, provenance, progress=progress or StderrProgress(), attest=attest)
+    if attest is None:
+        say(f"Attached to the image: nothing ({SETTING} = false)")
+    return image
+
+
+def signing_key(spec: MLJobSpec) -> SigningKey | None:
+    """The key the image's statements are signed with ($VDK_ML_TRAINING_SIGNING_KEY), None: unsigned (or nothing
+    is attached). Read before any work, so that a key that cannot be used stops the deploy at once."""
+    return signing.configured_key() if spec.attestations else None
+
+
+def _attest(spec: MLJobSpec, provenance: audit.Provenance, data: tuple, key: SigningKey | None) -> Request | None:
+    """What the build attaches to the image (None: nothing, `ml_training_attestations = false`)."""
+    from vdk.plugin.ml_training.image.attestations import Request
+
+    if not spec.attestations:
+        return None
+    try:
+        config_sha256: str | None = hashlib.sha256(spec.config_path.read_bytes()).hexdigest()
+    except OSError:
+        config_sha256 = None
+    parameters = BuildParameters(
+        config_sha256, spec.overrides, tuple(pin.to_dict() for pin in data), provenance.deployer
+    )
+    return Request(parameters, key)

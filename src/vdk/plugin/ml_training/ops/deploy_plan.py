@@ -85,6 +85,7 @@ class DeployResult:
             "dependencies": dict(self.image.dependencies),
             "data": [dict(pin.to_dict(), objects=None) for pin in self.plan.run.data],  # files: in the record
             "changes": self.changes.to_dict() if self.changes is not None else None,
+            "attached": [a.to_dict() for a in self.image.attached],  # its SBOM and provenance (OCI referrers)
             "started": True,
         }
 
