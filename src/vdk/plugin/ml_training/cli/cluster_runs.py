@@ -160,12 +160,23 @@ LIST = verbs.Verb(
 
 
 def show_ml(
-    name: str | None, team: str | None, job_path: str | None, output: str | None, execution_id: str | None = None
+    name: str | None,
+    team: str | None,
+    job_path: str | None,
+    output: str | None,
+    execution_id: str | None = None,
+    provenance: bool = False,
+    public_key: str | None = None,
 ) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.selection import where
     from vdk.plugin.ml_training.ops.runs import show_job
 
+    if provenance or public_key:
+        from vdk.plugin.ml_training.cli.provenance_views import show_provenance
+
+        show_provenance(verb_scope(name, team, job_path, "show"), execution_id, public_key, output)
+        return
     job = show_job(verb_scope(name, team, job_path, "show"), execution_id)
     if (output or "text").lower() == "json":
         print_json(job.to_dict())
@@ -197,10 +208,29 @@ SHOW = verbs.Verb(
     ml_help=(
         "ml-training jobs: the job's runs, and for the latest its ranks, why it waits (scheduling, image pulls, "
         "Kueue) or failed (OOMKilled, exit codes, the failing rank's last log lines), its audit trail and progress; "
-        "-i RUN shows that run instead of the latest (as `vdk execute --show -i RUN` does)."
+        "-i RUN shows that run instead of the latest (as `vdk execute --show -i RUN` does); --provenance: what "
+        "its image says of itself (SBOM, signed build provenance), checked against the run record."
     ),
-    params=[name_option(), team_option(), job_path_option(), output_option(), execution_id_option("show")],
-    ml_only=("job_path", "execution_id"),
+    params=[
+        name_option(),
+        team_option(),
+        job_path_option(),
+        output_option(),
+        execution_id_option("show"),
+        click.Option(
+            ["--provenance"],
+            is_flag=True,
+            help="ml-training jobs: the SBOM and build provenance attached to the run's image, read from its "
+            "registry, its signature verified (with --public-key) and checked against the run record; exit 1 on "
+            "any finding.",
+        ),
+        click.Option(
+            ["--public-key"],
+            metavar="PATH",
+            help="ml-training jobs, with --provenance: the public key (cosign.pub) to verify the signature with.",
+        ),
+    ],
+    ml_only=("job_path", "execution_id", "provenance", "public_key"),
     is_ml=names_ml_job,
     run_ml=ml_errors(show_ml),
 )

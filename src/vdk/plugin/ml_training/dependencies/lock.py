@@ -1,6 +1,6 @@
 """The lock of what a target directory holds: every distribution uv installed there, pinned (`name==version`) with
-the sha256 hashes its package index lists for that version (`uv pip compile --generate-hashes --no-deps` of the
-pins: no resolution, only the index's hashes), and the licence its metadata declares. The image's SBOM lists them
+the sha256 hashes its package index lists for that version (`uv pip compile --generate-hashes` of the pins: every
+package is pinned, so nothing is chosen anew), and the licence its metadata declares. The image's SBOM lists them
 (image/sbom.py) and its provenance names the lock by digest (image/provenance.py).
 
 A pin the index does not know (a package installed from a path or a URL) leaves the lock without hashes, with the
@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.dependencies.uv_install import uv_environment
 from vdk.plugin.ml_training.source.import_check import normalise
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+_INDEX_OPTION = re.compile(r"^\s*(--index-url|--extra-index-url|--find-links|--no-index|-i\s|-f\s)")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 # The licence a classifier names (`License :: OSI Approved :: MIT License`), for metadata without License-Expression
 _CLASSIFIER = re.compile(r"^License :: (?:OSI Approved :: )?(.+)$")
@@ -44,14 +45,21 @@ class Lock:
         return hashlib.sha256(self.text.encode()).hexdigest() if self.text else None
 
 
-def lock(packages: tuple[tuple[str, str], ...], cwd: Path, target: Target) -> Lock:
-    """The lock of `packages` ((name, version) installed for `target`): their hashes as the index lists them."""
+def lock(packages: tuple[tuple[str, str], ...], cwd: Path, target: Target, requirements: Path | None = None) -> Lock:
+    """The lock of `packages` ((name, version) installed for `target` from `requirements`, run in `cwd`): their
+    hashes as the index lists them (the index options of `requirements` apply, as they did to the install)."""
     if not packages:
         return Lock("", {})
     with tempfile.TemporaryDirectory(prefix="vdk-lock-") as scratch:
         pins = Path(scratch) / "installed.txt"
-        pins.write_text("".join(f"{name}=={version}\n" for name, version in packages))
-        argv = [uv_command(), "pip", "compile", str(pins), "--no-deps", "--generate-hashes", *target.flags()]
+        options = index_options(requirements) if requirements is not None else []
+        pins.write_text("".join(f"{line}\n" for line in options) + "".join(f"{n}=={v}\n" for n, v in packages))
+        # every installed package is pinned, so the resolution is theirs; uv lists no hashes with --no-deps
+        argv = [uv_command(), "pip", "compile", str(pins), "--generate-hashes", *target.flags()]
+        if target.provides:  # left out of the layer as they were at its install
+            provided = Path(scratch) / "provides.txt"
+            provided.write_text("".join(f"{name}\n" for name in target.provides))
+            argv += ["--excludes", str(provided)]
         argv += ["--no-header", "--no-annotate", "-q"]
         try:
             done = helper_processes.run(argv, cwd=cwd, env=uv_environment(), timeout=UV_TIMEOUT)
@@ -60,7 +68,18 @@ def lock(packages: tuple[tuple[str, str], ...], cwd: Path, target: Target) -> Lo
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         return Lock("", {}, "the package index did not list every pin: " + " ".join(lines[-3:])[:300])
-    return Lock(done.stdout, parse_hashes(done.stdout))
+    installed = {name for name, _ in packages}
+    hashes = {name: found for name, found in parse_hashes(done.stdout).items() if name in installed}
+    return Lock(done.stdout, hashes)
+
+
+def index_options(requirements: Path) -> list[str]:
+    """The lines of a requirements file that say where packages come from (`--index-url`, `--find-links`, ...)."""
+    try:
+        lines = requirements.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line.strip() for line in lines if _INDEX_OPTION.match(line)]
 
 
 def parse_hashes(text: str) -> dict[str, tuple[str, ...]]:

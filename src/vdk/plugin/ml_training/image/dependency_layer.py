@@ -228,8 +228,8 @@ def _build(
         packages = installed_packages(target)
         sizes = installed_sizes(target)
         licenses = package_lock.licenses(target)
-        for_hashes = uv_install.Target(base.python_version, base.wheel_platform)
-        lock = package_lock.lock(packages, spec.job_dir, for_hashes)
+        for_hashes = uv_install.Target(base.python_version, base.wheel_platform, base.provides)
+        lock = package_lock.lock(packages, spec.job_dir, for_hashes, requirements)
         has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)
         staged = work / "layer"

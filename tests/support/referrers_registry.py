@@ -1,0 +1,137 @@
+"""A registry with the OCI 1.1 referrers API, for the tests: a loopback proxy in front of the real registry (Debian's
+docker-registry 2.8 has no such API) that adds it as the distribution spec says ("Pushing Manifests with Subject",
+"Listing Referrers"): a manifest pushed with a `subject` is answered with the header `OCI-Subject: <subject
+digest>`, and `GET /v2/<name>/referrers/<digest>` answers 200 with an image index of the descriptors of every
+manifest whose subject is that digest (`mediaType`, `digest`, `size`, `artifactType`: the manifest's, else its
+config's media type, and its `annotations`), Content-Type `application/vnd.oci.image.index.v1+json`, filtered by
+`?artifactType=` with `OCI-Filters-Applied: artifactType`. Everything else is forwarded as it is."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from urllib.parse import parse_qs
+from urllib.parse import urlsplit
+
+INDEX = "application/vnd.oci.image.index.v1+json"
+_MANIFEST_PUT = re.compile(r"^/v2/(?P<name>.+)/manifests/(?P<ref>[^/]+)$")
+_REFERRERS = re.compile(r"^/v2/(?P<name>.+)/referrers/(?P<digest>sha256:[0-9a-f]{64})$")
+
+
+class ReferrersRegistry:
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.referrers: dict[tuple[str, str], list[dict]] = {}  # (name, subject digest) -> descriptors
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request
+        self._lock = threading.Lock()
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    data = b""
+                    while True:
+                        size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            return data
+                        data += self.rfile.read(size)
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+                self.send_response(status)
+                for key, value in headers:
+                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _handle(self):
+                body = self._body()
+                path = urlsplit(self.path).path
+                with registry._lock:
+                    registry.requests.append((self.command, path))
+                listed = _REFERRERS.match(path)
+                if listed and self.command == "GET":
+                    wanted = parse_qs(urlsplit(self.path).query).get("artifactType")
+                    index, filtered = registry.index(listed["name"], listed["digest"], wanted)
+                    headers = [("Content-Type", INDEX)] + (
+                        [("OCI-Filters-Applied", "artifactType")] if filtered else []
+                    )
+                    self._answer(200, headers, index)
+                    return
+                status, headers, data = registry.forward(self.command, self.path, self.headers.items(), body)
+                pushed = _MANIFEST_PUT.match(path)
+                if pushed and self.command == "PUT" and status == 201:
+                    subject = registry.note(pushed["name"], body)
+                    if subject:
+                        headers = [*headers, ("OCI-Subject", subject)]
+                self._answer(status, headers, data)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.host = f"127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def forward(self, method: str, path: str, headers, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        upstream = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=60)
+        sent = {k: v for k, v in headers if k.lower() not in ("transfer-encoding", "content-length")}
+        if body or method in ("PUT", "POST", "PATCH"):
+            sent["Content-Length"] = str(len(body))
+        upstream.request(method, path, body=body, headers=sent)
+        response = upstream.getresponse()
+        data = response.read()
+        upstream.close()
+        return response.status, response.getheaders(), data
+
+    def note(self, name: str, body: bytes) -> str | None:
+        """Keep the descriptor of a manifest pushed with a subject; its subject's digest (None: it has none)."""
+        try:
+            manifest = json.loads(body)
+        except ValueError:
+            return None
+        subject = (manifest.get("subject") or {}).get("digest")
+        if not subject:
+            return None
+        descriptor = {
+            "mediaType": manifest.get("mediaType"),
+            "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+            "size": len(body),
+            "artifactType": manifest.get("artifactType") or (manifest.get("config") or {}).get("mediaType"),
+            "annotations": manifest.get("annotations") or {},
+        }
+        with self._lock:
+            entries = self.referrers.setdefault((name, subject), [])
+            if all(e["digest"] != descriptor["digest"] for e in entries):
+                entries.append(descriptor)
+        return subject
+
+    def index(self, name: str, digest: str, artifact_types: list[str] | None) -> tuple[bytes, bool]:
+        with self._lock:
+            entries = list(self.referrers.get((name, digest), []))
+        if artifact_types:
+            entries = [e for e in entries if e["artifactType"] in artifact_types]
+        document = {"schemaVersion": 2, "mediaType": INDEX, "manifests": entries}
+        return json.dumps(document).encode(), bool(artifact_types)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
