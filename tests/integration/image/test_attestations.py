@@ -121,10 +121,16 @@ def push_foreign(registry, repo, image_manifest, image_digest) -> dict:
                     "size": len(json.dumps(image_manifest))},
     }).encode()  # fmt: skip
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
-    requests.put(f"{registry.url}/v2/{repo}/manifests/{digest}", data=manifest,
-                 headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, timeout=30).raise_for_status()  # fmt: skip
-    return {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": len(manifest),
-            "artifactType": "application/vnd.example.scan+json", "annotations": {"by": "scanner"}}  # fmt: skip
+    manifest_type = "application/vnd.oci.image.manifest.v1+json"
+    url = f"{registry.url}/v2/{repo}/manifests/{digest}"
+    requests.put(url, data=manifest, headers={"Content-Type": manifest_type}, timeout=30).raise_for_status()
+    return {
+        "mediaType": manifest_type,
+        "digest": digest,
+        "size": len(manifest),
+        "artifactType": "application/vnd.example.scan+json",
+        "annotations": {"by": "scanner"},
+    }
 
 
 def pae(payload_type: bytes, body: bytes) -> bytes:
