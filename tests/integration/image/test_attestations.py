@@ -22,8 +22,12 @@ from cyclonedx.validation.json import JsonStrictValidator
 
 from tests.support.base_image import image_job
 from tests.support.referrers_registry import ReferrersRegistry
+from tests.support.registry import Fault
+from tests.support.registry import FaultProxy
 from tests.support.wheels import make_wheel
 from vdk.plugin.ml_training.image import Progress
+from vdk.plugin.ml_training.image import RegistryError
+from vdk.plugin.ml_training.image import RetryPolicy
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image.attestations import Request
 from vdk.plugin.ml_training.image.attestations import read_all
@@ -40,6 +44,7 @@ BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 EMPTY = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 SLSA = "https://slsa.dev/provenance/v1"
 CYCLONEDX = "https://cyclonedx.org/bom"
+FAST_RETRY = RetryPolicy(attempts=2, first_delay=0.01, max_delay=0.05)
 
 
 def git(cwd, *args):
@@ -308,3 +313,18 @@ def test_a_registry_with_the_referrers_api_lists_them_without_a_fallback_tag(tmp
         assert all(not f.problems for f in found)
     finally:
         api.stop()
+
+
+def test_a_registry_that_refuses_the_attached_manifests_says_how_to_turn_attaching_off(tmp_path, registry, base_image):
+    proxy = FaultProxy(registry.port)
+    proxy.faults.append(Fault("PUT", r"/manifests/sha256:", "500", times=100))
+    try:
+        job = attested_job(tmp_path, base_image.replace(registry.host, proxy.host), name="audited-job")
+        spec = load_job_spec(job)
+        attest = Request(BuildParameters(None))
+        with pytest.raises(RegistryError) as refused:
+            build_and_push(spec, f"{proxy.host}/ml", audit.collect(job), retry=FAST_RETRY, attest=attest)
+        assert "was pushed, but its SBOM and provenance could not be attached" in refused.value.problem
+        assert "ml_training_attestations = false" in refused.value.fix
+    finally:
+        proxy.stop()

@@ -47,6 +47,8 @@ def test_licences_of_a_target_directory_by_normalised_name(tmp_path):
 
 def test_index_options_are_carried_from_the_requirements(tmp_path):
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("--index-url https://pypi.example/simple\n-f ./wheels\nnumpy\n--no-index\n# c\n-r other.txt\n")
+    requirements.write_text(
+        "--index-url https://pypi.example/simple\n-f ./wheels\nnumpy\n--no-index\n# c\n-r other.txt\n"
+    )
     assert index_options(requirements) == ["--index-url https://pypi.example/simple", "-f ./wheels", "--no-index"]
     assert index_options(tmp_path / "missing.txt") == []

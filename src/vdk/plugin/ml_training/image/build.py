@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_manifest import BaseImage
 from vdk.plugin.ml_training.image.base_manifest import resolve_base
+from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_plan import Inputs
 from vdk.plugin.ml_training.image.build_plan import gather
 from vdk.plugin.ml_training.image.build_plan import image_env
@@ -160,7 +161,15 @@ def build_and_push(
                 if attest is None:
                     return pushed
                 facts = image_facts(image, pushed, provenance, started, now())
-                attached = attestations.attach_all(pusher, facts, attest, progress.stage)
+                try:
+                    attached = attestations.attach_all(pusher, facts, attest, progress.stage)
+                except RegistryError as e:
+                    raise RegistryError(
+                        f"{pushed.reference} was pushed, but its SBOM and provenance could not be attached: "
+                        f"{e.problem}",
+                        f"{e.fix}; for a registry that refuses OCI artifacts, set {attestations.SETTING} = false "
+                        "(VDK_ML_TRAINING_ATTESTATIONS=false)",
+                    ) from None
                 progress.stage(attestations.describe_attached(attached, facts.reference))
                 return dataclasses.replace(pushed, attached=attached)
 
