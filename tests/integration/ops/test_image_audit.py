@@ -15,6 +15,7 @@ import requests
 from tests.support.cosign_keys import cosign_key_pair
 from tests.support.jobs import api_job
 from tests.support.vdk_cli import vdk
+from vdk.plugin.ml_training.image import RegistryError
 from vdk.plugin.ml_training.ops.deploy import deploy
 from vdk.plugin.ml_training.ops.deploy import deploy_spec
 from vdk.plugin.ml_training.ops.deploy import plan_deploy
@@ -82,6 +83,11 @@ def test_a_signed_deploy_is_read_back_verified_and_agrees_with_its_record(
     assert not any("cosign.key" in name for name in layer_names(registry, repository, code_layer.digest))
     everything = json.dumps(fake.stored("configmaps")) + json.dumps(fake.stored("pytorchjobs")) + "\n".join(notes)
     assert body[:40] not in everything and PASSWORD not in everything and "PRIVATE KEY" not in everything
+
+    # an image deleted from its registry is said as such
+    requests.delete(f"{registry.url}/v2/{repository}/manifests/{result.image.digest}", timeout=30).raise_for_status()
+    with pytest.raises(RegistryError, match="is no longer in its registry"):
+        audit_image(fake_record(fake, result.plan.run.name), None, False)
 
 
 def fake_record(fake, run_name):

@@ -25,8 +25,11 @@ from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.signing import SigningKey
 
 SETTING = "ml_training_attestations"
-KINDS = (("sbom", provenance.CYCLONEDX_BOM, "sbom.cdx.intoto.json"), ("provenance", provenance.SLSA_PROVENANCE,
-         "provenance.intoto.json"))  # fmt: skip
+# (kind, predicate type, the layer's file name): what every pushed image gets attached, in this order
+KINDS = (
+    ("sbom", provenance.CYCLONEDX_BOM, "sbom.cdx.intoto.json"),
+    ("provenance", provenance.SLSA_PROVENANCE, "provenance.intoto.json"),
+)
 
 
 @dataclass(frozen=True)
@@ -54,21 +57,20 @@ def describe_plan(enabled: bool, key: SigningKey | None) -> str:
     """What a deploy would attach to the image it pushes (the dry run says it)."""
     if not enabled:
         return f"  attached   nothing ({SETTING} = false)"
-    how = (
-        f"signed with the key of {key.source}, hint {key.hint}"
-        if key
-        else (f"unsigned (set ${signing.SIGNING_KEY_ENV} to sign them)")
-    )
+    if key is not None:
+        how = f"signed with the key of {key.source}, hint {key.hint}"
+    else:
+        how = f"unsigned (set ${signing.SIGNING_KEY_ENV} to sign them)"
     return (
         "  attached   as OCI referrers of the image: its SBOM (CycloneDX 1.6) and SLSA v1 build provenance, "
         f"in-toto statements, {how}"
     )
 
 
-def describe_attached(attached: tuple[Attached, ...], reference: str) -> str:
+def describe_attached(attached: tuple[Attached, ...]) -> str:
     """One line of what the image got attached (or already had)."""
     if not attached:
-        return f"Attached to {reference}: nothing"
+        return "Attached to the image: nothing"
     signed = "signed" if all(a.signed for a in attached) else "unsigned"
     kinds = " and ".join("SBOM" if a.kind == "sbom" else "provenance" for a in attached)
     reused = all(a.reused for a in attached)

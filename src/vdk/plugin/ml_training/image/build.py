@@ -170,7 +170,7 @@ def build_and_push(
                         f"{e.fix}; for a registry that refuses OCI artifacts, set {attestations.SETTING} = false "
                         "(VDK_ML_TRAINING_ATTESTATIONS=false)",
                     ) from None
-                progress.stage(attestations.describe_attached(attached, facts.reference))
+                progress.stage(attestations.describe_attached(attached))
                 return dataclasses.replace(pushed, attached=attached)
 
 

@@ -79,6 +79,7 @@ def show_provenance(scope: Scope, run_id: str | None = None, public_key: str | P
 def audit_image(record: RunRecord, key: object | None, key_given: bool) -> ProvenanceReport:
     """What `record`'s image has attached, read from its registry and compared with `record`."""
     from vdk.plugin.ml_training.image.attestations import read_all
+    from vdk.plugin.ml_training.image.build_errors import RegistryError
     from vdk.plugin.ml_training.image.reference import parse_reference
     from vdk.plugin.ml_training.image.registry import RegistryClient
 
@@ -89,8 +90,16 @@ def audit_image(record: RunRecord, key: object | None, key_given: bool) -> Prove
             "deploy the job again: runs deployed by `vdk deploy` are pinned by digest",
         )
     with RegistryClient(ref.registry) as client:
+        try:
+            manifest, _ = client.get_manifest(ref.repository, ref.digest)
+        except RegistryError as e:
+            if "does not exist" not in e.problem:
+                raise
+            raise RegistryError(
+                f"the image of run {record.run_name}, {record.image}, is no longer in its registry",
+                "it was deleted there (by hand, or a retention policy); deploy the job again to push it anew",
+            ) from None
         found, listing = read_all(client, ref.repository, ref.digest, key)
-        manifest, _ = client.get_manifest(ref.repository, ref.digest)
     image_layers = [d.get("digest") for d in json.loads(manifest).get("layers") or []]
     report = ProvenanceReport(record.run_name, record.image, listing.how, found, {}, {})
     report.findings += [Finding(note, "remove or rename that tag, then deploy again") for note in listing.notes]
