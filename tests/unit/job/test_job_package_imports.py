@@ -10,7 +10,7 @@ PACKAGE = "vdk.plugin.ml_training"
 JOB = f"{PACKAGE}.job"
 JOB_DIR = Path(job_package.__file__).parent
 # What job/ may import of the plugin: itself and the floors below it.
-ALLOWED = ("errors", "units", "secret_patterns", "runtime", "source", "job")
+ALLOWED = ("errors", "units", "secret_patterns", "runtime", "vocabulary", "source", "job")
 
 
 def imports_of(path: Path) -> list[tuple[str, str | None]]:

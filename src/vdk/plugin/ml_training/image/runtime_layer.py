@@ -1,5 +1,5 @@
-"""The files of the runtime layer (the plugin's runtime package, and its data step's: datafetch/); those of the
-code layer are the job's own files (source/job_files.py)."""
+"""The files of the runtime layer (the plugin's runtime package, its data step's: datafetch/, and the vocabulary both
+speak: vocabulary/); those of the code layer are the job's own files (source/job_files.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.source.job_files import SourceFile
+
+# What the pods run of the plugin: the training processes' runtime, the data step, and what both import.
+PACKAGES = ("runtime", "datafetch", "vocabulary")
 
 
 def runtime_package_dir() -> Path:
@@ -17,13 +20,13 @@ def runtime_package_dir() -> Path:
 
 
 def scan_runtime_package(package_dir: Path | None = None) -> FileSet:
-    """`vdk/plugin/ml_training/__init__.py` and every `runtime/**.py` and `datafetch/**.py`, as they lie below
-    LIB_DIR."""
+    """`vdk/plugin/ml_training/__init__.py` and every `.py` of the packages the pods run (PACKAGES), as they lie
+    below LIB_DIR."""
     package_dir = Path(package_dir or runtime_package_dir())
     prefix = "vdk/plugin/ml_training"
     init = package_dir / "__init__.py"
     files = [SourceFile(f"{prefix}/__init__.py", init, init.stat().st_size)]
-    for package in (package_dir / "runtime", package_dir / "datafetch"):
+    for package in (package_dir / name for name in PACKAGES):
         if not package.is_dir():
             continue
         for path in sorted(package.rglob("*.py")):
