@@ -61,3 +61,21 @@ def test_claims_are_reported_as_manifest_lines(tmp_path):
     said = []
     (manifest,) = fetch_step.report_claims([("/data", str(tmp_path))], said.append)
     assert said == [manifest.line()] and manifest.files == 1
+
+
+def test_what_the_command_tells_is_read_back_by_its_own_readers():
+    error = SourceError("the bucket is gone", "create it, then deploy again", NO_SPACE, "data/train")
+    message = f"{fetch_step.PREFIX}: fetching\n{fetch_step.failure_line(error)}"
+    assert fetch_step.parse_failure(message) == ("data/train: the bucket is gone", "create it, then deploy again")
+    assert fetch_step.parse_failure("[vdk-ml-training] data data/train: fetched") is None
+    answer = fetch_step.answer_error(__import__("json").loads(fetch_step.error_answer(error)))
+    assert answer.to_dict() == error.to_dict() and fetch_step.answer_error([{"target": "x"}]) is None
+    line = fetch_step.progress_line("data/train", 1, 5, PIN)
+    assert fetch_step.parse_progress_line(line) == {
+        "target": "data/train",
+        "files": 1,
+        "bytes": 5,
+        "total_files": PIN.files,
+        "total_bytes": PIN.bytes,
+    }
+    assert fetch_step.parse_progress_line("Downloading boto3") is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vdk.plugin.ml_training.secret_patterns import redact
+from vdk.plugin.ml_training.vocabulary.wire import setting_variable
+from vdk.plugin.ml_training.vocabulary.wire import with_fix
 
 
 class MLTrainingError(Exception):
@@ -18,7 +20,7 @@ class MLTrainingError(Exception):
 
     @property
     def message(self) -> str:
-        return f"{self.problem}\nFix: {self.fix}" if self.fix else self.problem
+        return with_fix(self.problem, self.fix)
 
 
 class JobConfigError(MLTrainingError):
@@ -50,5 +52,5 @@ class SettingError(MLTrainingError):
 
     def __init__(self, key: str, problem: str, fix: str):
         self.key = key
-        variable = f"VDK_{key.upper()}"
+        variable = setting_variable(key)
         super().__init__(f"VDK configuration {key} ({variable}): {problem}", f"{fix} (in {variable} or `{key}`)")

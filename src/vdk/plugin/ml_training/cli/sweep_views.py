@@ -9,6 +9,7 @@ from typing import Any
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
+from vdk.plugin.ml_training.vocabulary.wire import with_fix
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.sweeps import SweepDetail
@@ -110,5 +111,5 @@ def smoke_text(result) -> str:  # noqa: ANN001 - ops.sweep_smoke.SweepSmoke
             f"reported {metric}"
         )
     else:
-        lines.append(f"Smoke check FAILED: {result.error.problem}\nFix: {result.error.fix}")
+        lines.append(with_fix(f"Smoke check FAILED: {result.error.problem}", result.error.fix))
     return "\n".join(lines)

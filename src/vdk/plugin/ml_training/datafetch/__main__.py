@@ -29,8 +29,6 @@ from vdk.plugin.ml_training.datafetch import fetch_step
 from vdk.plugin.ml_training.datafetch.data_pins import decode_pins
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
 
-SOURCE_PROBLEM = 3
-
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -48,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         elif options.mode == "sample":
             result = fetch_step.sample_all(refs, Path(options.dest), options.max_files, options.max_bytes)
         else:
-            result = fetch_step.full_all(refs, Path(options.cache), _stderr, _progress_json)
+            result = fetch_step.full_all(refs, Path(options.cache), _stderr, _progress)
     except SourceError as e:
-        print(json.dumps({"error": e.to_dict()}), flush=True)
-        return SOURCE_PROBLEM
+        print(fetch_step.error_answer(e), flush=True)
+        return fetch_step.SOURCE_PROBLEM
     print(json.dumps(result), flush=True)
     return 0
 
@@ -96,7 +94,7 @@ def _fetch(options: argparse.Namespace, command: list[str]) -> int:
         fetch_step.link_targets([tuple(m.split("=", 1)) for m in options.link])  # type: ignore[misc]
         fetch_step.report_claims(claims, say)  # type: ignore[arg-type]
     except SourceError as e:
-        text = f"{fetch_step.PREFIX} failed: {e}"
+        text = fetch_step.failure_line(e)
         print(text, file=sys.stderr, flush=True)
         fetch_step.termination_message([text])
         return 1
@@ -112,10 +110,8 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _progress_json(target: str, files: int, size: int, pin) -> None:
-    line = {"progress": {"target": target, "files": files, "bytes": size, "total_files": pin.files}}
-    line["progress"]["total_bytes"] = pin.bytes
-    print(json.dumps(line), file=sys.stderr, flush=True)
+def _progress(target: str, files: int, size: int, pin) -> None:
+    print(fetch_step.progress_line(target, files, size, pin), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -27,15 +27,17 @@ from typing import Any
 from urllib.parse import quote
 from urllib.parse import unquote
 
+from vdk.plugin.ml_training.vocabulary import wire
+
 S3 = "s3"
 HF = "hf"
 PVC = "pvc"
 SCHEMES = (S3, HF, PVC)
 NOT_VERSIONED = "not versioned"
 MAX_LISTED = 1000
-MANIFEST_MARK = "[vdk-ml-training] data manifest"
+MANIFEST_MARK = wire.mark(wire.DATA_MANIFEST)
 _MANIFEST_LINE = re.compile(
-    r"\[vdk-ml-training\] data manifest target=(\S+) files=(\d+) bytes=(\d+) sha256=([0-9a-f]{64})( partial)?"
+    re.escape(MANIFEST_MARK) + r" target=(\S+) files=(\d+) bytes=(\d+) sha256=([0-9a-f]{64})( partial)?"
 )
 
 

@@ -5,6 +5,7 @@ Standard library only; the sources import their tools when they talk to a store.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -20,12 +21,13 @@ from vdk.plugin.ml_training.datafetch.data_pins import ClaimManifest
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.data_pins import scheme_of
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
+from vdk.plugin.ml_training.vocabulary import wire
 
 Say = Callable[[str], None]
 SOURCES = {S3: s3_source, HF: hf_source}
-PREFIX = "[vdk-ml-training] data"
-TERMINATION_LOG = "/dev/termination-log"
+PREFIX = wire.mark(wire.DATA)
 PROGRESS_SECONDS = 10.0
+SOURCE_PROBLEM = 3  # the command's exit status for a problem of a source (its answer says which: `error_answer`)
 
 
 def _source(scheme: str):
@@ -163,11 +165,56 @@ def _slot(ref: dict) -> str:
 def termination_message(lines: list[str]) -> None:
     """The last lines said, as the container's termination message (the pod's status keeps it: `vdk show`
     and `vdk diff` read the manifests there)."""
-    if not os.path.exists(TERMINATION_LOG):
+    if not os.path.exists(wire.TERMINATION_LOG):
         return
-    text = "\n".join(lines)[-4000:]
+    data = "\n".join(lines).encode("utf-8", "replace")[-wire.TERMINATION_MAX_BYTES :]
     try:
-        with open(TERMINATION_LOG, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(wire.TERMINATION_LOG, "wb") as f:
+            f.write(data)
     except OSError:
         pass
+
+
+# --- what the command tells: its failure in a pod, its answers and progress on the deploying machine -----------
+
+
+def failure_line(error: SourceError) -> str:
+    """The data step's failure, as its log and its termination message say it (`parse_failure` reads it)."""
+    return wire.line(wire.DATA_FAILED, str(error))
+
+
+def parse_failure(message: str) -> tuple[str, str] | None:
+    """(problem, fix) of the data step's failure in a termination message; None when it holds none."""
+    mark = wire.mark(wire.DATA_FAILED) + " "
+    if mark not in message:
+        return None
+    return wire.split_fix(message.split(mark, 1)[1])
+
+
+def error_answer(error: SourceError) -> str:
+    """The command's answer for a problem of a source (with exit status SOURCE_PROBLEM)."""
+    return json.dumps({"error": error.to_dict()})
+
+
+def answer_error(answer: object) -> SourceError | None:
+    """The problem of a source an answer of the command holds; None for any other answer."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("error"), dict):
+        return None
+    return SourceError.from_dict(answer["error"])
+
+
+def progress_line(target: str, files: int, size: int, pin: DataPin) -> str:
+    """A line of `full`'s progress on stderr (`parse_progress_line` reads it)."""
+    progress = {"target": target, "files": files, "bytes": size, "total_files": pin.files, "total_bytes": pin.bytes}
+    return json.dumps({"progress": progress})
+
+
+def parse_progress_line(line: str) -> dict | None:
+    """The data of a progress line ({"target", "files", "bytes", "total_files", "total_bytes"}), None for any other
+    line."""
+    if not line.startswith('{"progress"'):
+        return None
+    try:
+        return json.loads(line)["progress"]
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -4,6 +4,8 @@ library only."""
 
 from __future__ import annotations
 
+from vdk.plugin.ml_training.vocabulary.wire import with_fix
+
 # Kinds, so that the deploying side can say more (a missing bucket, refused credentials, ...).
 NOT_FOUND = "not-found"
 DENIED = "denied"
@@ -25,9 +27,13 @@ class SourceError(Exception):
     def to_dict(self) -> dict:
         return {"problem": self.problem, "fix": self.fix, "kind": self.kind, "target": self.target}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> SourceError:
+        return cls(data.get("problem", "?"), data.get("fix", ""), data.get("kind", ""), data.get("target"))
+
     def __str__(self) -> str:
         where = f"{self.target}: " if self.target else ""
-        return f"{where}{self.problem}\nFix: {self.fix}"
+        return with_fix(f"{where}{self.problem}", self.fix)
 
 
 def missing_tool(module: str, requirement: str) -> SourceError:

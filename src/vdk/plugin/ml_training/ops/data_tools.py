@@ -22,11 +22,11 @@ from typing import Any
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training.datafetch import DATA_TOOLS
 from vdk.plugin.ml_training.datafetch import MODULE
-from vdk.plugin.ml_training.datafetch.source_errors import SourceError
+from vdk.plugin.ml_training.datafetch import fetch_step
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.vocabulary.wire import ENV_PREFIX
 
 DEFAULT_TIMEOUT = 600
-SOURCE_PROBLEM = 3  # the command's exit status for a problem of a source (its JSON says which)
 # Settings of the user's shell that would send the tools to another store than the job's.
 _SHELL_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "HF_ENDPOINT")
 
@@ -55,7 +55,7 @@ def environment(job_env: Mapping[str, str]) -> dict[str, str]:
     the job's: its [ml-training.env] and the values of its data secrets."""
     from vdk.plugin.ml_training.dependencies import package_index
 
-    env = {k: v for k, v in os.environ.items() if k not in _SHELL_SETTINGS and not k.startswith("VDK_ML_TRAINING_")}
+    env = {k: v for k, v in os.environ.items() if k not in _SHELL_SETTINGS and not k.startswith(ENV_PREFIX)}
     env.update(package_index.uv_environment(os.environ))
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
     env["UV_NO_PROGRESS"] = "1"
@@ -77,7 +77,7 @@ def run(
     errors: list[str] = []
 
     def told(line: str) -> None:  # stderr: progress lines as they come, the rest kept for the error message
-        data = _progress_data(line)
+        data = fetch_step.parse_progress_line(line)
         if data is None:
             errors.append(line)
         elif progress is not None:
@@ -97,9 +97,9 @@ def run(
             "check the connection to the data's store, then try again",
         ) from None
     answer = _json(done.stdout)
-    if isinstance(answer, dict) and "error" in answer:
-        error = answer["error"]
-        raise SourceError(error.get("problem", "?"), error.get("fix", ""), error.get("kind", ""), error.get("target"))
+    error = fetch_step.answer_error(answer)
+    if error is not None:
+        raise error
     if done.returncode != 0 or answer is None:
         detail = "\n".join(line for line in errors if line.strip())[-2000:]
         raise MLTrainingError(
@@ -108,16 +108,6 @@ def run(
             "`uv run --with boto3 python -c 'import boto3'` shows the same",
         )
     return answer
-
-
-def _progress_data(line: str) -> dict | None:
-    """The data of a progress line of the tools' stderr ({"progress": {...}}), None for any other line."""
-    if not line.startswith('{"progress"'):
-        return None
-    try:
-        return json.loads(line)["progress"]
-    except (ValueError, KeyError):
-        return None
 
 
 def _json(text: str) -> Any:

@@ -70,8 +70,7 @@ def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, watcher: Run
     say(f"trial {trial.number}: " + ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items()))
     metric_file = Path(tempfile.mkstemp(prefix=f"trial-{trial.number}-", suffix=".metric", dir=folder)[1])
     plan = full_plan(spec.trial(params))
-    env = {**plan.env, wire.METRIC: sweep.metric, wire.METRIC_FILE: str(metric_file), wire.TRIAL_PARAMS: str(params)}
-    env.setdefault(wire.METRIC_SECONDS, env.get("VDK_ML_TRAINING_PROGRESS_SECONDS") or str(wire.DEFAULT_METRIC_SECONDS))
+    env = {**plan.env, **wire.metric_environment(plan.env, sweep.metric, str(metric_file), params)}
     plan = dataclasses.replace(plan, env=env)
     reports = sweep_study.TrialReports(trial, metric_file, sweep.prune)
     starter = HostStarter()  # whose run the pruner stops

@@ -23,6 +23,7 @@ import sys
 import types
 
 from vdk.plugin.ml_training.runtime import rank_process
+from vdk.plugin.ml_training.vocabulary import wire
 
 # Full runs: seconds between two updates of a rank's step count in its result file.
 FULL_RUN_RECORD_SECONDS = 5.0
@@ -131,8 +132,10 @@ def _enter_output_dir() -> str | None:
         return output_workdir.enter_output_dir()
     except OSError as e:
         _write_line(
-            f"[vdk-ml-training] error: cannot work in the output directory {output_workdir.output_dir()}: {e}. "
-            "Check that the output claim (output_pvc) is writable by the pod's user, and not full"
+            wire.error(
+                f"cannot work in the output directory {output_workdir.output_dir()}: {e}. "
+                "Check that the output claim (output_pvc) is writable by the pod's user, and not full"
+            )
         )
         raise SystemExit(1) from None
 
@@ -188,7 +191,7 @@ def _end_lines(rank: int, checksum, adaptations) -> None:
         if taken is not None:
             _write_line(format_line(taken))
     if adaptations is not None and rank == 0 and adaptations.counts:
-        _write_line(f"[vdk-ml-training] adapted for CPU: {', '.join(adaptations.counts)}")
+        _write_line(wire.line(wire.ADAPTED, ", ".join(adaptations.counts)))
 
 
 def _write_line(line: str) -> None:

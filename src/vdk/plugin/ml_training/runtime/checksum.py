@@ -19,7 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-MARK = "[vdk-ml-training] parameters"
+from vdk.plugin.ml_training.vocabulary import wire
+
+MARK = wire.mark(wire.PARAMETERS)
 _LINE = re.compile(re.escape(MARK) + r" rank=(\d+) steps=(\d+) sha256=([0-9a-f]{64}) tensors=(\d+)")
 
 

@@ -26,7 +26,9 @@ from dataclasses import field
 from dataclasses import fields
 from typing import Any
 
-MARK = "[vdk-ml-training] gpu"
+from vdk.plugin.ml_training.vocabulary import wire
+
+MARK = wire.mark(wire.GPU)
 GPM = "gpm"  # GPM SM_UTIL: the share of SMs busy (Hopper and later, MIG slices included)
 UTIL = "util"  # nvmlDeviceGetUtilizationRates().gpu: the share of time a kernel ran (a duty cycle)
 NONE = "none"  # no activity readable: memory only

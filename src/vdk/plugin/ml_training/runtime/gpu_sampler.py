@@ -27,17 +27,20 @@ from typing import TextIO
 
 from vdk.plugin.ml_training.runtime import gpu_lines
 from vdk.plugin.ml_training.runtime import idle_policy
+from vdk.plugin.ml_training.runtime import progress_lines
+from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import termination
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.gpu_lines import Tally
+from vdk.plugin.ml_training.vocabulary import wire
 
 # Set in the pods by the renderers and by `vdk run --full`, in seconds (absent: the defaults; 0: off).
 SAMPLE_SECONDS = "VDK_ML_TRAINING_GPU_SAMPLE_SECONDS"
 IDLE_SECONDS = "VDK_ML_TRAINING_IDLE_SECONDS"
 GPU_COUNT = "VDK_ML_TRAINING_GPU_COUNT"  # `vdk run --full`: how many of the machine's GPUs its ranks use
-LINE_SECONDS = "VDK_ML_TRAINING_PROGRESS_SECONDS"  # GPU lines follow the progress lines' period
-DEFAULT_SAMPLE_SECONDS = 1.0
-DEFAULT_LINE_SECONDS = 30.0
+LINE_SECONDS = protocol.PROGRESS_SECONDS  # GPU lines follow the progress lines' period
+DEFAULT_SAMPLE_SECONDS = 1.0  # the default of the gpu_sample_period key
+DEFAULT_LINE_SECONDS = progress_lines.DEFAULT_PERIOD_SECONDS
 THREAD_NAME = idle_policy.SAMPLER_THREAD
 
 
@@ -307,7 +310,7 @@ class GpuSampler:
     def _warn(self, text: str) -> None:
         try:
             err = self._err or sys.stderr
-            err.write(f"[vdk-ml-training] warning: {text}\n")
+            err.write(wire.warning(f"{text}") + "\n")
             err.flush()
         except Exception:  # noqa: BLE001
             pass
@@ -322,7 +325,7 @@ def start(
     GPUs; else None, silently."""
     settings = settings or SamplerSettings.from_env()
     for problem in settings.problems:
-        sys.stderr.write(f"[vdk-ml-training] warning: {problem}: ignored\n")
+        sys.stderr.write(wire.warning(f"{problem}: ignored") + "\n")
     if not settings.period or os.environ.get("LOCAL_RANK", "0") != "0" or settings.gpu_count == 0:
         return None
     from vdk.plugin.ml_training.runtime import nvml_devices

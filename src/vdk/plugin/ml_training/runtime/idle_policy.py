@@ -30,18 +30,20 @@ from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.progress_lines import duration_seconds
 from vdk.plugin.ml_training.runtime.watchdog import STACK_FRAMES
 from vdk.plugin.ml_training.runtime.watchdog import Stall
-from vdk.plugin.ml_training.runtime.watchdog import parse_stall
+from vdk.plugin.ml_training.runtime.watchdog import parse_stacks
 from vdk.plugin.ml_training.runtime.watchdog import report_and_end
+from vdk.plugin.ml_training.runtime.watchdog import stack_lines
 from vdk.plugin.ml_training.runtime.watchdog import thread_stacks
+from vdk.plugin.ml_training.vocabulary import wire
 
 # What an idle-stopped process exits with: distinct from a failure (1) and from the stall watchdog's 124.
 IDLE_EXIT_CODE = 123
 # Below this SM activity (percent) a GPU counts as idle, for the policy and for `vdk list --usage`.
 IDLE_PERCENT = 5.0
-MARK = "[vdk-ml-training] idle:"
+MARK = wire.mark(wire.IDLE)
 ERROR_TYPE = "IdleTimeout"  # a local rank's reported error when the policy stopped it
 _IDLE_LINE = re.compile(
-    r"\[vdk-ml-training\] idle: every GPU of node (?P<node>\S+) below (?P<percent>[\d.]+)% \S+ activity for "
+    re.escape(MARK) + r" every GPU of node (?P<node>\S+) below (?P<percent>[\d.]+)% \S+ activity for "
     r"(?P<for>\S+) \((?:last step (?P<last>\d+)|no step yet)\)"
 )
 
@@ -74,7 +76,7 @@ class Idle:
 
     def lines(self, frames: int = STACK_FRAMES, training_thread_only: bool = False) -> list[str]:
         """The idle line and the stacks, each line marked with the rank (the stall watchdog's stack lines)."""
-        return [self.line(), *self.as_stall().lines(frames, training_thread_only)[1:]]
+        return [self.line(), *stack_lines(self.rank, self.threads, frames, training_thread_only)]
 
     def to_dict(self) -> dict:
         return {
@@ -148,20 +150,14 @@ def parse_idle(lines: Iterable[str]) -> Idle | None:
         match = _IDLE_LINE.search(line)
         if match is None:
             continue
-        # the stacks are the stall watchdog's lines: read them as such behind a stall line of the same rank
-        rank = next((m["rank"] for m in map(_STACK_RANK.search, lines[i + 1 :]) if m), "0")
-        shaped = [f"[vdk-ml-training] stalled: no optimizer step for 0s on rank {rank} (no step yet)", *lines[i + 1 :]]
-        stall = parse_stall(shaped)
-        threads = tuple((n, tuple(f)) for n, f in stall.threads) if stall is not None else ()
+        rank, stacks = parse_stacks(lines[i + 1 :])  # the stall watchdog's stack lines, of the node's rank
+        threads = tuple((n, tuple(f)) for n, f in stacks)
         return Idle(
             node=match["node"],
             seconds=duration_seconds(match["for"]),
             percent=float(match["percent"]),
             last_step=int(match["last"]) if match["last"] else None,
-            rank=rank,
+            rank=rank or "0",
             threads=threads,
         )
     return None
-
-
-_STACK_RANK = re.compile(r"\[vdk-ml-training\] stack rank=(?P<rank>\S+)")

@@ -22,13 +22,14 @@ from typing import Any
 
 from vdk.plugin.ml_training.runtime import post_import
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
+from vdk.plugin.ml_training.vocabulary import wire as words
 
 # `name=value`, `name: value`, `'name': value` (a printed dict) on a printed line
 _PRINTED = re.compile(
     r"""(?:^|(?<=[\s,;{(\[|]))['"]?([A-Za-z_][A-Za-z0-9_./-]*)['"]?\s*[:=]\s*"""
     r"""(?:tensor\()?([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(?![0-9A-Za-z_.])"""
 )
-NAMES_MARK = "[vdk-ml-training] metric-names"
+NAMES_MARK = words.mark(words.METRIC_NAMES)
 LIGHTNING_TRAINERS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 LIGHTNING_CALLBACKS = {
     "lightning.pytorch.trainer.trainer": "lightning.pytorch.callbacks",
@@ -152,8 +153,11 @@ class MetricWatch:
         self._on = False
         try:
             sys.stderr.write(
-                f"[vdk-ml-training] warning: the sweep's metric is not followed after an error "
-                f"({type(error).__name__}: {error}); training goes on\n"
+                words.warning(
+                    f"the sweep's metric is not followed after an error ({type(error).__name__}: {error}); "
+                    "training goes on"
+                )
+                + "\n"
             )
         except Exception:  # noqa: BLE001
             pass
@@ -185,7 +189,7 @@ class _PrintedLines(io.TextIOBase):
             if "\n" in self._partial:
                 *lines, self._partial = self._partial.split("\n")
                 for line in lines:
-                    if not line.startswith("[vdk-ml-training]"):
+                    if not words.is_ours(line):
                         for name, value in printed_values(line):
                             self._watch.record(name, value)
             if len(self._partial) > 65536:

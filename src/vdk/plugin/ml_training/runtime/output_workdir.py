@@ -21,8 +21,10 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-MARK = "[vdk-ml-training] outputs"
-_LINE = re.compile(r"\[vdk-ml-training\] outputs files=(\d+) bytes=(\d+) dir=(\S+)")
+from vdk.plugin.ml_training.vocabulary import wire
+
+MARK = wire.mark(wire.OUTPUTS)
+_LINE = re.compile(re.escape(MARK) + r" files=(\d+) bytes=(\d+) dir=(\S+)")
 # Written by Python next to the code it imports through the links: not an output.
 NOT_OUTPUTS = frozenset({"__pycache__"})
 MAX_COUNTED = 100_000  # files counted for the summary line; more are not counted (a slow network volume)

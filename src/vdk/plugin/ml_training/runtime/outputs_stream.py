@@ -26,7 +26,9 @@ from dataclasses import field
 from pathlib import Path
 from typing import NoReturn
 
-MARK = "[vdk-ml-training] outputs-export"
+from vdk.plugin.ml_training.vocabulary import wire
+
+MARK = wire.mark(wire.OUTPUTS_EXPORT)
 CHUNK = 8190  # raw bytes per base64 line: 10920 characters, under the container runtimes' 16 KiB log lines
 START_AFTER_SECONDS = 2.0  # the reader starts following the log when the container runs: let it
 

@@ -28,8 +28,9 @@ from typing import TextIO
 
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import termination
+from vdk.plugin.ml_training.vocabulary import wire
 
-MARK = "[vdk-ml-training] progress"
+MARK = wire.mark(wire.PROGRESS)
 DEFAULT_PERIOD_SECONDS = 30.0
 
 
@@ -185,8 +186,11 @@ class ProgressReporter:
         self._turn_off()
         try:
             sys.stderr.write(
-                f"[vdk-ml-training] warning: progress lines are off for the rest of this run after an error "
-                f"in them ({type(error).__name__}: {error}); training goes on\n"
+                wire.warning(
+                    f"progress lines are off for the rest of this run after an error in them "
+                    f"({type(error).__name__}: {error}); training goes on"
+                )
+                + "\n"
             )
             sys.stderr.flush()
         except Exception:  # noqa: BLE001 - stderr is gone too: nothing left to tell
@@ -205,7 +209,7 @@ def start(settings: ProgressSettings | None = None) -> ProgressReporter | None:
     The caller attaches it to the step counter."""
     settings = settings or ProgressSettings()
     for problem in settings.problems:
-        sys.stderr.write(f"[vdk-ml-training] warning: {problem}: ignored\n")
+        sys.stderr.write(wire.warning(f"{problem}: ignored") + "\n")
     if not settings.period:
         return None
     reporter = ProgressReporter(settings.period, settings.total_steps)

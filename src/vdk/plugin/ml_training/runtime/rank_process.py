@@ -16,6 +16,8 @@ import os
 import signal
 import sys
 
+from vdk.plugin.ml_training.vocabulary import wire
+
 # torchrun tells its ranks to use its agent's store for env:// rendezvous; workers that a rank spawns
 # meet on their own (the script's MASTER_ADDR/PORT), and with it their rank 0 would wait for a store
 # that never comes.
@@ -112,7 +114,7 @@ def start_progress():
     try:
         return progress_lines.start()
     except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
-        sys.stderr.write(f"[vdk-ml-training] warning: no progress lines ({type(e).__name__}: {e})\n")
+        sys.stderr.write(wire.warning(f"no progress lines ({type(e).__name__}: {e})") + "\n")
         return None
 
 
@@ -123,7 +125,7 @@ def start_metric():
     try:
         return metrics.start()
     except Exception as e:  # noqa: BLE001 - no metric, but the user's code runs as ever
-        sys.stderr.write(f"[vdk-ml-training] warning: the sweep's metric is not followed ({type(e).__name__}: {e})\n")
+        sys.stderr.write(wire.warning(f"the sweep's metric is not followed ({type(e).__name__}: {e})") + "\n")
         return None
 
 
@@ -134,7 +136,7 @@ def start_watchdog(counters: list, on_stall=None):
     try:
         return watchdog.start(str(global_rank()), lambda: counters[0].steps if counters else 0, on_stall)
     except Exception as e:  # noqa: BLE001 - no watchdog, but the user's code runs as ever
-        sys.stderr.write(f"[vdk-ml-training] warning: no stall watchdog ({type(e).__name__}: {e})\n")
+        sys.stderr.write(wire.warning(f"no stall watchdog ({type(e).__name__}: {e})") + "\n")
         return None
 
 
@@ -146,7 +148,7 @@ def start_gpu_sampler(counters: list, on_idle=None):
     try:
         return gpu_sampler.start(lambda: counters[0].steps if counters else 0, on_idle)
     except Exception as e:  # noqa: BLE001 - no GPU figures, but the user's code runs as ever
-        sys.stderr.write(f"[vdk-ml-training] warning: no GPU sampling ({type(e).__name__}: {e})\n")
+        sys.stderr.write(wire.warning(f"no GPU sampling ({type(e).__name__}: {e})") + "\n")
         return None
 
 
@@ -179,7 +181,7 @@ def count_steps_once_torch_is_imported(*then) -> None:
             for receive in then:
                 receive(counter)
         except Exception as e:  # noqa: BLE001 - the user's `import torch` must not fail because of us
-            sys.stderr.write(f"[vdk-ml-training] warning: optimizer steps are not counted ({type(e).__name__}: {e})\n")
+            sys.stderr.write(wire.warning(f"optimizer steps are not counted ({type(e).__name__}: {e})") + "\n")
 
     post_import.when_imported("torch", install)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.vocabulary import wire
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 _RUNPY = os.path.abspath(runpy.__file__)
@@ -241,7 +242,7 @@ class StepRecorder:
             self.report.update(steps=steps, last_loss=json_number(counter.loss()))
         except Exception as e:  # noqa: BLE001 - a full disk must not stop training: stop recording instead
             self._on = False
-            sys.stderr.write(f"[vdk-ml-training] warning: steps are no longer recorded ({type(e).__name__}: {e})\n")
+            sys.stderr.write(wire.warning(f"steps are no longer recorded ({type(e).__name__}: {e})") + "\n")
         self._written, self._at = steps, now
 
 

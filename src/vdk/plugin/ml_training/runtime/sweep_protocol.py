@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vdk.plugin.ml_training.runtime.protocol import PROGRESS_SECONDS
+from vdk.plugin.ml_training.vocabulary import wire as words
+
 # Environment of a trial's training processes (rank 0 reads them: runtime/metrics.py).
 METRIC = "VDK_ML_TRAINING_SWEEP_METRIC"  # the name of the metric to report
 METRIC_FILE = "VDK_ML_TRAINING_SWEEP_METRIC_FILE"  # where rank 0 appends its metric lines
@@ -47,9 +50,12 @@ ALGORITHMS = (GRID, RANDOM, TPE)
 MIN = "min"
 MAX = "max"
 
-METRIC_MARK = "[vdk-ml-training] metric"
-STUDY_MARK = "[vdk-ml-training] study"
-STOP_MARK = "[vdk-ml-training] sweep stopped"
+METRIC_MARK = words.mark(words.METRIC)
+STUDY_MARK = words.mark(words.STUDY)
+STOP_MARK = words.mark(words.SWEEP_STOPPED)
+# What a trial pod exits with when the first trials all failed: the trials' Job fails at once (its
+# podFailurePolicy, k8s/sweep_manifests.py).
+STOP_EXIT_CODE = 3
 
 
 def references(text: str) -> list[str]:
@@ -166,12 +172,28 @@ def read_metric_lines(lines: Iterable[str]) -> list[tuple[int, float]]:
     return out
 
 
+def metric_environment(env: Mapping[str, str], metric: str, metric_file: str, params: Mapping[str, Any]) -> dict:
+    """What a trial's training processes are told of its metric, beside their environment `env`: the metric's name,
+    the file rank 0 appends its lines to, the trial's values (JSON), and how often to report (every progress
+    period, when the job sets one), unless `env` says."""
+    out = {METRIC: metric, METRIC_FILE: metric_file, TRIAL_PARAMS: json.dumps(dict(params), sort_keys=True)}
+    if METRIC_SECONDS not in env:
+        period = (env.get(PROGRESS_SECONDS) or "").strip()
+        out[METRIC_SECONDS] = period if period and period != "0" else str(DEFAULT_METRIC_SECONDS)
+    return out
+
+
 # --- study lines: the study's pod -> vdk show ------------------------------------------------------------
 
 
 def study_line(snapshot: dict) -> str:
     """One line with the whole study: {"trials": [...], "stopped": why or None, "finished": bool}."""
     return f"{STUDY_MARK} {json.dumps(snapshot, sort_keys=True, separators=(',', ':'))}"
+
+
+def stop_line(reason: str) -> str:
+    """Why a sweep stopped early, as its trial pods and its study's pod say it."""
+    return f"{STOP_MARK}: {reason}"
 
 
 def read_study_lines(lines: Iterable[str]) -> dict | None:

@@ -15,6 +15,7 @@ import time
 
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
+from vdk.plugin.ml_training.vocabulary import wire as words
 
 SNAPSHOT_SECONDS = 2.0
 LINGER_SECONDS = 30.0  # after the last trial ended: the trial pods' last calls
@@ -31,7 +32,7 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
         daemon=True,
     )
     server.start()
-    print(f"[vdk-ml-training] study {sweep.study}: serving {storage_url} on port {port}", flush=True)
+    print(words.line(words.STUDY, f"{sweep.study}: serving {storage_url} on port {port}"), flush=True)
     last = None
     while True:
         snap = sweep_study.snapshot(study, sweep)
@@ -41,16 +42,16 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
             last = line
         if snap["finished"]:
             print(
-                f"[vdk-ml-training] study {sweep.study}: every trial ended"
+                words.line(words.STUDY, f"{sweep.study}: every trial ended")
                 if not snap["stopped"]
-                else f"{wire.STOP_MARK}: {snap['stopped']}",
+                else wire.stop_line(snap["stopped"]),
                 flush=True,
             )
             time.sleep(linger)
             print(wire.study_line(sweep_study.snapshot(study, sweep)), flush=True)
             return 0
         if not server.is_alive():
-            print("[vdk-ml-training] error: the study's storage proxy stopped", flush=True)
+            print(words.error("the study's storage proxy stopped"), flush=True)
             return 1
         time.sleep(SNAPSHOT_SECONDS)
 

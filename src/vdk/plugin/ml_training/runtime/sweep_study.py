@@ -19,6 +19,7 @@ from typing import Any
 
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime.sweep_protocol import Sweep
+from vdk.plugin.ml_training.vocabulary import wire as words
 
 # Trial attributes the sweep keeps in the study (user attributes).
 SLOT = "vdk_slot"  # the trial pod's completion index that ran it (a restarted pod resumes its trial)
@@ -39,8 +40,10 @@ def optuna() -> Any:
         import optuna as engine
     except ImportError as e:
         raise SystemExit(
-            f"[vdk-ml-training] error: the sweep needs Optuna, which this environment lacks ({e}); a job with a "
-            "sweep gets optuna and grpcio in its image's dependency layer: deploy it again with this vdk"
+            words.error(
+                f"the sweep needs Optuna, which this environment lacks ({e}); a job with a sweep gets optuna and "
+                "grpcio in its image's dependency layer: deploy it again with this vdk"
+            )
         ) from None
     engine.logging.set_verbosity(engine.logging.WARNING)
     return engine
@@ -245,11 +248,13 @@ def wait_for(call: Callable[[], Any], what: str, timeout: float, say: Callable[[
                 raise
             if time.monotonic() >= deadline:
                 raise SystemExit(
-                    f"[vdk-ml-training] error: {what}: the study did not answer for {timeout:.0f} s "
-                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                    words.error(
+                        f"{what}: the study did not answer for {timeout:.0f} s "
+                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                    )
                 ) from None
             if time.monotonic() - told > 30:
-                say(f"[vdk-ml-training] waiting for the sweep's study ({what}): {type(e).__name__}")
+                say(f"{words.PREFIX} waiting for the sweep's study ({what}): {type(e).__name__}")
                 told = time.monotonic()
             time.sleep(delay)
             delay = min(delay * 2, 5.0)

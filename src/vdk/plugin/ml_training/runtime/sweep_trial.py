@@ -7,12 +7,11 @@ study pod's storage proxy) for its trial, runs the training COMMAND with the tri
 complete with its metric, pruned, or failed — and ends well either way: a failed trial is one result of the
 sweep, not a failure of it. A pod that restarts (its node lost, the container killed) finds its slot's trial
 still running and runs it again. When the first trials of the sweep all failed, the slot says why and exits
-with STOP_EXIT_CODE, which fails the Job at once (its podFailurePolicy).
+with sweep_protocol.STOP_EXIT_CODE, which fails the Job at once (its podFailurePolicy).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,8 +24,8 @@ from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.runtime import termination
+from vdk.plugin.ml_training.vocabulary import wire as words
 
-STOP_EXIT_CODE = 3
 STUDY_TIMEOUT_SECONDS = 1800.0  # the study's pod may be pulled, scheduled or restarted meanwhile
 POLL_SECONDS = 1.0
 STOP_GRACE_SECONDS = 30.0
@@ -53,12 +52,7 @@ def trial_environment(env: dict[str, str], params: dict, metric_file: str, sweep
     """The training processes' environment: the trial's values in place of `${name}`, its metric variables, and
     its own directory of the run's outputs."""
     out = {name: wire.substitute(value, params) for name, value in env.items()}
-    out[wire.METRIC] = sweep.metric
-    out[wire.METRIC_FILE] = metric_file
-    out[wire.TRIAL_PARAMS] = json.dumps(params, sort_keys=True)
-    # the metric is reported every progress period (VDK_ML_TRAINING_PROGRESS_SECONDS, when the job sets one)
-    period = out.get(protocol.PROGRESS_SECONDS, "").strip()
-    out.setdefault(wire.METRIC_SECONDS, period if period and period != "0" else str(wire.DEFAULT_METRIC_SECONDS))
+    out.update(wire.metric_environment(out, sweep.metric, metric_file, params))
     out.pop(wire.SPEC, None)
     if out.get(protocol.OUTPUT_DIR):
         out[protocol.OUTPUT_DIR] = os.path.join(out[protocol.OUTPUT_DIR], f"trial-{number}")
@@ -83,7 +77,7 @@ def run_trial(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str
     """Run the training command for `trial`, report its metric, tell the study how it ended; the state."""
     params = dict(trial.params)
     shown = ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items())
-    say(f"[vdk-ml-training] trial {trial.number}: {shown}")
+    say(words.line(words.TRIAL, f"{trial.number}: {shown}"))
     with tempfile.TemporaryDirectory(prefix=f"vdk-trial-{trial.number}-") as work:  # the trial's metric file
         return _run(study, sweep, trial, command, env, os.path.join(work, "metrics.log"))
 
@@ -102,16 +96,14 @@ def _run(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str
         while process.poll() is None:
             time.sleep(POLL_SECONDS)
             if limit is not None and time.monotonic() - started > limit:
-                say(f"[vdk-ml-training] trial {trial.number} ran longer than max_runtime ({limit:.0f} s): stopped")
+                say(words.line(words.TRIAL, f"{trial.number} ran longer than max_runtime ({limit:.0f} s): stopped"))
                 timed_out = True
                 stop(process)
                 break
             if sweep_study.wait_for(reports.poll, "reporting", STUDY_TIMEOUT_SECONDS, say):
                 last = reports.last
-                say(
-                    f"[vdk-ml-training] trial {trial.number} pruned at step {last[0] if last else '?'}: "
-                    f"{sweep.metric} {last[1] if last else '?'} is worse than the median of the earlier trials"
-                )
+                why = f"{sweep.metric} {last[1] if last else '?'} is worse than the median of the earlier trials"
+                say(words.line(words.TRIAL, f"{trial.number} pruned at step {last[0] if last else '?'}: {why}"))
                 pruned = True
                 stop(process)
                 break
@@ -144,7 +136,7 @@ def _run(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str
     )
     name = {"COMPLETE": sweep_study.COMPLETE, "PRUNED": sweep_study.PRUNED}.get(state.name, sweep_study.FAILED)
     ending = f"{sweep.metric} {value}" if value is not None else (why or "")
-    say(f"[vdk-ml-training] trial {trial.number} {name}" + (f": {ending}" if ending else ""))
+    say(words.line(words.TRIAL, f"{trial.number} {name}" + (f": {ending}" if ending else "")))
     return name
 
 
@@ -155,7 +147,7 @@ def slot_trial(study, sweep: wire.Sweep, slot: int):
     mine = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(sweep_study.SLOT) == slot]
     for t in mine:
         if t.state == engine.trial.TrialState.RUNNING:
-            say(f"[vdk-ml-training] slot {slot} restarted: trial {t.number} runs again from the start")
+            say(words.line(words.SLOT, f"{slot} restarted: trial {t.number} runs again from the start"))
             return engine.trial.Trial(study, t._trial_id)
     if mine:
         return None
@@ -175,21 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     reason = sweep_study.wait_for(lambda: sweep_study.stop_reason(study, sweep), "reading", STUDY_TIMEOUT_SECONDS, say)
     if reason:
         sweep_study.wait_for(lambda: study.set_user_attr(sweep_study.STOPPED, reason), "stopping", 60, say)
-        line = f"{wire.STOP_MARK}: {reason}"
+        line = wire.stop_line(reason)
         say(line)
         termination.leave(line)
-        return STOP_EXIT_CODE
+        return wire.STOP_EXIT_CODE
     trial = sweep_study.wait_for(lambda: slot_trial(study, sweep, slot), "asking", STUDY_TIMEOUT_SECONDS, say)
     if trial is None:
-        say(f"[vdk-ml-training] slot {slot} ran its trial before it restarted: nothing left to do")
+        say(words.line(words.SLOT, f"{slot} ran its trial before it restarted: nothing left to do"))
         return 0
     run_trial(study, sweep, trial, command, env)
     reason = sweep_study.wait_for(lambda: sweep_study.stop_reason(study, sweep), "reading", STUDY_TIMEOUT_SECONDS, say)
     if reason:
         sweep_study.wait_for(lambda: study.set_user_attr(sweep_study.STOPPED, reason), "stopping", 60, say)
-        say(f"{wire.STOP_MARK}: {reason}")
-        termination.leave(f"{wire.STOP_MARK}: {reason}")
-        return STOP_EXIT_CODE
+        say(wire.stop_line(reason))
+        termination.leave(wire.stop_line(reason))
+        return wire.STOP_EXIT_CODE
     return 0
 
 

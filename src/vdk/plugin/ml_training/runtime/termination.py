@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 
-PATH = "/dev/termination-log"
+from vdk.plugin.ml_training.vocabulary import wire
+
+PATH = wire.TERMINATION_LOG
 # Another file instead (the container's terminationMessagePath, or a test's): set in the environment.
 PATH_VARIABLE = "VDK_ML_TRAINING_TERMINATION_LOG"
-MAX_BYTES = 4096
-# The lines a postscript starts with (runtime/gpu_lines.py's mark); they do not count as a message.
-POSTSCRIPTS = ("[vdk-ml-training] gpu ",)
+MAX_BYTES = wire.TERMINATION_MAX_BYTES
+# The lines a postscript starts with (runtime/gpu_lines.py's); they do not count as a message.
+POSTSCRIPTS = (wire.mark(wire.GPU) + " ",)
 
 
 def leave(text: str, path: str | None = None) -> bool:

@@ -39,23 +39,25 @@ from typing import TextIO
 from vdk.plugin.ml_training.runtime import termination
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.progress_lines import duration_seconds
+from vdk.plugin.ml_training.vocabulary import wire
 
 # Set in the pods by the renderers and by `vdk run --full` (from the stall_timeout and startup_timeout keys,
 # in seconds); absent or 0: no watchdog.
 STALL_TIMEOUT = "VDK_ML_TRAINING_STALL_SECONDS"
 STARTUP_TIMEOUT = "VDK_ML_TRAINING_STARTUP_SECONDS"
+# The defaults of the stall_timeout and startup_timeout keys (job/keys.py takes them from here).
 DEFAULT_STALL_SECONDS = 1800
 DEFAULT_STARTUP_SECONDS = 3600
 # What a stalled rank exits with: `timeout`'s code, so that it reads as "timed out" and differs from 1.
 STALL_EXIT_CODE = 124
 
-MARK = "[vdk-ml-training] stalled:"
-STACK_MARK = "[vdk-ml-training] stack"
+MARK = wire.mark(wire.STALLED)
+STACK_MARK = wire.mark(wire.STACK)
 _STALL_LINE = re.compile(
-    r"\[vdk-ml-training\] stalled: no optimizer step for (?P<for>\S+) on rank (?P<rank>\S+) "
+    re.escape(MARK) + r" no optimizer step for (?P<for>\S+) on rank (?P<rank>\S+) "
     r"\((?:last step (?P<last>\d+)|no step yet)[^)]*\)(?: in (?P<collective>[A-Za-z_]+))?"
 )
-_STACK_LINE = re.compile(r"\[vdk-ml-training\] stack rank=(?P<rank>\S+) ?(?P<text>.*)$")
+_STACK_LINE = re.compile(re.escape(STACK_MARK) + r" rank=(?P<rank>\S+) ?(?P<text>.*)$")
 _THREAD_HEADER = re.compile(r"^thread=(?P<name>.+) \(most recent call first\)$")
 THREAD_NAME = "vdk-ml-training-watchdog"
 # Frames shown of each thread, innermost first; a termination message holds the training thread's top frames.
@@ -157,14 +159,7 @@ class Stall:
 
     def lines(self, frames: int = STACK_FRAMES, training_thread_only: bool = False) -> list[str]:
         """The stall line and the stacks, each line marked with the rank."""
-        out = [self.line()]
-        for name, stack in self.threads:
-            if training_thread_only and name != "MainThread":
-                continue
-            out.append(f"{STACK_MARK} rank={self.rank} thread={name} (most recent call first)")
-            kept = _first_frames(stack, frames)
-            out += [f"{STACK_MARK} rank={self.rank} {line}" for line in kept]
-        return out
+        return [self.line(), *stack_lines(self.rank, self.threads, frames, training_thread_only)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,7 +174,43 @@ class Stall:
         }
 
 
-def _first_frames(stack: list[str], frames: int) -> list[str]:
+def stack_lines(
+    rank: str,
+    threads: Iterable[tuple[str, Iterable[str]]],
+    frames: int = STACK_FRAMES,
+    training_thread_only: bool = False,
+) -> list[str]:
+    """Where every thread was, as the lines that follow a stall or an idle line: each marked with the rank, so that
+    the reader (`parse_stacks`) tells them from another rank's output between them."""
+    out = []
+    for name, stack in threads:
+        if training_thread_only and name != "MainThread":
+            continue
+        out.append(f"{STACK_MARK} rank={rank} thread={name} (most recent call first)")
+        out += [f"{STACK_MARK} rank={rank} {line}" for line in _first_frames(stack, frames)]
+    return out
+
+
+def parse_stacks(lines: Iterable[str], rank: str | None = None) -> tuple[str | None, list[tuple[str, list[str]]]]:
+    """(rank, [(thread, frame lines)]) of the stack lines in `lines`: those of `rank`, else of the rank of the first
+    stack line (None when there is none)."""
+    threads: list[tuple[str, list[str]]] = []
+    for line in lines:
+        stack = _STACK_LINE.search(line)
+        if stack is None:
+            continue
+        rank = rank or stack["rank"]
+        if stack["rank"] != rank:
+            continue  # another rank's output between its lines
+        header = _THREAD_HEADER.match(stack["text"])
+        if header:
+            threads.append((header["name"], []))
+        elif threads:
+            threads[-1][1].append(line[stack.start("text") :].rstrip() if stack["text"] else "")
+    return rank, threads
+
+
+def _first_frames(stack: Iterable[str], frames: int) -> list[str]:
     out, seen = [], 0
     for line in stack:
         if line.lstrip().startswith("File "):
@@ -275,7 +306,7 @@ def start(rank: str, steps: Callable[[], int], on_stall: Callable[[Stall], None]
     """This process's watchdog with the settings of the environment, or None when they turn it off."""
     settings = WatchdogSettings.from_env()
     for problem in settings.problems:
-        sys.stderr.write(f"[vdk-ml-training] warning: {problem}: ignored\n")
+        sys.stderr.write(wire.warning(f"{problem}: ignored") + "\n")
     if not settings.on:
         return None
     return Watchdog(settings, rank, steps, on_stall).start()
@@ -354,16 +385,7 @@ def parse_stall(lines: Iterable[str]) -> Stall | None:
         return None
     at, match = found
     rank = match["rank"]
-    threads: list[tuple[str, list[str]]] = []
-    for line in lines[at + 1 :]:
-        stack = _STACK_LINE.search(line)
-        if stack is None or stack["rank"] != rank:
-            continue  # another rank's output between its lines
-        header = _THREAD_HEADER.match(stack["text"])
-        if header:
-            threads.append((header["name"], []))
-        elif threads:
-            threads[-1][1].append(line[stack.start("text") :].rstrip() if stack["text"] else "")
+    _, threads = parse_stacks(lines[at + 1 :], rank)
     return Stall(
         rank=rank,
         seconds=duration_seconds(match["for"]),

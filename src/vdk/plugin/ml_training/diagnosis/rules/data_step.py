@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import re
 
+from vdk.plugin.ml_training.datafetch.fetch_step import parse_failure
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
 from vdk.plugin.ml_training.diagnosis.finding import Waiting
-
-MARK = "[vdk-ml-training] data failed: "
 
 
 def data_step_failed(rank: RankEvidence) -> Waiting | None:
     reason, message = rank.waiting_reason or "", rank.waiting_message or ""
     if not reason.startswith("Init:"):
         return None
-    if MARK not in message:
+    failure = parse_failure(message)
+    if failure is None:
         return Waiting(f"an init container failed ({reason}): {message}", "`vdk execute --logs` shows its output")
-    problem, _, fix = message.split(MARK, 1)[1].partition("\nFix: ")
+    problem, fix = failure
     return Waiting(f"the data step failed ({reason}): {problem.strip()}", re.sub(r"\s+", " ", fix).strip() or None)
