@@ -7,6 +7,8 @@ import pytest
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.secret_patterns import is_secret_option
+from vdk.plugin.ml_training.secret_patterns import names_a_secret
 from vdk.plugin.ml_training.secret_patterns import public_url
 from vdk.plugin.ml_training.secret_patterns import redact
 from vdk.plugin.ml_training.secret_patterns import token_kind
@@ -73,3 +75,15 @@ def test_no_error_message_shows_a_credential_whatever_put_it_there(tmp_path):
 )
 def test_the_values_of_options_named_like_credentials_are_never_shown(text, shown):
     assert redact(text) == shown
+
+
+@pytest.mark.parametrize("option", ["--hf-token", "--api_key", "-password", "--aws-secret-access-key", "--credentials"])
+def test_options_and_variables_named_like_credentials_are_known_by_one_list_of_words(option):
+    assert is_secret_option(option) and redact(f"{option}=abc123") == f"{option}=***"
+    variable = option.lstrip("-").replace("-", "_").upper()
+    assert names_a_secret(variable)
+
+
+@pytest.mark.parametrize("option", ["--max-tokens", "--tokenizer", "--keyboard", "--secretary-name-x"])
+def test_options_that_only_contain_such_a_word_are_not_credentials(option):
+    assert not is_secret_option(option) and redact(f"{option}=512") == f"{option}=512"

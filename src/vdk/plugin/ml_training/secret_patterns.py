@@ -10,6 +10,15 @@ import re
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
+# A PEM private key's header (`-----BEGIN RSA PRIVATE KEY-----`): in text, and in files' bytes (source/content_scan.py).
+PEM_PRIVATE_KEY = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+# The words that name a credential: in options (`--hf-token`, `--api_key`, as whole words: not `--max-tokens`,
+# `--tokenizer`) and in variable names (`HF_TOKEN`).
+SECRET_WORDS = r"token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key|credentials?"
+_SECRET_OPTION_NAME = rf"--?(?:[a-z0-9]+[-_])*(?:{SECRET_WORDS})(?:[-_][a-z0-9]+)*"
+_SECRET_OPTION = re.compile(rf"^{_SECRET_OPTION_NAME}$", re.I)
+_SECRET_NAME = re.compile(SECRET_WORDS, re.I)
+
 TOKEN_FORMATS = {
     "a Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
     "a GitHub token": re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})\b"),
@@ -18,7 +27,7 @@ TOKEN_FORMATS = {
     "an OpenAI-style API key": re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
     "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
     "a Google API key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    "a private key": re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
+    "a private key": re.compile(PEM_PRIVATE_KEY),
 }
 # A word of text that may be a URL (what stops it: spaces, quotes, brackets, commas).
 _WORD = re.compile(r"[^\s'\"<>()\[\]{},;]+")
@@ -28,11 +37,17 @@ _CREDENTIAL_PARAMETER = re.compile(r"token|secret|passw|sig|auth|credential|key"
 REDACTED = "***"
 # The value of an option named like a credential (`--password=VALUE`, `--hf-token VALUE`), as whole words: not
 # `--max-tokens 512`. Redacted in messages whatever it looks like (refused only when it looks like a credential).
-_SECRET_OPTION_VALUE = re.compile(
-    r"(?<![\w-])(--?(?:[a-z0-9]+[-_])*(?:token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key"
-    r"|credentials?)(?:[-_][a-z0-9]+)*)(=|[ \t]+)(?![-'\"\s])([^\s'\"]+)",
-    re.I,
-)
+_SECRET_OPTION_VALUE = re.compile(rf"(?<![\w-])({_SECRET_OPTION_NAME})(=|[ \t]+)(?![-'\"\s])([^\s'\"]+)", re.I)
+
+
+def is_secret_option(option: str) -> bool:
+    """Whether a command-line option is named like a credential (`--hf-token`, `--api_key`; not `--max-tokens`)."""
+    return bool(_SECRET_OPTION.match(option))
+
+
+def names_a_secret(name: str) -> bool:
+    """Whether a variable's name says it holds a credential (`HF_TOKEN`, `DB_PASSWORD`, `AWS_SECRET_ACCESS_KEY`)."""
+    return bool(_SECRET_NAME.search(name))
 
 
 def token_kind(text: str) -> str | None:

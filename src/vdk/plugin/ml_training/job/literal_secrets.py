@@ -13,19 +13,14 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job.config_file import SECRETS_SECTION
+from vdk.plugin.ml_training.secret_patterns import is_secret_option
+from vdk.plugin.ml_training.secret_patterns import names_a_secret
 from vdk.plugin.ml_training.secret_patterns import token_kind
 from vdk.plugin.ml_training.secret_patterns import url_credentials
 
-# Variable names that say "secret"; their values are refused when they look like one (long, no spaces, not a path).
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
+# The value of a variable or option named like a credential is refused when it looks like one (long, no spaces, not a
+# path); the names are secret_patterns.py's.
 _SECRET_LOOKING = re.compile(r"^(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9_+=.-]{16,}$")
-# Options that say "secret" (`--hf-token`, `--api_key`, `--password`), as whole words: not `--max-tokens`,
-# `--tokenizer`.
-_SECRET_OPTION = re.compile(
-    r"^--?(?:[a-z0-9]+[-_])*(token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key|credentials?)"
-    r"(?:[-_][a-z0-9]+)*$",
-    re.I,
-)
 
 
 def literal_secret(name: str, value: str) -> str | None:
@@ -39,7 +34,7 @@ def literal_secret(name: str, value: str) -> str | None:
 
 
 def looks_like_a_secret(name: str, value: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) and bool(_SECRET_LOOKING.match(value))
+    return names_a_secret(name) and bool(_SECRET_LOOKING.match(value))
 
 
 def secret_argument(args: Sequence[str]) -> tuple[int, str] | None:
@@ -54,7 +49,7 @@ def secret_argument(args: Sequence[str]) -> tuple[int, str] | None:
         where = position
         if not equals and position + 1 < len(args):
             value, where = args[position + 1], position + 1
-        if _SECRET_OPTION.match(option) and _SECRET_LOOKING.match(value):
+        if is_secret_option(option) and _SECRET_LOOKING.match(value):
             return where, token_kind(value) or f"a secret (the value of {option}, which looks like one)"
     return None
 

@@ -17,9 +17,12 @@ import tempfile
 import threading
 from pathlib import Path
 
+from vdk.plugin.ml_training.secret_patterns import PEM_PRIVATE_KEY
+from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
+
 CHUNK = 1 << 20
 _OVERLAP = 256
-_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
+_PEM_PRIVATE_KEY = re.compile(PEM_PRIVATE_KEY.encode())
 _SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
 _CACHE_FILE = "content-scan.json"
 _CACHE_ENTRIES = 20_000
@@ -64,10 +67,7 @@ def _scan(path: Path) -> str | None:
 
 
 def _cache_path() -> Path:
-    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    root = Path(explicit) if explicit else Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
-    return root / _CACHE_FILE
+    return cache_root() / _CACHE_FILE
 
 
 def _cache() -> dict[str, str]:
