@@ -74,16 +74,6 @@ def test_the_overlay_goes_first_on_the_ranks_path_of_smoke_and_full_runs(tmp_pat
     assert without.env["PYTHONPATH"] == "/mine" and not any("overlay" in n for n in without.notes)
 
 
-def test_what_only_vdk_s_environment_provides_needs_no_install(tmp_path):
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("torch>=2\nTorch==2.13.0 ; python_version > '3'\n")
-    assert uv_install.only_provided(requirements, ("torch",))
-    requirements.write_text("torch\n--extra-index-url https://download.pytorch.org/whl/cpu\n")
-    assert not uv_install.only_provided(requirements, ("torch",))  # an option changes what uv would do
-    requirements.write_text("torch\ntorchvision\n")
-    assert not uv_install.only_provided(requirements, ("torch",))
-
-
 def raising(error: Exception):
     def install(*args, **kwargs):
         raise error

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from vdk.plugin.ml_training.source.import_check import Requirements
 from vdk.plugin.ml_training.source.import_check import check_imports
 from vdk.plugin.ml_training.source.import_check import collect_imports
 from vdk.plugin.ml_training.source.import_check import distribution_for
+from vdk.plugin.ml_training.source.import_check import listed_for
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PYTORCH_BASE = ("torch", "torchvision", "torchaudio", "numpy", "pyyaml", "triton", "torchelastic")
@@ -189,13 +190,9 @@ def test_distribution_names_of_import_names():
     assert distribution_for("some_unknown_module") == "some_unknown_module"
 
 
-def test_requirements_read_names_and_extras(tmp_path):
+def test_a_listed_distribution_is_found_by_its_import_name(tmp_path):
     path = tmp_path / "requirements.txt"
-    path.write_text(
-        "Transformers[torch,sentencepiece]>=4 \\\n  ; python_version >= '3.10'\n"
-        "-e git+https://example.com/x.git#egg=My_Package\n# comment\n--extra-index-url https://x\n"
-    )
-    found = Requirements.read(path)
-    assert found.names == {"transformers": {"torch", "sentencepiece"}, "my-package": set()}
-    assert found.listed_for("transformers") == "transformers"
-    assert Requirements.read(None).names == {}
+    path.write_text("PyYAML>=6\ntransformers\n")
+    listed = RequirementsFile.read(path)
+    assert listed_for(listed, "yaml.constructor") == "PyYAML" and listed_for(listed, "transformers") == "transformers"
+    assert listed_for(listed, "numpy") is None and listed_for(RequirementsFile.read(None), "yaml") is None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.vocabulary.local_cache import CACHE_DIR
 
 
 class DependencyError(MLTrainingError):
@@ -43,7 +44,7 @@ class DiskFullError(DependencyError):
             f"the disk is full: no space left on the device of {where} ({free}) while installing "
             "requirements.txt; the requirements themselves are not at fault",
             "free space on that disk (`uv cache clean` empties uv's download cache), or set "
-            "VDK_ML_TRAINING_CACHE_DIR and UV_CACHE_DIR to directories on a disk with room, then try again",
+            f"{CACHE_DIR} and UV_CACHE_DIR to directories on a disk with room, then try again",
         )
 
 

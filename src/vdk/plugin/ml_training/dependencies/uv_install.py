@@ -14,10 +14,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training.dependencies import install_errors
@@ -27,12 +28,9 @@ from vdk.plugin.ml_training.dependencies.install_errors import DependencyError
 from vdk.plugin.ml_training.dependencies.install_errors import NoWheelError
 from vdk.plugin.ml_training.dependencies.uv_progress import Activity
 from vdk.plugin.ml_training.dependencies.uv_progress import UvProgress
-from vdk.plugin.ml_training.source.import_check import normalise
 
 UV_TIMEOUT = 1800
 UV_TARGET_LOCK = ".lock"  # uv's lock of a target directory against concurrent installs: no package's file
-_OPTION = re.compile(r"^\s*-")
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 @dataclass(frozen=True)
@@ -58,15 +56,6 @@ class Target:
         return [*flags, "--only-binary", ":all:"]
 
 
-def cache_root() -> Path:
-    """$VDK_ML_TRAINING_CACHE_DIR, else $XDG_CACHE_HOME/vdk-ml-training, else ~/.cache/vdk-ml-training."""
-    explicit = os.environ.get("VDK_ML_TRAINING_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg if xdg else Path.home() / ".cache") / "vdk-ml-training"
-
-
 def prune_unused(folder: Path, meta_name: str, max_age_days: float) -> list[Path]:
     """Remove the cache entries below `folder` (each a directory with its `meta_name` file, touched when used)
     that nothing used for `max_age_days`; the ones removed."""
@@ -80,25 +69,6 @@ def prune_unused(folder: Path, meta_name: str, max_age_days: float) -> list[Path
         except OSError:
             pass
     return removed
-
-
-def requirement_lines(path: Path) -> list[str]:
-    lines = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if line and not line.startswith("#"):
-            lines.append(line)
-    return lines
-
-
-def only_provided(requirements: Path, provides: Iterable[str]) -> bool:
-    """Whether requirements.txt asks for nothing but what the target provides (and so installs nothing)."""
-    provided = {normalise(p) for p in provides}
-    for line in requirement_lines(requirements):
-        name = _NAME.match(line)
-        if _OPTION.match(line) or name is None or normalise(name.group(1)) not in provided:
-            return False
-    return True
 
 
 def uv_command() -> str:
@@ -202,7 +172,7 @@ def _uv_message(stderr: str) -> str:
 def _packages_without_wheels(stderr: str) -> list[str]:
     names = re.findall(r"Wheels are required for `([^`]+)`", stderr)
     names += re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no (?:usable )?wheels", stderr)
-    return sorted(dict.fromkeys(normalise(n) for n in names))
+    return sorted(dict.fromkeys(canonicalize_name(n) for n in names))
 
 
 def installed_packages(target_dir: Path) -> tuple[tuple[str, str], ...]:
@@ -224,4 +194,4 @@ def name_and_version(dist_info: Path) -> tuple[str, str] | None:
             version = line.split(":", 1)[1].strip()
         elif not line.strip():
             break
-    return (normalise(name), version) if name and version else None
+    return (canonicalize_name(name), version) if name and version else None

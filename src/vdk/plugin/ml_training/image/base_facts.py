@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
+
 from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.image.reference import DOCKER_HUB
 from vdk.plugin.ml_training.image.reference import parse_reference
@@ -73,11 +75,6 @@ class BaseInfo:
         shown = ", ".join(self.provides[:10]) + (f" and {more} more" if more > 0 else "")
         provided = f"{len(self.provides)} packages: {shown}" if self.provides else "nothing the job needs to skip"
         return f"Python {self.python_version}, {self.wheel_platform} wheels; base provides {provided} ({self.source})"
-
-
-def normalise(name: str) -> str:
-    """PEP 503 name: `Transformer_Engine` -> `transformer-engine`."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def public_version(version: str) -> str:
@@ -209,7 +206,7 @@ def base_info(spec: MLJobSpec, found: BaseFacts | None = None) -> BaseInfo:
         source = f"{source}; {keys} in {config}" if source else f"{keys} in {config}"
     return BaseInfo(
         python_version=version,
-        provides=tuple(dict.fromkeys(normalise(n) for n in provides)),
+        provides=tuple(dict.fromkeys(canonicalize_name(n) for n in provides)),
         pins=pins,
         wheel_platform=platform,
         source=source,

@@ -10,13 +10,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from vdk.plugin.ml_training.image.base_facts import BaseFacts
-from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.base_facts import table_entry
-from vdk.plugin.ml_training.image.build_cache import cache_root
 from vdk.plugin.ml_training.image.build_cache import write_atomically
 from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 FORMAT = "base-v1"  # bump when what base_inspection.py finds (or how) changes, so old findings are not reused
 
@@ -34,7 +35,7 @@ def known_provides(spec: MLJobSpec) -> tuple[str, ...] | None:
         if facts is None:
             return None
         found = [name for name, _ in facts.distributions]
-    return tuple(dict.fromkeys(normalise(n) for n in [*found, *spec.base_provides]))
+    return tuple(dict.fromkeys(canonicalize_name(n) for n in [*found, *spec.base_provides]))
 
 
 def _cache_dir() -> Path:

@@ -15,12 +15,13 @@ import posixpath
 import re
 import shlex
 
+from packaging.utils import canonicalize_name
+
 from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image.base_facts import BaseFacts
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.base_facts import needs_reading
-from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.base_facts import platform_of_os
 from vdk.plugin.ml_training.image.base_facts_cache import cached
 from vdk.plugin.ml_training.image.base_facts_cache import last_read
@@ -310,7 +311,7 @@ def _distribution(fs: RootFS, path: str, entry: str, node: Node) -> tuple[str, s
         if len(parts) < 2:
             return None
         name, version = name or parts[0], version or parts[1]
-    return normalise(name), version
+    return canonicalize_name(name), version
 
 
 # --- reading a base from its registry -------------------------------------------------------

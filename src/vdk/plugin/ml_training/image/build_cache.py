@@ -1,14 +1,11 @@
-"""Where the builder keeps what it worked out once: dependency layers and what base images hold."""
+"""How the builder keeps what it worked out once (dependency layers, what base images hold) below the cache root
+(vocabulary/local_cache.py, shared with local runs)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
-
-from vdk.plugin.ml_training.dependencies.uv_install import cache_root
-
-__all__ = ["cache_root", "write_atomically"]  # cache_root: dependencies/uv_install.py, shared with local runs
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -39,6 +39,8 @@ from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
+from vdk.plugin.ml_training.source.requirements import requirement_name
 
 FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
 _FORMAT = "image-v1"  # part of every tag: bump when the image layout changes
@@ -258,13 +260,15 @@ def plan_image(
     tools = layer_inputs.data_tools(spec)
     extra = layer_inputs.extra_requirements(spec, inputs.base)
     if inputs.requirements or tools or extra:
-        lines = layer_inputs.requirement_lines(inputs.requirements) if inputs.requirements else []
+        requirements = RequirementsFile.read(inputs.requirements)
+        lines = requirements.lines
         requirement_names = (*lines, *extra)
+        names = [*requirements.names, *filter(None, map(requirement_name, extra))]
         cached = dependency_layer.cached_layer(spec, inputs.base)
         dependency_warning = (
             torch_warning.layer_warning(cached.packages, cached.sizes, cached.blob.size, spec.base_image)
             if cached
-            else torch_warning.requirements_warning(list(requirement_names), inputs.base, spec.base_image)
+            else torch_warning.requirements_warning(names, inputs.base, spec.base_image)
         )
         detail = f"{len(lines)} lines of requirements.txt, " if inputs.requirements else ""
         detail += f"the data step's {', '.join(tools)}, " if tools else ""

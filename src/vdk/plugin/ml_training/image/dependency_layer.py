@@ -26,17 +26,17 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import lock as package_lock
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.dependencies.lock import Lock
-from vdk.plugin.ml_training.dependencies.uv_install import cache_root
 from vdk.plugin.ml_training.dependencies.uv_install import installed_packages
 from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
 from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
-from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.build_progress import Activity
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.layer_inputs import data_tools
@@ -45,6 +45,7 @@ from vdk.plugin.ml_training.image.layer_inputs import layer_input
 from vdk.plugin.ml_training.image.layer_inputs import requirements_file
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
+from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 _FORMAT = "deps-v4"  # bump when the layer's layout (or what layer.json keeps) changes: old entries are not reused
 LOCK_FILE = "requirements.lock"  # beside the layer in its cache entry: the pins with the index's hashes (lock.py)
@@ -292,7 +293,7 @@ def _bundle(extra: tuple[str, ...], target: Path) -> None:
 
     for requirement in extra:
         dist = metadata.distribution(requirement.split("==", 1)[0])
-        if list(target.glob(f"{normalise(dist.metadata['Name']).replace('-', '_')}-*.dist-info")):
+        if list(target.glob(f"{canonicalize_name(dist.metadata['Name']).replace('-', '_')}-*.dist-info")):
             continue  # a requirement of the job's depends on it: the version it resolved stays
         for file in dist.files or ():
             if ".." in file.parts or "__pycache__" in file.parts or file.suffix == ".pyc":

@@ -5,17 +5,14 @@ binding; a sweep's Optuna: image/sweep_packages.py)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from vdk.plugin.ml_training.datafetch import DATA_TOOLS
-from vdk.plugin.ml_training.dependencies.uv_install import requirement_lines
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
-from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.sweep_packages import sweep_requirements
 from vdk.plugin.ml_training.job import MLJobSpec
-
-REQUIREMENTS = "requirements.txt"
+from vdk.plugin.ml_training.source.requirements import REQUIREMENTS
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
 
 # NVIDIA's NVML binding, for the GPU sampler of the job's nodes (runtime/gpu_sampler.py): installed with the
 # plugin, and copied into the layer when the job asks for GPUs and samples them, unless the base or
@@ -31,10 +28,7 @@ def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
         return ()
     if _NVML_NAMES & set(base.provides):
         return ()
-    requirements = requirements_file(spec)
-    lines = requirement_lines(requirements) if requirements else []
-    named = {normalise(re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]) for line in lines}
-    if _NVML_NAMES & named:
+    if _NVML_NAMES & set(RequirementsFile.read(requirements_file(spec)).names):
         return ()
     from importlib import metadata
 
@@ -46,7 +40,7 @@ def extra_requirements(spec: MLJobSpec, base: BaseInfo) -> tuple[str, ...]:
 
 def requirements_file(spec: MLJobSpec) -> Path | None:
     """The job's requirements.txt if it asks for anything (a sweep's job: with its packages, sweep_packages.py)."""
-    own = path if (path := spec.job_dir / REQUIREMENTS).is_file() and requirement_lines(path) else None
+    own = path if (path := spec.job_dir / REQUIREMENTS).is_file() and RequirementsFile.read(path).lines else None
     return own if spec.sweep is None else sweep_requirements(own, REQUIREMENTS)
 
 

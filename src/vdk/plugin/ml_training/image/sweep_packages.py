@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from vdk.plugin.ml_training.image.build_cache import cache_root
+from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 SWEEP_PACKAGES = ("optuna", "grpcio", "protobuf")
 

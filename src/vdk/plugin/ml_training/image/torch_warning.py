@@ -9,20 +9,21 @@ per job and dependency set (a marker in the dependency layer's cache entry), the
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
-from vdk.plugin.ml_training.image.base_facts import normalise
 from vdk.plugin.ml_training.image.base_facts import public_version
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 
 # torch, its compiler and the CUDA runtime wheels it depends on (not NVML's small Python bindings).
 _TORCH_STACK = re.compile(r"^(torch|triton|pytorch-triton(-.*)?|nvidia-(?!ml-py).*|cuda-.*)$")
-_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def is_torch_stack(name: str) -> bool:
-    return bool(_TORCH_STACK.match(normalise(name)))
+    return bool(_TORCH_STACK.match(canonicalize_name(name)))
 
 
 def pytorch_base_for(torch_version: str | None) -> str:
@@ -89,10 +90,10 @@ def layer_notice(
     return f"warning: {warning}"
 
 
-def requirements_warning(requirement_lines: list[str], base: BaseInfo, base_image: str) -> str | None:
-    """What a dry run says when requirements.txt names torch (or CUDA wheels) the base does not have."""
-    names = {normalise(m.group(1)) for line in requirement_lines if (m := _REQUIREMENT_NAME.match(line))}
-    wanted = sorted(n for n in names if is_torch_stack(n) and n not in base.provides)
+def requirements_warning(names: Iterable[str], base: BaseInfo, base_image: str) -> str | None:
+    """What a dry run says when the layer's requirements (canonical `names`) name torch (or CUDA wheels) the base
+    does not have."""
+    wanted = sorted(n for n in set(names) if is_torch_stack(n) and n not in base.provides)
     if not wanted:
         return None
     return (

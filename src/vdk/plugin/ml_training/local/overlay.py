@@ -31,7 +31,9 @@ from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.dependencies.uv_progress import Activity
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
+from vdk.plugin.ml_training.source.requirements import REQUIREMENTS
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
+from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 OVERLAYS = "overlays"  # below the cache root
 META = "overlay.json"
@@ -70,13 +72,14 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
     when the job asks for none (no requirements.txt, only what vdk's environment has, or
     `requirements_overlay = false`)."""
     requirements = spec.job_dir / REQUIREMENTS
-    if not spec.requirements_overlay or not requirements.is_file() or not uv_install.requirement_lines(requirements):
+    if not spec.requirements_overlay or not requirements.is_file():
         return None
+    listed = RequirementsFile.read(requirements)
     target = this_interpreter()
-    if uv_install.only_provided(requirements, target.provides):
+    if not listed.lines or listed.only(target.provides):
         return None
     key = cache_key(requirements.read_bytes(), target)
-    entry = uv_install.cache_root() / OVERLAYS / key
+    entry = cache_root() / OVERLAYS / key
     cached = _load(entry)
     if cached is not None:
         os.utime(entry / META)  # recently used: kept by prune
@@ -160,4 +163,4 @@ def _build(
 
 def prune(max_age_days: float = MAX_AGE_DAYS) -> list[Path]:
     """Remove overlays no run used for `max_age_days`."""
-    return uv_install.prune_unused(uv_install.cache_root() / OVERLAYS, META, max_age_days)
+    return uv_install.prune_unused(cache_root() / OVERLAYS, META, max_age_days)

@@ -30,7 +30,7 @@ FULL_TIMEOUT = 7 * 86400  # a whole dataset may take long; the progress says how
 
 
 def cache_dir(kind: str) -> Path:
-    from vdk.plugin.ml_training.image.build_cache import cache_root
+    from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
     return cache_root() / kind
 

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
 from vdk.plugin.ml_training.source.import_check import ImportCheck
 from vdk.plugin.ml_training.source.import_check import Undeclared
 from vdk.plugin.ml_training.source.import_check import check_imports
+from vdk.plugin.ml_training.source.requirements import REQUIREMENTS
 
 SKIP_OPTION = "--skip-import-check"  # the flag of `vdk run` and `vdk deploy` that skips the check, as fixes name it
 

@@ -15,9 +15,9 @@ from vdk.plugin.ml_training.diagnosis.finding import FAILED
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.ops.imports import SKIP_OPTION
-from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
 from vdk.plugin.ml_training.source.import_check import ImportSite
 from vdk.plugin.ml_training.source.import_check import check_sites
+from vdk.plugin.ml_training.source.requirements import REQUIREMENTS
 
 # What the cluster does that the smoke run does not, for what needs no module.
 NOT_CHECKED = {

@@ -17,13 +17,18 @@ import ast
 import re
 import sys
 from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
+
 STANDARD_LIBRARY = frozenset(sys.stdlib_module_names) | {"__future__", "__main__"}
-REQUIREMENTS = "requirements.txt"
 
 # Import names whose distribution is named otherwise (the first is the one to add).
 WELL_KNOWN: dict[str, tuple[str, ...]] = {
@@ -72,15 +77,7 @@ NAMESPACES: dict[str, tuple[str, ...]] = {
 }
 # Tests under which an import is conditional: the image's Python or platform may take the other branch.
 _CONDITIONAL = re.compile(r"\b(version_info|platform|os\.name|find_spec|find_loader|is_\w*available)\b")
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[([^\]]*)\])?")
-_EGG = re.compile(r"#egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
-_WHEEL = re.compile(r"/([A-Za-z0-9][A-Za-z0-9._]*)-[0-9][^/]*\.whl$")
 _EXTRA_MARKER = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
-
-
-def normalise(name: str) -> str:
-    """PEP 503: `Foo_Bar.baz` -> `foo-bar-baz`."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -117,61 +114,11 @@ class ImportCheck:
         return not self.undeclared
 
 
-@dataclass
-class Requirements:
-    """The distributions a requirements.txt names (normalised), with the extras it asks for."""
-
-    names: dict[str, set[str]] = field(default_factory=dict)
-
-    @classmethod
-    def read(cls, path: Path | None) -> Requirements:
-        found = cls()
-        if path is not None:
-            found._read(path, set())
-        return found
-
-    def _read(self, path: Path, seen: set[Path]) -> None:
-        if path in seen:
-            return
-        seen.add(path)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
-        for line in text.replace("\\\n", " ").splitlines():
-            line = line.split(" #", 1)[0].strip()
-            if not line or line.startswith("#"):
-                continue
-            words = line.split()
-            if words[0] in ("-r", "--requirement") and len(words) > 1:
-                self._read(path.parent / words[1], seen)
-            elif words[0].startswith(("-r", "--requirement=")) and not words[0].startswith("--r"):
-                self._read(path.parent / words[0].split("=", 1)[-1].removeprefix("-r"), seen)
-            elif words[0] in ("-e", "--editable") and len(words) > 1:
-                self._add_url(words[1])
-            elif words[0].startswith("-"):
-                continue  # index options, constraints, hashes
-            elif "://" in words[0] or words[0].startswith(("git+", "file:")):
-                self._add_url(words[0])
-            else:
-                match = _NAME.match(line)
-                if match:
-                    extras = {normalise(e) for e in (match.group(3) or "").split(",") if e.strip()}
-                    self.names.setdefault(normalise(match.group(1)), set()).update(extras)
-
-    def _add_url(self, url: str) -> None:
-        match = _EGG.search(url) or _WHEEL.search(url)
-        if match:
-            self.names.setdefault(normalise(match.group(1)), set())
-
-    def lists(self, distribution: str) -> bool:
-        return normalise(distribution) in self.names
-
-    def listed_for(self, module: str) -> str | None:
-        """The listed distribution that provides import name `module`, if one is listed."""
-        top = module.split(".")[0]
-        candidates = [top, *WELL_KNOWN.get(top, ()), *_Installed().distributions(top)]
-        return next((c for c in candidates if self.lists(c)), None)
+def listed_for(requirements: RequirementsFile, module: str) -> str | None:
+    """The distribution `requirements` lists that provides import name `module`, if one is listed."""
+    top = module.split(".")[0]
+    candidates = [top, *WELL_KNOWN.get(top, ()), *_Installed().distributions(top)]
+    return next((c for c in candidates if requirements.lists(c)), None)
 
 
 class _Installed:
@@ -242,8 +189,8 @@ def check_sites(
     """Whether the modules of `sites` will be in the image: listed in `requirements` (or a dependency of what is),
     or among `base_provides` (None: not known). `check_imports` reads them from the job's source; other callers
     name modules that a library imports by name (a Trainer's `report_to=wandb`)."""
-    declared = Requirements.read(requirements)
-    provided = {normalise(n) for n in base_provides or ()}
+    declared = RequirementsFile.read(requirements)
+    provided = {canonicalize_name(n) for n in base_provides or ()}
     installed = _Installed()
     closure: set[str] | None = None
     undeclared: dict[str, Undeclared] = {}
@@ -251,10 +198,10 @@ def check_sites(
         top = site.top
         if top in undeclared or top in STANDARD_LIBRARY:
             continue
-        direct = {normalise(top), *(normalise(d) for d in WELL_KNOWN.get(top, ()))}
+        direct = {canonicalize_name(top), *(canonicalize_name(d) for d in WELL_KNOWN.get(top, ()))}
         if _provided(top, direct, declared.names.keys() | provided):
             continue
-        candidates = direct | {normalise(d) for d in installed.distributions(top)}
+        candidates = direct | {canonicalize_name(d) for d in installed.distributions(top)}
         if closure is None:
             closure = _closure(declared.names, provided, installed)
         if _provided(top, candidates, declared.names.keys() | provided | closure):
@@ -271,10 +218,10 @@ def _provided(top: str, candidates: set[str], available: set[str]) -> bool:
     return any(name.startswith(prefixes) for name in available) if prefixes else False
 
 
-def _closure(listed: dict[str, set[str]], provided: set[str], installed: _Installed) -> set[str]:
+def _closure(listed: Mapping[str, Iterable[str]], provided: set[str], installed: _Installed) -> set[str]:
     """What the listed and provided distributions depend on, as their metadata here says (extras as asked)."""
     seen: set[str] = set()
-    queue = [(name, extras) for name, extras in listed.items()] + [(name, set()) for name in provided]
+    queue = [(name, set(extras)) for name, extras in listed.items()] + [(name, set()) for name in provided]
     while queue:
         name, extras = queue.pop()
         key = (name, *sorted(extras))
@@ -282,14 +229,14 @@ def _closure(listed: dict[str, set[str]], provided: set[str], installed: _Instal
             continue
         seen.add(":".join(key))
         for requirement in installed.requires(name):
-            spec, _, marker = requirement.partition(";")
-            wanted = _EXTRA_MARKER.search(marker)
-            if wanted and normalise(wanted.group(1)) not in extras:
+            try:
+                parsed = Requirement(requirement)
+            except InvalidRequirement:
                 continue
-            match = _NAME.match(spec)
-            if match:
-                more = {normalise(e) for e in (match.group(3) or "").split(",") if e.strip()}
-                queue.append((normalise(match.group(1)), more))
+            wanted = _EXTRA_MARKER.search(str(parsed.marker or ""))
+            if wanted and canonicalize_name(wanted.group(1)) not in extras:
+                continue
+            queue.append((canonicalize_name(parsed.name), {canonicalize_name(e) for e in parsed.extras}))
     return {key.split(":")[0] for key in seen}
 
 

@@ -19,10 +19,12 @@ from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import Fix
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
 from vdk.plugin.ml_training.diagnosis.finding import reported_error
-from vdk.plugin.ml_training.source.import_check import REQUIREMENTS
-from vdk.plugin.ml_training.source.import_check import Requirements
+from vdk.plugin.ml_training.source.ignore_rules import VDKIGNORE
 from vdk.plugin.ml_training.source.import_check import distribution_for
+from vdk.plugin.ml_training.source.import_check import listed_for
 from vdk.plugin.ml_training.source.job_files import Excluded
+from vdk.plugin.ml_training.source.requirements import REQUIREMENTS
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
 
 _IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
 _NO_TORCH = "No module named 'torch'"
@@ -75,9 +77,9 @@ def _missing_here_fix(error: Mapping[str, Any], local: LocalFacts) -> str:
         return (
             f"`{top}` is the job's own module ({excluded.path}), which its image leaves out ({excluded.reason}), "
             f"so the cluster run would not find it either: take it out of that rule, or add `!{excluded.path}` "
-            f"to {job_dir / '.vdkignore'}. Then {again}"
+            f"to {job_dir / VDKIGNORE}. Then {again}"
         )
-    listed = Requirements.read(requirements if requirements.is_file() else None).listed_for(top) if top else None
+    listed = listed_for(RequirementsFile.read(requirements), top) if top else None
     if local.spec.requirements_overlay:  # the run's packages: requirements.txt in its overlay, and vdk's environment
         both = (
             "`vdk deploy` installs that file into the image's dependency layer, and `vdk run` into the run's "
@@ -117,7 +119,7 @@ def _missing_here_fix(error: Mapping[str, Any], local: LocalFacts) -> str:
 
 def _missing_in_image_fix(error: Mapping[str, Any], job_dir: Path, again: str) -> str:
     """A module the image lacks: what is installed where vdk runs is not in the image."""
-    requirements = job_dir / "requirements.txt"
+    requirements = job_dir / REQUIREMENTS
     missing = _NO_MODULE.search(error.get("message", ""))
     if not missing:
         return (
