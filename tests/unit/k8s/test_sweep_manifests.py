@@ -19,7 +19,7 @@ from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s import sweep_manifests
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_summary import ANNOTATION_SWEEP
+from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_SWEEP
 from vdk.plugin.ml_training.k8s.run_summary import summarize
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 
@@ -82,7 +82,7 @@ def test_the_trials_run_parallel_at_a_time_one_node_each_in_the_teams_queue(tmp_
     assert wire.Sweep.from_json(env[wire.SPEC]).study == run.name
     assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
     stop = job["podFailurePolicy"]["rules"][0]
-    assert stop["action"] == "FailJob" and stop["onExitCodes"]["values"] == [sweep_manifests.STOP_EXIT_CODE]
+    assert stop["action"] == "FailJob" and stop["onExitCodes"]["values"] == [wire.STOP_EXIT_CODE]
     assert json.loads(trials["metadata"]["annotations"][ANNOTATION_SWEEP])["metric"] == "eval_loss"
     assert any("one node" in note for note in limitations(spec, "job"))
 

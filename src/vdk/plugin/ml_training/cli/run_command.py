@@ -21,6 +21,9 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.image.build_progress import StderrProgress
 from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.config_file import JOB_TYPE
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
 from vdk.plugin.ml_training.job.overrides import SET_OPTION
 from vdk.plugin.ml_training.job.overrides import parse_overrides
@@ -74,13 +77,13 @@ def add_run_flags(root_command: click.Group) -> None:
             is_flag=True,
             help="ml-training jobs: train to completion with torchrun on this machine's GPUs (no CPU stand-ins, no "
             "step limit; the datasets of [ml-training.data] fetched whole, not a sample) instead of the smoke run. "
-            "Same as VDK_ML_TRAINING_RUN_MODE=full.",
+            f"Same as {variable('run_mode')}=full.",
         ),
         click.Option(
             ["--container"],
             is_flag=True,
             help="ml-training jobs: run inside the job's image, the one `vdk deploy` pushes, with podman or docker "
-            "(the smoke run, or with --full the whole run). Same as VDK_ML_TRAINING_RUN_MODE=container.",
+            f"(the smoke run, or with --full the whole run). Same as {variable('run_mode')}=container.",
         ),
         click.Option(
             [SKIP_OPTION],
@@ -130,7 +133,7 @@ def add_run_flags(root_command: click.Group) -> None:
 def run_ml_job(context: Any) -> Any:
     """The `run_job` hook's work for an ml-training job: returns VDK's ExecutionResult."""
     started = _utc_now()
-    step_name = "config.ini"
+    step_name = CONFIG_FILE
     with interrupts.stop_on_signals():
         try:
             options = _options.get()
@@ -183,7 +186,7 @@ def _execution_result(context: Any, step_name: str, started: datetime, error: Ba
     ended = _utc_now()
     status = ExecutionStatus.ERROR if error else ExecutionStatus.SUCCESS
     blamee = ResolvableBy.USER_ERROR if error else None
-    step = StepResult(step_name, "ml-training", started, ended, status, None, error, blamee)
+    step = StepResult(step_name, JOB_TYPE, started, ended, status, None, error, blamee)
     # The error stays on the step only: vdk-core then prints its one line instead of a traceback
     # of its own frames around the user's.
     return ExecutionResult(

@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.runtime.gpu_lines import GIB
 from vdk.plugin.ml_training.runtime.gpu_lines import NONE
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
+from vdk.plugin.ml_training.vocabulary.nvidia import SLICES
 
 # Below this mean SM activity (percent) a run's GPUs wait for something.
 LOW_ACTIVITY = 40.0
@@ -112,7 +113,7 @@ def smaller_mig_profile(evidence: SizingEvidence) -> Finding | None:
     current = mig_profiles.profile_named(evidence.mig_profile, profiles) if evidence.mig_profile else None
     if evidence.mig_profile and current is None:
         return None
-    of_slices = current.slices if current is not None else mig_profiles.SLICES
+    of_slices = current.slices if current is not None else SLICES
     mean, p95 = activity
     peak, capacity = memory
     fit = mig_profiles.smallest_fit(profiles, p95, peak, of_slices)

@@ -12,6 +12,7 @@ from vdk.plugin.ml_training.image.build_errors import RegistryNameError
 from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.image.registry_timing import seconds
+from vdk.plugin.ml_training.job.keys import variable
 
 INSECURE_REGISTRIES_ENV = "VDK_ML_TRAINING_INSECURE_REGISTRIES"
 # What a registry is to the command that talks to it: says what to change when its name does not resolve.
@@ -72,11 +73,11 @@ def name_error(registry: str, host: str, role: str, what: str) -> RegistryNameEr
     problem = f"the name {name} of registry {registry}{hub} does not resolve: this machine cannot reach it "
     problem += f"({what}; not retried: a name that does not resolve now will not in seconds)"
     base = (
-        "set `base_image` in [ml-training] of config.ini (or VDK_ML_TRAINING_BASE_IMAGE) to a copy of the base "
+        f"set `base_image` in [ml-training] of config.ini (or {variable('base_image')}) to a copy of the base "
         "in a registry this machine and the cluster can reach, such as your company's mirror of Docker Hub "
         "(`base_image = mirror.example.com/pytorch/pytorch:TAG`)"
     )
-    target = "check `registry` in [ml-training] of config.ini (or VDK_ML_TRAINING_REGISTRY) and your DNS or VPN"
+    target = f"check `registry` in [ml-training] of config.ini (or {variable('registry')}) and your DNS or VPN"
     fix = {BASE: base, TARGET: target}.get(role, f"{target}; for the base image: {base}")
     return RegistryNameError(problem, f"{fix}; see {OFFLINE_PAGE}")
 

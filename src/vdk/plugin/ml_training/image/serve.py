@@ -23,8 +23,9 @@ from pathlib import Path
 from vdk.plugin.ml_training.image.build import AssembledImage
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
+from vdk.plugin.ml_training.vocabulary.wire import PROJECT
 
-REPOSITORY = "vdk-ml-training"  # the path under which the served image is named: 127.0.0.1:<port>/<repository>/<job>
+REPOSITORY = PROJECT  # the path under which the served image is named: 127.0.0.1:<port>/<repository>/<job>
 _MANIFEST_PATH = re.compile(r"^/v2/(?P<name>.+)/manifests/(?P<ref>[^/]+)$")
 _BLOB_PATH = re.compile(r"^/v2/(?P<name>.+)/blobs/(?P<digest>sha256:[0-9a-f]{64})$")
 

@@ -37,8 +37,6 @@ from vdk.plugin.ml_training.job.environment import RESERVED_ENV
 from vdk.plugin.ml_training.job.keys import CATALOGUE
 from vdk.plugin.ml_training.job.keys import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job.keys import DEFAULT_SMOKE_TIMEOUT
-from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
-from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
 from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
 from vdk.plugin.ml_training.job.keys import Key
@@ -61,8 +59,6 @@ __all__ = [
     "DATA_SECTION",
     "DEFAULT_BASE_IMAGE",
     "DEFAULT_SMOKE_TIMEOUT",
-    "DEFAULT_STALL_TIMEOUT",
-    "DEFAULT_STARTUP_TIMEOUT",
     "ENV_SECTION",
     "KEYS",
     "MAX_JOB_NAME_LENGTH",

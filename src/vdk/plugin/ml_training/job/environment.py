@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.job.names import MAX_SUBDOMAIN_LENGTH
 from vdk.plugin.ml_training.job.names import SECRET_KEY
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress_lines import ProgressSettings
+from vdk.plugin.ml_training.vocabulary.wire import ENV_PREFIX
 
 # Launchers and operators set these; a job that sets them too breaks distributed start-up.
 RESERVED_ENV = frozenset(
@@ -41,7 +42,7 @@ RESERVED_ENV = frozenset(
         "JOB_COMPLETION_INDEX",
     }
 )
-RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "VDK_ML_TRAINING_")
+RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", ENV_PREFIX)
 
 
 def _check_runtime_setting(name: str, value: str, path: Path) -> None:
@@ -106,10 +107,10 @@ def _check_env_name(name: str, path: Path, section: str) -> None:
         )
     if name in protocol.USER_SETTINGS:
         return
-    if name.startswith("VDK_ML_TRAINING_"):
+    if name.startswith(ENV_PREFIX):
         raise JobConfigError(
             path,
-            f"{name} is not a setting the training processes read; VDK_ML_TRAINING_* names are the plugin's own",
+            f"{name} is not a setting the training processes read; {ENV_PREFIX}* names are the plugin's own",
             f"remove {name}; of these names only {', '.join(protocol.USER_SETTINGS)} may be set here "
             "(VDK settings such as the registry go in [ml-training] or the environment of `vdk`)",
             section,

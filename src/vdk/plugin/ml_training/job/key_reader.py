@@ -14,6 +14,8 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.keys import SETTING_PREFIX
+from vdk.plugin.ml_training.job.keys import default_of
 from vdk.plugin.ml_training.job.keys import key as catalogued
 from vdk.plugin.ml_training.secret_patterns import public_url
 from vdk.plugin.ml_training.secret_patterns import redact
@@ -21,6 +23,7 @@ from vdk.plugin.ml_training.secret_patterns import url_credentials
 from vdk.plugin.ml_training.units import format_duration
 from vdk.plugin.ml_training.units import parse_duration
 from vdk.plugin.ml_training.units import parse_quantity
+from vdk.plugin.ml_training.vocabulary.wire import setting_variable
 
 _MEMORY_KEYS = ("memory", "shm_size")
 _MIN_MEMORY = 1 << 20  # less is a unit mistake (`100m` is a tenth of a byte), not a memory size
@@ -55,10 +58,10 @@ class KeyReader:
                 key,
             )
         if not self.values.get(key, "").strip() and key in self.settings:
-            variable = f"VDK_ML_TRAINING_{key.upper()}"
+            variable = setting_variable(SETTING_PREFIX + key)
             origin = self.setting_origin(key)
             if origin.startswith("[vdk]"):
-                vdk_key = f"ml_training_{key}"
+                vdk_key = SETTING_PREFIX + key
                 problem = f"the value of {origin}: {problem}"
                 fix = fix.replace(f"`{key} = ", f"`{vdk_key} = ") + f" (in [vdk], or `{key} = ...` in [{SECTION}])"
             else:
@@ -69,7 +72,7 @@ class KeyReader:
     def setting_origin(self, key: str) -> str:
         """Where the VDK setting of `key` came from: its environment variable, or a [vdk] line of config.ini."""
         origins = getattr(self.settings, "origins", None) or {}
-        return origins.get(key) or f"VDK_ML_TRAINING_{key.upper()}"
+        return origins.get(key) or setting_variable(SETTING_PREFIX + key)
 
     def own(self, key: str) -> str | None:
         """The job's own text of `key` as config.ini holds it (None: not in [ml-training])."""
@@ -198,7 +201,7 @@ class KeyReader:
     @staticmethod
     def key_default(key: str) -> Any:
         """The catalogue's default of `key`."""
-        return catalogued(key).default
+        return default_of(key)
 
     @staticmethod
     def key_example(key: str) -> str:

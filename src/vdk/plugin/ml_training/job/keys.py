@@ -12,22 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from vdk.plugin.ml_training.job.backend_registry import backend_choices
+from vdk.plugin.ml_training.runtime import gpu_sampler
+from vdk.plugin.ml_training.runtime import watchdog
+from vdk.plugin.ml_training.runtime.idle_policy import IDLE_PERCENT
 from vdk.plugin.ml_training.units import format_duration
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_PRODUCT_LABEL
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
+from vdk.plugin.ml_training.vocabulary.wire import setting_variable
 
 DEFAULT_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 DEFAULT_SMOKE_TIMEOUT = 600
-# The stall watchdog's defaults (its runtime module reads the values the renderers put in the pods).
-DEFAULT_STALL_TIMEOUT = 1800
-DEFAULT_STARTUP_TIMEOUT = 3600
 # The most machines a run may ask for, and GPUs per machine (the largest nodes have 16).
 MAX_NODES = 4096
 MAX_GPUS_PER_NODE = 16
-# The GPU sampler's period (runtime/gpu_sampler.py); the idle policy is off unless idle_timeout is set.
-DEFAULT_GPU_SAMPLE_PERIOD = 1
-# The node label NVIDIA's GPU feature discovery sets to a node's GPU model (`NVIDIA-H100-80GB-HBM3`).
-DEFAULT_GPU_TYPE_LABEL = "nvidia.com/gpu.product"
 
 # Where a key is written.
 JOB = "job"  # a key of [ml-training] (and, with `setting`, also a VDK setting that is its default)
@@ -103,7 +103,7 @@ class Key:
     @property
     def variable(self) -> str:
         """`VDK_ML_TRAINING_<KEY>`: the environment variable of the VDK setting."""
-        return f"VDK_{self.setting_name.upper()}"
+        return setting_variable(self.setting_name)
 
     @property
     def may_be_empty(self) -> bool:
@@ -161,8 +161,8 @@ def _job_keys() -> tuple[Key, ...]:
             "GPU model the run's nodes must have: `H100`, `A100`, `L4`, ... (the values of `gpu_type_label` that "
             "NVIDIA's GPU feature discovery sets for that model), or the label's value as written",
             "H100", verbs=(DEPLOY,), where_it_runs=True, default_text="any GPU"),
-        Key("gpu_type_label", LABEL_KEY, "the node label `gpu_type` is a value of", "nvidia.com/gpu.product",
-            default=DEFAULT_GPU_TYPE_LABEL, verbs=(DEPLOY,), where_it_runs=True, setting=True,
+        Key("gpu_type_label", LABEL_KEY, "the node label `gpu_type` is a value of", GPU_PRODUCT_LABEL,
+            default=GPU_PRODUCT_LABEL, verbs=(DEPLOY,), where_it_runs=True, setting=True,
             setting_meaning="the node label that names a node's GPU model (the value `gpu_type` selects)"),
         Key("node_selector", LABELS, "node labels the run's pods require, `key=value` (comma-separated)",
             "pool=training, topology.kubernetes.io/zone=eu-west-1a", verbs=(DEPLOY,), where_it_runs=True,
@@ -170,9 +170,9 @@ def _job_keys() -> tuple[Key, ...]:
             setting_meaning="node labels every ml-training run's pods require, `key=value` (comma-separated)"),
         Key("tolerations", TOLERATIONS,
             "node taints the run's pods tolerate: `key=value:Effect`, `key:Effect` or `key` (any value and "
-            "effect), comma-separated; GPU runs tolerate `nvidia.com/gpu:NoSchedule` already",
+            f"effect), comma-separated; GPU runs tolerate `{GPU_RESOURCE}:NoSchedule` already",
             "dedicated=ml:NoSchedule, spot", verbs=(DEPLOY,), where_it_runs=True, setting=True,
-            default_text="`nvidia.com/gpu:NoSchedule` when the run asks for GPUs",
+            default_text=f"`{GPU_RESOURCE}:NoSchedule` when the run asks for GPUs",
             setting_meaning="node taints every ml-training run's pods tolerate (`key=value:Effect`, comma-separated)"),
         Key("image_pull_secrets", NAMES,
             "Secrets (type kubernetes.io/dockerconfigjson) the nodes pull the job image with, comma-separated",
@@ -200,20 +200,20 @@ def _job_keys() -> tuple[Key, ...]:
             where_it_runs=True),
         Key("stall_timeout", DURATION,
             "a rank of a cluster or full local run with no optimizer step for this long is stopped, so its GPUs are "
-            "freed; `0`: never", "45m", default=DEFAULT_STALL_TIMEOUT, where_it_runs=True, setting=True,
+            "freed; `0`: never", "45m", default=watchdog.DEFAULT_STALL_SECONDS, where_it_runs=True, setting=True,
             setting_meaning="a rank of a cluster or full local run with no optimizer step for this long is stopped "
             "(0: never)", maximum=7 * 86400),
         Key("startup_timeout", DURATION,
             "the same for a rank's first optimizer step (loading data and models, compiling); `0`: never", "2h",
-            default=DEFAULT_STARTUP_TIMEOUT, where_it_runs=True, setting=True,
+            default=watchdog.DEFAULT_STARTUP_SECONDS, where_it_runs=True, setting=True,
             setting_meaning="the same for the first optimizer step of a rank (0: never)", maximum=7 * 86400),
         Key("gpu_sample_period", DURATION,
             "how often each node of a cluster or full local run samples its GPUs (SM activity, memory, power) "
-            "for `vdk show` and `vdk list --usage`; `0`: never", "5s", default=DEFAULT_GPU_SAMPLE_PERIOD,
-            where_it_runs=True, maximum=3600),
+            "for `vdk show` and `vdk list --usage`; `0`: never", "5s",
+            default=round(gpu_sampler.DEFAULT_SAMPLE_SECONDS), where_it_runs=True, maximum=3600),
         Key("idle_timeout", DURATION,
-            "a run whose GPUs all stay below 5% SM activity for this long after its first optimizer step is "
-            "stopped, so its GPUs are freed; `0`: never", "2h", default=0, where_it_runs=True, setting=True,
+            f"a run whose GPUs all stay below {IDLE_PERCENT:g}% SM activity for this long after its first optimizer "
+            "step is stopped, so its GPUs are freed; `0`: never", "2h", default=0, where_it_runs=True, setting=True,
             setting_meaning="a run whose GPUs all stay idle for this long after its first step is stopped "
             "(0: never)", maximum=7 * 86400),
         Key("smoke_args", ARGUMENTS,
@@ -302,6 +302,16 @@ KEYS: dict[str, str] = {key.name: key.meaning for key in CATALOGUE if key.scope 
 # fingerprint (image labels, run annotations), so that they do not change an image's digest. The queue too: a
 # team's queue may come from VDK configuration (ml_training_team_queues).
 WHERE_IT_RUNS = frozenset(key.field for key in CATALOGUE if key.where_it_runs)
+
+
+def default_of(name: str) -> Any:
+    """The default of key `name` (the MLJobSpec field's, when the key is not set)."""
+    return _BY_NAME[name].default
+
+
+def variable(name: str) -> str:
+    """The environment variable of setting `name` (`namespace`: `VDK_ML_TRAINING_NAMESPACE`)."""
+    return _BY_NAME[name].variable
 
 
 def key(name: str) -> Key:

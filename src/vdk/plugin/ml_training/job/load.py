@@ -32,7 +32,8 @@ from vdk.plugin.ml_training.job.environment import read_secrets
 from vdk.plugin.ml_training.job.key_reader import KeyReader
 from vdk.plugin.ml_training.job.keys import MAX_GPUS_PER_NODE
 from vdk.plugin.ml_training.job.keys import MAX_NODES
-from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.job.keys import SETTING_PREFIX
+from vdk.plugin.ml_training.job.keys import default_of
 from vdk.plugin.ml_training.job.literal_secrets import secret_argument
 from vdk.plugin.ml_training.job.literal_secrets import secret_argument_error
 from vdk.plugin.ml_training.job.model import Accelerators
@@ -44,15 +45,16 @@ from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
 from vdk.plugin.ml_training.job.names import IMAGE_REFERENCE
 from vdk.plugin.ml_training.job.names import INTERPRETER
 from vdk.plugin.ml_training.job.names import MAX_MIG_GB
-from vdk.plugin.ml_training.job.names import MIG_PROFILE
-from vdk.plugin.ml_training.job.names import PACKAGE
 from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
 from vdk.plugin.ml_training.job.names import mig_profile_is_possible
 from vdk.plugin.ml_training.job.placement_keys import read_placement
 from vdk.plugin.ml_training.job.sweep import read_sweep
+from vdk.plugin.ml_training.source.requirements import is_distribution_name
 from vdk.plugin.ml_training.units import format_bytes
 from vdk.plugin.ml_training.units import parse_quantity
+from vdk.plugin.ml_training.vocabulary.nvidia import MIG_PROFILE
+from vdk.plugin.ml_training.vocabulary.nvidia import SLICES
 
 
 def load_job_spec(
@@ -121,7 +123,7 @@ def _spec(
         cpu=keys.quantity("cpu"),
         memory=memory,
         shm_size=shm_size,
-        base_image=keys.matching("base_image", IMAGE_REFERENCE, "an image reference") or _default("base_image"),
+        base_image=keys.matching("base_image", IMAGE_REFERENCE, "an image reference") or default_of("base_image"),
         base_python=keys.matching("base_python", INTERPRETER, "an interpreter name or absolute path"),
         base_python_version=keys.matching("base_python_version", PYTHON_VERSION, "a Python version"),
         base_provides=_base_provides(keys),
@@ -133,7 +135,7 @@ def _spec(
         ttl_after_finished_seconds=keys.duration("ttl_after_finished", minimum=0) or 0,
         smoke_steps=keys.integer("smoke_steps", minimum=1, maximum=100_000),
         smoke_processes=keys.integer("smoke_processes", minimum=1, maximum=64, default=smoke_default),
-        smoke_timeout_seconds=keys.duration("smoke_timeout", minimum=1) or _default("smoke_timeout"),
+        smoke_timeout_seconds=keys.duration("smoke_timeout", minimum=1) or default_of("smoke_timeout"),
         smoke_device_tracking=keys.boolean("smoke_device_tracking"),
         smoke_args=smoke_args,
         smoke_epoch_end=keys.boolean("smoke_epoch_end"),
@@ -163,15 +165,11 @@ def _spec(
     )
 
 
-def _default(key: str) -> Any:
-    return catalogued(key).default
-
-
 # --- values of their own grammar ------------------------------------------------------------------------------
 
 
 def _nodes(keys: KeyReader) -> NodeRange:
-    text = keys.raw("nodes") or _default("nodes")
+    text = keys.raw("nodes") or default_of("nodes")
     match = re.fullmatch(r"([0-9]{1,6})(?::([0-9]{1,6}))?", text)
     low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
     if match and low >= 1 and high < low:
@@ -203,7 +201,7 @@ def _nodes(keys: KeyReader) -> NodeRange:
 
 
 def _gpus(keys: KeyReader) -> Accelerators:
-    text = keys.raw("gpus_per_node") or _default("gpus_per_node")
+    text = keys.raw("gpus_per_node") or default_of("gpus_per_node")
     if re.fullmatch(r"[0-9]{1,4}", text):
         if int(text) > MAX_GPUS_PER_NODE:
             raise keys.error(
@@ -216,7 +214,8 @@ def _gpus(keys: KeyReader) -> Accelerators:
         if not mig_profile_is_possible(text):
             raise keys.error(
                 "gpus_per_node",
-                f"{text!r} is not a MIG profile a GPU has (at most 7 compute slices, `7g`, and {MAX_MIG_GB} GB)",
+                f"{text!r} is not a MIG profile a GPU has "
+                f"(at most {SLICES} compute slices, `{SLICES}g`, and {MAX_MIG_GB} GB)",
                 "write a profile your GPUs offer, such as `1g.10gb` or `3g.40gb` (`nvidia-smi mig -lgip` lists them)",
             )
         return Accelerators(1, text)
@@ -230,7 +229,7 @@ def _gpus(keys: KeyReader) -> Accelerators:
 def _timeout(keys: KeyReader, key: str) -> int:
     """A watchdog timeout: a duration, or 0 for none."""
     seconds = keys.duration(key, minimum=0)
-    return _default(key) if seconds is None else seconds
+    return default_of(key) if seconds is None else seconds
 
 
 def _args(keys: KeyReader, key: str) -> tuple[str, ...] | None:
@@ -254,7 +253,7 @@ def _base_provides(keys: KeyReader) -> tuple[str, ...]:
     if text is None:
         return ()
     names = tuple(n.strip() for n in re.split(r"[,\s]+", text) if n.strip())
-    bad = [n for n in names if not PACKAGE.fullmatch(n)]
+    bad = [n for n in names if not is_distribution_name(n)]
     if bad:
         raise keys.error("base_provides", f"{bad[0]!r} is not a package name", "list names like `torch, numpy`")
     return names
@@ -280,5 +279,7 @@ def _team_setting(keys: KeyReader, key: str, team: str | None, origins: dict[str
         return value
     elif keys.raw(key) is not None:
         origin = keys.setting_origin(key)
-        origins[key] = origin if origin.startswith("[vdk]") else f"ml_training_{key} of VDK configuration ({origin})"
+        origins[key] = (
+            origin if origin.startswith("[vdk]") else f"{SETTING_PREFIX}{key} of VDK configuration ({origin})"
+        )
     return keys.matching(key, pattern, what)

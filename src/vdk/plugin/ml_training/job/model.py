@@ -17,14 +17,13 @@ from typing import Any
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import ENV_SECTION
 from vdk.plugin.ml_training.job.config_file import SECTION
-from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_SAMPLE_PERIOD
-from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_TYPE_LABEL
-from vdk.plugin.ml_training.job.keys import DEFAULT_STALL_TIMEOUT
-from vdk.plugin.ml_training.job.keys import DEFAULT_STARTUP_TIMEOUT
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
+from vdk.plugin.ml_training.job.keys import default_of
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_arguments
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_env
 from vdk.plugin.ml_training.job.names import kubernetes_job_name
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
+from vdk.plugin.ml_training.vocabulary.nvidia import mig_resource
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.job.sweep import SweepSpec
@@ -80,8 +79,8 @@ class Accelerators:
     def resource_name(self) -> str | None:
         """The Kubernetes extended resource to request, or None for CPU-only."""
         if self.mig_profile:
-            return f"nvidia.com/mig-{self.mig_profile}"
-        return "nvidia.com/gpu" if self.count else None
+            return mig_resource(self.mig_profile)
+        return GPU_RESOURCE if self.count else None
 
     @property
     def devices(self) -> int:
@@ -207,19 +206,20 @@ class MLJobSpec:
     namespace: str | None
     kube_context: str | None
     # The stall watchdog of cluster and full local runs (runtime/watchdog.py), in seconds; 0 turns it off.
-    stall_timeout_seconds: int = DEFAULT_STALL_TIMEOUT
-    startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT
+    stall_timeout_seconds: int = default_of("stall_timeout")
+    startup_timeout_seconds: int = default_of("startup_timeout")
     # The GPU sampler of every node (runtime/gpu_sampler.py) and the idle policy, in seconds; 0 turns each off.
-    gpu_sample_period_seconds: int = DEFAULT_GPU_SAMPLE_PERIOD
-    idle_timeout_seconds: int = 0
+    gpu_sample_period_seconds: int = default_of("gpu_sample_period")
+    idle_timeout_seconds: int = default_of("idle_timeout")
     # The entrypoint starts its workers itself (mp.spawn, one per GPU): each node runs one launcher process.
     spawns_workers: bool = False
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
-    smoke_epoch_end: bool = True  # smoke runs cut epochs and run the end of the first one
-    import_check: bool = True  # `vdk run` and `vdk deploy` check the job's imports first
-    attestations: bool = True  # pushed images get their SBOM and build provenance attached (image/attestations.py)
+    smoke_epoch_end: bool = default_of("smoke_epoch_end")  # smoke runs cut epochs and run the end of the first one
+    import_check: bool = default_of("import_check")  # `vdk run` and `vdk deploy` check the job's imports first
+    # pushed images get their SBOM and build provenance attached (image/attestations.py)
+    attestations: bool = default_of("attestations")
     # Local runs put requirements.txt, installed by uv, on the ranks' path (local/overlay.py); False: vdk's env as is
-    requirements_overlay: bool = True
+    requirements_overlay: bool = default_of("requirements_overlay")
     # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/mounts.py).
     output_pvc: str | None = None
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
@@ -228,12 +228,14 @@ class MLJobSpec:
     data: tuple[DataSource, ...] = ()  # [ml-training.data]: datasets by reference (job/datasets.py)
     data_cache_pvc: str | None = None  # the claim fetched data is cached in, a directory per version
     smoke_data: tuple[tuple[str, str], ...] = ()  # (target, local path) that local smoke runs use instead
-    smoke_sample_files: int = 20  # else a local smoke run fetches at most this many files of each dataset
-    smoke_sample_size: str = "64Mi"  # and at most this many bytes
+    smoke_sample_files: int = default_of(
+        "smoke_sample_files"
+    )  # else a local smoke run fetches at most this many files of each dataset
+    smoke_sample_size: str = default_of("smoke_sample_size")  # and at most this many bytes
     # Placement of the run's pods (k8s/placement.py): a GPU model (a value of the node label `gpu_type_label`),
     # node labels to select, taints to tolerate, Secrets to pull the image with, the pods' service account.
     gpu_type: str | None = None
-    gpu_type_label: str = DEFAULT_GPU_TYPE_LABEL
+    gpu_type_label: str = default_of("gpu_type_label")
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     image_pull_secrets: tuple[str, ...] = ()

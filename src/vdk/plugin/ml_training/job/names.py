@@ -15,6 +15,8 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.vocabulary.nvidia import SLICES
+from vdk.plugin.ml_training.vocabulary.nvidia import mig_name
 
 # --- Kubernetes names ---------------------------------------------------------------------------------------
 
@@ -54,11 +56,8 @@ DIGEST = re.compile(rf"^{DIGEST_TEXT}$")
 
 # --- GPUs, Python and processes -----------------------------------------------------------------------------
 
-MIG_PROFILE = re.compile(r"^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+me)?$")
-MAX_MIG_SLICES = 7  # compute slices of a whole GPU (A100, H100, B200...)
 MAX_MIG_GB = 512  # memory of the largest GPU's whole-GPU profile, with room to grow
 MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-PACKAGE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # a distribution name (fullmatch)
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
 # An interpreter: a command name looked up on the image's PATH, or an absolute path.
 INTERPRETER = re.compile(r"^(/[^\s]+|[A-Za-z0-9][A-Za-z0-9._+-]*)$")
@@ -66,14 +65,12 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def mig_profile_is_possible(profile: str) -> bool:
-    """Whether a MIG profile (`[Nc.]Ng.Mgb[+me]`) fits a GPU: 1 to 7 slices (compute ones no more than those), 1 to
-    MAX_MIG_GB GB."""
-    match = re.match(r"^(?:([0-9]+)c\.)?([0-9]+)g\.([0-9]+)gb", profile)
-    if not match:
+    """Whether a MIG profile (`[Nc.]Ng.Mgb[+me]`) fits a GPU: 1 to nvidia.SLICES slices (compute ones no more than
+    those), 1 to MAX_MIG_GB GB."""
+    name = mig_name(profile)
+    if name is None:
         return False
-    slices, gigabytes = int(match.group(2)), int(match.group(3))
-    compute = int(match.group(1)) if match.group(1) else slices
-    return 1 <= compute <= slices <= MAX_MIG_SLICES and 1 <= gigabytes <= MAX_MIG_GB
+    return 1 <= name.compute <= name.slices <= SLICES and 1 <= name.gigabytes <= MAX_MIG_GB
 
 
 # --- job names ----------------------------------------------------------------------------------------------

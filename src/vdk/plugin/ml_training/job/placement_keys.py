@@ -16,6 +16,7 @@ from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
 from vdk.plugin.ml_training.job.names import LABEL_VALUE
 from vdk.plugin.ml_training.job.names import MAX_LABEL_LENGTH
 from vdk.plugin.ml_training.job.names import MAX_SUBDOMAIN_LENGTH
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_PRODUCT_LABEL
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -36,7 +37,7 @@ def read_placement(keys: KeyReader, gpus: Accelerators) -> dict[str, Any]:
         raise keys.error(
             "gpu_type_label",
             f"{label!r} is not a label key: {label_key_problem(label)}",
-            "write it like `gpu_type_label = nvidia.com/gpu.product` (`prefix/name`)",
+            f"write it like `gpu_type_label = {GPU_PRODUCT_LABEL}` (`prefix/name`)",
         )
     return {
         "gpu_type": gpu_type,

@@ -15,6 +15,7 @@ from vdk.plugin.ml_training.job import keys
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import closest
 from vdk.plugin.ml_training.job.config_file import read_config
+from vdk.plugin.ml_training.vocabulary.wire import setting_variable
 
 RUN_MODE = keys.key("run_mode").setting_name
 CONTAINER_MODE = "container"  # the smoke run, in the job's image
@@ -48,12 +49,13 @@ class Settings(dict):
         self.origins: dict[str, str] = dict(origins or {})
 
     def origin(self, key: str) -> str:
-        return self.origins.get(key) or f"VDK configuration ml_training_{key} (VDK_ML_TRAINING_{key.upper()})"
+        name = keys.SETTING_PREFIX + key
+        return self.origins.get(key) or f"VDK configuration {name} ({setting_variable(name)})"
 
 
 def variable(key: str) -> str:
     """The environment variable of a VDK configuration key."""
-    return f"VDK_{key.upper()}"
+    return setting_variable(key)
 
 
 def job_vdk_section(job_dir: Path | None) -> dict[str, str]:
@@ -68,7 +70,7 @@ def job_vdk_section(job_dir: Path | None) -> dict[str, str]:
             continue
         for name, value in parser.items(section):
             key = name.strip().lower()
-            if not key.startswith("ml_training_") and not key.startswith("ml-training-"):
+            if not key.startswith(keys.SETTING_PREFIX) and not key.startswith(keys.SETTING_PREFIX.replace("_", "-")):
                 continue
             key = key.replace("-", "_")
             if key not in CONFIG_KEYS:
@@ -133,7 +135,7 @@ def job_settings(configuration: ConfigurationLike | None, job_dir: Path | None =
             continue
         value, origin = _setting(configuration, key, section, job_dir)
         if value is not None and str(value).strip() != "":
-            short = key.removeprefix("ml_training_")
+            short = key.removeprefix(keys.SETTING_PREFIX)
             out[short] = value
             if origin is not None:
                 out.origins[short] = origin

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.errors import SettingError
+from vdk.plugin.ml_training.job import keys
 from vdk.plugin.ml_training.job.names import DNS_1123_LABEL
 from vdk.plugin.ml_training.job.names import DNS_1123_SUBDOMAIN
 from vdk.plugin.ml_training.job.names import LABEL_VALUE
@@ -28,8 +29,8 @@ from vdk.plugin.ml_training.job.names import as_label_value
 NO_TEAM_TEXT = "(no team)"  # how runs without a team label are shown
 
 # VDK configuration keys of the mapping (also VDK_ML_TRAINING_TEAM_NAMESPACES / _QUEUES)
-TEAM_NAMESPACES = "ml_training_team_namespaces"
-TEAM_QUEUES = "ml_training_team_queues"
+TEAM_NAMESPACES = keys.key("team_namespaces").setting_name
+TEAM_QUEUES = keys.key("team_queues").setting_name
 
 # VDK's default team, as `vdk set-default -t TEAM` of the Control Service CLI writes it (and reads it:
 # vdk.internal.control.configuration.defaults_config); the same file with or without that CLI.
@@ -246,7 +247,7 @@ def parse_mapping(key: str, text: str | None) -> TeamMapping:
 
 def mapping(settings: Mapping[str, object], key: str) -> TeamMapping:
     """The mapping of `key` from settings keyed as in [ml-training] (`settings.job_settings`)."""
-    value = settings.get(key.removeprefix("ml_training_"))
+    value = settings.get(key.removeprefix(keys.SETTING_PREFIX))
     return parse_mapping(key, None if value is None else str(value))
 
 

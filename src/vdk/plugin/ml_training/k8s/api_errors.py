@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.keys import variable
 
 # KubeApiError.reason of a request that reached the server but got no (complete, timely) answer: it may
 # have been done (k8s/retries.py sends such a request again only when that is safe).
@@ -179,7 +180,7 @@ def missing_namespace(namespace: str, context: str | None) -> KubeApiError:
     return KubeApiError(
         f"the namespace {namespace} does not exist{where} (404 NotFound)",
         f"create it (`kubectl{ctx} create namespace {namespace}`) or set another namespace "
-        "(VDK_ML_TRAINING_NAMESPACE, or `namespace` in [ml-training])",
+        f"({variable('namespace')}, or `namespace` in [ml-training])",
         404,
         "NotFound",
     )
@@ -232,7 +233,7 @@ def unreachable(server: str | None, context: str | None, error: Exception) -> Ku
     return KubeApiError(
         f"cannot reach the Kubernetes API server at {server or '?'}{_in_context(context)}: {cause}",
         f"check that the cluster is running and that this is the right context (`kubectl{ctx} cluster-info`); "
-        "choose another with VDK_ML_TRAINING_KUBE_CONTEXT or `kube_context` in [ml-training]",
+        f"choose another with {variable('kube_context')} or `kube_context` in [ml-training]",
         0,
         UNREACHABLE,
     )
@@ -275,5 +276,5 @@ def no_cluster_configured(kubeconfigs: list[str]) -> MLTrainingError:
         f"no Kubernetes cluster is configured for ml-training runs: no kubeconfig at {', '.join(kubeconfigs)} "
         "and not running in a pod",
         "point KUBECONFIG at your cluster's kubeconfig (your cloud CLI's get-credentials command writes one), and "
-        "choose its context with VDK_ML_TRAINING_KUBE_CONTEXT if it is not the current one",
+        f"choose its context with {variable('kube_context')} if it is not the current one",
     )

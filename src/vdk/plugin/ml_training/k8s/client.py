@@ -16,6 +16,7 @@ from typing import Any
 import urllib3
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import creation
 from vdk.plugin.ml_training.k8s import run_record
@@ -449,7 +450,7 @@ class KubeClient:
     def _no_such_run(self, run_name: str) -> MLTrainingError:
         return KubeApiError(
             f"there is no run named {run_name} in namespace {self.namespace}",
-            "`vdk list` shows the runs of this namespace (set another with VDK_ML_TRAINING_NAMESPACE)",
+            f"`vdk list` shows the runs of this namespace (set another with {variable('namespace')})",
             404,
             "NotFound",
         )

@@ -24,8 +24,9 @@ from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.retries import Say
 from vdk.plugin.ml_training.k8s.transport import Transport
 from vdk.plugin.ml_training.k8s.transport import describe
+from vdk.plugin.ml_training.vocabulary.wire import PROJECT
 
-FIELD_MANAGER = "vdk-ml-training"
+FIELD_MANAGER = PROJECT
 
 
 class ClientLike(Protocol):

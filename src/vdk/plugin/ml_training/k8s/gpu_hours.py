@@ -22,7 +22,6 @@ complete.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -37,6 +36,8 @@ from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
+from vdk.plugin.ml_training.vocabulary.nvidia import mig_name
+from vdk.plugin.ml_training.vocabulary.nvidia import mig_profile_of
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
@@ -47,17 +48,10 @@ WASTED = (FAILED, STALLED, CANCELLED)  # every GPU-hour of such a run was wasted
 # What allocated GPU-hours were, by cause (Totals' fields and the columns of `vdk list --usage`).
 CAUSES = ("used", "idle", "startup", "after_last_step", FAILED, STALLED, CANCELLED, RUNNING)
 
-# A usage record: the ConfigMap a deleted run leaves behind.
-LABEL_USAGE_OF = "vdk.io/usage-of"
+# A usage record: the ConfigMap a deleted run leaves behind (labelled run_identity.LABEL_USAGE_OF).
 USAGE_SUFFIX = "-usage"
 KEY_USAGE = "usage.json"
 DEFAULT_KEPT_SECONDS = 7 * 86400  # ttl_after_finished's default: how long runs of unknown TTL are counted on
-
-# The share of a GPU a MIG slice is, by the compute slices in its profile name (`3g.40gb`: 3): of 7 on
-# A100, H100, H200, B200 and GB200; these profiles exist only on GPUs with fewer slices.
-MIG_SLICES = 7
-_FEWER_SLICES = {"1g.6gb": 4, "2g.12gb": 4, "4g.24gb": 4, "4g.96gb": 4, "1g.16gb": 2, "2g.32gb": 2}
-_MIG = re.compile(r"^(?:(?P<compute>\d+)c\.)?(?P<slices>\d+)g\.(?P<memory>\d+)gb(?:\+me)?$")
 
 
 def gpu_share(resource: str | None) -> float:
@@ -65,15 +59,11 @@ def gpu_share(resource: str | None) -> float:
     (`nvidia.com/mig-1g.10gb`: 1/7, `mig-3g.40gb`: 3/7, `mig-1c.3g.40gb`: 1/7, A30's `mig-2g.12gb`: 2/4)."""
     if not resource:
         return 0.0
-    profile = resource.split("/", 1)[-1].removeprefix("mig-") if "/mig-" in resource else None
+    profile = mig_profile_of(resource)
     if profile is None:
         return 1.0
-    match = _MIG.match(profile)
-    if match is None:
-        return 1.0  # an unknown naming: counted as a whole GPU rather than not at all
-    base = f"{match['slices']}g.{match['memory']}gb"
-    used = int(match["compute"] or match["slices"])
-    return used / _FEWER_SLICES.get(base, MIG_SLICES)
+    name = mig_name(profile)
+    return name.share if name is not None else 1.0  # an unknown naming: a whole GPU rather than not at all
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from vdk.plugin.ml_training.runtime.progress_lines import loss_curve
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.runtime.watchdog import parse_stall
+from vdk.plugin.ml_training.vocabulary.nvidia import mig_profile_of
 
 FAILURE_LOG_LINES = 40  # shown of the failing rank
 # Read of a log's end: the failing rank's is searched for a stall and well-known errors (torch's launcher
@@ -228,7 +229,7 @@ def _sizing_evidence(
             rate = float(progress.fields["steps_per_s"])
         except ValueError:
             rate = None
-    profile = run.gpu_resource.split("/mig-", 1)[1] if run.gpu_resource and "/mig-" in run.gpu_resource else None
+    profile = mig_profile_of(run.gpu_resource)
     return SizingEvidence(gpus.figures, run.gpus_per_node, profile, hours, seconds, startup, rate)
 
 

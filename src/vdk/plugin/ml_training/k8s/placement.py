@@ -10,9 +10,10 @@ A GPU model written short (`H100`) stands for the values NVIDIA's GPU feature di
 from __future__ import annotations
 
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.job.keys import DEFAULT_GPU_TYPE_LABEL
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_PRODUCT_LABEL
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_KEY = GPU_RESOURCE  # the taint of GPU nodes has the resource's name
 
 # GPU models as users name them -> the `nvidia.com/gpu.product` values of their variants.
 GPU_PRODUCTS: dict[str, tuple[str, ...]] = {
@@ -46,7 +47,7 @@ def gpu_products(spec: MLJobSpec) -> list[str]:
     """The values of `gpu_type_label` that select the job's GPU model (none: any GPU)."""
     if not spec.gpu_type:
         return []
-    known = GPU_PRODUCTS.get(spec.gpu_type.upper()) if spec.gpu_type_label == DEFAULT_GPU_TYPE_LABEL else None
+    known = GPU_PRODUCTS.get(spec.gpu_type.upper()) if spec.gpu_type_label == GPU_PRODUCT_LABEL else None
     return list(known) if known else [spec.gpu_type]
 
 

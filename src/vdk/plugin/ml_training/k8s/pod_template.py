@@ -21,7 +21,6 @@ RENDEZVOUS_PORT = 29500
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
 OUTPUT_VOLUME = "vdk-outputs"
-DATA_VOLUME_PREFIX = "data-"
 
 
 def torchrun_flags() -> list[str]:
@@ -96,7 +95,7 @@ def volumes(spec: MLJobSpec) -> list[dict]:
         out.append({"name": OUTPUT_VOLUME, "persistentVolumeClaim": {"claimName": spec.output_pvc}})
     for i, mount in enumerate(spec.mounts):
         claim = {"claimName": mount.claim, "readOnly": True}
-        out.append({"name": f"{DATA_VOLUME_PREFIX}{i}", "persistentVolumeClaim": claim})
+        out.append({"name": f"{data_volumes.MOUNT_VOLUME_PREFIX}{i}", "persistentVolumeClaim": claim})
     return out + data_volumes.volumes(spec)
 
 
@@ -108,7 +107,7 @@ def volume_mounts(spec: MLJobSpec, run: RunInfo, linked: bool = False) -> list[d
     if spec.output_pvc:
         out.append({"name": OUTPUT_VOLUME, "mountPath": layout.OUTPUT_DIR, "subPath": run.name})
     for i, mount in enumerate(spec.mounts):
-        entry = {"name": f"{DATA_VOLUME_PREFIX}{i}", "mountPath": mount.path, "readOnly": True}
+        entry = {"name": f"{data_volumes.MOUNT_VOLUME_PREFIX}{i}", "mountPath": mount.path, "readOnly": True}
         if mount.sub_path:
             entry["subPath"] = mount.sub_path
         out.append(entry)

@@ -16,13 +16,14 @@ from vdk.plugin.ml_training.job.names import is_kubernetes_job_name
 from vdk.plugin.ml_training.job.overrides import describe as describe_overrides
 from vdk.plugin.ml_training.job.teams import team_label
 from vdk.plugin.ml_training.source.audit import Provenance
+from vdk.plugin.ml_training.vocabulary.wire import PROJECT
 
 LABEL_JOB = "vdk.io/job-name"
 LABEL_TEAM = "vdk.io/team"
 LABEL_RUN = "vdk.io/run"
 LABEL_BACKEND = "vdk.io/backend"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGED_BY = "vdk-ml-training"
+MANAGED_BY = PROJECT
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # On the usage record a deleted run leaves (k8s/gpu_hours.py), instead of LABEL_RUN: it is no part of a run.
 LABEL_USAGE_OF = "vdk.io/usage-of"
@@ -40,6 +41,9 @@ ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
 ANNOTATION_FROM_SWEEP = "vdk.io/from-sweep"  # a run of a sweep's trial: {"sweep", "trial", "params"} (JSON)
+# "true" on a sweep's objects and pods; on its trials' Job, also the annotation of its settings (JSON).
+LABEL_SWEEP = "vdk.io/sweep"
+ANNOTATION_SWEEP = LABEL_SWEEP
 # The [ml-training] keys given for this run only (`--set`, `--args`), as `key=value, key='a b'`.
 ANNOTATION_OVERRIDES = "vdk.io/overrides"
 

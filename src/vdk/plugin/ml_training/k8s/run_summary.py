@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s.output_location import location_of
+from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
+from vdk.plugin.ml_training.vocabulary.nvidia import MIG_RESOURCE_PREFIX
 
 PENDING = "Pending"
 QUEUED = "Queued"  # suspended by Kueue until its queue admits it
@@ -19,12 +21,9 @@ RESTARTING = "Restarting"
 STALLED = "Stalled"  # failed because the stall watchdog stopped a rank that took no optimizer step
 FINISHED = (SUCCEEDED, FAILED)
 
-# Extended resources that are accelerators, by prefix (MIG slices are nvidia.com/mig-<profile>).
-# On a sweep's trials Job: its settings (k8s/sweep_manifests.py); on a run started from a sweep's trial: which.
-ANNOTATION_SWEEP = "vdk.io/sweep"
-ANNOTATION_FROM_SWEEP = run_meta.ANNOTATION_FROM_SWEEP
-
-ACCELERATOR_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
+# Extended resources that are accelerators, by prefix.
+AMD_GPU_RESOURCE = "amd.com/gpu"
+ACCELERATOR_PREFIXES = (GPU_RESOURCE, MIG_RESOURCE_PREFIX, AMD_GPU_RESOURCE, "gpu.intel.com/")
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def shape_text(nodes: str | None, gpus_per_node: int, gpu_resource: str | None) 
     nodes = nodes or "?"
     if not gpus_per_node:
         return f"{nodes} x CPU"
-    what = "GPU" if gpu_resource in (None, "nvidia.com/gpu", "amd.com/gpu") else gpu_resource.split("/")[-1]
+    what = "GPU" if gpu_resource in (None, GPU_RESOURCE, AMD_GPU_RESOURCE) else gpu_resource.split("/")[-1]
     return f"{nodes} x {gpus_per_node} {what}"
 
 
@@ -140,8 +139,8 @@ def summarize(obj: dict) -> RunSummary:
         ended=ended_at(obj),
         kept_seconds=backend.kept_after_finished(obj) if backend is not None else None,
         outputs=_outputs(obj),
-        sweep=_json(annotations.get(ANNOTATION_SWEEP)),
-        from_sweep=_json(annotations.get(ANNOTATION_FROM_SWEEP)),
+        sweep=_json(annotations.get(run_meta.ANNOTATION_SWEEP)),
+        from_sweep=_json(annotations.get(run_meta.ANNOTATION_FROM_SWEEP)),
         overrides=annotations.get(run_meta.ANNOTATION_OVERRIDES),
     )
 

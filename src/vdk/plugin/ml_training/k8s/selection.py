@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from dataclasses import field
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.job.teams import TeamChoice
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
@@ -131,8 +132,8 @@ def select_job(
         scope = f" {choice.phrase()}" if choice else ""
         raise KubeApiError(
             f"there are no runs of {job_name}{scope} in {where(client)}",
-            "`vdk list -a` shows the ml-training jobs there; set another namespace with VDK_ML_TRAINING_NAMESPACE "
-            "(or each team's with VDK_ML_TRAINING_TEAM_NAMESPACES)",
+            f"`vdk list -a` shows the ml-training jobs there; set another namespace with {variable('namespace')} "
+            f"(or each team's with {variable('team_namespaces')})",
             404,
             "NotFound",
         )

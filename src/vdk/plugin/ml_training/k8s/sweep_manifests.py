@@ -4,7 +4,7 @@
   queued in the team's Kueue queue like any run) with `completions = trials` and `parallelism = parallel`. Each
   pod is one slot (runtime/sweep_trial.py): it asks the study for its trial, runs the job's own launch command
   on one node with the trial's values, reports the metric and ends well whether the trial completed, was
-  pruned or failed. The same image for every trial. A slot that exits with sweep_trial.STOP_EXIT_CODE (the
+  pruned or failed. The same image for every trial. A slot that exits with sweep_protocol.STOP_EXIT_CODE (the
   first trials all failed) fails the Job at once; a pod lost or killed is replaced and runs its trial again.
 - The study: Optuna's gRPC storage proxy in one small pod (a Job `<run>-study`, restarted on failure) over an
   SQLite file in the run's directory of the output claim, so that the search survives the laptop closing, a
@@ -22,16 +22,18 @@ import json
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
+from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_SWEEP
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.run_identity import LABEL_SWEEP
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
 from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
-from vdk.plugin.ml_training.k8s.run_summary import ANNOTATION_SWEEP
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 
@@ -42,8 +44,6 @@ STUDY_PORT = 50051
 STUDY_FILE = "study.db"
 TRIAL_MODULE = "vdk.plugin.ml_training.runtime.sweep_trial"
 SERVER_MODULE = "vdk.plugin.ml_training.runtime.sweep_server"
-STOP_EXIT_CODE = 3  # runtime/sweep_trial.py: the first trials all failed
-LABEL_SWEEP = "vdk.io/sweep"  # "true" on a sweep's objects and pods
 LABEL_STUDY_OF = "vdk.io/study-of"  # on the study's Job and pod: the sweep it serves (it is no run)
 STUDY_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 STUDY_RESTARTS = 20
@@ -63,7 +63,7 @@ def check(spec: MLJobSpec) -> None:
         raise MLTrainingError(
             f"{spec.name} has a sweep, whose study must outlive its pods: it is kept on the output claim, and none "
             "is set",
-            f"set `output_pvc = CLAIM` in [ml-training] of {spec.config_path} (or VDK_ML_TRAINING_OUTPUT_PVC), a "
+            f"set `output_pvc = CLAIM` in [ml-training] of {spec.config_path} (or {variable('output_pvc')}), a "
             "ReadWriteMany PersistentVolumeClaim of the namespace (see docs/sweeps.md)",
         )
 
@@ -100,7 +100,11 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
             "rules": [
                 {
                     "action": "FailJob",
-                    "onExitCodes": {"containerName": TRIAL_CONTAINER, "operator": "In", "values": [STOP_EXIT_CODE]},
+                    "onExitCodes": {
+                        "containerName": TRIAL_CONTAINER,
+                        "operator": "In",
+                        "values": [wire.STOP_EXIT_CODE],
+                    },
                 },
                 {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
             ]

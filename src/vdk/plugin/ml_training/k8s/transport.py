@@ -28,6 +28,7 @@ from kubernetes.config import incluster_config
 from kubernetes.config import kube_config
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import kubeconfig
 from vdk.plugin.ml_training.k8s import retries
 from vdk.plugin.ml_training.k8s.api_errors import Action
@@ -284,7 +285,7 @@ def connect(context: str | None, config_file: str | None) -> tuple[Any, str | No
             problem = f"the kube context {name!r} is not in {files}" if name else f"{files} has no current context"
             raise MLTrainingError(
                 problem,
-                f"use one of: {', '.join(names) or '(none defined)'} — set VDK_ML_TRAINING_KUBE_CONTEXT or "
+                f"use one of: {', '.join(names) or '(none defined)'} — set {variable('kube_context')} or "
                 "`kube_context` in [ml-training]",
             )
         try:

@@ -22,12 +22,16 @@ from typing import IO
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.host_limits import HostLimits
 from vdk.plugin.ml_training.host_limits import host_limits
+from vdk.plugin.ml_training.job.keys import variable
+from vdk.plugin.ml_training.vocabulary.wire import PROJECT
+
+ENGINE_VARIABLE = variable("container_engine")
 
 ENGINES = ("podman", "docker")  # in the order they are looked for
 PODMAN = "podman"
 DOCKER = "docker"
 # Where `vdk run --container` keeps the job images it loaded: one tag per job, the older image removed.
-LOCAL_REPOSITORY = "localhost/vdk-ml-training"
+LOCAL_REPOSITORY = f"localhost/{PROJECT}"
 # Containers of container runs carry it (value: the job's name), so that leftovers can be found.
 RUN_LABEL = "io.vdk.ml-training.container-run"
 _QUICK_SECONDS = 60
@@ -62,7 +66,7 @@ class ContainerEngine:
             other = PODMAN if self.kind == DOCKER else DOCKER
             raise MLTrainingError(
                 f"the container engine `{shlex.join(self.command)}` does not work: {detail}",
-                f"start it (for Docker: its daemon), or use {other} (VDK_ML_TRAINING_CONTAINER_ENGINE={other})",
+                f"start it (for Docker: its daemon), or use {other} ({ENGINE_VARIABLE}={other})",
             )
 
     def image_id(self, reference: str) -> str | None:
@@ -102,7 +106,7 @@ class ContainerEngine:
         if proc.wait() != 0:
             hint = (
                 "a rootless Docker daemon or Docker Desktop cannot reach this machine's 127.0.0.1, from where the "
-                "image is served: use podman (VDK_ML_TRAINING_CONTAINER_ENGINE=podman)"
+                f"image is served: use podman ({ENGINE_VARIABLE}=podman)"
                 if self.kind == DOCKER
                 else "see the engine's message above"
             )
@@ -133,7 +137,8 @@ class ContainerEngine:
 
     def gpu_options(self) -> list[str]:
         """Every GPU of this machine in the container: podman through CDI (nvidia-ctk generates the spec),
-        Docker through the NVIDIA container toolkit."""
+        Docker through the NVIDIA container toolkit. (`nvidia.com/gpu` here is CDI's device kind, not Kubernetes'
+        resource of the same name.)"""
         return ["--device", "nvidia.com/gpu=all"] if self.kind == PODMAN else ["--gpus", "all"]
 
     def _checked(self, *args: str) -> subprocess.CompletedProcess:
@@ -161,8 +166,8 @@ def find_engine(command: str | None = None, run_options: str | None = None) -> C
         argv = tuple(shlex.split(command))
         if shutil.which(argv[0]) is None:
             raise MLTrainingError(
-                f"VDK_ML_TRAINING_CONTAINER_ENGINE is `{command}`, but `{argv[0]}` is not installed",
-                "install it, or set VDK_ML_TRAINING_CONTAINER_ENGINE to podman or docker",
+                f"{ENGINE_VARIABLE} is `{command}`, but `{argv[0]}` is not installed",
+                f"install it, or set {ENGINE_VARIABLE} to podman or docker",
             )
         return ContainerEngine(argv, _kind(argv[0]), options, adapted_options(options))
     for name in ENGINES:
@@ -172,7 +177,7 @@ def find_engine(command: str | None = None, run_options: str | None = None) -> C
     raise MLTrainingError(
         "`vdk run --container` runs the job's image with podman or docker, and neither is installed",
         "install podman (`apt-get install podman`, `dnf install podman`) or Docker, or set "
-        "VDK_ML_TRAINING_CONTAINER_ENGINE to the command of another Docker-compatible engine",
+        f"{ENGINE_VARIABLE} to the command of another Docker-compatible engine",
     )
 
 

@@ -26,6 +26,7 @@ from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
+from vdk.plugin.ml_training.vocabulary.wire import ENV_PREFIX
 
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
 # Inherited settings that would make torchrun or the ranks use another run's layout.
@@ -248,7 +249,7 @@ def _user_env(
         for k, v in (os.environ if inherited is None else inherited).items()
         if k not in RESERVED_ENV
         and not k.startswith(_FOREIGN_PREFIXES)
-        and (not k.startswith("VDK_ML_TRAINING_") or k in protocol.USER_SETTINGS)
+        and (not k.startswith(ENV_PREFIX) or k in protocol.USER_SETTINGS)
     }
     env.update(spec.env_dict)
     if overlay is not None:

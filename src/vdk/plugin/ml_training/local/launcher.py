@@ -35,6 +35,7 @@ from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.rank_memory import MemoryWatch
 from vdk.plugin.ml_training.local.smoke_heartbeat import Heartbeat
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.vocabulary.wire import PROJECT
 
 AGENT_LOG = "agent.log"
 WORK_DIR = "work"  # the ranks' working directory inside a run directory
@@ -81,7 +82,7 @@ def full_runs_dir() -> Path:
     if configured:
         return Path(configured) / FULL_RUNS
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(data) / "vdk-ml-training" / "runs"
+    return Path(data) / PROJECT / "runs"
 
 
 def check_torch() -> None:

@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.image.image_facts import BuildParameters
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.layout import JobImage
@@ -111,7 +112,7 @@ def plan_deploy(
     registry = spec.registry
     if not registry:
         registry = PLACEHOLDER_REGISTRY
-        say("note: no registry is set (VDK_ML_TRAINING_REGISTRY); the image reference below is a placeholder")
+        say(f"note: no registry is set ({variable('registry')}); the image reference below is a placeholder")
     image_plan = plan_image(spec, registry, provenance, progress=progress or StderrProgress())
     say(image_plan.render())
     say(describe_plan(spec.attestations, signing_key(spec)))
@@ -245,7 +246,7 @@ def require_registry(spec: MLJobSpec) -> str:
     if not spec.registry:
         raise MLTrainingError(
             f"no registry to push the image of {spec.name} to",
-            "set VDK_ML_TRAINING_REGISTRY=registry.example.com/ml (or `registry = ...` in [ml-training] of "
+            f"set {variable('registry')}=registry.example.com/ml (or `registry = ...` in [ml-training] of "
             f"{spec.config_path}); the cluster must be able to pull from it",
         )
     return spec.registry

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 
-SUCCEEDED = "Succeeded"
-
 
 @dataclass(frozen=True)
 class Changes:
@@ -93,6 +91,8 @@ def run_state(client: KubeClient, run: RunSummary) -> RunState:
 def changes(client: KubeClient, spec: MLJobSpec, state: RunState) -> Changes:
     """This deploy's `state` against the job's last run and last successful run (a run whose record cannot be
     read is compared as unknown: every part changed)."""
+    from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
+
     runs = previous_runs(client, spec)
     last = runs[0] if runs else None
     success = next((r for r in runs if r.phase == SUCCEEDED), None)

@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.diagnosis import engine
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.job.settings import CONTAINER_MODE
 from vdk.plugin.ml_training.job.settings import RUN_MODE
 from vdk.plugin.ml_training.job.settings import RUN_MODES
@@ -112,7 +113,7 @@ def run_mode(
     mode = str(setting(configuration, RUN_MODE, job_dir)[0] or protocol.SMOKE).strip().lower()
     if mode not in RUN_MODES:
         raise MLTrainingError(
-            f"VDK_ML_TRAINING_RUN_MODE (ml_training_run_mode) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
+            f"{variable('run_mode')} ({RUN_MODE}) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
             "set it to `smoke` (a few steps on CPU, the default), `full` or `container` (the smoke run in the job's "
             "image), or pass `vdk run --full` / `--container`",
         )

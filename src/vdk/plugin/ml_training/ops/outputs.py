@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import output_location
 from vdk.plugin.ml_training.k8s import outputs_copy
 from vdk.plugin.ml_training.k8s.output_location import OutputLocation
@@ -71,7 +72,7 @@ def run_outputs(
     if location is None:
         raise MLTrainingError(
             f"run {run.name} has no output claim: what it wrote went with its pods",
-            "set `output_pvc = NAME` in [ml-training] (or VDK_ML_TRAINING_OUTPUT_PVC) to an existing "
+            f"set `output_pvc = NAME` in [ml-training] (or {variable('output_pvc')}) to an existing "
             "PersistentVolumeClaim and deploy again; its runs keep their files there",
         )
     into = Path(to).expanduser().resolve() if to is not None else None

@@ -16,6 +16,7 @@ from datetime import datetime
 from datetime import timezone
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.config_file import JOB_TYPE
 from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.observe import inspect_run
 from vdk.plugin.ml_training.k8s.run_record import RunRecord
@@ -32,7 +33,7 @@ from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.usage import keep_usage
 
-KIND_ML = "ml-training"  # `kind` of an ML job in JSON (`vdk list -o json` mixes them with data jobs)
+KIND_ML = JOB_TYPE  # `kind` of an ML job in JSON (`vdk list -o json` mixes them with data jobs)
 
 
 # --- vdk list ------------------------------------------------------------------------------------------

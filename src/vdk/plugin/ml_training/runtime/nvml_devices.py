@@ -21,9 +21,11 @@ from dataclasses import field
 from typing import Any
 
 from vdk.plugin.ml_training.runtime import gpu_lines
+from vdk.plugin.ml_training.vocabulary.nvidia import MIG_PROFILE_TEXT
+from vdk.plugin.ml_training.vocabulary.nvidia import mig_name
 
-_MIG_NAME = re.compile(r"\bMIG\s+(?P<profile>(?:\d+c\.)?\d+g\.\d+gb(?:\+me)?)", re.IGNORECASE)
-_PROFILE = re.compile(r"^\d+g\.\d+gb$")
+# A slice's name as NVML gives it: `NVIDIA H100 80GB HBM3 MIG 1g.10gb`.
+_MIG_NAME = re.compile(rf"\bMIG\s+(?P<profile>{MIG_PROFILE_TEXT})", re.IGNORECASE)
 
 
 class NoDevices(Exception):
@@ -256,7 +258,8 @@ def _profiles(nvml, gpu) -> tuple[tuple[str, int, int], ...]:
         except (nvml.NVMLError, AttributeError):
             continue
         name = _text(getattr(info, "name", b"") or b"").replace("MIG", "").strip()
-        if not _PROFILE.match(name):
+        read = mig_name(name)
+        if read is None or name != read.gpu_instance:  # not a plain GPU instance profile (`1g.10gb+me`)
             name = f"{info.sliceCount}g.{round(info.memorySizeMB / 1024)}gb"
         out.setdefault(name, (name, int(info.sliceCount), int(info.memorySizeMB) << 20))
     return tuple(sorted(out.values(), key=lambda p: (p[1], p[2])))

@@ -7,6 +7,7 @@ from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.finding import FAILED
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
+from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.runtime import protocol
 
 
@@ -18,7 +19,7 @@ def out_of_time(evidence: Evidence) -> Finding | None:
         return local_failure(
             evidence,
             f"see where each rank was (above). If the job needs longer, raise `{local.timeout_setting}` in "
-            f"[ml-training]" + (" or VDK_ML_TRAINING_SMOKE_TIMEOUT" if local.mode == protocol.SMOKE else ""),
+            f"[ml-training]" + (f" or {variable('smoke_timeout')}" if local.mode == protocol.SMOKE else ""),
         )
     if cluster is None or not cluster.failed:
         return None

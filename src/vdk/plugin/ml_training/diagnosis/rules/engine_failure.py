@@ -14,9 +14,10 @@ from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import Fix
 from vdk.plugin.ml_training.diagnosis.finding import fix_for
 from vdk.plugin.ml_training.host_limits import host_limits
+from vdk.plugin.ml_training.job.keys import variable
 
-ENGINE = "VDK_ML_TRAINING_CONTAINER_ENGINE"
-OPTIONS = "VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS"
+ENGINE = variable("container_engine")
+OPTIONS = variable("container_run_options")
 # What podman and Docker print when they cannot create or start a container (not what the container prints).
 _ENGINE_ERROR = re.compile(
     r"^(Error: .*|docker: Error response from daemon: .*|Error response from daemon: .*|"

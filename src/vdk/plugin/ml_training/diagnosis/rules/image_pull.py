@@ -7,6 +7,7 @@ from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
 from vdk.plugin.ml_training.diagnosis.finding import Fix
 from vdk.plugin.ml_training.diagnosis.finding import Waiting
 from vdk.plugin.ml_training.diagnosis.finding import fix_for
+from vdk.plugin.ml_training.job.keys import variable
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # Image pull message fragments -> what to do.
@@ -15,7 +16,7 @@ PULL_FIXES = (
         r"unauthorized|authentication required|401|403|denied|forbidden",
         "the cluster's nodes may not pull from the registry: create an image pull secret (`kubectl create secret "
         "docker-registry NAME ...` in the run's namespace) and name it in `image_pull_secrets` of [ml-training] "
-        "(or VDK_ML_TRAINING_IMAGE_PULL_SECRETS for every job), then deploy again",
+        f"(or {variable('image_pull_secrets')} for every job), then deploy again",
     ),
     Fix(
         r"not found|manifest unknown|404",
