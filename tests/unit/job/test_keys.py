@@ -187,3 +187,19 @@ def test_the_settings_table_names_every_vdk_setting_and_its_variable():
         (key.setting_name, key.variable) for key in CATALOGUE if key.is_setting
     ]
     assert set(re.findall(r"^\| `(ml_training_[a-z_]+)`", table, re.M)) == set(CONFIG_KEYS)
+
+
+def test_the_spec_s_defaults_are_the_catalogue_s():
+    fields = {f.name: f for f in dataclasses.fields(MLJobSpec)}
+    compared = 0
+    for key in CATALOGUE:
+        field = fields.get(key.field)
+        if field is None or field.default is dataclasses.MISSING or key.default is None:
+            continue  # no default, or one the reader computes (default_text says which)
+        assert field.default == key.default, f"MLJobSpec.{key.field} defaults to {field.default!r}, not the catalogue's"
+        compared += 1
+    assert compared >= 10  # the six that were copies among them
+    from vdk.plugin.ml_training.runtime import watchdog
+
+    assert keys.default_of("stall_timeout") == watchdog.DEFAULT_STALL_SECONDS  # what the pods fall back to
+    assert keys.variable("namespace") == "VDK_ML_TRAINING_NAMESPACE" == keys.key("namespace").variable
