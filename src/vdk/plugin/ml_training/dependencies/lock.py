@@ -16,16 +16,18 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training.dependencies.uv_install import UV_TIMEOUT
 from vdk.plugin.ml_training.dependencies.uv_install import Target
 from vdk.plugin.ml_training.dependencies.uv_install import name_and_version
 from vdk.plugin.ml_training.dependencies.uv_install import uv_command
 from vdk.plugin.ml_training.dependencies.uv_install import uv_environment
-from vdk.plugin.ml_training.source.import_check import normalise
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
-_INDEX_OPTION = re.compile(r"^\s*(--index-url|--extra-index-url|--find-links|--no-index|-i\s|-f\s)")
+_INDEX_OPTIONS = ("--index-url", "--extra-index-url", "--find-links", "--no-index", "-i", "-f")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 # The licence a classifier names (`License :: OSI Approved :: MIT License`), for metadata without License-Expression
 _CLASSIFIER = re.compile(r"^License :: (?:OSI Approved :: )?(.+)$")
@@ -74,12 +76,10 @@ def lock(packages: tuple[tuple[str, str], ...], cwd: Path, target: Target, requi
 
 
 def index_options(requirements: Path) -> list[str]:
-    """The lines of a requirements file that say where packages come from (`--index-url`, `--find-links`, ...)."""
-    try:
-        lines = requirements.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    return [line.strip() for line in lines if _INDEX_OPTION.match(line)]
+    """The lines of a requirements file (and the files it includes) that say where packages come from
+    (`--index-url`, `--find-links`, ...)."""
+    options = RequirementsFile.read(requirements).options
+    return [line for line in options if line.split()[0].split("=", 1)[0] in _INDEX_OPTIONS]
 
 
 def parse_hashes(text: str) -> dict[str, tuple[str, ...]]:
@@ -89,7 +89,7 @@ def parse_hashes(text: str) -> dict[str, tuple[str, ...]]:
     for line in text.splitlines():
         pin = _PIN.match(line.strip())
         if pin:
-            current = normalise(pin.group(1))
+            current = canonicalize_name(pin.group(1))
             out[current] = []
         if current is not None:
             out[current] += _HASH.findall(line)

@@ -49,6 +49,7 @@ from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job import keys
 from vdk.plugin.ml_training.source import audit
 
 PARALLEL_BLOBS = 4
@@ -168,7 +169,7 @@ def build_and_push(
                         f"{pushed.reference} was pushed, but its SBOM and provenance could not be attached: "
                         f"{e.problem}",
                         f"{e.fix}; for a registry that refuses OCI artifacts, set {attestations.SETTING} = false "
-                        "(VDK_ML_TRAINING_ATTESTATIONS=false)",
+                        f"({keys.variable('attestations')}=false)",
                     ) from None
                 progress.stage(attestations.describe_attached(attached))
                 return dataclasses.replace(pushed, attached=attached)

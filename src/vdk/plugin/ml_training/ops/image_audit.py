@@ -133,6 +133,8 @@ def _best(found: list[Found], predicate_type: str) -> Found | None:
 
 
 def _say_signatures(report: ProvenanceReport, statements: list[Found], key_given: bool) -> None:
+    from vdk.plugin.ml_training.image.signing import SIGNING_KEY_ENV
+
     if not statements:
         report.summary["signed"] = False
         return
@@ -144,7 +146,7 @@ def _say_signatures(report: ProvenanceReport, statements: list[Found], key_given
         report.findings.append(
             Finding(
                 "the image's statements are not signed, and a public key was given to verify them",
-                "set VDK_ML_TRAINING_SIGNING_KEY to the private key where you deploy, then deploy again",
+                f"set {SIGNING_KEY_ENV} to the private key where you deploy, then deploy again",
             )
         )
 
