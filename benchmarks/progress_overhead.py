@@ -8,6 +8,9 @@ CPU) runs in alternating rounds:
   counted   the StepCounter alone (optimizer-step hook, backward/GradScaler capture)
   reported  the StepCounter and a ProgressReporter with the default 30 s period (no line is due)
   printing  a reporter with a 0 s period: a line, and so a loss read, at every step (the worst case)
+  posting   `printing` with a TrainJob's Kubeflow status poster following the reporter: every line's figures
+            handed to it, its thread posting to a stand-in server that takes 50 ms an answer (the worst case
+            again: the figures of every step offered; on a cluster the lines come every 30 s)
   recorded  the StepCounter and the StepRecorder of a full local run (result file at most every 5 s)
   watched   what a cluster rank runs: the StepCounter, a reporter and the stall watchdog with its default
             timeouts (a thread that looks at the step count every 10 s; nothing is added to a step)
@@ -21,8 +24,8 @@ Prints the median time per step of each, and the cost per step over `plain` in m
 percent; then, without the noise of a training step, what each hook costs by itself: the
 optimizer-step hook with and without a reporter between lines, and keeping a backward() loss.
 The goal: counting and reporting cost a few microseconds per step, far below a GPU step (>= 1 ms), and the
-stall watchdog and the GPU sampler nothing measurable per step; the sampler's own CPU use at 1 Hz is printed
-(CPU time of one sample of 8 GPUs, as a share of a core).
+stall watchdog, the Kubeflow status poster and the GPU sampler nothing measurable per step; the sampler's own
+CPU use at 1 Hz is printed (CPU time of one sample of 8 GPUs, as a share of a core).
 
     .venv/bin/python benchmarks/progress_overhead.py [--steps 2000] [--rounds 5]
 """
@@ -45,6 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from tests.support import fake_nvml  # noqa: E402  the fake libnvidia-ml the sampler's tests use
 
 from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS  # noqa: E402
+from vdk.plugin.ml_training.runtime.kubeflow_status import StatusPoster  # noqa: E402
+from vdk.plugin.ml_training.runtime.kubeflow_status import StatusSettings  # noqa: E402
+from vdk.plugin.ml_training.runtime.progress_lines import Figures  # noqa: E402
 from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter  # noqa: E402
 from vdk.plugin.ml_training.runtime.report import RankReport  # noqa: E402
 from vdk.plugin.ml_training.runtime.report import StepRecorder  # noqa: E402
@@ -109,6 +115,10 @@ def measure(variant: str, steps: int) -> float:
         ProgressReporter(period=30, out=sink).attach(counter)
     elif variant == "printing":
         ProgressReporter(period=0, out=sink).attach(counter)
+    poster = None
+    if variant == "posting":
+        reporter = ProgressReporter(period=0, out=sink).attach(counter)
+        poster = StatusPoster(StatusSettings("https://status.invalid/", period=0.0), send=_slow_server).follow(reporter)
     run_dir = tempfile.TemporaryDirectory()
     if variant == "recorded":
         counter.listeners.append(StepRecorder(RankReport(run_dir.name, 0, 0), period=FULL_RUN_RECORD_SECONDS))
@@ -124,6 +134,9 @@ def measure(variant: str, steps: int) -> float:
     try:
         return loop(steps)
     finally:
+        if poster is not None:
+            poster.close()
+            assert poster.posted and not poster.failures, (poster.posted, poster.failures)
         if sampled is not None:
             sampled.finish()
             assert sampled.failed is None, sampled.failed
@@ -132,6 +145,10 @@ def measure(variant: str, steps: int) -> float:
             assert watch.fired is None, "a healthy loop was taken for a stalled one"
         counter.uninstall()
         run_dir.cleanup()
+
+
+def _slow_server(settings, payload) -> None:
+    time.sleep(0.05)
 
 
 def _no_exit(code: int) -> None:
@@ -158,6 +175,9 @@ def hook_costs(calls: int = 100_000, gpus: bool = False) -> dict[str, float]:
         counter.listeners.append(StepRecorder(RankReport(run_dir, 0, 0), period=3600))
         out["hook + reporter + step recorder"] = per_call(counter._after_step, optimizer, (), {})
     out["keeping a backward() loss"] = per_call(counter._keep, loss)
+    poster = StatusPoster(StatusSettings("https://status.invalid/", period=3600), send=lambda settings, payload: None)
+    out["figures offered to the Kubeflow status poster"] = per_call(poster.offer, Figures(1, 100, 0.5))
+    poster.close()
     # the watchdog adds no call to a step: its thread looks at the count, every 10 s with the default timeouts
     watch = Watchdog(WatchdogSettings(DEFAULT_STALL_SECONDS, DEFAULT_STARTUP_SECONDS), "0", lambda: counter.steps)
     out["watchdog check (its thread, every 10 s)"] = per_call(watch.check)
@@ -181,7 +201,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     gpus = load_fake_nvml()
-    variants = ["plain", "counted", "reported", "printing", "recorded", "watched", "watched+"]
+    variants = ["plain", "counted", "reported", "printing", "posting", "recorded", "watched", "watched+"]
     variants += ["sampled", "sampled+"] if gpus else []
     times: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
@@ -194,6 +214,8 @@ def main() -> None:
         median = statistics.median(times[variant])
         cost = (median - base) * 1e6
         print(f"{variant:<10} {median * 1e6:9.1f} {cost:13.2f} {100 * cost / (base * 1e6):7.1f}%")
+    posting = statistics.median(times["posting"]) - statistics.median(times["printing"])
+    print(f"the Kubeflow status poster's own cost (posting - printing): {posting * 1e6:.2f} us/step")
     watched = statistics.median(times["watched"]) - statistics.median(times["reported"])
     print(f"the stall watchdog's own cost (watched - reported): {watched * 1e6:.2f} us/step")
     if gpus:

@@ -366,3 +366,28 @@ def _runtime_patch_pod(runtime_patches: dict) -> dict:
     jobs = runtime_patches["items"]["properties"]["trainingRuntimeSpec"]["properties"]["template"]["properties"]["spec"]
     job = jobs["properties"]["replicatedJobs"]["items"]["properties"]
     return job["template"]["properties"]["spec"]["properties"]["template"]["properties"]
+
+
+class SubSchema:
+    """One field's schema inside a CRD (a status field, say), ready to validate values of that field."""
+
+    def __init__(self, openapi: dict):
+        self.openapi = openapi
+        self._validator = _VALIDATOR(to_json_schema(openapi), format_checker=_FORMATS)
+
+    def errors(self, value: Any) -> list[FieldError]:
+        return [
+            e
+            for error in sorted(self._validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+            for e in _field_errors(error)
+        ]
+
+
+@cache
+def trainer_status_schema() -> SubSchema:
+    """The schema of a TrainJob's `status.trainerStatus` (Trainer v2.2+, the TrainJobStatus gate): what the status
+    server accepts from the pods."""
+    crd = load_crd(TRAINJOB_CRD)
+    version = next(v for v in crd["spec"]["versions"] if v.get("served"))
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return SubSchema(status["properties"]["trainerStatus"])

@@ -22,6 +22,8 @@ from tests.support.registry import Registry
 from tests.support.registry import have_registry
 from tests.support.registry import podman
 from tests.support.registry import self_signed_cert
+from tests.support.trainer_status_server import TrainerStatusServer
+from tests.support.trainer_status_server import make_tls
 from vdk.plugin.ml_training.k8s import retries
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.local import launcher
@@ -46,6 +48,11 @@ MACHINE_SETTINGS = (
     "AWS_ENDPOINT_URL_S3",
     "HF_TOKEN",
     "HF_ENDPOINT",
+    # a Kubeflow TrainJob's status endpoint (the tests give their own: trainer_status_server)
+    "KUBEFLOW_TRAINER_SERVER_URL",
+    "KUBEFLOW_TRAINER_SERVER_CA_CERT",
+    "KUBEFLOW_TRAINER_SERVER_TOKEN",
+    "DISABLE_KUBEFLOW_INTEGRATION",
 )
 
 
@@ -260,3 +267,25 @@ def hf_hub():
     hub = LocalHub()
     yield hub
     hub.stop()
+
+
+@pytest.fixture(scope="session")
+def trainer_status_tls(tmp_path_factory):
+    """A CA and the certificate it signs for Kubeflow Trainer's status server (made once per session)."""
+    return make_tls(tmp_path_factory.mktemp("trainer-status-tls"))
+
+
+@pytest.fixture
+def trainer_status_server(trainer_status_tls, tmp_path):
+    """start(**options) -> a started TrainerStatusServer (tests/support/trainer_status_server.py), with its
+    token and CA files under the test's directory; stopped after the test."""
+    started = []
+
+    def start(**options):
+        server = TrainerStatusServer(trainer_status_tls, tmp_path / f"trainer-status-{len(started)}", **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

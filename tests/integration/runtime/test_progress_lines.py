@@ -256,7 +256,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.slow
-def test_in_an_image_the_first_spawned_worker_reports_progress(tmp_path):
+def test_in_an_image_the_first_spawned_worker_reports_progress(tmp_path, trainer_status_server):
     env = {"RANK": "0", "VDK_ML_TRAINING_PROGRESS_SECONDS": "0", "TORCHELASTIC_USE_AGENT_STORE": "True"}
     done = bootstrap_script(tmp_path, SPAWNS_WORKERS, env)
     assert done.returncode == 0, done.stderr
@@ -264,7 +264,12 @@ def test_in_an_image_the_first_spawned_worker_reports_progress(tmp_path):
     assert parsed_lines(done.stdout) == []  # a period of 0: none
 
     env["VDK_ML_TRAINING_PROGRESS_SECONDS"] = "30"
-    done = bootstrap_script(tmp_path, SPAWNS_WORKERS, env)
+    status = trainer_status_server()  # a TrainJob's Kubeflow status: posted by the worker that prints the lines
+    done = bootstrap_script(tmp_path, SPAWNS_WORKERS, {**env, **status.env()})
     assert done.returncode == 0, done.stderr
     lines = parsed_lines(done.stdout)
     assert [(p.step, p.fields.get("script")) for p in lines] == [(1, None), (6, "finished")]  # worker 0's only
+    posted = [{m["name"]: m["value"] for m in s["metrics"]} for s in status.accepted()]
+    # the last, and before it the first step's unless the end came first (six steps take milliseconds)
+    assert [(m["current_step"], m.get("script")) for m in posted][-1] == ("6", "finished")
+    assert {m["current_step"] for m in posted} <= {"1", "6"}

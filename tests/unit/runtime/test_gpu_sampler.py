@@ -201,3 +201,16 @@ def test_an_nvml_call_that_hangs_does_not_keep_the_script_from_ending(monkeypatc
     assert made.finish() is None
     assert "GPU sampling did not stop (an NVML call hangs): this node has no GPU totals" in err.getvalue()
     release.set()
+
+
+def test_the_figures_another_reader_takes_leave_the_next_gpu_line_s_period_alone():
+    """What a TrainJob's Kubeflow status posts (runtime/kubeflow_status.py) is read between two GPU lines."""
+    clock, steps = Clock(), [0]
+    made, _, _, _ = sampler(Devices([20.0, 40.0, 90.0]), steps, clock)
+    for second in range(3):
+        clock.now, steps[0] = float(second), second
+        made.sample()
+    now = made.current()
+    assert (now.sm_now, now.final, now.sampled_gpu_s) == (90.0, False, 4.0)  # the last sample; 2 GPUs x 2 s
+    assert now.utilisation == pytest.approx((40 + 90) / 2 / 100)
+    assert made.figures().sm_now == pytest.approx(50.0)  # the line's period: every sample since the last line

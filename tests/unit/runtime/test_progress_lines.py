@@ -161,3 +161,33 @@ def test_the_job_config_may_set_the_progress_settings_and_no_other_plugin_variab
 
 def test_a_period_of_0_turns_progress_lines_off():
     assert progress_lines.start(progress_lines.ProgressSettings({"VDK_ML_TRAINING_PROGRESS_SECONDS": "0"})) is None
+
+
+def test_the_reporter_s_followers_get_each_line_s_figures_and_are_closed_at_the_end():
+    class Follower:
+        def __init__(self):
+            self.offered, self.closed = [], 0
+
+        def offer(self, figures):
+            self.offered.append(figures)
+
+        def close(self):
+            self.closed += 1
+
+    now, out, counter = [0.0], io.StringIO(), Steps()
+    reporter = progress_lines.ProgressReporter(period=10, total_steps=100, out=out, clock=lambda: now[0])
+    follower = Follower()
+    reporter.followers.append(follower)
+    reporter.attach(counter)
+    for _ in range(15):
+        now[0] += 1
+        counter.step(loss=0.5)
+    reporter.finish("finished")
+    # the figures of each line, as the line says them
+    assert [f.line() for f in follower.offered] == out.getvalue().splitlines()
+    assert [(f.step, f.script) for f in follower.offered] == [(1, None), (11, None), (15, "finished")]
+    assert follower.closed == 1
+    idle, never = progress_lines.ProgressReporter(out=out).attach(Steps()), Follower()
+    idle.followers.append(never)
+    idle.finish("failed")  # no step, no line: closed all the same
+    assert (never.offered, never.closed) == ([], 1)

@@ -2,7 +2,8 @@
 ENTRYPOINT [ARGS...]`, where ENTRYPOINT is `script.py` or `-m package.module`, under torchrun.
 
 In a job image it runs the user's code exactly as `python script.py` / `python -m module` would, and
-rank 0 prints progress lines (runtime/progress_lines.py); every rank runs the stall watchdog
+rank 0 prints progress lines (runtime/progress_lines.py), and posts them to Kubeflow Trainer when it asks
+for a TrainJob's status (runtime/kubeflow_status.py); every rank runs the stall watchdog
 (runtime/watchdog.py); each node's local rank 0 samples its GPUs (runtime/gpu_sampler.py). Under the
 local launcher (VDK_ML_TRAINING_MODE set) it also keeps the output of
 ranks other than 0 in log files, reports how the rank ended in a result file (the launcher shows the
@@ -93,6 +94,7 @@ def _run_in_image(entry: list[str]) -> None:
     counters: list = []  # the StepCounter, once the code imported torch
     watch = rank_process.start_watchdog(counters)
     sampler = rank_process.start_gpu_sampler(counters)
+    rank_process.report_to_kubeflow(reporter, sampler)  # a TrainJob's status, when its Trainer asks for it
     if all(x is None for x in (reporter, watch, sampler, checksum, outputs, metric)):
         run_entrypoint(entry)
     else:

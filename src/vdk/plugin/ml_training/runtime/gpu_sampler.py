@@ -15,6 +15,7 @@ nothing. An NVML error while sampling stops it with one warning line; the traini
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -265,6 +266,11 @@ class GpuSampler:
                 profiles=tuple(self.devices.profiles),
                 final=final,
             )
+
+    def current(self) -> GpuFigures:
+        """The figures so far for another reader than the GPU lines (runtime/kubeflow_status.py): the SM
+        activity of the last sample, and the period of the next GPU line left alone."""
+        return dataclasses.replace(self.figures(final=True), final=False)
 
     def _final_line(self) -> str:
         return self.figures(final=True).line()

@@ -6,7 +6,8 @@
 on the first optimizer step, then at the first step at least `period` seconds after the last line,
 and once more when the script ends (with `script=finished` or `script=failed` and `after_last_step`,
 how long the script ran after its last optimizer step; no ETA). That last line is also left as the
-container's termination message (runtime/termination.py), where `vdk list --usage` reads it.
+container's termination message (runtime/termination.py), where `vdk list --usage` reads it. The
+reporter's followers get each line's figures too (runtime/kubeflow_status.py posts them to Kubeflow).
 
 Standard library only (the step counter is handed in): the readers import this module too.
 Between two lines a step costs one clock read; the loss is read from the device only for a line.
@@ -24,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from dataclasses import dataclass
 from typing import Any
+from typing import Protocol
 from typing import TextIO
 
 from vdk.plugin.ml_training.runtime import protocol
@@ -76,6 +78,32 @@ def format_line(
     return " ".join(parts)
 
 
+@dataclass(frozen=True)
+class Figures:
+    """What one progress line says, as numbers: what the reporter's followers get."""
+
+    step: int
+    total: int | None = None
+    loss: float | None = None
+    steps_per_s: float | None = None
+    elapsed_s: float | None = None
+    eta_s: float | None = None
+    script: str | None = None  # the last line's: how the script ended (finished, failed)
+    after_last_step_s: float | None = None
+
+    def line(self) -> str:
+        return format_line(**asdict(self))
+
+
+class Follower(Protocol):
+    """Takes the figures of each progress line (`offer`, on the training thread: it must return at once and
+    never raise) and is told when the script ended (`close`, after the last line's figures)."""
+
+    def offer(self, figures: Figures) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ProgressSettings:
     """`VDK_ML_TRAINING_PROGRESS_SECONDS` (0 = off) and `VDK_ML_TRAINING_TOTAL_STEPS` of the environment;
     a value that does not parse is a problem, ignored with a warning (the job config refuses it earlier)."""
@@ -126,6 +154,7 @@ class ProgressReporter:
         self._offset = 0  # shown step = counter steps + offset (a Trainer resumed at global_step N)
         self._last_step_at: float | None = None  # the clock at the last optimizer step
         self._on = True
+        self.followers: list[Follower] = []  # given each line's figures (runtime/kubeflow_status.py)
 
     def attach(self, counter: Any) -> ProgressReporter:
         if not self._on or self.counter is not None:
@@ -153,16 +182,17 @@ class ProgressReporter:
             self.fail(e)
 
     def finish(self, script: str) -> None:
-        """The last line, when the script ended (`finished`) or raised (`failed`); none without a step."""
-        if not self._on or self.counter is None or not self.counter.steps:
-            self._turn_off()
-            return
-        try:
-            self._report(self._clock(), script=script)
-            termination.leave(self.last_line or "")
-        except Exception as e:  # noqa: BLE001
-            self.fail(e)
+        """The last line, when the script ended (`finished`) or raised (`failed`); none without a step.
+        Then the followers are closed (each returns within its own bound)."""
+        if self._on and self.counter is not None and self.counter.steps:
+            try:
+                self._report(self._clock(), script=script)
+                termination.leave(self.last_line or "")
+            except Exception as e:  # noqa: BLE001
+                self.fail(e)
         self._turn_off()
+        for follower in self.followers:
+            follower.close()
 
     def _report(self, now: float, script: str | None = None) -> None:
         steps = self.counter.steps
@@ -176,11 +206,12 @@ class ProgressReporter:
             eta = max(0, self.total_steps - step) / rate
         if script is not None and self._last_step_at is not None:
             after = max(0.0, now - self._last_step_at)
-        self.last_line = format_line(
-            step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script, after
-        )
+        figures = Figures(step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script, after)
+        self.last_line = figures.line()
         self._out.write(self.last_line + "\n")
         self._out.flush()
+        for follower in self.followers:
+            follower.offer(figures)
 
     def fail(self, error: Exception) -> None:
         self._turn_off()
@@ -222,9 +253,13 @@ def start(settings: ProgressSettings | None = None) -> ProgressReporter | None:
 # --- reading them back -------------------------------------------------------------------------------
 
 
+LOG = "log"  # Progress.source: rank 0's last progress line
+KUBEFLOW = "kubeflow"  # Progress.source: the TrainJob's status.trainerStatus (runtime/kubeflow_status.py)
+
+
 @dataclass(frozen=True)
 class Progress:
-    """What the training process last reported in a progress line."""
+    """What the training process last reported: in a progress line, or in the TrainJob's Kubeflow status."""
 
     step: int | None
     total_steps: int | None
@@ -232,11 +267,16 @@ class Progress:
     eta: str | None
     fields: dict
     line: str
+    percent: int | None = None  # how complete, 0-100 (the Kubeflow status says it)
+    source: str = LOG
+    updated: str | None = None  # when the Kubeflow status was written (RFC 3339)
 
     def describe(self) -> str:
         parts = []
         if self.step is not None:
             parts.append(f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else ""))
+        if self.percent is not None:
+            parts.append(f"{self.percent}%")
         if self.loss is not None:
             parts.append(f"loss {self.loss:.4g}")
         if self.eta:
@@ -244,9 +284,21 @@ class Progress:
         if self.fields.get("steps_per_s"):
             parts.append(f"{self.fields['steps_per_s']} steps/s")
         known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds", "steps_per_s"}
-        names = {"after_last_step": "after the last step"}
+        names = {"after_last_step": "after the last step", "gpu_utilisation": "GPU utilisation"}
         parts += [f"{names.get(k, k)} {v}" for k, v in self.fields.items() if k not in known]
+        if self.source == KUBEFLOW:
+            parts.append("from the TrainJob's Kubeflow status" + (f" of {self.updated}" if self.updated else ""))
         return ", ".join(parts) or self.line
+
+    def brief(self) -> str:
+        """A few words for a table cell: "42% ETA 6m14s", "step 120/1000"."""
+        if self.percent is not None:
+            done = f"{self.percent}%"
+        elif self.step is not None:
+            done = f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else "")
+        else:
+            done = "-"
+        return done + (f" ETA {self.eta}" if self.eta else "")
 
     @property
     def after_last_step_seconds(self) -> float | None:

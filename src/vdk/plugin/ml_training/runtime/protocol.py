@@ -39,8 +39,11 @@ PARAMETER_CHECKSUM = "VDK_ML_TRAINING_PARAMETER_CHECKSUM"
 # Read by every rank of a cluster or full local run: the smoke run's CPU adaptations, without its step
 # limit, so that GPU code rehearses on CPU-only nodes.
 ADAPT_TO_CPU = "VDK_ML_TRAINING_ADAPT_TO_CPU"
-USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS, PARAMETER_CHECKSUM, ADAPT_TO_CPU)
-SWITCHES = (PARAMETER_CHECKSUM, ADAPT_TO_CPU)  # 1/true/yes/on, or 0/false/no/off
+# Read by every rank of a TrainJob whose Kubeflow Trainer injects its status endpoint: "0" leaves the TrainJob's
+# status to transformers' Kubeflow callback instead of rank 0's posts (runtime/kubeflow_status.py).
+KUBEFLOW_STATUS = "VDK_ML_TRAINING_KUBEFLOW_STATUS"
+USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS, PARAMETER_CHECKSUM, ADAPT_TO_CPU, KUBEFLOW_STATUS)
+SWITCHES = (PARAMETER_CHECKSUM, ADAPT_TO_CPU, KUBEFLOW_STATUS)  # 1/true/yes/on, or 0/false/no/off
 SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True}
 SWITCH_VALUES.update({"0": False, "false": False, "no": False, "off": False})
 

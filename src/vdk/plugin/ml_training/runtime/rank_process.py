@@ -4,10 +4,11 @@ spawned_workers.py in a full run).
 
 At the start: its output routed (rank 0 to the console, the others to their log file), its Python stacks
 dumped on a crash or a timeout, its writes kept out of the job directory, signals as a script expects
-them, its end tied to its parent's, its progress lines, stall watchdog and (on a node's local rank 0) GPU
-sampler started, its steps counted once the code imports torch. At the end: the status a script's end
-means, the process group destroyed, and an end without the interpreter's teardown. Standard library at
-import; what a helper needs (torch, the watchdog, progress lines, NVML) is imported when it is called.
+them, its end tied to its parent's, its progress lines (and a TrainJob's Kubeflow status), stall watchdog
+and (on a node's local rank 0) GPU sampler started, its steps counted once the code imports torch. At the
+end: the status a script's end means, the process group destroyed, and an end without the interpreter's
+teardown. Standard library at import; what a helper needs (torch, the watchdog, progress lines, NVML) is
+imported when it is called.
 """
 
 from __future__ import annotations
@@ -115,6 +116,19 @@ def start_progress():
         return progress_lines.start()
     except Exception as e:  # noqa: BLE001 - no progress lines, but the user's code runs as ever
         sys.stderr.write(wire.warning(f"no progress lines ({type(e).__name__}: {e})") + "\n")
+        return None
+
+
+def report_to_kubeflow(reporter, sampler=None):
+    """Every rank of a TrainJob whose Kubeflow Trainer asks for its status: this plugin is its one writer
+    (transformers' own callback turned off); rank 0, whose `reporter` prints progress lines, posts them with
+    its node's GPU figures (runtime/kubeflow_status.py). The poster, or None."""
+    from vdk.plugin.ml_training.runtime import kubeflow_status
+
+    try:
+        return kubeflow_status.start(reporter, sampler)
+    except Exception as e:  # noqa: BLE001 - no Kubeflow status, but the user's code runs as ever
+        sys.stderr.write(wire.warning(f"no Kubeflow status ({type(e).__name__}: {e})") + "\n")
         return None
 
 

@@ -55,6 +55,8 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     from vdk.plugin.ml_training.runtime import watchdog
 
     reporter = rank_process.start_progress() if i == 0 and os.environ.get(protocol.SPAWNED_PROGRESS) else None
+    if reporter is not None:
+        rank_process.report_to_kubeflow(reporter)  # worker 0 reports the TrainJob's status in its launcher's place
     settings = watchdog.WatchdogSettings.from_env()
     if reporter is None and not settings.on:
         original(fn, i, args, error_file)

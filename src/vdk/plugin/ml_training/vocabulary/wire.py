@@ -33,6 +33,7 @@ ADAPTED = "adapted for CPU:"  # what the CPU adaptations changed, for people: ru
 DATA = "data"  # the data step's steps, for people: datafetch/fetch_step.py
 DATA_FAILED = "data failed:"  # the data step's failure: datafetch/fetch_step.py
 DATA_MANIFEST = "data manifest"  # what a claim holds: datafetch/data_pins.py
+KUBEFLOW = "kubeflow:"  # rank 0's posts into a TrainJob's Kubeflow status, for people: runtime/kubeflow_status.py
 WARNING = "warning:"  # something the plugin's processes could not do, the run goes on
 ERROR = "error:"  # something the plugin's processes could not do, the process ends
 
