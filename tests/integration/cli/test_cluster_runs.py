@@ -19,6 +19,10 @@ from tests.support.specs import OUTSIDE_GIT
 from tests.support.vdk_cli import vdk
 from tests.support.vdk_cli import vdk_process
 from vdk.plugin.ml_training.k8s import observe
+from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
+from vdk.plugin.ml_training.runtime.kubeflow_status import StatusPoster
+from vdk.plugin.ml_training.runtime.kubeflow_status import StatusSettings
+from vdk.plugin.ml_training.runtime.progress_lines import Figures
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 GPU_FULL = (
@@ -106,6 +110,7 @@ def test_list_shows_each_job_with_its_latest_run(kube):
         "gpus_per_node": 8,
         "gpu_resource": "nvidia.com/gpu",
         "runs": 2,
+        "progress": None,  # its status says none (a TrainJob's Kubeflow status would)
     }
     assert [e["job_name"] for e in entries] == ["bert-ft", "mnist-ddp"]
 
@@ -321,6 +326,52 @@ def test_show_reports_progress_from_rank_0(kube):
     out = ok(vdk("show", "-n", "mnist-ddp")).stdout
     assert "progress   step 120/1000, loss 0.5, ETA 35m" in out
     assert json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["progress"]["step"] == 120
+
+
+def test_list_and_show_read_the_progress_rank_0_posted_into_the_trainjob_s_kubeflow_status(kube, trainer_status_server):
+    """Kubeflow Trainer's status server (over TLS, the token checked) applies what rank 0's poster sends as the
+    TrainJob's status.trainerStatus; `vdk list` reads it from the TrainJob it lists anyway, `vdk show` prefers
+    it to rank 0's log unless the log is further on (the posts stopped working)."""
+    run = kube.deploy(backend="trainjob")
+    name = run["metadata"]["name"]
+
+    def apply(trainer_status):  # the server's server-side apply of its one field
+        key = ("trainer.kubeflow.org/v1alpha1", "trainjobs", "ml", name)
+        kube.status(run, **{**(kube.fake.objects[key].get("status") or {}), "trainerStatus": trainer_status})
+
+    server = trainer_status_server(trainjob=name, on_accept=apply)
+    kube.status(run, jobsStatus=[{"name": "node", "active": 2, "ready": 2}])
+    rank_0 = kube.pod(run, 0, cs.running(), log="[vdk-ml-training] progress step=1/1000 loss=2.5 elapsed=3s\n")
+    poster = StatusPoster(
+        StatusSettings.from_env(server.env()),
+        gpus=lambda: GpuFigures(gpus=8, source="gpm", sm_now=90.0, busy_gpu_s=640.0, sampled_gpu_s=800.0),
+    )
+    poster.offer(Figures(300, 1000, 0.25, 4.0, 75.0, 175.0))
+    poster.close()
+    assert [p.code for p in server.posts] == [200]
+
+    kube.fake.requests.clear()
+    out = ok(vdk("list")).stdout
+    assert out.splitlines()[1].split()[-1] == "PROGRESS" and out.splitlines()[2].split()[-3:] == ["30%", "ETA", "2m55s"]
+    assert not [
+        p for _, p, _ in kube.fake.requests if "/pods" in p
+    ]  # no log request, no pod list: the TrainJob says it
+    entry = json.loads(ok(vdk("list", "-o", "json")).stdout)[0]
+    assert (entry["progress"]["step"], entry["progress"]["percent"], entry["progress"]["source"]) == (
+        300,
+        30,
+        "kubeflow",
+    )
+    shown = ok(vdk("show", "-n", "mnist-ddp")).stdout
+    assert (
+        "progress   step 300/1000, 30%, loss 0.25, ETA 2m55s, 4 steps/s, elapsed 1m15s, GPU utilisation 80.0%" in shown
+    )
+    assert "from the TrainJob's Kubeflow status of" in shown
+
+    # rank 0 went on to step 900 and its posts stopped working: its log is further on, and says so
+    kube.fake.set_log(rank_0["metadata"]["name"], "node", "[vdk-ml-training] progress step=900/1000 loss=0.1 eta=25s\n")
+    shown = json.loads(ok(vdk("show", "-n", "mnist-ddp", "-o", "json")).stdout)["latest"]["progress"]
+    assert (shown["step"], shown["source"]) == (900, "log")
 
 
 def stall_lines(rank: str, seconds: float, last_step: int | None, collective: str | None, where: list[str]) -> list:

@@ -3,8 +3,10 @@
 import math
 
 from vdk.plugin.ml_training.cli.cluster_views import SPARK_WIDTH
+from vdk.plugin.ml_training.cli.cluster_views import jobs_text
 from vdk.plugin.ml_training.cli.cluster_views import loss_text
 from vdk.plugin.ml_training.cli.cluster_views import sparkline
+from vdk.plugin.ml_training.runtime.progress_lines import Progress
 
 
 def test_a_sparkline_scales_from_the_lowest_to_the_highest_loss():
@@ -33,3 +35,27 @@ def test_the_loss_line_says_the_minimum_and_the_last_value():
     assert loss_text([(1, 1.5), (2, float("nan"))], unicode=True) == (
         "▄×  min 1.5 at step 1, last nan at step 2, 1 not finite (×) (2 points)"
     )
+
+
+def test_vdk_list_has_a_progress_column_when_a_latest_run_s_status_says_its_progress():
+    def entry(job, progress=None):
+        return {
+            "job_name": job,
+            "job_team": "vision",
+            "latest_run": f"{job}-k3x9p2qa",
+            "backend": "trainjob",
+            "phase": "Running",
+            "created": None,
+            "nodes": 2,
+            "nodes_min": 2,
+            "gpus_per_node": 8,
+            "gpu_resource": "nvidia.com/gpu",
+            "runs": 1,
+            "progress": progress,
+        }
+
+    reported = Progress(120, 1000, 0.43, "6m14s", {}, "", percent=12, source="kubeflow").to_dict()
+    lines = jobs_text([entry("bert"), entry("mnist", reported)], "namespace ml").splitlines()
+    assert lines[1].split()[-2:] == ["RUNS", "PROGRESS"]
+    assert lines[2].split()[-1] == "-" and lines[3].split()[-3:] == ["12%", "ETA", "6m14s"]
+    assert "PROGRESS" not in jobs_text([entry("bert")], "namespace ml")  # no status says any: no column

@@ -15,6 +15,8 @@ from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.runtime.kubeflow_status import trainer_status
+from vdk.plugin.ml_training.runtime.progress_lines import Figures
 
 EACH = pytest.mark.parametrize("backend", backends.REGISTRY, ids=lambda b: b.name)
 
@@ -103,3 +105,19 @@ def test_only_the_backend_modules_know_backend_kinds():
         if re.search(r"PyTorchJob|TrainJob|kubeflow.org", line)
     ]
     assert found and all(place.startswith("backends/") for place in found), found
+
+
+@EACH
+def test_the_progress_its_status_says_is_read_without_a_log_request(tmp_path, backend):
+    spec = make_spec(tmp_path, nodes="2", gpus_per_node="1")
+    main = backend.render(spec, IMAGE, make_run(spec), "ml", None)[0]
+    # what rank 0 posts to Kubeflow Trainer, which its status server applies as status.trainerStatus
+    posted = trainer_status(Figures(300, 1000, 0.25, 4.0, 75.0, 175.0), None, 1767323045.0)
+    status = {"jobsStatus": [{"name": "node", "active": 1, "ready": 1}], "trainerStatus": posted}
+    summary = run_summary.summarize({**main, "status": status})
+    assert run_summary.summarize(main).progress is None  # nothing posted yet
+    if backend.name != "trainjob":  # only a TrainJob has a status the training writes into
+        assert summary.progress is None
+        return
+    assert (summary.progress.step, summary.progress.percent, summary.progress.eta) == (300, 30, "2m55s")
+    assert summary.to_dict()["progress"]["percent"] == 30

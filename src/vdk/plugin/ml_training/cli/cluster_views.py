@@ -19,6 +19,7 @@ from vdk.plugin.ml_training.runtime.gpu_lines import GIB
 from vdk.plugin.ml_training.runtime.gpu_lines import SOURCES
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.outputs_stream import display
+from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 
 RECENT_EVENTS = 10
@@ -58,7 +59,17 @@ def jobs_text(entries: list[dict], where: str, team: str | None = None, now: dat
         for e in entries
     ]
     headers = ["JOB", "TEAM", "LATEST RUN", "BACKEND", "PHASE", "AGE", "NODES x GPUS", "RUNS"]
+    if any(e.get("progress") for e in entries):  # a TrainJob's Kubeflow status says how far it got
+        headers.append("PROGRESS")
+        for row, e in zip(rows, entries, strict=True):
+            row.append(_progress_cell(e.get("progress")))
     return f"ml-training jobs {scope}:\n" + table(headers, rows)
+
+
+def _progress_cell(progress: dict | None) -> str:
+    if not progress:
+        return "-"
+    return Progress(**progress).brief()
 
 
 def _shape(entry: dict) -> str:

@@ -128,7 +128,8 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
                 notes, "logs", lambda: _attach_failure_log(tail, failure, evidence, ranks, notes), failure
             )
             findings.append(failure)
-    progress, curve = _partial(notes, "logs", lambda: _progress(tail, ranks), (None, []))
+    logged, curve = _partial(notes, "logs", lambda: _progress(tail, ranks), (None, []))
+    progress = latest_progress(run.progress, logged)
     phase = pod_states.effective_phase(run.phase, ranks)
     outputs = _partial(notes, "logs", lambda: _outputs(run, tail, ranks), run.outputs)
     gpus = gpu_measure.run_gpus(ranks) or _partial(
@@ -205,6 +206,14 @@ def _progress(tail: LogTail, ranks: list[RankState]) -> tuple[Progress | None, l
     """Rank 0's last progress line and the loss of every progress line in the end of its log."""
     lines = _rank0_lines(tail, ranks)
     return parse_progress(lines), loss_curve(lines)
+
+
+def latest_progress(status: Progress | None, logged: Progress | None) -> Progress | None:
+    """The progress the run's own status says (its backend's `progress`), unless rank 0's log is further on
+    (the status stopped being updated: its posts failed) or the status says none; else the log's."""
+    if status is None or (logged is not None and (logged.step or 0) > (status.step or 0)):
+        return logged
+    return status
 
 
 def _rank0_lines(tail: LogTail, ranks: list[RankState]) -> list[str]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s.output_location import location_of
+from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
 from vdk.plugin.ml_training.vocabulary.nvidia import MIG_RESOURCE_PREFIX
 
@@ -59,6 +60,7 @@ class RunSummary:
     sweep: dict | None = None  # a hyperparameter sweep's settings (trials, parallel, metric, goal); None: a run
     from_sweep: dict | None = None  # a run started from a sweep's trial: {"sweep", "trial"}
     overrides: str | None = None  # the [ml-training] keys given for this run only (`--set`, `--args`)
+    progress: Progress | None = None  # as its own status says it (its backend's `progress`): no log request
 
     def to_dict(self) -> dict:
         """JSON of the run: numbers as numbers (`nodes` the node count, the maximum of an elastic range, and
@@ -68,6 +70,8 @@ class RunSummary:
             out[key] = value
             if key == "nodes":
                 out["nodes_min"], out["nodes"] = node_range(value)
+            if key == "progress":
+                out[key] = value.to_dict() if value is not None else None
         return out
 
     @property
@@ -142,6 +146,7 @@ def summarize(obj: dict) -> RunSummary:
         sweep=_json(annotations.get(run_meta.ANNOTATION_SWEEP)),
         from_sweep=_json(annotations.get(run_meta.ANNOTATION_FROM_SWEEP)),
         overrides=annotations.get(run_meta.ANNOTATION_OVERRIDES),
+        progress=backend.progress(obj) if backend is not None else None,
     )
 
 

@@ -65,6 +65,8 @@ class JobEntry:
             "gpus_per_node": latest.gpus_per_node,
             "gpu_resource": latest.gpu_resource,
             "runs": len(self.runs),
+            # the latest run's progress as its status says it (a TrainJob's Kubeflow status: no log request)
+            "progress": latest.progress.to_dict() if latest.progress is not None else None,
             **({"sweep": self.sweep} if self.sweep is not None else {}),  # a sweep's job only
         }
 

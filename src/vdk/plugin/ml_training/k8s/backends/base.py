@@ -21,6 +21,7 @@ from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.runtime.progress_lines import Progress
 
 # The index of a pod of an Indexed Job (a label, and an annotation on older clusters); the JobSet
 # under a TrainJob makes Indexed Jobs too.
@@ -115,6 +116,10 @@ class Backend(ABC):
 
     def kept_after_finished(self, obj: dict) -> int | None:
         """Seconds the finished run is kept before its TTL deletes it; None: until someone deletes it."""
+        return None
+
+    def progress(self, obj: dict) -> Progress | None:
+        """The training's progress as the main object's status says it (no log request); None: it says none."""
         return None
 
     @abstractmethod

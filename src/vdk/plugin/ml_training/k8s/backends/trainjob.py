@@ -3,6 +3,8 @@
 The runtime's torch plugin sets PET_NNODES / PET_NPROC_PER_NODE / PET_NODE_RANK / PET_MASTER_*, so
 the command is torch's launcher with no layout flags. Pod changes (/dev/shm, tolerations, pod
 labels, placement) go through the field the installed Trainer has: it changed in every minor release.
+With the TrainJobStatus gate (Trainer 2.2+), rank 0 posts its progress into `status.trainerStatus`, which
+`vdk list` and `vdk show` read from the TrainJob itself.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from vdk.plugin.ml_training.k8s.resources import CRD
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
+from vdk.plugin.ml_training.runtime.kubeflow_status import parse_trainer_status
+from vdk.plugin.ml_training.runtime.progress_lines import Progress
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -326,6 +330,10 @@ class TrainJobBackend(Backend):
 
     def shape(self, obj: dict) -> tuple[str, dict]:
         return shape(obj)
+
+    def progress(self, obj: dict) -> Progress | None:
+        # status.trainerStatus: Trainer 2.2+ with the TrainJobStatus gate, posted by rank 0 (runtime/kubeflow_status.py)
+        return parse_trainer_status((obj.get("status") or {}).get("trainerStatus"))
 
     def discover(self, api: ApiReader, notes: list[str]) -> TrainerFacts:
         return discover_trainer(api, notes)
