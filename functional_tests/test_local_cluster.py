@@ -74,13 +74,21 @@ def _assert_trained_as_one(result, steps: int) -> None:
 
 
 @pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])
-def test_the_ddp_example_trains_as_one_world_on_every_backend(backend, ddp_job, env, cluster):
+def test_the_ddp_example_trains_as_one_world_on_every_backend(backend, ddp_job, env, cluster, trainer_status_server):
     job, image = ddp_job
     manifests = dry_run(job, backend, env)
     training = [c for c in _containers(manifests[0]) if c.get("image")]
     assert {c["image"] for c in training} == {image["tag_reference"]}  # what was pushed, by its content tag
-    result = cluster.run(manifests, backend, free_port(), timeout=900)
+    status = None
+    if backend == "trainjob":  # with Trainer's TrainJobStatus gate on: rank 0 posts its progress to the TrainJob
+        meta = manifests[0]["metadata"]
+        status = trainer_status_server(namespace=meta.get("namespace", "default"), trainjob=meta["name"])
+    result = cluster.run(manifests, backend, free_port(), timeout=900, trainer_status=status)
     _assert_trained_as_one(result, DDP_STEPS)
+    if status is not None:
+        posted = [{m["name"]: m["value"] for m in s["metrics"]} for s in status.accepted()]
+        assert posted and [p.code for p in status.posts] == [200] * len(posted), status.posts
+        assert (posted[-1]["current_step"], posted[-1]["script"]) == (str(DDP_STEPS), "finished")
 
 
 def test_a_killed_replica_fails_the_run_and_the_other_stops_by_itself(ddp_job, env, cluster, tmp_path):

@@ -14,6 +14,9 @@ Sources (read with the repositories at these tags):
   manifests/base/runtimes/torch_distributed.yaml (replicated job and container `node`).
 - JobSet (under a TrainJob): child Jobs `<jobset>-<replicatedJob>-<jobIndex>`, pod subdomain = the
   JobSet's name (its headless Service), labels jobset.sigs.k8s.io/jobset-name, replicatedjob-name.
+- Trainer v2.3.0 with the TrainJobStatus feature gate: pkg/runtime/framework/plugins/trainjobstatus/
+  trainjobstatus.go (EnforceMLPolicy: three variables, a projected volume of the status server's token and CA,
+  upserted into every trainer container).
 - Kubernetes Job controller (Indexed Jobs, under the plain Job and JobSet alike),
   pkg/controller/job/job_controller.go and indexed_job_utils.go: pod hostname `<job>-<index>`, the
   completion index as annotation and label, and JOB_COMPLETION_INDEX added to every container.
@@ -60,15 +63,21 @@ class Pod:
         return None
 
 
-def pods(manifests: list[dict], backend: str, port: int) -> list[Pod]:
+# trainjobstatus.go: where the trainer containers find the status server's token and CA
+STATUS_VOLUME = "kubeflow-trainer-token"
+STATUS_MOUNT = "/var/run/secrets/kubeflow/trainer"
+
+
+def pods(manifests: list[dict], backend: str, port: int, status_url: str | None = None) -> list[Pod]:
     """The pods of a run, node rank 0 first. `port` replaces the fixed rendezvous port (23456 of the
     PyTorchJob's master port, 29500 of Trainer and of the plain Job), so that runs on the host network
-    do not collide: the only thing the local cluster changes."""
+    do not collide: the only thing the local cluster changes. `status_url`: Trainer's TrainJobStatus gate is on,
+    and its status server listens there (`https://<service>.<namespace>.svc:<port>`)."""
     main = manifests[0]
     if backend == "pytorchjob":
         return _pytorchjob_pods(main, port)
     if backend == "trainjob":
-        return _trainjob_pods(main, port)
+        return _trainjob_pods(main, port, status_url)
     if backend == "job":
         return _indexed_job_pods(main, port)
     raise ValueError(f"no controller emulation for backend {backend!r}")
@@ -156,7 +165,7 @@ def _named_port(replica: dict, port_name: str) -> int:
 # --- Trainer v2: TrainJob on the torch-distributed runtime ---------------------------------------
 
 
-def _trainjob_pods(trainjob: dict, port: int) -> list[Pod]:
+def _trainjob_pods(trainjob: dict, port: int, status_url: str | None = None) -> list[Pod]:
     name = trainjob["metadata"]["name"]
     trainer = trainjob["spec"]["trainer"]
     nodes = int(trainer.get("numNodes", 1))
@@ -190,6 +199,24 @@ def _trainjob_pods(trainjob: dict, port: int) -> list[Pod]:
         if change.get("name") == "node":
             container["volumeMounts"] = [*(container.get("volumeMounts") or []), *(change.get("volumeMounts") or [])]
             container["env"] = _upsert(container["env"], change.get("env") or [])
+    volumes = copy.deepcopy(pod_spec.get("volumes") or [])
+    if status_url is not None:  # trainjobstatus.go EnforceMLPolicy
+        namespace = trainjob["metadata"].get("namespace", "default")
+        path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"
+        container["env"] = _upsert(
+            container["env"],
+            [
+                {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": status_url + path},
+                {"name": "KUBEFLOW_TRAINER_SERVER_CA_CERT", "value": f"{STATUS_MOUNT}/ca.crt"},
+                {"name": "KUBEFLOW_TRAINER_SERVER_TOKEN", "value": f"{STATUS_MOUNT}/token"},
+            ],
+        )
+        mount = {"name": STATUS_VOLUME, "mountPath": STATUS_MOUNT, "readOnly": True}
+        container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+        audience = path.removeprefix("/apis/")
+        token = {"serviceAccountToken": {"audience": audience, "expirationSeconds": 3600, "path": "token"}}
+        ca = {"configMap": {"name": f"{name}-tls-config", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+        volumes.append({"name": STATUS_VOLUME, "projected": {"sources": [token, ca]}})
     job_name = f"{name}-node-0"  # JobSet: <jobset>-<replicatedJob>-<jobIndex>
     out = []
     for index in range(nodes):
@@ -202,7 +229,7 @@ def _trainjob_pods(trainjob: dict, port: int) -> list[Pod]:
                 hostname=hostname,
                 subdomain=name,  # JobSet: the JobSet's headless Service
                 container=pod_container,
-                volumes=copy.deepcopy(pod_spec.get("volumes") or []),
+                volumes=copy.deepcopy(volumes),
                 # JobSet's webhook defaults a replicated job's pod restartPolicy to OnFailure
                 restart_policy="OnFailure",
                 labels={

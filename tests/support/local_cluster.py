@@ -32,11 +32,13 @@ from datetime import datetime
 from datetime import timezone
 from pathlib import Path
 
+from tests.support.controllers import STATUS_VOLUME
 from tests.support.controllers import Pod
 from tests.support.controllers import pods as controller_pods
 from tests.support.debian_base import RUN_OPTIONS
 from tests.support.registry import podman
 from tests.support.registry import podman_command
+from tests.support.trainer_status_server import SERVICE_HOST
 from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.units import parse_quantity
 
@@ -184,20 +186,29 @@ class LocalCluster:
         self.run_options = run_options
         self._runs = 0
         self.pulled: list[str] = []  # images this cluster pulled (see `remove_images`)
+        self.projected: dict[str, Path] = {}  # the files of each projected volume, by volume name
 
-    def run(self, manifests: list[dict], backend: str, port: int, timeout: float = 600) -> RunResult:
+    def run(
+        self, manifests: list[dict], backend: str, port: int, timeout: float = 600, trainer_status=None
+    ) -> RunResult:
         """Start every pod of the run, and wait until all have ended (or `timeout`, then stop them)."""
-        running = self.start(manifests, backend, port)
+        running = self.start(manifests, backend, port, trainer_status)
         return running.wait(timeout)
 
-    def start(self, manifests: list[dict], backend: str, port: int) -> RunningPods:
-        pods = controller_pods(manifests, backend, port)
+    def start(self, manifests: list[dict], backend: str, port: int, trainer_status=None) -> RunningPods:
+        """`trainer_status`: a TrainerStatusServer (tests/support/trainer_status_server.py): Trainer's TrainJobStatus
+        gate is on, its status server reachable by its Service's name, the pods' projected token and CA its files."""
+        status_url = None
+        if trainer_status is not None:
+            status_url = f"https://{SERVICE_HOST}:{trainer_status.port}"
+            self.projected[STATUS_VOLUME] = trainer_status.files
+        pods = controller_pods(manifests, backend, port, status_url)
         self._runs += 1
         run_dir = self.workdir / f"run-{self._runs}-{backend}"
         run_dir.mkdir(parents=True, exist_ok=True)
         for image in sorted({p.container["image"] for p in pods}):
             self._pull(image)
-        hosts = [name for p in pods for name in p.dns_names]
+        hosts = [name for p in pods for name in p.dns_names] + ([SERVICE_HOST] if status_url else [])
         replicas = []
         for pod in pods:
             replica = Replica(pod, f"{run_dir.name}-{pod.name}", run_dir / f"{pod.name}.log")
@@ -260,12 +271,14 @@ class LocalCluster:
                 host = run_dir / "volumes" / pod.name / volume["name"]
                 host.mkdir(parents=True, exist_ok=True)
                 options += ["-v", f"{host / mount.get('subPath', '')}:{path}{read_only}"]
+            elif "projected" in volume:  # the kubelet writes its sources' files (a token, a CA): the test's here
+                options += ["-v", f"{self.projected[volume['name']]}:{path}:ro"]
             elif "persistentVolumeClaim" in volume:
                 host = self.workdir / "claims" / volume["persistentVolumeClaim"]["claimName"] / mount.get("subPath", "")
                 host.mkdir(parents=True, exist_ok=True)
                 options += ["-v", f"{host}:{path}{read_only}"]
             else:
-                raise NotImplementedError(f"volume {volume['name']} of pod {pod.name}: only emptyDir and PVCs")
+                raise NotImplementedError(f"volume {volume['name']} of pod {pod.name}: only emptyDir, PVCs, projected")
         return options
 
     def kill(self, replica: Replica, signal: str = "KILL") -> None:

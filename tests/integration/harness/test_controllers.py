@@ -79,6 +79,35 @@ def test_trainjob_nodes_as_trainers_torch_plugin_and_jobset_make_them(tmp_path):
         assert f"{pod.hostname}.{name}" in pod.dns_names
 
 
+def test_trainjob_nodes_with_the_trainjobstatus_gate_get_the_status_server_s_endpoint_token_and_ca(tmp_path):
+    job = write_job(tmp_path, "demo", ml={"nodes": "2", "procs_per_node": "1", "gpus_per_node": "0"})
+    spec = load_job_spec(job)
+    run = RunInfo.create(spec, audit.collect(job))
+    manifests = render_run(spec, IMAGE, run, "ml", "trainjob")
+    server = "https://kubeflow-trainer-controller-manager.kubeflow-system.svc:10443"
+    for pod in pods(manifests, "trainjob", PORT, status_url=server):
+        env = resolve_env(pod.container["env"], pod)
+        assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
+            f"{server}/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/{run.name}/status"
+        )
+        assert env["KUBEFLOW_TRAINER_SERVER_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+        assert env["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
+        mounts = {m["name"]: m for m in pod.container["volumeMounts"]}
+        assert mounts["kubeflow-trainer-token"] == {
+            "name": "kubeflow-trainer-token",
+            "mountPath": "/var/run/secrets/kubeflow/trainer",
+            "readOnly": True,
+        }
+        (volume,) = [v for v in pod.volumes if v["name"] == "kubeflow-trainer-token"]
+        token, ca = volume["projected"]["sources"]
+        assert (
+            token["serviceAccountToken"]["audience"]
+            == f"trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/{run.name}/status"
+        )
+        assert ca["configMap"]["name"] == f"{run.name}-tls-config"
+    assert all("KUBEFLOW_TRAINER_SERVER_URL" not in str(p.container) for p in pods(manifests, "trainjob", PORT))
+
+
 def test_the_indexed_job_s_pods_take_their_rank_from_the_completion_index(tmp_path):
     name, nodes = _pods(tmp_path, "job")
     assert [p.hostname for p in nodes] == [f"{name}-0", f"{name}-1"]
