@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from vdk.plugin.ml_training.image.base_manifest import resolve_base
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.job import load_job_spec
+from vdk.plugin.ml_training.job.image_reference import parse_reference
 from vdk.plugin.ml_training.k8s.backends import choose_backend
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run

@@ -22,8 +22,8 @@ from vdk.plugin.ml_training.image import plan_image
 from vdk.plugin.ml_training.image.base_facts import table_entry
 from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.build_progress import Progress
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import RegistryClient
+from vdk.plugin.ml_training.job.image_reference import parse_reference
 from vdk.plugin.ml_training.source import audit
 
 FAST_RETRY = RetryPolicy(attempts=2, first_delay=0.01, max_delay=0.02)
@@ -171,7 +171,7 @@ def test_a_base_described_by_its_keys_is_not_read(tmp_path, no_network):
     ],
 )
 def test_the_table_agrees_with_inspection_of_the_well_known_layouts(reference, layout, registry, podman_root):
-    table = table_entry(reference)
+    table = table_entry(parse_reference(reference))
     pushed = push_layout(podman_root, layout, f"{registry.host}/{parse_reference(reference).repository}:table-check")
     ref = parse_reference(pushed)
     with RegistryClient(ref.registry) as client:

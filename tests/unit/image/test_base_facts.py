@@ -1,4 +1,4 @@
-"""Image references and what well-known base images bring."""
+"""Registry addresses and what well-known base images bring."""
 
 from __future__ import annotations
 
@@ -11,43 +11,8 @@ from vdk.plugin.ml_training.image.base_facts import platform_of_os
 from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.image.build_errors import ImageBuildError
 from vdk.plugin.ml_training.image.reference import is_loopback
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
 from vdk.plugin.ml_training.job import load_job_spec
-
-DIGEST = "sha256:" + "ab" * 32
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("busybox", ("docker.io", "library/busybox", "latest", None)),
-        (
-            "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
-            ("docker.io", "pytorch/pytorch", "2.13.0-cuda13.0-cudnn9-runtime", None),
-        ),
-        ("nvcr.io/nvidia/pytorch:25.01-py3", ("nvcr.io", "nvidia/pytorch", "25.01-py3", None)),
-        ("127.0.0.1:5000/base/img:1", ("127.0.0.1:5000", "base/img", "1", None)),
-        ("localhost/img", ("localhost", "img", "latest", None)),
-        (f"registry.example.com:443/team/img@{DIGEST}", ("registry.example.com:443", "team/img", None, DIGEST)),
-        (f"img:tag@{DIGEST}", ("docker.io", "library/img", "tag", DIGEST)),
-    ],
-)
-def test_references_are_read_as_docker_and_podman_read_them(text, expected):
-    ref = parse_reference(text)
-    assert (ref.registry, ref.repository, ref.tag, ref.digest) == expected
-
-
-def test_docker_hub_api_host_and_pinning():
-    ref = parse_reference("python:3.11-slim")
-    assert ref.api_host == "registry-1.docker.io"
-    assert str(ref.with_digest(DIGEST)) == f"docker.io/library/python@{DIGEST}"
-
-
-@pytest.mark.parametrize("bad", ["UPPER/case", "img@sha256:123", "a//b", "img:bad tag"])
-def test_bad_references_are_clear_errors(bad):
-    with pytest.raises(ImageBuildError):
-        parse_reference(bad)
 
 
 def test_registry_paths_and_loopback():

@@ -46,6 +46,7 @@ NOT_FROM_A_KEY = {
     "origins",
     "overrides",
     "data",
+    "_base_reference",  # base_image, parsed
 }
 
 

@@ -3,8 +3,7 @@ patterns, so a name the spec accepts is one the others can carry."""
 
 import pytest
 
-from vdk.plugin.ml_training.image import reference
-from vdk.plugin.ml_training.image.build_errors import ImageBuildError
+from vdk.plugin.ml_training.job import image_reference as reference
 from vdk.plugin.ml_training.job import names
 from vdk.plugin.ml_training.job import teams
 from vdk.plugin.ml_training.k8s import run_identity
@@ -32,7 +31,7 @@ def test_an_image_reference_the_spec_accepts_is_one_the_image_builder_reads(text
     if valid:
         assert reference.parse_reference(text).repository.rsplit("/", 1)[-1] in text
     else:
-        with pytest.raises(ImageBuildError):
+        with pytest.raises(reference.ImageReferenceError):
             reference.parse_reference(text)
 
 

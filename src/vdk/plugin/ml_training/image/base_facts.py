@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 
 from vdk.plugin.ml_training.image.build_errors import BaseImageError
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.image_reference import DOCKER_HUB
+from vdk.plugin.ml_training.job.image_reference import ImageReference
 
 DEFAULT_WHEEL_PLATFORM = "x86_64-manylinux_2_28"  # glibc 2.28: what nearly every Linux image has
 MUSL_PLATFORM = "x86_64-unknown-linux-musl"
@@ -154,8 +154,7 @@ def _python(tag: str) -> _Known:
     return _Known(match.group(1), (), (), platform, "python", reason)
 
 
-def _well_known(base_image: str) -> _Known | None:
-    ref = parse_reference(base_image)
+def _well_known(ref: ImageReference) -> _Known | None:
     tag = ref.tag or ""
     if ref.registry == DOCKER_HUB and ref.repository == "pytorch/pytorch":
         return _pytorch(tag)
@@ -166,15 +165,15 @@ def _well_known(base_image: str) -> _Known | None:
     return None
 
 
-def table_entry(base_image: str) -> _Known | None:
+def table_entry(ref: ImageReference) -> _Known | None:
     """The table's answer for a reference (None for bases it does not know, or a tag it cannot read)."""
-    known = _well_known(base_image)
+    known = _well_known(ref)
     return known if known is not None and known.python_version is not None else None
 
 
 def needs_reading(spec: MLJobSpec) -> bool:
     """Whether the base must be read to know it: neither the table nor the keys say it all."""
-    if table_entry(spec.base_image) is not None:
+    if table_entry(spec.base_reference) is not None:
         return False
     return not (spec.base_python and spec.base_python_version)
 
@@ -182,7 +181,7 @@ def needs_reading(spec: MLJobSpec) -> bool:
 def base_info(spec: MLJobSpec, found: BaseFacts | None = None) -> BaseInfo:
     """What spec.base_image brings: `[ml-training]` keys over the table, else over what reading the
     base `found`. BaseImageError if something stays unknown."""
-    known = None if found is not None else table_entry(spec.base_image)
+    known = None if found is not None else table_entry(spec.base_reference)
     config = spec.config_path.name
     python, python_reason = _interpreter(spec, known, found)
     version = spec.base_python_version or (known.python_version if known else found.python_version if found else None)

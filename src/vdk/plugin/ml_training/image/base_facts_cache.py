@@ -15,7 +15,6 @@ from packaging.utils import canonicalize_name
 from vdk.plugin.ml_training.image.base_facts import BaseFacts
 from vdk.plugin.ml_training.image.base_facts import table_entry
 from vdk.plugin.ml_training.image.build_cache import write_atomically
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
@@ -26,11 +25,11 @@ def known_provides(spec: MLJobSpec) -> tuple[str, ...] | None:
     """The packages spec.base_image has, as far as they are known without contacting anything: from the
     table of well-known bases, or what an earlier build or dry run read from it; plus `base_provides`.
     None when the base was never read."""
-    known = table_entry(spec.base_image)
+    known = table_entry(spec.base_reference)
     if known is not None:
         found = list(known.provides)
     else:
-        digest = parse_reference(spec.base_image).digest
+        digest = spec.base_reference.digest
         facts = (cached(digest) if digest else None) or last_read(spec.base_image)
         if facts is None:
             return None

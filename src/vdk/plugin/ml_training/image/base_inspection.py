@@ -32,7 +32,6 @@ from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.build_progress import Progress
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import BASE
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
@@ -365,7 +364,7 @@ def know_base(spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = N
     registry cannot be reached, what was read from the same reference before is used, with a note."""
     if not needs_reading(spec):
         return base_info(spec)
-    ref = parse_reference(spec.base_image)
+    ref = spec.base_reference
     facts = cached(ref.digest) if ref.digest else None
     if facts is None:
         try:

@@ -10,8 +10,8 @@ from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.image.oci import INDEX_TYPES
 from vdk.plugin.ml_training.image.oci import MANIFEST_TYPES
-from vdk.plugin.ml_training.image.reference import ImageReference
 from vdk.plugin.ml_training.image.registry import RegistryClient
+from vdk.plugin.ml_training.job.image_reference import ImageReference
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,6 @@ from vdk.plugin.ml_training.image.code_manifest import file_digests
 from vdk.plugin.ml_training.image.image_facts import ImageFacts
 from vdk.plugin.ml_training.image.image_facts import ImageLayer
 from vdk.plugin.ml_training.image.provenance import now
-from vdk.plugin.ml_training.image.reference import ImageReference
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.registry import BASE
 from vdk.plugin.ml_training.image.registry import TARGET
 from vdk.plugin.ml_training.image.registry import RegistryClient
@@ -50,6 +48,7 @@ from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import keys
+from vdk.plugin.ml_training.job.image_reference import ImageReference
 from vdk.plugin.ml_training.source import audit
 
 PARALLEL_BLOBS = 4
@@ -152,7 +151,7 @@ def build_and_push(
     progress = progress or Progress()
     started = now()
     host, _ = target_repository(registry, spec)
-    same_registry = parse_reference(spec.base_image).registry == host
+    same_registry = spec.base_reference.registry == host
     with RegistryClient(host, progress, retry, role="" if same_registry else TARGET) as pusher:
         # With the base in the target registry, the pushing client reads it too.
         with base_client(spec, progress, retry, pusher if same_registry else None) as puller:
@@ -181,7 +180,7 @@ def base_client(
     """A client of the registry the job's base image lives in (`shared` when that is the target's)."""
     if shared is not None:
         return nullcontext(shared)
-    return RegistryClient(parse_reference(spec.base_image).registry, progress, retry, role=BASE)
+    return RegistryClient(spec.base_reference.registry, progress, retry, role=BASE)
 
 
 def assemble(
@@ -198,7 +197,7 @@ def assemble(
     """Everything of the job's image but the base's layers, on local disk in `tmp` (the dependency
     layer in its cache): what a push uploads and what a local container engine is served. `base_known(base)`
     is told what the base has once it is read, before anything is built (it may raise to stop there)."""
-    base_ref = parse_reference(spec.base_image)
+    base_ref = spec.base_reference
     progress.stage(f"Base image {base_ref}")
     base = resolve_base(puller, base_ref)
     info = base_inspection.know_read_base(spec, puller, base, progress)

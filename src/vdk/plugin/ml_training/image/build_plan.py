@@ -28,12 +28,11 @@ from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.build_errors import ImageBuildError
 from vdk.plugin.ml_training.image.build_progress import Progress
-from vdk.plugin.ml_training.image.reference import ImageReference
-from vdk.plugin.ml_training.image.reference import parse_reference
 from vdk.plugin.ml_training.image.reference import split_registry
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.image.runtime_layer import scan_runtime_package
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.image_reference import ImageReference
 from vdk.plugin.ml_training.source import audit
 from vdk.plugin.ml_training.source.job_files import LARGE_FILE_BYTES
 from vdk.plugin.ml_training.source.job_files import FileSet
@@ -222,7 +221,7 @@ def gather(
 ) -> Inputs:
     """Everything the image is made of, for a base that is already known (`base`)."""
     host, repository = target_repository(registry, spec)
-    base_ref = parse_reference(spec.base_image)
+    base_ref = spec.base_reference
     code = scan_job_dir(spec.job_dir)
     runtime = scan_runtime_package()
     if not any(f.path == BOOTSTRAP_FILE for f in runtime.files):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB
+from vdk.plugin.ml_training.job.image_reference import DOCKER_HUB
 
 _HUB_ALIASES = {"docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
 _HUB_SERVER_URL = "https://index.docker.io/v1/"

@@ -32,13 +32,13 @@ from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.build_progress import Transfer
-from vdk.plugin.ml_training.image.reference import api_host
 from vdk.plugin.ml_training.image.reference import is_loopback
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
 from vdk.plugin.ml_training.image.registry_timing import Waits
 from vdk.plugin.ml_training.image.registry_timing import seconds
 from vdk.plugin.ml_training.image.registry_timing import timed_out
 from vdk.plugin.ml_training.image.registry_timing import unresolved_name
+from vdk.plugin.ml_training.job.image_reference import api_host
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ from datetime import datetime
 from importlib import metadata
 
 from vdk.plugin.ml_training.image.image_facts import ImageFacts
-from vdk.plugin.ml_training.image.reference import DOCKER_HUB
-from vdk.plugin.ml_training.image.reference import parse_reference
+from vdk.plugin.ml_training.job.image_reference import DOCKER_HUB
+from vdk.plugin.ml_training.job.image_reference import parse_reference
 
 SPEC_VERSION = "1.6"
 PROPERTY_PREFIX = "vdk-ml-training:"

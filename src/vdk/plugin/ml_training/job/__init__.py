@@ -12,6 +12,7 @@ This face re-exports what the rest of the plugin imports; inside the package, mo
 - key_reader.py: typed reading of one key, errors naming file, key and fix
 - load.py: load_job_spec, a line per key
 - names.py: every name pattern (job, Kubernetes, label value, run, image, registry, MIG, module, env var)
+- image_reference.py: an image reference parsed (the spec's base image, `MLJobSpec.base_reference`)
 - entrypoint.py, environment.py, mounts.py: the entrypoint, [ml-training.env] / .secrets, [ml-training.mounts]
 - datasets.py: [ml-training.data] (datasets by reference) and smoke_data
 - teams.py: team names as label values, which team a command is for, a team's namespace and queue

@@ -111,6 +111,7 @@ def _spec(
     args, smoke_args, env = _args(keys, "args") or (), _args(keys, "smoke_args"), read_env(parser, path)
     mounts = parse_mounts(parser, path)
     data = parse_data(parser, path, mounts, entrypoint)
+    base_image = keys.matching("base_image", IMAGE_REFERENCE, "an image reference") or default_of("base_image")
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
@@ -123,7 +124,7 @@ def _spec(
         cpu=keys.quantity("cpu"),
         memory=memory,
         shm_size=shm_size,
-        base_image=keys.matching("base_image", IMAGE_REFERENCE, "an image reference") or default_of("base_image"),
+        base_image=base_image,
         base_python=keys.matching("base_python", INTERPRETER, "an interpreter name or absolute path"),
         base_python_version=keys.matching("base_python_version", PYTHON_VERSION, "a Python version"),
         base_provides=_base_provides(keys),

@@ -17,6 +17,8 @@ from typing import Any
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import ENV_SECTION
 from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.image_reference import ImageReference
+from vdk.plugin.ml_training.job.image_reference import parse_reference
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
 from vdk.plugin.ml_training.job.keys import default_of
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_arguments
@@ -246,13 +248,25 @@ class MLJobSpec:
     # The [ml-training] keys given for this run only (`--set KEY=VALUE`, `--args`: job/overrides.py), as given;
     # their values are in the fields above. Kept in a deployed run's record.
     overrides: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # `base_image` parsed, once: carried by dataclasses.replace (it is parsed again only when base_image changed).
+    # Read it as `base_reference`.
+    _base_reference: ImageReference | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """No credential in what goes into images, manifests and records, whoever built the spec (load.py
-        refuses them first, saying where they came from)."""
+        refuses them first, saying where they came from). The base image is parsed here unless the reference
+        given is that of `base_image` already."""
         refuse_secret_arguments("args", self.args, self.config_path, SECTION)
         refuse_secret_arguments("smoke_args", self.smoke_args, self.config_path, SECTION)
         refuse_secret_env(self.env, self.config_path, ENV_SECTION)
+        if self._base_reference is None or self._base_reference.written != self.base_image:
+            object.__setattr__(self, "_base_reference", parse_reference(self.base_image))
+
+    @property
+    def base_reference(self) -> ImageReference:
+        """The base image, parsed (registry, repository, tag, digest)."""
+        assert self._base_reference is not None  # set by __post_init__
+        return self._base_reference
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)
@@ -294,6 +308,7 @@ class MLJobSpec:
         data.pop("job_dir")
         data.pop("origins")
         data.pop("overrides")
+        data.pop("_base_reference")
         data["entrypoint"] = str(self.entrypoint)
         data["nodes"] = str(self.nodes)
         data["gpus_per_node"] = str(self.gpus_per_node)

@@ -3,7 +3,7 @@
 Job names (DNS-1035 labels short enough for the run and pod names made from them), Kubernetes names (DNS-1123
 labels and subdomains), label values (teams, runs), run names, image references and registry addresses, MIG
 profiles, Python module and package names, interpreters and environment variable names. The modules that parse
-or build such names (teams.py, k8s/run_identity.py, image/reference.py, the spec's readers) import the patterns
+or build such names (teams.py, k8s/run_identity.py, image_reference.py, the spec's readers) import the patterns
 from here, so that a rule is written once.
 """
 

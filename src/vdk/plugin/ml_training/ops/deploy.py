@@ -235,10 +235,9 @@ def _base_digest(spec: MLJobSpec) -> str:
     from vdk.plugin.ml_training.image.base_manifest import resolve_base
     from vdk.plugin.ml_training.image.build import base_client
     from vdk.plugin.ml_training.image.build_progress import Progress as Silent
-    from vdk.plugin.ml_training.image.reference import parse_reference
 
     with base_client(spec, Silent()) as client:
-        return str(resolve_base(client, parse_reference(spec.base_image)).reference)
+        return str(resolve_base(client, spec.base_reference).reference)
 
 
 def require_registry(spec: MLJobSpec) -> str:

@@ -193,11 +193,10 @@ def check_base_reachable(spec: MLJobSpec) -> None:
     """The base image's registry answers and has it (a HEAD of its manifest), also for a base whose contents the
     builder knows without reading it: the build reads its manifest and layers from there."""
     from vdk.plugin.ml_training.image.build_progress import Progress
-    from vdk.plugin.ml_training.image.reference import parse_reference
     from vdk.plugin.ml_training.image.registry import BASE
     from vdk.plugin.ml_training.image.registry import RegistryClient
 
-    ref = parse_reference(spec.base_image)
+    ref = spec.base_reference
     with RegistryClient(ref.registry, Progress(), role=BASE) as client:
         client.check_manifest(ref.repository, ref.ref)
 

@@ -80,8 +80,8 @@ def audit_image(record: RunRecord, key: object | None, key_given: bool) -> Prove
     """What `record`'s image has attached, read from its registry and compared with `record`."""
     from vdk.plugin.ml_training.image.attestations import read_all
     from vdk.plugin.ml_training.image.build_errors import RegistryError
-    from vdk.plugin.ml_training.image.reference import parse_reference
     from vdk.plugin.ml_training.image.registry import RegistryClient
+    from vdk.plugin.ml_training.job.image_reference import parse_reference
 
     ref = parse_reference(record.image)
     if not ref.digest:
