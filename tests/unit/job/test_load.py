@@ -10,8 +10,10 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.errors import SettingError
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
 from vdk.plugin.ml_training.job import is_ml_job
+from vdk.plugin.ml_training.job import load_job_identity
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import ml_config_problem
+from vdk.plugin.ml_training.job import read_job_config
 
 TRAIN = 'import torch\n\nif __name__ == "__main__":\n    print("hi")\n'
 
@@ -184,6 +186,35 @@ def test_the_team_is_the_option_else_owner_else_the_default_team(tmp_path):
     assert (spec.team, spec.namespace, spec.origin("team")) == ("nlp", "ml-nlp", "your default team, `vdk set-default`")
     assert load_job_spec(no_owner).team is None and load_job_spec(no_owner).origins == ()
     assert load_job_spec(job, team="").team is None  # -t '': no team
+
+
+@pytest.mark.parametrize(
+    "ml, settings, team",
+    [
+        ("", {**MAPPINGS, "namespace": "ml-shared"}, None),
+        ("namespace = ml-own\nkube_context = lab", MAPPINGS, None),
+        ("", {"namespace": "ml-shared", "kube_context": "prod"}, "robotics"),
+        ("", {}, ""),
+    ],
+)
+def test_the_identity_says_what_the_spec_says_of_name_team_context_and_namespace(tmp_path, ml, settings, team):
+    job = make_job(tmp_path, ml)
+    spec, identity = load_job_spec(job, settings, team=team), load_job_identity(job, settings, team=team)
+    assert (identity.name, identity.job_dir, identity.team) == (spec.name, spec.job_dir, spec.team)
+    assert (identity.kube_context, identity.namespace) == (spec.kube_context, spec.namespace)
+    assert identity.kubernetes_name() == spec.kubernetes_name() and identity.kubernetes_name("x") == "x"
+
+
+def test_the_identity_reads_only_its_keys(tmp_path):
+    job = make_job(tmp_path, "namespace = ml-own\nnodez = 2\nmemory = lots", "\n[ml-training.sweep]\nlr = what(1)\n")
+    with pytest.raises(JobConfigError, match="unknown key 'nodez'"):
+        load_job_spec(job)
+    config = read_job_config(job)
+    identity = load_job_identity(config)
+    assert (identity.team, identity.namespace) == ("vision", "ml-own")
+    bad = make_job(tmp_path / "bad", "namespace = Not A Namespace\nnodez = 2")
+    with pytest.raises(JobConfigError, match="namespace"):
+        load_job_identity(bad)
 
 
 def test_a_malformed_mapping_is_reported_before_anything_runs(tmp_path):

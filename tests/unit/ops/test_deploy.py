@@ -17,3 +17,19 @@ def test_a_team_that_cannot_be_a_label_value_is_refused_before_any_work(tmp_path
     job = api_job(tmp_path, "python:3.11")
     with pytest.raises(MLTrainingError, match="cannot be a Kubernetes label value"):
         deploy_spec(job, team="R&D/Vision")
+
+
+def test_the_spec_of_a_deploy_reads_config_ini_once(tmp_path, monkeypatch):
+    from vdk.plugin.ml_training.job import config_file
+    from vdk.plugin.ml_training.job import read_job_config
+
+    job = api_job(tmp_path, "python:3.11")
+    (job / "config.ini").write_text((job / "config.ini").read_text() + "\n[vdk]\nml_training_namespace = ml-vdk\n")
+    read = []
+    original = config_file.read_config
+    monkeypatch.setattr(config_file, "read_config", lambda job_dir: read.append(job_dir) or original(job_dir))
+    spec = deploy_spec(job)  # its [vdk] section (the settings) and its [ml-training] keys (the spec)
+    assert len(read) == 1 and spec.namespace == "ml-vdk"
+    config = read_job_config(job)
+    read.clear()
+    assert deploy_spec(config) == spec and read == []  # a config.ini read already is not read again

@@ -6,7 +6,7 @@ import warnings
 
 from vdk.api.plugin.hook_markers import hookimpl
 
-from vdk.plugin.ml_training.job import is_ml_job
+from vdk.plugin.ml_training.cli.context import is_ml_dir
 from vdk.plugin.ml_training.job.settings import CONFIG_KEYS
 
 
@@ -52,7 +52,7 @@ def vdk_command_line(root_command) -> None:
 def run_job(context):
     """ml-training jobs: a smoke run (or full local run) instead of VDK's data job steps.
     Anything else: None, so vdk-core runs the data job's steps as always."""
-    if context.job_directory is None or not is_ml_job(context.job_directory):
+    if context.job_directory is None or not is_ml_dir(context.job_directory):
         return None
     from vdk.plugin.ml_training.cli.run_command import run_ml_job
 

@@ -89,13 +89,14 @@ def wrapped() -> bool:
 def kube_configured(job_path: str | None = None) -> bool:
     """A kube context may be reachable: a kubeconfig file, a configured context, or a pod's service
     account. Local checks only: data-job commands must not pay for a cluster they do not use."""
+    from vdk.plugin.ml_training.cli.context import job_config as read
     from vdk.plugin.ml_training.cli.context import settings_from_click
     from vdk.plugin.ml_training.errors import MLTrainingError
     from vdk.plugin.ml_training.k8s import kubeconfig
-    from vdk.plugin.ml_training.ops.scope import job_dir
+    from vdk.plugin.ml_training.ops.scope import job_config
 
     try:
-        context = settings_from_click(job_dir(job_path)).get("kube_context")
+        context = settings_from_click(job_config(job_path, read)).get("kube_context")
     except MLTrainingError:  # a broken config.ini here: the verb reports it, if it is for ML
         context = None
     if context or kubeconfig.in_a_pod():
@@ -151,11 +152,14 @@ def scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
     ctx = click.get_current_context()
     if _SCOPE_KEY not in ctx.meta:
         from vdk.plugin.ml_training.cli.context import configuration
+        from vdk.plugin.ml_training.cli.context import job_config
         from vdk.plugin.ml_training.cli.context import team_option as given_team
         from vdk.plugin.ml_training.ops.scope import find_scope
 
         option, default = given_team(team)
-        ctx.meta[_SCOPE_KEY] = find_scope(name, option, job_path, default_team=default, configuration=configuration())
+        ctx.meta[_SCOPE_KEY] = find_scope(
+            name, option, job_path, default_team=default, configuration=configuration(), read=job_config
+        )
     return ctx.meta[_SCOPE_KEY]
 
 

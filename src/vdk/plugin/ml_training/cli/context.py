@@ -1,4 +1,5 @@
-"""What every ML verb needs from the vdk command line: its configuration, and one way to fail."""
+"""What every ML verb needs from the vdk command line: its configuration, the job's config.ini read once per
+command, and one way to fail."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ from typing import NoReturn
 
 import click
 
+from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.config_file import JobConfig
+from vdk.plugin.ml_training.job.config_file import read_job_config
 from vdk.plugin.ml_training.job.settings import Settings
 from vdk.plugin.ml_training.job.settings import job_settings
+
+_CONFIGS_KEY = "vdk_ml_training.job_configs"
 
 
 def configuration() -> Any | None:
@@ -20,10 +26,32 @@ def configuration() -> Any | None:
     return getattr(core, "configuration", None)
 
 
-def settings_from_click(job_dir: Path | None = None) -> Settings:
+def job_config(job_dir: Path | str) -> JobConfig:
+    """The config.ini of `job_dir`, read once per command: whoever asks within one invocation (whether it is for
+    ML, its settings, its spec or its scope) gets the same reading (click's context keeps it, as long as the
+    command runs). JobConfigError when it cannot be read (asked again, read again: that is a failing command)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return read_job_config(job_dir)
+    configs = ctx.meta.setdefault(_CONFIGS_KEY, {})
+    key = Path(job_dir).resolve()
+    if key not in configs:
+        configs[key] = read_job_config(job_dir)
+    return configs[key]
+
+
+def is_ml_dir(job_dir: Path | str) -> bool:
+    """Whether `job_dir`'s config.ini says `[job] type = ml-training` (read once per command; unreadable: no)."""
+    try:
+        return job_config(job_dir).is_ml
+    except JobConfigError:
+        return False
+
+
+def settings_from_click(job: Path | JobConfig | None = None) -> Settings:
     """Cluster-wide defaults (registry, namespace, ...) from VDK configuration, for load_job_spec: the
-    environment, else [vdk] of the config.ini of `job_dir` (the verb's job, when it has one)."""
-    return job_settings(configuration(), job_dir)
+    environment, else [vdk] of the config.ini of `job` (the verb's job, when it has one)."""
+    return job_settings(configuration(), job)
 
 
 # Where an option's value came from, when the user gave it (not a default).

@@ -23,12 +23,13 @@ from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.context import configuration
 from vdk.plugin.ml_training.cli.context import fail
+from vdk.plugin.ml_training.cli.context import is_ml_dir
+from vdk.plugin.ml_training.cli.context import job_config
 from vdk.plugin.ml_training.cli.context import team_option
 from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import backend_choices
-from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import ml_config_problem
 from vdk.plugin.ml_training.job import teams
 from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 def _is_ml(kwargs: dict[str, Any]) -> bool:
     path = kwargs.get("job_path")
-    if not path or is_ml_job(Path(path)):
+    if not path or is_ml_dir(path):
         return bool(path)
     problem = ml_config_problem(Path(path))  # meant as ml-training, but broken or misnamed
     if problem is not None:
@@ -98,7 +99,7 @@ def deploy_ml(
             )
         option, default_team = team_option(team)
         spec = deploy.deploy_spec(
-            job_path,
+            job_config(job_path),  # read once: deciding it is for ML read it already
             name=name,
             team=option,
             default_team=default_team,

@@ -10,16 +10,16 @@ import inspect
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone
-from pathlib import Path
 from typing import Any
 
 import click
 
 from vdk.plugin.ml_training.cli import interrupts
+from vdk.plugin.ml_training.cli.context import is_ml_dir
+from vdk.plugin.ml_training.cli.context import job_config
 from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.image.build_progress import StderrProgress
-from vdk.plugin.ml_training.job import is_ml_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import JOB_TYPE
@@ -119,7 +119,7 @@ def add_run_flags(root_command: click.Group) -> None:
             arguments=kwargs.get("arguments"),
         )
         job_dir = kwargs.get("data_job_directory")
-        if options.ml_only and job_dir and not is_ml_job(Path(job_dir)):
+        if options.ml_only and job_dir and not is_ml_dir(job_dir):
             raise click.UsageError(f"{', '.join(options.ml_only)} applies to ml-training jobs only")
         token = _options.set(options)
         try:
@@ -146,9 +146,8 @@ def run_ml_job(context: Any) -> Any:
                 )
             configuration = context.core_context.configuration
             overrides = parse_overrides(options.sets, options.args)
-            spec = load_job_spec(
-                context.job_directory, job_settings(configuration, context.job_directory), overrides=overrides
-            )
+            config = job_config(context.job_directory)  # read once: for the settings and the spec
+            spec = load_job_spec(config, job_settings(configuration, config), overrides=overrides)
             step_name = str(spec.entrypoint)
             if spec.sweep is not None:
                 from vdk.plugin.ml_training.cli.sweep_run import run_sweep

@@ -8,9 +8,10 @@ This face re-exports what the rest of the plugin imports; inside the package, mo
 
 - model.py: MLJobSpec and its values (frozen dataclasses)
 - keys.py: THE catalogue of keys and VDK settings; key_table.py renders it as Markdown for the docs
-- config_file.py: reading config.ini (sections, is_ml_job, ml_config_problem, [owner] team)
+- config_file.py: reading config.ini, once per command (JobConfig: sections, is_ml_job, ml_config_problem, [owner]
+  team)
 - key_reader.py: typed reading of one key, errors naming file, key and fix
-- load.py: load_job_spec, a line per key
+- load.py: load_job_spec, a line per key; load_job_identity, what the cluster verbs read (name, team, namespace)
 - names.py: every name pattern (job, Kubernetes, label value, run, image, registry, MIG, module, env var)
 - image_reference.py: an image reference parsed (the spec's base image, `MLJobSpec.base_reference`)
 - entrypoint.py, environment.py, mounts.py: the entrypoint, [ml-training.env] / .secrets, [ml-training.mounts]
@@ -29,11 +30,13 @@ from vdk.plugin.ml_training.job.config_file import ENV_SECTION
 from vdk.plugin.ml_training.job.config_file import MOUNTS_SECTION
 from vdk.plugin.ml_training.job.config_file import SECRETS_SECTION
 from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.config_file import JobConfig
 from vdk.plugin.ml_training.job.config_file import closest
 from vdk.plugin.ml_training.job.config_file import is_ml_job
 from vdk.plugin.ml_training.job.config_file import ml_config_problem
 from vdk.plugin.ml_training.job.config_file import owner_team
 from vdk.plugin.ml_training.job.config_file import read_config
+from vdk.plugin.ml_training.job.config_file import read_job_config
 from vdk.plugin.ml_training.job.environment import RESERVED_ENV
 from vdk.plugin.ml_training.job.keys import CATALOGUE
 from vdk.plugin.ml_training.job.keys import DEFAULT_BASE_IMAGE
@@ -41,11 +44,13 @@ from vdk.plugin.ml_training.job.keys import DEFAULT_SMOKE_TIMEOUT
 from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
 from vdk.plugin.ml_training.job.keys import Key
+from vdk.plugin.ml_training.job.load import load_job_identity
 from vdk.plugin.ml_training.job.load import load_job_spec
 from vdk.plugin.ml_training.job.model import Accelerators
 from vdk.plugin.ml_training.job.model import DataMount
 from vdk.plugin.ml_training.job.model import DataSource
 from vdk.plugin.ml_training.job.model import Entrypoint
+from vdk.plugin.ml_training.job.model import JobIdentity
 from vdk.plugin.ml_training.job.model import MLJobSpec
 from vdk.plugin.ml_training.job.model import NodeRange
 from vdk.plugin.ml_training.job.model import SecretEnv
@@ -72,6 +77,8 @@ __all__ = [
     "DataMount",
     "DataSource",
     "Entrypoint",
+    "JobConfig",
+    "JobIdentity",
     "Key",
     "MLJobSpec",
     "NodeRange",
@@ -82,8 +89,10 @@ __all__ = [
     "is_kubernetes_job_name",
     "is_ml_job",
     "kubernetes_job_name",
+    "load_job_identity",
     "load_job_spec",
     "ml_config_problem",
     "owner_team",
     "read_config",
+    "read_job_config",
 ]

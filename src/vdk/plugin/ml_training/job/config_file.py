@@ -2,6 +2,9 @@
 ml-training job (`is_ml_job`, `ml_config_problem`), its `[owner] team`, and the raw [ml-training] section with
 each key checked against the catalogue (known, set once, not empty, no inline comment). What the values mean is
 load.py's part.
+
+A command reads the file once (`read_job_config`) and hands the `JobConfig` to every reader of it: whether the
+job is an ml-training job, its [owner] team, its [vdk] section (settings.py), the spec (load.py).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import difflib
 import os
 import re
 import shlex
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 from vdk.plugin.ml_training.errors import JobConfigError
@@ -29,6 +34,38 @@ DATA_SECTION = "ml-training.data"
 CONFIG_FILE = "config.ini"
 # An inline comment as users write it in other ini dialects: `;` or `#` at the start or after whitespace.
 _INLINE_COMMENT = re.compile(r"(?:^|(?<=\s))[;#]")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """A job directory's config.ini as read once (`read_job_config`): what a command hands to whoever reads it."""
+
+    job_dir: Path
+    parser: configparser.ConfigParser = field(compare=False, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return self.job_dir / CONFIG_FILE
+
+    @property
+    def is_ml(self) -> bool:
+        """Whether it says `[job] type = ml-training`."""
+        return (_job_type(self.parser) or "").lower() == JOB_TYPE
+
+    @property
+    def team(self) -> str | None:
+        """Its `[owner] team` (None when it has none)."""
+        return team_of(self.parser)
+
+
+def read_job_config(job_dir: Path | str) -> JobConfig:
+    """config.ini of `job_dir`, read and parsed (JobConfigError, as `read_config`, when it cannot be)."""
+    return JobConfig(Path(job_dir), read_config(Path(job_dir)))
+
+
+def job_config(job: Path | str | JobConfig) -> JobConfig:
+    """`job` when it is a read config.ini already, else the config.ini of the job directory `job`, read now."""
+    return job if isinstance(job, JobConfig) else read_job_config(job)
 
 
 def read_config(job_dir: Path) -> configparser.ConfigParser:
@@ -146,13 +183,12 @@ def _job_type(parser: configparser.ConfigParser) -> str | None:
     return None
 
 
-def is_ml_job(job_dir: Path | str) -> bool:
+def is_ml_job(job: Path | str | JobConfig) -> bool:
     """True if config.ini says `[job] type = ml-training`. Unreadable configs count as not ML."""
     try:
-        parser = read_config(Path(job_dir))
+        return job_config(job).is_ml
     except JobConfigError:
         return False
-    return (_job_type(parser) or "").lower() == JOB_TYPE
 
 
 def ml_config_problem(job_dir: Path | str) -> JobConfigError | None:
@@ -283,9 +319,9 @@ def training_without_a_job(job_dir: Path) -> JobConfigError | None:
     )
 
 
-def owner_team(job_dir: Path | str) -> str | None:
+def owner_team(job: Path | str | JobConfig) -> str | None:
     """The `[owner] team` of a job directory's config.ini (None when it has none)."""
-    return team_of(read_config(Path(job_dir)))
+    return job_config(job).team
 
 
 def team_of(parser: configparser.ConfigParser) -> str | None:
@@ -310,13 +346,18 @@ def check_sections(parser: configparser.ConfigParser, path: Path) -> None:
             raise JobConfigError(path, f"unknown section [{section}]", f"rename it to [{close}]", section=section)
 
 
-def section_values(parser: configparser.ConfigParser, path: Path) -> dict[str, str]:
+def section_values(
+    parser: configparser.ConfigParser, path: Path, only: tuple[str, ...] | None = None
+) -> dict[str, str]:
     """The [ml-training] section, keys as the catalogue names them (lower case, `_`): each a key of the catalogue,
-    set once, not empty (unless it may be), with no inline comment."""
+    set once, not empty (unless it may be), with no inline comment. `only`: the keys of these names, checked so;
+    the others are left out unread (what a verb that uses no other key may ignore)."""
     raw = dict(parser.items(SECTION)) if parser.has_section(SECTION) else {}
     values: dict[str, str] = {}
     for key, value in raw.items():
         name = key.strip().lower().replace("-", "_")
+        if only is not None and name not in only:
+            continue
         if name not in KEYS:
             close = closest(name, list(KEYS))
             fix = f"did you mean `{close}`?" if close else f"valid keys are: {', '.join(KEYS)}"

@@ -1,4 +1,5 @@
-"""`load_job_spec`: a job directory read and validated into one `MLJobSpec`, a line per key of the catalogue.
+"""`load_job_spec`: a job directory read and validated into one `MLJobSpec`, a line per key of the catalogue; and
+`load_job_identity`: who the job is to the cluster verbs (name, team, kube context, namespace), from those keys only.
 
 The sections come from config_file.py, the typed values from key_reader.py (with the catalogue's defaults), the
 entrypoint, environment and mounts from their modules; what is left here is what no other key needs: the values
@@ -8,7 +9,6 @@ of a particular grammar (nodes, gpus_per_node, arguments, base_provides), the de
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 import re
 import shlex
@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.job import teams
-from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import SECTION
+from vdk.plugin.ml_training.job.config_file import JobConfig
 from vdk.plugin.ml_training.job.config_file import check_sections
-from vdk.plugin.ml_training.job.config_file import read_config
+from vdk.plugin.ml_training.job.config_file import job_config
 from vdk.plugin.ml_training.job.config_file import section_values
-from vdk.plugin.ml_training.job.config_file import team_of
 from vdk.plugin.ml_training.job.datasets import parse_data
 from vdk.plugin.ml_training.job.datasets import parse_smoke_data
 from vdk.plugin.ml_training.job.entrypoint import read_entrypoint
@@ -37,6 +36,7 @@ from vdk.plugin.ml_training.job.keys import default_of
 from vdk.plugin.ml_training.job.literal_secrets import secret_argument
 from vdk.plugin.ml_training.job.literal_secrets import secret_argument_error
 from vdk.plugin.ml_training.job.model import Accelerators
+from vdk.plugin.ml_training.job.model import JobIdentity
 from vdk.plugin.ml_training.job.model import MLJobSpec
 from vdk.plugin.ml_training.job.model import NodeRange
 from vdk.plugin.ml_training.job.mounts import parse_mounts
@@ -58,7 +58,7 @@ from vdk.plugin.ml_training.vocabulary.nvidia import SLICES
 
 
 def load_job_spec(
-    job_dir: Path | str,
+    job_dir: Path | str | JobConfig,
     settings: Mapping[str, Any] | None = None,
     team: str | None = None,
     default_team: str | None = None,
@@ -70,27 +70,54 @@ def load_job_spec(
     the job's [ml-training] section overrides; `overrides` ({key: value}, job/overrides.py: `--set`,
     `--args`) override that section for one run, read as its lines would be. The team is `team`
     (-t), else `[owner] team`, else `default_team` (VDK's default team); its namespace and queue
-    come from the team mappings of `settings` unless the job sets them. Raises JobConfigError
-    (SettingError for a malformed VDK setting), and nothing else, on bad input.
+    come from the team mappings of `settings` unless the job sets them. `job_dir` may be its config.ini read
+    already (config_file.read_job_config): it is not read again. Raises JobConfigError (SettingError for a
+    malformed VDK setting), and nothing else, on bad input.
     """
-    job_dir = Path(job_dir).resolve()
-    parser = read_config(job_dir)
-    path = job_dir / CONFIG_FILE
+    config = job_config(job_dir)
+    job_dir = config.job_dir.resolve()
+    parser = config.parser
+    path = job_dir / config.path.name
     check_sections(parser, path)
     keys = KeyReader(path, {**section_values(parser, path), **(overrides or {})}, settings or {}, overrides)
-    spec = _spec(keys, parser, job_dir, team, default_team)
+    spec = _spec(keys, config, job_dir, team, default_team)
     return dataclasses.replace(spec, overrides=tuple((overrides or {}).items())) if overrides else spec
 
 
-def _spec(
-    keys: KeyReader, parser: configparser.ConfigParser, job_dir: Path, team: str | None, default_team: str | None
-) -> MLJobSpec:
-    path = keys.path
+# What the cluster verbs read of a job: the keys that say where its runs are.
+IDENTITY_KEYS = ("namespace", "kube_context")
+
+
+def load_job_identity(
+    job_dir: Path | str | JobConfig,
+    settings: Mapping[str, Any] | None = None,
+    team: str | None = None,
+    default_team: str | None = None,
+) -> JobIdentity:
+    """Who the job is to the cluster verbs: its name, its team (`team`, else `[owner] team`, else `default_team`),
+    its kube context and namespace (as `load_job_spec` reads them, over the same `settings`). Only these keys are
+    read and checked: a key the verbs do not use (a sweep being written, a typo elsewhere) does not stop them."""
+    config = job_config(job_dir)
+    path = config.job_dir.resolve() / config.path.name
+    keys = KeyReader(path, section_values(config.parser, path, only=IDENTITY_KEYS), settings or {})
+    team_name, origins = _team(config, path, team, default_team)
+    namespace = _team_setting(keys, "namespace", team_name, origins)
+    return JobIdentity(path.parent.name, path.parent, team_name, keys.raw("kube_context"), namespace)
+
+
+def _team(config: JobConfig, path: Path, team: str | None, default_team: str | None) -> tuple[str | None, dict]:
+    """The job's team (-t, else `[owner] team`, else the default team), and where it came from in `origins`."""
     origins: dict[str, str] = {}
-    choice = teams.choose_team(team, teams.OwnerTeam(team_of(parser), path), default_team)
+    choice = teams.choose_team(team, teams.OwnerTeam(config.team, path), default_team)
     if choice is not None:
         origins["team"] = choice.source
-    team_name = (choice.name or None) if choice else None
+    return ((choice.name or None) if choice else None), origins
+
+
+def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, default_team: str | None) -> MLJobSpec:
+    path = keys.path
+    parser = config.parser
+    team_name, origins = _team(config, path, team, default_team)
     namespace = _team_setting(keys, "namespace", team_name, origins)
     queue = _team_setting(keys, "queue", team_name, origins)
 

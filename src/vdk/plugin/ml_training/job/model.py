@@ -175,6 +175,28 @@ class Toleration:
 
 
 @dataclass(frozen=True)
+class JobIdentity:
+    """Who a job is to the cluster verbs (`vdk show`, `list`, `execute`, `delete`, `diff`): its name, team, kube
+    context and namespace, read from the few keys that say them (load.load_job_identity), so that a key those
+    verbs do not use cannot stop them. The spec (`MLJobSpec`) says the same of a job it validated whole."""
+
+    name: str  # the job directory's name
+    job_dir: Path
+    team: str | None
+    kube_context: str | None
+    namespace: str | None
+
+    @property
+    def config_path(self) -> Path:
+        return self.job_dir / CONFIG_FILE
+
+    def kubernetes_name(self, name: str | None = None) -> str:
+        """The job name as Kubernetes will carry it (`name`: the one of -n); raises JobConfigError if it cannot be
+        one."""
+        return kubernetes_job_name(name or self.name, self.config_path, from_option=bool(name))
+
+
+@dataclass(frozen=True)
 class MLJobSpec:
     """One ml-training job, fully validated. Build it with `load_job_spec`."""
 

@@ -12,9 +12,9 @@ from typing import Protocol
 
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import keys
-from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.config_file import JobConfig
 from vdk.plugin.ml_training.job.config_file import closest
-from vdk.plugin.ml_training.job.config_file import read_config
+from vdk.plugin.ml_training.job.config_file import job_config
 from vdk.plugin.ml_training.vocabulary.wire import setting_variable
 
 RUN_MODE = keys.key("run_mode").setting_name
@@ -58,17 +58,18 @@ def variable(key: str) -> str:
     return setting_variable(key)
 
 
-def job_vdk_section(job_dir: Path | None) -> dict[str, str]:
+def job_vdk_section(job: Path | JobConfig | None) -> dict[str, str]:
     """The plugin's keys in [vdk] of a job's config.ini (`ml_training_*`, lower-cased as VDK reads them); an
-    unknown `ml_training_*` key there is an error (VDK would ignore it silently)."""
-    if job_dir is None:
+    unknown `ml_training_*` key there is an error (VDK would ignore it silently). `job`: the job directory, or its
+    config.ini read already."""
+    if job is None:
         return {}
-    parser = read_config(job_dir)
+    config = job_config(job)
     out: dict[str, str] = {}
-    for section in parser.sections():
+    for section in config.parser.sections():
         if section.lower() != "vdk":
             continue
-        for name, value in parser.items(section):
+        for name, value in config.parser.items(section):
             key = name.strip().lower()
             if not key.startswith(keys.SETTING_PREFIX) and not key.startswith(keys.SETTING_PREFIX.replace("_", "-")):
                 continue
@@ -76,19 +77,23 @@ def job_vdk_section(job_dir: Path | None) -> dict[str, str]:
             if key not in CONFIG_KEYS:
                 close = closest(key, list(CONFIG_KEYS))
                 fix = f"did you mean `{close}`?" if close else f"the plugin's keys are: {', '.join(CONFIG_KEYS)}"
-                raise JobConfigError(
-                    Path(job_dir) / CONFIG_FILE, f"unknown VDK configuration key {name!r}", fix, section, name
-                )
+                raise JobConfigError(config.path, f"unknown VDK configuration key {name!r}", fix, section, name)
             out[key] = value
     return out
 
 
-def setting(configuration: ConfigurationLike | None, key: str, job_dir: Path | None = None) -> tuple[Any, str | None]:
+def setting(
+    configuration: ConfigurationLike | None, key: str, job: Path | JobConfig | None = None
+) -> tuple[Any, str | None]:
     """(value, where it came from) of one VDK configuration key of the plugin, the same way for every verb: the
     environment (VDK_<KEY>), else [vdk] of the job's config.ini, else the key's default (origin None). An empty
     value counts as not set. VDK itself loads [vdk] only for `vdk run JOB`, under the environment; it is read
-    here for every verb that knows its job directory."""
-    return _setting(configuration, key, job_vdk_section(job_dir), job_dir)
+    here for every verb that knows its job directory (`job`, or its config.ini read already)."""
+    return _setting(configuration, key, job_vdk_section(job), _directory(job))
+
+
+def _directory(job: Path | JobConfig | None) -> Path | None:
+    return job.job_dir if isinstance(job, JobConfig) else job
 
 
 def _setting(
@@ -125,15 +130,15 @@ def _from_environment(key: str, value: Any) -> bool:
     return False
 
 
-def job_settings(configuration: ConfigurationLike | None, job_dir: Path | None = None) -> Settings:
+def job_settings(configuration: ConfigurationLike | None, job: Path | JobConfig | None = None) -> Settings:
     """Cluster-wide defaults for `load_job_spec`, keyed as in [ml-training] (see `setting` for the precedence;
-    the job's [ml-training] keys win over all of them)."""
-    section = job_vdk_section(job_dir)
+    the job's [ml-training] keys win over all of them). `job`: the job directory, or its config.ini read already."""
+    section = job_vdk_section(job)
     out = Settings()
     for key in CONFIG_KEYS:
         if key in _NOT_JOB_SETTINGS:
             continue
-        value, origin = _setting(configuration, key, section, job_dir)
+        value, origin = _setting(configuration, key, section, _directory(job))
         if value is not None and str(value).strip() != "":
             short = key.removeprefix(keys.SETTING_PREFIX)
             out[short] = value

@@ -30,6 +30,8 @@ from vdk.plugin.ml_training.image.image_facts import BuildParameters
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import teams
+from vdk.plugin.ml_training.job.config_file import JobConfig
+from vdk.plugin.ml_training.job.config_file import job_config
 from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import job_settings
@@ -62,7 +64,7 @@ PLACEHOLDER_REGISTRY = "registry.invalid/set-vdk-ml-training-registry"
 
 
 def deploy_spec(
-    job_path: str | Path,
+    job_path: str | Path | JobConfig,
     *,
     name: str | None = None,
     team: str | None = None,
@@ -77,9 +79,11 @@ def deploy_spec(
     set-default`), with that team's namespace and queue; `backend` overrides the job's. `configuration`:
     VDK's (None: the environment's, ops/configuration.py; then [vdk] of the job's config.ini). `overrides`:
     [ml-training] keys for this run only ({key: value}, job/overrides.py), kept in the run's record. A team
-    that cannot be a label value is an error here, before any work."""
-    settings = job_settings(or_environment(configuration), Path(job_path))
-    spec = load_job_spec(Path(job_path), settings, team=team, default_team=default_team, overrides=overrides)
+    that cannot be a label value is an error here, before any work. `job_path` may be the job's config.ini read
+    already (job.read_job_config); else it is read here, once, for the settings and the spec."""
+    config = job_config(job_path)
+    settings = job_settings(or_environment(configuration), config)
+    spec = load_job_spec(config, settings, team=team, default_team=default_team, overrides=overrides)
     _check_team(spec)
     changes: dict[str, Any] = {"name": spec.kubernetes_name(name)}
     if backend:

@@ -5,18 +5,23 @@ k8s/selection.py. Every use case of the cluster starts here.
 The team: `team`, else the `[owner] team` of the job at `job_path`, else VDK's default team (`vdk
 set-default`), else the `[owner] team` of the ml-training job directory the call runs in. The job name:
 `name`, else the name of that job directory. The namespace: the job's `namespace` key, else the team's
-entry of ml_training_team_namespaces, else ml_training_namespace, else the kube context's.
+entry of ml_training_team_namespaces, else ml_training_namespace, else the kube context's. Of a job directory's
+config.ini only what says these is read (job.load_job_identity): a key the verbs do not use cannot stop them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.job.config_file import JobConfig
+from vdk.plugin.ml_training.job.config_file import read_job_config
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import Settings
 from vdk.plugin.ml_training.job.settings import job_settings
@@ -47,13 +52,20 @@ class Scope:
         return KubeClient(self.context, self.namespace)
 
 
-def job_dir(job_path: str | Path | None) -> Path | None:
-    """The job a verb works on: `job_path`, else the ml-training job directory it runs in (None: neither)."""
-    from vdk.plugin.ml_training.job import is_ml_job
+# How a call reads a job directory's config.ini: the command line hands one that reads each file once per command.
+ConfigReader = Callable[[Path], JobConfig]
 
+
+def job_config(job_path: str | Path | None, read: ConfigReader = read_job_config) -> JobConfig | None:
+    """The config.ini of the job a verb works on: `job_path`'s, else that of the ml-training job directory it runs in
+    (None: neither). `read` reads a job directory's config.ini."""
     if job_path:
-        return Path(job_path)
-    return Path.cwd() if is_ml_job(Path.cwd()) else None
+        return read(Path(job_path))
+    try:
+        here = read(Path.cwd())
+    except JobConfigError:
+        return None
+    return here if here.is_ml else None
 
 
 def find_scope(
@@ -63,33 +75,33 @@ def find_scope(
     *,
     default_team: str | None = None,
     configuration: ConfigurationLike | None = None,
+    read: ConfigReader = read_job_config,
 ) -> Scope:
     """The scope of a call: `team` as the user gave it (-t; '' for the runs without a team), `default_team`
     VDK's default team (`vdk set-default`: `job.teams.default_team()`), `configuration` VDK's (None: the
-    environment's, ops/configuration.py; then [vdk] of the job's config.ini). Reads config.ini files only;
-    contacts no cluster."""
-    from vdk.plugin.ml_training.job import CONFIG_FILE
-    from vdk.plugin.ml_training.job import is_ml_job
-    from vdk.plugin.ml_training.job import load_job_spec
-    from vdk.plugin.ml_training.job import owner_team
+    environment's, ops/configuration.py; then [vdk] of the job's config.ini). Reads config.ini files only (each
+    once, through `read`); contacts no cluster."""
+    from vdk.plugin.ml_training.job import load_job_identity
     from vdk.plugin.ml_training.job import teams
 
-    named = Path(job_path) if job_path else None
-    here = Path.cwd() if named is None and is_ml_job(Path.cwd()) else None
+    job = job_config(job_path, read)
+    named = job if job_path else None
+    here = None if job_path else job
     # VDK settings: the environment, else [vdk] of the job's config.ini (named, or the one the call runs in)
-    settings = job_settings(or_environment(configuration), named or here)
+    settings = job_settings(or_environment(configuration), job)
     choice = teams.choose_team(
         team,
-        job=teams.OwnerTeam(owner_team(named), named / CONFIG_FILE) if named else None,
+        job=teams.OwnerTeam(named.team, named.path) if named else None,
         default=default_team,
-        here=teams.OwnerTeam(owner_team(here), here / CONFIG_FILE) if here else None,
+        here=teams.OwnerTeam(here.team, here.path) if here else None,
     )
     if choice is not None and choice.name:
         teams.team_label(choice.name)  # a team that cannot be a label value has no runs: say so, with the fix
-    directory = named or here
-    if directory is not None:
-        spec = load_job_spec(directory, settings, team=choice.name if choice else None)
-        return Scope(choice, name or spec.kubernetes_name(), directory, spec.kube_context, spec.namespace, settings)
+    if job is not None:
+        identity = load_job_identity(job, settings, team=choice.name if choice else None)
+        return Scope(
+            choice, name or identity.kubernetes_name(), job.job_dir, identity.kube_context, identity.namespace, settings
+        )
     namespace, _ = teams.team_value(settings, "namespace", choice.name if choice else None)
     return Scope(choice, name, None, settings.get("kube_context"), namespace, settings)
 
