@@ -15,3 +15,13 @@ def test_the_manifest_holds_the_code_layer_s_files_by_content(tmp_path):
     assert {k: v for k, v in second.items() if k != "lib/util.py"} == {
         k: v for k, v in first.items() if k != "lib/util.py"
     }
+
+
+def test_a_file_set_found_already_is_hashed_as_found(tmp_path):
+    from vdk.plugin.ml_training.source.job_files import scan_job_dir
+
+    job = write_job(tmp_path, "job", files={"train.py": "print(1)\n"})
+    files = scan_job_dir(job)
+    (job / "later.py").write_text("print(2)\n")
+    assert code_manifest(files) == {k: v for k, v in code_manifest(job).items() if k != "later.py"}
+    assert set(code_manifest(files)) == {"train.py", "config.ini"}

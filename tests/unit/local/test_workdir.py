@@ -115,3 +115,15 @@ def test_too_many_big_bytes_to_copy_stop_before_anything_is_made(tmp_path, monke
     assert "move data out of the job directory" in caught.value.fix and ".vdkignore" in caught.value.fix
     assert not (tmp_path / "work").exists()
     assert workdir.prepare(job, tmp_path / "linked", protected=True).path.is_dir()  # where it may link: no limit
+
+
+def test_a_file_set_found_already_is_what_it_holds(tmp_path):
+    from vdk.plugin.ml_training.source.job_files import scan_job_dir
+
+    job = tmp_path / "job"
+    write(job, "train.py", "print('train')\n")
+    files = scan_job_dir(job)  # what the command found, once: the image's code layer gets the same
+    write(job, "later.py", "print('written after the scan')\n")
+    made = workdir.prepare(job, tmp_path / "run" / "work", files=files)
+    assert tree(made.path) == {"train.py": "file"}
+    assert tree(workdir.prepare(job, tmp_path / "again" / "work").path) == {"later.py": "file", "train.py": "file"}

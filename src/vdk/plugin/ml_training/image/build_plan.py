@@ -217,12 +217,18 @@ def target_repository(registry: str, spec: MLJobSpec) -> tuple[str, str]:
 
 
 def gather(
-    spec: MLJobSpec, registry: str, provenance: audit.Provenance, base: BaseInfo, created: str | None = None
+    spec: MLJobSpec,
+    registry: str,
+    provenance: audit.Provenance,
+    base: BaseInfo,
+    created: str | None = None,
+    code: FileSet | None = None,
 ) -> Inputs:
-    """Everything the image is made of, for a base that is already known (`base`)."""
+    """Everything the image is made of, for a base that is already known (`base`). `code`: the job directory's files
+    as the command found them already (default: found now)."""
     host, repository = target_repository(registry, spec)
     base_ref = spec.base_reference
-    code = scan_job_dir(spec.job_dir)
+    code = code if code is not None else scan_job_dir(spec.job_dir)
     runtime = scan_runtime_package()
     if not any(f.path == BOOTSTRAP_FILE for f in runtime.files):
         raise ImageBuildError(

@@ -8,15 +8,18 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 CHUNK = 1 << 20
 
 
-def code_manifest(job_dir: Path) -> dict[str, str]:
-    """path (as in the image's job directory) -> sha256 of every file of the code layer."""
-    return file_digests(scan_job_dir(Path(job_dir)).files)
+def code_manifest(job: Path | FileSet) -> dict[str, str]:
+    """path (as in the image's job directory) -> sha256 of every file of the code layer. `job`: the job directory,
+    or its files as the command found them already (scan_job_dir)."""
+    files = job if isinstance(job, FileSet) else scan_job_dir(Path(job))
+    return file_digests(files.files)
 
 
 def file_digests(files: Iterable[SourceFile]) -> dict[str, str]:

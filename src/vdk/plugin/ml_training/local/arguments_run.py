@@ -17,6 +17,7 @@ from vdk.plugin.ml_training.local import workdir
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.runtime import argument_check
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.source.job_files import FileSet
 
 CHECK_MODULE = "vdk.plugin.ml_training.runtime.argument_check"
 
@@ -36,14 +37,15 @@ class ArgumentsChecked:
 
 
 def check_arguments(
-    spec: MLJobSpec, argument_lists: list[list[str]], env: dict[str, str] | None = None
+    spec: MLJobSpec, argument_lists: list[list[str]], env: dict[str, str] | None = None, files: FileSet | None = None
 ) -> ArgumentsChecked:
     """Whether the entrypoint of `spec` accepts each of `argument_lists`; `env`: the processes' environment
-    beyond the smoke run's (a trial's [ml-training.env] values)."""
+    beyond the smoke run's (a trial's [ml-training.env] values). `files`: the job directory's files as the command
+    found them already (default: found now)."""
     base = smoke_plan(spec).env
     folder = Path(tempfile.mkdtemp(prefix=f"{spec.name}-arguments-"))
     try:
-        work = workdir.prepare(spec.job_dir, folder / "work")
+        work = workdir.prepare(spec.job_dir, folder / "work", files=files)
         result = folder / "result.json"
         (folder / "tmp").mkdir()
         environment = {**base, **(env or {}), argument_check.ARGUMENT_SETS: json.dumps(argument_lists)}

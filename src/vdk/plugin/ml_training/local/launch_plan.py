@@ -26,6 +26,7 @@ from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
+from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.vocabulary.wire import ENV_PREFIX
 
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
@@ -48,6 +49,7 @@ class LaunchPlan:
     gpus: int = 0  # GPUs the ranks may use
     workers: int = 0  # smoke run of a script that spawns its own workers: how many (they are the ranks)
     data: tuple[LocalDataset, ...] = ()  # the datasets at their targets in the working directory (data_links.py)
+    files: FileSet | None = None  # the job directory's files, when the command found them already (else: at start)
 
     @property
     def ranks(self) -> int:
@@ -104,9 +106,11 @@ def smoke_plan(
     start_method: str | None = None,
     inherited: Mapping[str, str] | None = None,
     overlay: Overlay | None = None,
+    files: FileSet | None = None,
 ) -> LaunchPlan:
     """`inherited`: the environment the ranks start from (default: this process's). `overlay`: the job's
-    requirements, installed for this interpreter, on the ranks' path ahead of site-packages (local/overlay.py)."""
+    requirements, installed for this interpreter, on the ranks' path ahead of site-packages (local/overlay.py).
+    `files`: the job directory's files as the command found them already (its working directory gets them)."""
     workers = spec.smoke_processes if spec.spawns_workers else 0
     processes = 1 if workers else spec.smoke_processes
     ranks = workers or processes
@@ -140,6 +144,7 @@ def smoke_plan(
         start_method=start_method or default_start_method(),
         env=env,
         workers=workers,
+        files=files,
     )
 
 

@@ -154,7 +154,7 @@ class HostStarter:
 
     def prepare(self, plan: LaunchPlan, run_dir: Path) -> workdir.WorkDir:
         protected = job_dir_mount.available()
-        work = workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR, protected=protected)
+        work = workdir.prepare(plan.spec.job_dir, run_dir / WORK_DIR, protected=protected, files=plan.files)
         if protected:
             self._protect = {
                 job_dir_mount.PROTECT_ENV: str(work.job_dir),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.source.job_files import Excluded
+from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
@@ -58,12 +59,13 @@ class WorkDir:
         return None
 
 
-def prepare(job_dir: Path, into: Path, protected: bool = True) -> WorkDir:
+def prepare(job_dir: Path, into: Path, protected: bool = True, files: FileSet | None = None) -> WorkDir:
     """Fill the new directory `into` with the job's code-layer files; MLTrainingError if that fails. `protected`:
     the run's processes get the job directory read-only (job_dir_mount.py), so big files may be linked; else
-    they are copied (at most BIG_FILES_LIMIT bytes of them)."""
+    they are copied (at most BIG_FILES_LIMIT bytes of them). `files`: the job directory's files as the command
+    found them already (the code layer's: scan_job_dir); default: found now."""
     job_dir = Path(job_dir).resolve()
-    files = scan_job_dir(job_dir)
+    files = files if files is not None else scan_job_dir(job_dir)
     run_dir = into.resolve().parent
     inside = run_dir if run_dir.is_relative_to(job_dir) else None  # runs kept inside the job are no part of it
     placed = [f for f in files.files if inside is None or inside not in f.source.parents]

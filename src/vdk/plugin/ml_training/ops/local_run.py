@@ -44,6 +44,7 @@ from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.ops.smoke_gaps import SmokeGaps
 from vdk.plugin.ml_training.ops.smoke_gaps import check_gaps
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.source.job_files import FileSet
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_progress import Progress
@@ -169,11 +170,16 @@ def with_data(plan: LaunchPlan, progress: Progress | None = None) -> LaunchPlan:
     return dataclasses.replace(plan, data=datasets, notes=(*plan.notes, *notes))
 
 
-def smoke_check(spec: MLJobSpec, again: str, watcher: RunWatcher) -> LocalRunFailed | None:
+def smoke_check(
+    spec: MLJobSpec, again: str, watcher: RunWatcher, files: FileSet | None = None
+) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
-    report if it failed, with a fix that ends with `again`. (A sweep's is ops/sweep_smoke.py's.)"""
+    report if it failed, with a fix that ends with `again`. `files`: the job directory's files as the deploy
+    found them (its working directory holds them; the image's code layer will). (A sweep's is
+    ops/sweep_smoke.py's.)"""
     deps = _overlay(spec, watcher)
-    return run_plan(with_data(smoke_plan(spec, overlay=deps)), watcher, again=again, stdout=sys.stderr).error
+    plan = smoke_plan(spec, overlay=deps, files=files)
+    return run_plan(with_data(plan), watcher, again=again, stdout=sys.stderr).error
 
 
 def _overlay(spec: MLJobSpec, watcher: RunWatcher) -> Overlay | None:

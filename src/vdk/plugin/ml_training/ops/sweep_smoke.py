@@ -36,6 +36,8 @@ from vdk.plugin.ml_training.ops.local_run import run_plan
 from vdk.plugin.ml_training.runtime import argument_check
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime.metrics import read_names
+from vdk.plugin.ml_training.source.job_files import FileSet
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 
 @dataclass(frozen=True)
@@ -80,16 +82,18 @@ class SweepSmoke:
         }
 
 
-def smoke_check_sweep(spec: MLJobSpec, again: str | None = None) -> SweepSmoke:
+def smoke_check_sweep(spec: MLJobSpec, again: str | None = None, files: FileSet | None = None) -> SweepSmoke:
     """Check every trial's arguments and run the extreme trials' smoke steps (side by side); `again`: what the
-    fix of a failure ends with (default: run `vdk run JOB` again)."""
+    fix of a failure ends with (default: run `vdk run JOB` again). `files`: the job directory's files as the
+    command found them already (every trial's working directory gets them; default: found once here)."""
     assert spec.sweep is not None
     again = again or f"run `vdk run {spec.job_dir}` again"
+    files = files if files is not None else scan_job_dir(spec.job_dir)
     with tempfile.TemporaryDirectory(prefix=f"{spec.name}-sweep-") as folder:  # the trials' metric files
-        return _smoke_check(spec, again, Path(folder))
+        return _smoke_check(spec, again, Path(folder), files)
 
 
-def _smoke_check(spec: MLJobSpec, again: str, folder: Path) -> SweepSmoke:
+def _smoke_check(spec: MLJobSpec, again: str, folder: Path, files: FileSet) -> SweepSmoke:
     sweep = spec.sweep
     values = sweep.trial_values()
     extremes = sweep.extremes()
@@ -100,7 +104,7 @@ def _smoke_check(spec: MLJobSpec, again: str, folder: Path) -> SweepSmoke:
     def smoke(i: int, params: dict) -> None:
         # one step more than a plain smoke run: what the script shows after a step (its metric) is seen
         trial = dataclasses.replace(spec.trial(params), smoke_steps=spec.smoke_steps + 1)
-        plan = smoke_plan(trial)
+        plan = smoke_plan(trial, files=files)
         metric_file = folder / f"metric-{i}.log"
         env = {**plan.env, wire.METRIC: sweep.metric, wire.METRIC_FILE: str(metric_file), wire.METRIC_SECONDS: "0"}
         plan = _with_env(plan, env)
@@ -114,7 +118,7 @@ def _smoke_check(spec: MLJobSpec, again: str, folder: Path) -> SweepSmoke:
     for thread in threads:
         thread.start()
     try:
-        arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env))
+        arguments = check_arguments(spec.trial(values[0]), lists, dict(spec.trial(values[0]).env), files)
         for thread in threads:
             thread.join()
     except BaseException:  # Ctrl-C (a signal) reaches this thread only: the runs in the others are stopped first
