@@ -121,7 +121,9 @@ class Fault:
 
 
 class FaultProxy:
-    """A loopback HTTP proxy in front of a registry that injects faults, then forwards faithfully.
+    """A loopback HTTP proxy in front of a registry that injects faults, then forwards faithfully; it logs every
+    request (`log`, `requests`), so a test counts what a command asked of the registry (with no fault: a counting
+    proxy).
 
     The Host header is kept, so the registry's upload Locations point back at the proxy."""
 
@@ -217,6 +219,12 @@ class FaultProxy:
         self.host = f"127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def requests(self, method: str | None = None, path: str = "") -> list[tuple[str, str, int]]:
+        """The requests logged so far whose method is `method` (None: any) and whose path `path` (a regular
+        expression) is found in."""
+        with self._lock:
+            return [r for r in self.log if (method is None or r[0] == method) and re.search(path, r[1])]
 
     def _take(self, method: str, path: str) -> tuple[str | None, float]:
         with self._lock:

@@ -12,8 +12,8 @@ import requests
 from tests.support.base_image import image_job
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.image.build import assemble
-from vdk.plugin.ml_training.image.build import base_client
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_session import BuildSession
 from vdk.plugin.ml_training.image.serve import serve
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.source import audit
@@ -25,9 +25,9 @@ def test_the_served_image_is_the_pushed_image_byte_for_byte(tmp_path, registry, 
     job = image_job(tmp_path / "served-job", base_image)
     spec = load_job_spec(job)
     pushed = build_and_push(spec, f"{registry.host}/ml", audit.collect(job))
-    with base_client(spec, Progress()) as puller:
-        image = assemble(spec, "localhost/vdk-ml-training", audit.collect(job), puller, tmp_path, Progress())
-        with serve(image, puller, "served-job") as reference:
+    with BuildSession(spec, None, Progress()) as session:
+        image = assemble(spec, "localhost/vdk-ml-training", audit.collect(job), session, Progress())
+        with serve(image, session.base_client, "served-job") as reference:
             host, _, rest = reference.partition("/")
             name, _, digest = rest.partition("@")
             base = f"http://{host}/v2/{name}"

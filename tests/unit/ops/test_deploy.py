@@ -33,3 +33,15 @@ def test_the_spec_of_a_deploy_reads_config_ini_once(tmp_path, monkeypatch):
     config = read_job_config(job)
     read.clear()
     assert deploy_spec(config) == spec and read == []  # a config.ini read already is not read again
+
+
+def test_a_dry_run_s_plan_is_printed_not_executed(tmp_path, no_network):
+    from tests.support.specs import PROVENANCE
+    from vdk.plugin.ml_training.ops.deploy import execute
+    from vdk.plugin.ml_training.ops.deploy import plan_deploy
+
+    spec = deploy_spec(api_job(tmp_path, "python:3.11"))  # a base the table knows: nothing is read
+    plan = plan_deploy(spec, provenance=PROVENANCE, say=lambda note: None)
+    assert plan.build is None and plan.changes is None and plan.target.client is None
+    with pytest.raises(MLTrainingError, match="is a dry run's: no image was assembled and no cluster was checked"):
+        execute(plan)

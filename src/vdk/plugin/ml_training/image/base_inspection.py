@@ -32,6 +32,7 @@ from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_errors import RegistryUnreachableError
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_session import BuildSession
 from vdk.plugin.ml_training.image.registry import BASE
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
@@ -358,16 +359,21 @@ def know_read_base(spec: MLJobSpec, client: RegistryClient, base: BaseImage, pro
     return base_info(spec, facts)
 
 
-def know_base(spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = None) -> BaseInfo:
+def know_base(
+    spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = None, session: BuildSession | None = None
+) -> BaseInfo:
     """What spec.base_image brings, for a dry run: from the table or the keys when they say it all,
     else read from the base's registry (its manifest, and its layers the first time). When that
-    registry cannot be reached, what was read from the same reference before is used, with a note."""
+    registry cannot be reached, what was read from the same reference before is used, with a note.
+    `session`: the command's (a deploy's), whose base, read once, is used rather than read again."""
     if not needs_reading(spec):
         return base_info(spec)
     ref = spec.base_reference
     facts = cached(ref.digest) if ref.digest else None
     if facts is None:
         try:
+            if session is not None:
+                return know_read_base(spec, session.base_client, session.base(), progress)
             with RegistryClient(ref.registry, progress, retry, role=BASE) as client:
                 return know_read_base(spec, client, resolve_base(client, ref), progress)
         except RegistryUnreachableError as e:

@@ -5,18 +5,18 @@ mounted when the base lives in the target registry, streamed registry-to-registr
 skipped when the target already has them. A code change therefore costs the upload of one small
 layer, a config and a manifest, whatever the size of the base. The manifest goes last, so a
 failed build leaves no tag behind (only unreferenced blobs, which the registry's GC collects).
+
+Two steps, on one BuildSession (build_session.py: the command's registry clients, the base read once):
+`assemble` writes the job's layers and makes the manifest (the image's digest is known then), `push` sends
+them; `build_and_push` does both.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
-from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.dependencies.lock import Lock
@@ -29,20 +29,17 @@ from vdk.plugin.ml_training.image import oci
 from vdk.plugin.ml_training.image import torch_warning
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_manifest import BaseImage
-from vdk.plugin.ml_training.image.base_manifest import resolve_base
 from vdk.plugin.ml_training.image.build_errors import RegistryError
 from vdk.plugin.ml_training.image.build_plan import Inputs
 from vdk.plugin.ml_training.image.build_plan import gather
 from vdk.plugin.ml_training.image.build_plan import image_env
 from vdk.plugin.ml_training.image.build_plan import large_file_warning
-from vdk.plugin.ml_training.image.build_plan import target_repository
 from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_session import BuildSession
 from vdk.plugin.ml_training.image.code_manifest import file_digests
 from vdk.plugin.ml_training.image.image_facts import ImageFacts
 from vdk.plugin.ml_training.image.image_facts import ImageLayer
 from vdk.plugin.ml_training.image.provenance import now
-from vdk.plugin.ml_training.image.registry import BASE
-from vdk.plugin.ml_training.image.registry import TARGET
 from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.image.registry import file_chunks
 from vdk.plugin.ml_training.image.registry_timing import RetryPolicy
@@ -50,6 +47,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import keys
 from vdk.plugin.ml_training.job.image_reference import ImageReference
 from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.source.job_files import FileSet
 
 PARALLEL_BLOBS = 4
 
@@ -112,6 +110,7 @@ class AssembledImage:
     layers: tuple[tuple[str, layer_tarball.LayerBlob, str], ...]  # (name, blob, created_by) of the job's layers
     dependencies: tuple[tuple[str, str], ...]
     deps_layer: dependency_layer.DependencyLayer | None = None  # its cache entry: licences, lock
+    code_files: dict[str, str] | None = None  # the code layer's files by hash, when the command hashed them already
 
     @property
     def media_type(self) -> str:
@@ -130,6 +129,11 @@ class AssembledImage:
     @property
     def python(self) -> str:
         return self.inputs.base.python
+
+    @property
+    def reference(self) -> str:
+        """Where it will be once pushed, pinned by digest: what manifests run."""
+        return f"{self.target.registry}/{self.target.repository}@{self.digest}"
 
 
 def build_and_push(
@@ -150,60 +154,36 @@ def build_and_push(
     The same inputs give the same digest. Raises MLTrainingError subclasses (see build_errors.py)."""
     progress = progress or Progress()
     started = now()
-    host, _ = target_repository(registry, spec)
-    same_registry = spec.base_reference.registry == host
-    with RegistryClient(host, progress, retry, role="" if same_registry else TARGET) as pusher:
-        # With the base in the target registry, the pushing client reads it too.
-        with base_client(spec, progress, retry, pusher if same_registry else None) as puller:
-            with tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
-                image = assemble(spec, registry, provenance, puller, Path(tmp), progress, created, refresh_dependencies)
-                pushed = _push(image, pusher, puller, same_registry, progress)
-                if attest is None:
-                    return pushed
-                facts = image_facts(image, pushed, provenance, started, now())
-                try:
-                    attached = attestations.attach_all(pusher, facts, attest, progress.stage)
-                except RegistryError as e:
-                    raise RegistryError(
-                        f"{pushed.reference} was pushed, but its SBOM and provenance could not be attached: "
-                        f"{e.problem}",
-                        f"{e.fix}; for a registry that refuses OCI artifacts, set {attestations.SETTING} = false "
-                        f"({keys.variable('attestations')}=false)",
-                    ) from None
-                progress.stage(attestations.describe_attached(attached))
-                return dataclasses.replace(pushed, attached=attached)
-
-
-def base_client(
-    spec: MLJobSpec, progress: Progress, retry: RetryPolicy | None = None, shared: RegistryClient | None = None
-) -> AbstractContextManager[RegistryClient]:
-    """A client of the registry the job's base image lives in (`shared` when that is the target's)."""
-    if shared is not None:
-        return nullcontext(shared)
-    return RegistryClient(spec.base_reference.registry, progress, retry, role=BASE)
+    with BuildSession(spec, registry, progress, retry) as session:
+        image = assemble(spec, registry, provenance, session, progress, created, refresh_dependencies)
+        return push(image, session, progress, attest, provenance, started)
 
 
 def assemble(
     spec: MLJobSpec,
     registry: str,
     provenance: audit.Provenance,
-    puller: RegistryClient,
-    tmp: Path,
+    session: BuildSession,
     progress: Progress,
     created: str | None = None,
     refresh_dependencies: bool = False,
     base_known: Callable[[BaseInfo], None] | None = None,
+    files: FileSet | None = None,
+    code: dict[str, str] | None = None,
 ) -> AssembledImage:
-    """Everything of the job's image but the base's layers, on local disk in `tmp` (the dependency
-    layer in its cache): what a push uploads and what a local container engine is served. `base_known(base)`
-    is told what the base has once it is read, before anything is built (it may raise to stop there)."""
+    """Everything of the job's image but the base's layers, on local disk in the session's temporary directory
+    (the dependency layer in its cache): what a push uploads and what a local container engine is served. The
+    base is the session's (read once per command). `base_known(base)` is told what the base has once it is read,
+    before anything is built (it may raise to stop there). `files`: the job directory's files as the command
+    found them already (source/job_files.py; default: found now), and `code` their hashes (code_manifest.py) when
+    it has them too (the attestations name them)."""
     base_ref = spec.base_reference
     progress.stage(f"Base image {base_ref}")
-    base = resolve_base(puller, base_ref)
-    info = base_inspection.know_read_base(spec, puller, base, progress)
+    base = session.base()
+    info = base_inspection.know_read_base(spec, session.base_client, base, progress)
     if base_known is not None:
         base_known(info)
-    inputs = gather(spec, registry, provenance, info, created)
+    inputs = gather(spec, registry, provenance, info, created, files)
     for f in inputs.code.large_files:
         progress.stage(f"warning: {large_file_warning(f)}")
     dep_layer = dependency_layer.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
@@ -214,8 +194,8 @@ def assemble(
         )
         if notice:
             progress.stage(notice)
-    runtime_blob = layer_tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, tmp)
-    code_blob = layer_tarball.write_layer(layout.JOB_DIR, inputs.code.files, tmp)
+    runtime_blob = layer_tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, session.tmp)
+    code_blob = layer_tarball.write_layer(layout.JOB_DIR, inputs.code.files, session.tmp)
     excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""
     progress.stage(f"Code: {len(inputs.code.files)} files, {inputs.code.total_bytes / 1e6:.2f} MB{excluded}")
     ours: list[tuple[str, layer_tarball.LayerBlob, str]] = []
@@ -249,6 +229,7 @@ def assemble(
         layers=tuple(ours),
         dependencies=dep_layer.packages if dep_layer else (),
         deps_layer=dep_layer,
+        code_files=code,
     )
 
 
@@ -274,6 +255,8 @@ def image_facts(
         team=spec.team,
         base_image=spec.base_image,
         base_reference=str(image.base.reference),
+        base_written=spec.base_reference,
+        base_pinned=image.base.reference,
         python=info.python,
         python_version=info.python_version,
         wheel_platform=info.wheel_platform,
@@ -283,7 +266,7 @@ def image_facts(
         lock=deps.lock if deps else Lock("", {}),
         base_packages=read.distributions if read else (),
         base_packages_read=read is not None,
-        code_files=file_digests(image.inputs.code.files),
+        code_files=image.code_files if image.code_files is not None else file_digests(image.inputs.code.files),
         git_commit=provenance.git_commit,
         git_dirty=provenance.git_dirty,
         git_diff_sha256=provenance.git_diff_sha256,
@@ -293,9 +276,38 @@ def image_facts(
     )
 
 
-def _push(
-    image: AssembledImage, pusher: RegistryClient, puller: RegistryClient, same_registry: bool, progress: Progress
+def push(
+    image: AssembledImage,
+    session: BuildSession,
+    progress: Progress,
+    attest: attestations.Request | None = None,
+    provenance: audit.Provenance | None = None,
+    started: str | None = None,
 ) -> PushedImage:
+    """Push an assembled image through the session's clients (its target's): the base's layers mounted, copied or
+    found there, the job's uploaded unless present, the manifest last. Returns it pinned by digest. With `attest`,
+    its SBOM and build provenance (of `provenance`, the build `started` then) are attached to it."""
+    pushed = _push(image, session, progress)
+    if attest is None:
+        return pushed
+    assert provenance is not None, "the provenance of an image is its source's"
+    facts = image_facts(image, pushed, provenance, started or now(), now())
+    assert session.target is not None
+    try:
+        attached = attestations.attach_all(session.target, facts, attest, progress.stage)
+    except RegistryError as e:
+        raise RegistryError(
+            f"{pushed.reference} was pushed, but its SBOM and provenance could not be attached: {e.problem}",
+            f"{e.fix}; for a registry that refuses OCI artifacts, set {attestations.SETTING} = false "
+            f"({keys.variable('attestations')}=false)",
+        ) from None
+    progress.stage(attestations.describe_attached(attached))
+    return dataclasses.replace(pushed, attached=attached)
+
+
+def _push(image: AssembledImage, session: BuildSession, progress: Progress) -> PushedImage:
+    pusher, puller, same_registry = session.target, session.base_client, session.same_registry
+    assert pusher is not None, "a session without a target registry pushes nothing"
     target, base, config = image.target, image.base, image.config
     repo = target.repository
     progress.stage(f"Pushing to {target.registry}/{repo}")

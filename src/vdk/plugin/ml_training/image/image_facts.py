@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from dataclasses import field
 
 from vdk.plugin.ml_training.dependencies.lock import Lock
+from vdk.plugin.ml_training.job.image_reference import ImageReference
+from vdk.plugin.ml_training.job.image_reference import parse_reference
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,20 @@ class ImageFacts:
     git_remote: str | None = None  # without credentials (source/audit.py)
     started: str = ""  # when the build started and the push finished, RFC 3339 UTC
     finished: str = ""
+    # base_image and base_reference parsed, as the build holds them (the spec parsed the one, the registry pinned
+    # the other): not parsed again from the text (None: parsed when needed)
+    base_written: ImageReference | None = field(default=None, compare=False, repr=False)
+    base_pinned: ImageReference | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def written_base(self) -> ImageReference:
+        """base_image, parsed."""
+        return self.base_written or parse_reference(self.base_image)
+
+    @property
+    def pinned_base(self) -> ImageReference:
+        """base_reference, parsed."""
+        return self.base_pinned or parse_reference(self.base_reference)
 
     @property
     def name(self) -> str:

@@ -95,7 +95,7 @@ def resolved_dependencies(facts: ImageFacts, parameters: BuildParameters) -> lis
     out = []
     base_digest = facts.base_reference.rpartition("@")[2]
     if base_digest.startswith("sha256:"):
-        uri = sbom.image_purl(facts.base_reference).to_string()
+        uri = sbom.image_purl(facts.pinned_base).to_string()
         out.append({"name": "base-image", "uri": uri, "digest": _digest(base_digest)})
     if facts.git_commit:
         git: dict = {"name": "source", "digest": {"gitCommit": facts.git_commit}}

@@ -128,6 +128,12 @@ class RegistryClient:
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
+    def report_to(self, progress: Progress) -> None:
+        """From now, transfers and long waits are shown through `progress` (a client of a command's checks, silent,
+        then of its build)."""
+        self.progress = progress
+        self._waits.say = progress.stage
+
     def start_deadline(self, budget: float) -> None:
         """From now, no request starts after `budget` seconds (a push's deadline: RetryPolicy.push_seconds)."""
         self._deadline_seconds = budget

@@ -15,6 +15,7 @@ from importlib import metadata
 
 from vdk.plugin.ml_training.image.image_facts import ImageFacts
 from vdk.plugin.ml_training.job.image_reference import DOCKER_HUB
+from vdk.plugin.ml_training.job.image_reference import ImageReference
 from vdk.plugin.ml_training.job.image_reference import parse_reference
 
 SPEC_VERSION = "1.6"
@@ -86,10 +87,9 @@ def _base(facts: ImageFacts):
     from cyclonedx.model.component import ComponentType
     from packageurl import PackageURL
 
-    pinned = parse_reference(facts.base_reference)
-    written = parse_reference(facts.base_image)
+    written, pinned = facts.written_base, facts.pinned_base
     digest = pinned.digest or ""
-    purl = image_purl(facts.base_reference)
+    purl = image_purl(pinned)
     read = "read from the base image" if facts.base_packages_read else "not read (the base is a well-known one)"
     packages = [
         Component(
@@ -118,12 +118,12 @@ def _base(facts: ImageFacts):
     )
 
 
-def image_purl(reference: str):
-    """The package URL of an image reference: `pkg:docker/...` for Docker Hub, else `pkg:oci/<name>` with its
-    repository_url; its version the digest."""
+def image_purl(reference: str | ImageReference):
+    """The package URL of an image reference (its text, or parsed already): `pkg:docker/...` for Docker Hub, else
+    `pkg:oci/<name>` with its repository_url; its version the digest."""
     from packageurl import PackageURL
 
-    ref = parse_reference(reference)
+    ref = reference if isinstance(reference, ImageReference) else parse_reference(reference)
     namespace, _, name = ref.repository.rpartition("/")
     if ref.registry == DOCKER_HUB:
         return PackageURL("docker", namespace=namespace or None, name=name, version=ref.digest)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +73,14 @@ def load_image(spec: MLJobSpec, engine: ContainerEngine, recheck_imports: bool =
     job's imports are checked against the base's packages once they are read, before building."""
     from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image.build import assemble
-    from vdk.plugin.ml_training.image.build import base_client
+    from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.image.serve import serve
 
     progress = StderrProgress()
     repository = f"{LOCAL_REPOSITORY}/{spec.name}"
-    with base_client(spec, progress) as puller, tempfile.TemporaryDirectory(prefix="vdk-ml-image-") as tmp:
+    with BuildSession(spec, None, progress) as session:  # no registry to push to: the base's only
         recheck = (lambda base: check_job_imports(spec, base.provides)) if recheck_imports else None
-        image = assemble(spec, LOCAL_REPOSITORY, audit.collect(spec.job_dir), puller, Path(tmp), progress,
-                         base_known=recheck)  # fmt: skip
+        image = assemble(spec, LOCAL_REPOSITORY, audit.collect(spec.job_dir), session, progress, base_known=recheck)
         local = f"{repository}:{image.target.tag}"
         if engine.image_id(local) == image.config_digest:
             progress.stage(f"{engine.name} has this image already")
@@ -91,7 +89,7 @@ def load_image(spec: MLJobSpec, engine: ContainerEngine, recheck_imports: bool =
                 progress.stage(
                     f"Loading it into {engine.name} (the base's layers only the first time, then the job's layers)"
                 )
-                with serve(image, puller, spec.name) as served:
+                with serve(image, session.base_client, spec.name) as served:
                     engine.pull(served, sys.stderr)
             engine.tag(image.config_digest, local)
             engine.keep_only(repository, local)  # one image per job: those of earlier runs go

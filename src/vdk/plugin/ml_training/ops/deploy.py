@@ -1,14 +1,19 @@
-"""Deploy an ml-training job to Kubernetes: validate -> remote checks (cluster, permissions, registry, base
-image, imports, dependencies, datasets pinned) at once and beside the smoke run (ops/deploy_checks.py) -> build
-and push the image -> what changed since the job's last run (ops/deploy_changes.py) -> render -> apply.
-`plan_deploy` is the dry run: the same plan, for the image a build would push, contacting nothing; `build` stops
-after the push. With `if_changed`, nothing is started (an `Unchanged` is returned) when nothing changed since the
-job's last successful run.
+"""Deploy an ml-training job to Kubernetes, as the execution of its plan: validate -> remote checks (cluster,
+permissions, registry, base image, imports, dependencies, datasets pinned) at once and beside the smoke run
+(ops/deploy_checks.py) -> the plan (`plan_deploy` with what the checks found: the image assembled, the run's
+record and manifests, what changed since the job's last run: ops/deploy_changes.py) -> its execution (`execute`:
+push that image, create those manifests). The dry run is `plan_deploy` without the checks: the same plan for the
+image a build would push, contacting nothing, printed. `build` stops after the push. With `if_changed`, nothing is
+started (an `Unchanged` is returned) when nothing changed since the job's last successful run.
 
     spec = deploy_spec("jobs/mnist", team="vision")
     print(plan_deploy(spec).to_yaml())       # what would start
     result = deploy(spec, reason="nightly")  # result.plan.run.name, result.to_dict()
     result = deploy(spec, if_changed=True)   # an Unchanged when code, requirements, config, base and data are
+
+One deploy reads config.ini once (`deploy_spec`), parses the base reference once (the spec holds it), walks and
+hashes the job directory once, and talks to each registry through one client (image/build_session.py), reading
+the base's manifest once.
 
 Progress and notes go to `say` (default: stderr). Heavy modules (kubernetes, the image builder, torch's
 launcher) are imported when a deploy runs.
@@ -40,8 +45,10 @@ from vdk.plugin.ml_training.ops import deploy_changes
 from vdk.plugin.ml_training.ops import deploy_checks
 from vdk.plugin.ml_training.ops.configuration import or_environment
 from vdk.plugin.ml_training.ops.deploy_changes import Changes
+from vdk.plugin.ml_training.ops.deploy_checks import Preflight
 from vdk.plugin.ml_training.ops.deploy_plan import DeployPlan
 from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
+from vdk.plugin.ml_training.ops.deploy_plan import PlannedBuild
 from vdk.plugin.ml_training.ops.deploy_plan import Target
 from vdk.plugin.ml_training.ops.deploy_plan import Unchanged
 from vdk.plugin.ml_training.ops.deploy_plan import offline_target
@@ -50,11 +57,13 @@ from vdk.plugin.ml_training.ops.deploy_plan import where_it_runs
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import Progress
     from vdk.plugin.ml_training.image import PushedImage
     from vdk.plugin.ml_training.image.attestations import Request
+    from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.image.signing import SigningKey
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
     from vdk.plugin.ml_training.ops.local_run import RunWatcher
@@ -104,15 +113,28 @@ def plan_deploy(
     provenance: audit.Provenance | None = None,
     say: Say = to_stderr,
     progress: Progress | None = None,
+    checked: Preflight | None = None,
+    attest: Request | None = None,
 ) -> DeployPlan:
-    """The dry run: the plan of the image a build would push (said through `say`), the job's imports checked
-    against its base, and the run's manifests for it. Contacts no cluster, and no registry but that of a base
-    image the builder has to read; a missing registry becomes a placeholder."""
+    """What a deploy starts: the plan `deploy` executes, and the one its dry run prints.
+
+    Without `checked`, the dry run's: the plan of the image a build would push (said through `say`), the job's
+    imports checked against its base, and the run's manifests for it, where the run goes as far as that is known
+    without a cluster. Contacts no cluster, and no registry but that of a base image the builder has to read; a
+    missing registry becomes a placeholder.
+
+    With `checked` (what a deploy's pre-flight found: ops/deploy_checks.py), the deploy's: the run goes where the
+    cluster check said, the image is assembled from the base the checks read and the files the smoke run had (its
+    layers written, its digest known; nothing pushed), the run's record names that image, its dependencies, its
+    datasets pinned and its files' hashes, and the plan says what the run changes since the job's last run;
+    `attest`: what is attached to the image when it is pushed (its SBOM and provenance, signed or not)."""
+    provenance = provenance or audit.collect(spec.job_dir)
+    if checked is not None:
+        return _checked_plan(spec, checked, reason, provenance, say, progress, attest)
     from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image import plan_image
     from vdk.plugin.ml_training.image.attestations import describe_plan
 
-    provenance = provenance or audit.collect(spec.job_dir)
     registry = spec.registry
     if not registry:
         registry = PLACEHOLDER_REGISTRY
@@ -135,6 +157,85 @@ def plan_deploy(
     return plan_run(spec, target, JobImage(image_plan.reference, image_plan.base.python), run, say, image_plan)
 
 
+def _checked_plan(
+    spec: MLJobSpec,
+    found: Preflight,
+    reason: str | None,
+    provenance: audit.Provenance,
+    say: Say,
+    progress: Progress | None,
+    attest: Request | None,
+) -> DeployPlan:
+    """A deploy's plan, from what its pre-flight found."""
+    from vdk.plugin.ml_training.image import StderrProgress
+    from vdk.plugin.ml_training.image.build import assemble
+    from vdk.plugin.ml_training.image.provenance import now
+    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+
+    target = found.target
+    if target is None or target.client is None:
+        raise MLTrainingError(
+            f"the pre-flight of {spec.name} did not check a cluster, so there is no run to plan",
+            "plan a deploy with its cluster check (ops.deploy.deploy), or a build alone with ops.deploy.build",
+        )
+    _say_where(spec, target, say)
+    progress = progress or StderrProgress()
+    found.session.report_to(progress)  # the checks' clients were silent: the build is shown
+    started = now()
+    registry = require_registry(spec)
+    image = assemble(spec, registry, provenance, found.session, progress, files=found.files, code=found.code)
+    base = str(image.base.reference)
+    code_files = tuple(sorted(found.code.items()))
+    run = RunInfo.create(
+        spec,
+        provenance,
+        reason=reason,
+        image_digest=image.digest,
+        dependencies=image.dependencies,
+        data=found.data,
+        code_files=code_files,
+        base_digest=base,
+    )
+    state = deploy_changes.current_state(spec, found.data, image.dependencies, base, found.code)
+    changes = deploy_changes.changes(target.client, spec, state)
+    job_image = JobImage(image.reference, image.python)
+    build = PlannedBuild(image, found.session, attest, started)
+    return plan_run(spec, target, job_image, run, say, build=build, changes=changes)
+
+
+def execute(
+    plan: DeployPlan,
+    *,
+    say: Say = to_stderr,
+    progress: Progress | None = None,
+    on_changes: Callable[[Changes], None] | None = None,
+) -> DeployResult:
+    """Carry out a deploy's plan (`plan_deploy` with what a pre-flight found): say what the run changes since the
+    job's last run (`on_changes`, before anything starts), push the image the plan assembled, then create the
+    plan's manifests, all or nothing (k8s/creation.py). A dry run's plan has nothing to push: an error says so."""
+    from vdk.plugin.ml_training.image import StderrProgress
+    from vdk.plugin.ml_training.image.build import push
+
+    client = plan.target.client
+    if plan.build is None or client is None:
+        raise MLTrainingError(
+            f"the plan of {plan.spec.name} is a dry run's: no image was assembled and no cluster was checked",
+            "deploy with ops.deploy.deploy(spec), which checks, plans and executes",
+        )
+    if on_changes is not None and plan.changes is not None:
+        on_changes(plan.changes)
+    build = plan.build
+    image = push(
+        build.image, build.session, progress or StderrProgress(), build.attest, plan.run.provenance, build.started
+    )
+    _say_attached(build.attest, say)
+    assert image.reference == plan.image.reference, "the image pushed is the one the plan's manifests run"
+    client.transport.say = say  # retries of the cluster's requests are said where progress goes
+    created = client.apply(plan.manifests, say)
+    created_names = [f"{m['kind']}/{m['metadata']['name']}" for m in created]
+    return DeployResult(plan, image, created_names, plan.run.provenance, plan.changes)
+
+
 def build(
     spec: MLJobSpec,
     *,
@@ -146,13 +247,28 @@ def build(
 ) -> PushedImage:
     """Build and push the job's image (after the smoke run and the remote checks but the cluster's), start
     nothing. `watcher` is shown the smoke run. Returns the pushed image: its reference is pinned by digest."""
+    from vdk.plugin.ml_training.image import StderrProgress
+    from vdk.plugin.ml_training.image.build import assemble
+    from vdk.plugin.ml_training.image.build import push
+    from vdk.plugin.ml_training.image.provenance import now
+
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
     key = signing_key(spec)  # a key that cannot be used stops the build before any work
-    found = deploy_checks.preflight(
-        spec, registry, provenance, with_cluster=False, smoke=not skip_smoke, say=say, watcher=watcher
-    )
-    return _build(spec, registry, provenance, progress, _attest(spec, provenance, found.data, key), say)
+    with _session(spec, registry) as session:
+        files = scan_job_dir(spec.job_dir)  # once: the smoke run's working directory and the code layer
+        found = deploy_checks.preflight(
+            spec, registry, provenance, session, files, with_cluster=False, smoke=not skip_smoke, say=say,
+            watcher=watcher,
+        )  # fmt: skip
+        progress = progress or StderrProgress()
+        session.report_to(progress)
+        started = now()
+        attest = _attest(spec, provenance, found.data, key)
+        image = assemble(spec, registry, provenance, session, progress, files=files)
+        pushed = push(image, session, progress, attest, provenance, started)
+        _say_attached(attest, say)
+        return pushed
 
 
 def deploy(
@@ -167,56 +283,57 @@ def deploy(
     if_changed: bool = False,
     on_changes: Callable[[Changes], None] | None = None,
 ) -> DeployResult | Unchanged:
-    """Deploy the job: the smoke run (unless `skip_smoke`) beside the remote checks, then build and push its
-    image, say what changed since the job's last run (`on_changes`, before anything starts), render the run for
-    it and create it, all or nothing. `reason` goes to the run's audit trail; `watcher` is shown the smoke run.
+    """Deploy the job: the smoke run (unless `skip_smoke`) beside the remote checks, then the plan they make
+    possible (`plan_deploy`: the image assembled, the run's manifests, what changed since the job's last run), then
+    its execution (`execute`: what changed is said through `on_changes`, the image pushed, the run created).
+    `reason` goes to the run's audit trail; `watcher` is shown the smoke run.
     `if_changed`: when neither the code, the requirements, the configuration, the base image nor a dataset
     changed since the job's last successful run, nothing is built or started: an `Unchanged` says so.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
     created, saying so; KeyboardInterrupt stops every process it started. The run is created exactly once
     (a create whose answer was lost is found by the run's name) or not at all: a failure or an interruption
     while it is created deletes what was made, or names what could not be deleted with the command that does
-    (k8s/creation.py)."""
+    (k8s/creation.py). One client per registry, and one reading of the base's manifest, serve the whole deploy;
+    the job directory is walked and hashed once."""
     from vdk.plugin.ml_training.image.code_manifest import code_manifest
 
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
     key = signing_key(spec)  # a key that cannot be used stops the deploy before any work
-    code = code_manifest(spec.job_dir)
-    decide = (lambda checks: _unchanged(spec, checks, code, say)) if if_changed else None
-    found = deploy_checks.preflight(
-        spec, registry, provenance, with_cluster=True, smoke=not skip_smoke, say=say, watcher=watcher, decide=decide
-    )
-    if found.skipped is not None:
-        return found.skipped
-    target = found.target
-    assert target is not None and target.client is not None
-    _say_where(spec, target, say)
-    image = _build(spec, registry, provenance, progress, _attest(spec, provenance, found.data, key), say)
-    run = _run_info(spec, provenance, reason, image, found.data, code)
-    changes = deploy_changes.changes(
-        target.client,
-        spec,
-        deploy_changes.current_state(spec, found.data, image.dependencies, image.base_reference, code),
-    )
-    if on_changes is not None:
-        on_changes(changes)
-    plan = plan_run(spec, target, image.job_image, run, say)
-    target.client.transport.say = say  # retries of the cluster's requests are said where progress goes
-    created = target.client.apply(plan.manifests, say)
-    created_names = [f"{m['kind']}/{m['metadata']['name']}" for m in created]
-    return DeployResult(plan, image, created_names, provenance, changes)
+    with _session(spec, registry) as session:
+        files = scan_job_dir(spec.job_dir)  # once: the smoke run's working directory, the code layer, the changes
+        code = code_manifest(files)
+        decide = (lambda checks: _unchanged(spec, checks, code, session, say)) if if_changed else None
+        found = deploy_checks.preflight(
+            spec, registry, provenance, session, files, with_cluster=True, smoke=not skip_smoke, say=say,
+            watcher=watcher, decide=decide, code=code,
+        )  # fmt: skip
+        if found.skipped is not None:
+            return found.skipped
+        attest = _attest(spec, provenance, found.data, key)
+        plan = plan_deploy(
+            spec, reason=reason, provenance=provenance, say=say, progress=progress, checked=found, attest=attest
+        )
+        return execute(plan, say=say, progress=progress, on_changes=on_changes)
 
 
-def _unchanged(spec: MLJobSpec, checks: Any, code: dict[str, str], say: Say) -> Unchanged | None:
+def _session(spec: MLJobSpec, registry: str) -> BuildSession:
+    """The deploy's registries: one client per registry, silent until the build (the smoke run has the screen)."""
+    from vdk.plugin.ml_training.image.build_progress import Progress as Silent
+    from vdk.plugin.ml_training.image.build_session import BuildSession
+
+    return BuildSession(spec, registry, Silent())
+
+
+def _unchanged(spec: MLJobSpec, checks: Any, code: dict[str, str], session: BuildSession, say: Say) -> Unchanged | None:
     """`--if-changed`, once the cluster, the datasets and the dependencies are known: an Unchanged when nothing
-    changed since the job's last successful run, else None (the deploy goes on)."""
+    changed since the job's last successful run, else None (the deploy goes on). The base by digest is the one the
+    base check read (the session's)."""
     target = checks.result(deploy_checks.CLUSTER_CHECK)
     data = checks.result(deploy_checks.DATA_CHECK) if deploy_checks.DATA_CHECK in checks.names else ()
     layer = checks.result(deploy_checks.DEPENDENCIES_CHECK)
-    state = deploy_changes.current_state(
-        spec, data, layer.packages if layer is not None else (), _base_digest(spec), code
-    )
+    base = str(session.base().reference)
+    state = deploy_changes.current_state(spec, data, layer.packages if layer is not None else (), base, code)
     changes = deploy_changes.changes(target.client, spec, state)
     if not changes.unchanged_since_success:
         say(_why_deploying(changes))
@@ -232,16 +349,6 @@ def _why_deploying(changes: Changes) -> str:
     assert diff is not None
     parts = diff.changed_parts or [u.split(":")[0] for u in diff.unknown]
     return f"--if-changed: {', '.join(parts)} changed since run {changes.last_success.name}: deploying"
-
-
-def _base_digest(spec: MLJobSpec) -> str:
-    """The base image by digest, as a build would pin it (one manifest request)."""
-    from vdk.plugin.ml_training.image.base_manifest import resolve_base
-    from vdk.plugin.ml_training.image.build import base_client
-    from vdk.plugin.ml_training.image.build_progress import Progress as Silent
-
-    with base_client(spec, Silent()) as client:
-        return str(resolve_base(client, spec.base_reference).reference)
 
 
 def require_registry(spec: MLJobSpec) -> str:
@@ -278,28 +385,10 @@ def _check_team(spec: MLJobSpec) -> None:
     )
 
 
-def _run_info(
-    spec: MLJobSpec,
-    provenance: audit.Provenance,
-    reason: str | None,
-    image: PushedImage | None = None,
-    data: tuple = (),
-    code: dict[str, str] | None = None,
-) -> RunInfo:
+def _run_info(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> RunInfo:
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
-    if image is None:
-        return RunInfo.create(spec, provenance, reason=reason)
-    return RunInfo.create(
-        spec,
-        provenance,
-        reason=reason,
-        image_digest=image.digest,
-        dependencies=image.dependencies,
-        data=data,
-        code_files=tuple(sorted((code or {}).items())),
-        base_digest=image.base_reference,
-    )
+    return RunInfo.create(spec, provenance, reason=reason)
 
 
 def _say_where(spec: MLJobSpec, target: Target, say: Say) -> None:
@@ -314,22 +403,12 @@ def _say_where(spec: MLJobSpec, target: Target, say: Say) -> None:
     say(where_it_runs(spec, target))
 
 
-def _build(
-    spec: MLJobSpec,
-    registry: str,
-    provenance: audit.Provenance,
-    progress: Progress | None = None,
-    attest: Request | None = None,
-    say: Say = to_stderr,
-) -> PushedImage:
-    from vdk.plugin.ml_training.image import StderrProgress
-    from vdk.plugin.ml_training.image import build_and_push
-    from vdk.plugin.ml_training.image.attestations import SETTING
-
-    image = build_and_push(spec, registry, provenance, progress=progress or StderrProgress(), attest=attest)
+def _say_attached(attest: Request | None, say: Say) -> None:
+    """What was attached to the image is said as it is pushed; that nothing was, here."""
     if attest is None:
+        from vdk.plugin.ml_training.image.attestations import SETTING
+
         say(f"Attached to the image: nothing ({SETTING} = false)")
-    return image
 
 
 def signing_key(spec: MLJobSpec) -> SigningKey | None:

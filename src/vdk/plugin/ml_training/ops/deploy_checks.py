@@ -3,11 +3,16 @@ dependencies, the datasets pinned to their versions; ops/remote_checks.py runs t
 and the smoke run beside them, stopped by the first check that fails. A remote problem is reported in seconds,
 not after a smoke run of minutes and a build. Nothing is pushed and nothing is created by a check.
 
+The checks talk to the registries through the deploy's BuildSession (image/build_session.py), whose clients push
+later: the base check reads the base's manifest, once for the whole deploy (the build extends what was checked),
+and the registry check asks the client that pushes. What they find (`Preflight`) goes into the deploy's plan.
+
 `vdk deploy --if-changed` asks first (`decide`, once the checks it needs are done) whether anything changed
 since the last successful run: the smoke run is skipped when nothing did."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +33,8 @@ from vdk.plugin.ml_training.source import audit
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.datafetch.data_pins import DataPin
     from vdk.plugin.ml_training.image.base_facts import BaseInfo
+    from vdk.plugin.ml_training.image.build_session import BuildSession
+    from vdk.plugin.ml_training.source.job_files import FileSet
 
 # The remote checks, by name (the first that fails is named when it stops the smoke run).
 CLUSTER_CHECK = "cluster"
@@ -40,10 +47,14 @@ DATA_CHECK = "data"
 
 @dataclass(frozen=True)
 class Preflight:
-    """What the checks found that the deploy goes on with: where the run goes (None: a build only), each dataset
-    pinned, the packages of the dependency layer."""
+    """What the checks found that the deploy goes on with (into its plan): where the run goes (None: a build only),
+    each dataset pinned, the packages of the dependency layer; and what they worked with: the session (its clients,
+    the base read once), the job's files and their hashes (the code manifest), as the smoke run had them."""
 
     target: Target | None
+    session: BuildSession
+    files: FileSet
+    code: dict[str, str]
     data: tuple[DataPin, ...] = ()
     dependencies: tuple[tuple[str, str], ...] = ()
     skipped: Any = None  # what `decide` returned when it stopped the deploy before the smoke run
@@ -75,51 +86,61 @@ def preflight(
     spec: MLJobSpec,
     registry: str,
     provenance: audit.Provenance,
+    session: BuildSession,
+    files: FileSet,
     with_cluster: bool,
     smoke: bool,
     say: Say,
     watcher: RunWatcher | None = None,
     decide: Callable[[RemoteChecks], Any] | None = None,
+    code: dict[str, str] | None = None,
 ) -> Preflight:
-    """The remote checks, and the smoke run (`smoke`, shown to `watcher`) beside them; raises the first problem
-    (that of the check that stopped the smoke run, else the smoke run's, else the first check's to fail).
-    `decide(checks)`, before the smoke run: what it returns, when not None, stops the deploy there (in
-    `Preflight.skipped`). Returns where the run goes (None without the cluster: a build only) and what the checks
-    found."""
-    checks = start_checks(spec, registry, provenance, with_cluster, say)
+    """The remote checks (through `session`), and the smoke run (`smoke`, shown to `watcher`, in a working
+    directory of `files`: the job's files as the deploy found them) beside them; raises the first problem (that of
+    the check that stopped the smoke run, else the smoke run's, else the first check's to fail). `decide(checks)`,
+    before the smoke run: what it returns, when not None, stops the deploy there (in `Preflight.skipped`). Returns
+    where the run goes (None without the cluster: a build only) and what the checks found; `code`, the files'
+    hashes, goes with them."""
+    checks = start_checks(spec, registry, provenance, with_cluster, say, session)
+    found = Preflight(None, session, files, code or {})
     if decide is not None:
         try:
             skipped = decide(checks)
         except MLTrainingError:
             skipped = None  # the check it waited for failed: reported below, as without `decide`
         if skipped is not None:
-            return Preflight(None, skipped=skipped)
+            return dataclasses.replace(found, skipped=skipped)
     if smoke:
-        _smoke_check(spec, checks, say, watcher or QuietWatcher())
+        _smoke_check(spec, checks, say, watcher or QuietWatcher(), files)
     if checks.first_failure(say) is not None:  # each wait said; the first failure ends it
         raise failed_checks(checks)
     target = checks.result(CLUSTER_CHECK) if with_cluster else None
     data = checks.result(DATA_CHECK) if DATA_CHECK in checks.names else ()
     layer = checks.result(DEPENDENCIES_CHECK)
-    return Preflight(target, data, layer.packages if layer is not None else ())
+    return dataclasses.replace(
+        found, target=target, data=data, dependencies=layer.packages if layer is not None else ()
+    )
 
 
 def start_checks(
-    spec: MLJobSpec, registry: str, provenance: audit.Provenance, with_cluster: bool, say: Say
+    spec: MLJobSpec, registry: str, provenance: audit.Provenance, with_cluster: bool, say: Say, session: BuildSession
 ) -> RemoteChecks:
     """Started at once: the cluster (reachable, namespace, backend, permission to create every object of the
     run and to read them back), the registry (reachable, credentials, push allowed), the base image
-    (resolvable, then the job's imports against it and its dependency layer, resolved or cached)."""
+    (resolvable, then the job's imports against it and its dependency layer, resolved or cached). The registries
+    are the session's: what the checks read of them (the base) is read once for the whole deploy."""
     from vdk.plugin.ml_training.image.base_inspection import know_base
     from vdk.plugin.ml_training.image.build_progress import LineProgress
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.image.dependency_layer import dependency_layer
 
     # silent: the smoke run has the screen, and a base is read in seconds (a known or cached one: no request)
-    facts = _Once(lambda: know_base(spec, Progress()))
+    facts = _Once(lambda: know_base(spec, Progress(), session=session))
 
     def base() -> BaseInfo:
-        check_base_reachable(spec)  # a name that does not resolve fails here, at once
+        # Its manifest, also for a base whose contents the builder knows without reading it: a name that does not
+        # resolve or a tag that does not exist fails here, at once, and the build extends this very manifest.
+        session.base()
         return facts()
 
     def imports() -> None:  # the job's own problem: said even when the base's registry is out of reach
@@ -135,7 +156,7 @@ def start_checks(
     checks: dict[str, Any] = {}
     if with_cluster:
         checks[CLUSTER_CHECK] = lambda: check_cluster(spec, provenance, say)
-    checks[REGISTRY_CHECK] = lambda: check_push(spec, registry)
+    checks[REGISTRY_CHECK] = lambda: check_push(spec, registry, session)
     checks[BASE_CHECK] = base
     checks[IMPORTS_CHECK] = imports
     checks[DEPENDENCIES_CHECK] = lambda: dependency_layer(spec, remote.result(BASE_CHECK), dependencies)
@@ -177,28 +198,14 @@ def check_data(spec: MLJobSpec, say: Say) -> tuple[DataPin, ...]:
     return resolve_data(spec, lambda text: say(f"note: {text}"), KubeClient(spec.kube_context, spec.namespace))
 
 
-def check_push(spec: MLJobSpec, registry: str) -> None:
-    """The registry is reachable, takes the credentials, and allows a push to the job's repository."""
+def check_push(spec: MLJobSpec, registry: str, session: BuildSession) -> None:
+    """The registry is reachable, takes the credentials, and allows a push to the job's repository (asked by the
+    session's client that pushes later)."""
     from vdk.plugin.ml_training.image.build_plan import target_repository
-    from vdk.plugin.ml_training.image.build_progress import Progress
-    from vdk.plugin.ml_training.image.registry import TARGET
-    from vdk.plugin.ml_training.image.registry import RegistryClient
 
-    host, repository = target_repository(registry, spec)
-    with RegistryClient(host, Progress(), role=TARGET) as client:
-        client.check_push(repository)
-
-
-def check_base_reachable(spec: MLJobSpec) -> None:
-    """The base image's registry answers and has it (a HEAD of its manifest), also for a base whose contents the
-    builder knows without reading it: the build reads its manifest and layers from there."""
-    from vdk.plugin.ml_training.image.build_progress import Progress
-    from vdk.plugin.ml_training.image.registry import BASE
-    from vdk.plugin.ml_training.image.registry import RegistryClient
-
-    ref = spec.base_reference
-    with RegistryClient(ref.registry, Progress(), role=BASE) as client:
-        client.check_manifest(ref.repository, ref.ref)
+    _, repository = target_repository(registry, spec)
+    assert session.target is not None, "a deploy's session has the registry it pushes to"
+    session.target.check_push(repository)
 
 
 def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:
@@ -211,23 +218,25 @@ def check_imports(spec: MLJobSpec, base: BaseInfo) -> None:
     check_job_imports(spec, base.provides)
 
 
-def _sweep_smoke_check(spec: MLJobSpec, again: str, say: Say) -> MLTrainingError | None:
+def _sweep_smoke_check(spec: MLJobSpec, again: str, say: Say, files: FileSet) -> MLTrainingError | None:
     """A sweep's smoke check (ops/sweep_smoke.py): every trial's arguments, the extreme trials' smoke steps."""
     from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
 
-    checked = smoke_check_sweep(spec, again)
+    checked = smoke_check_sweep(spec, again, files)
     say(f"sweep smoke check: {len(checked.trials)} trials' arguments checked, {len(checked.runs)} extreme trial(s) ran")
     return checked.error
 
 
-def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWatcher) -> None:
-    """The smoke run, stopped by the first remote check that fails."""
+def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWatcher, files: FileSet) -> None:
+    """The smoke run (in a working directory of `files`), stopped by the first remote check that fails."""
     say("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
     try:
         with checks.interrupting():
             error = (
-                _sweep_smoke_check(spec, again, say) if spec.sweep is not None else smoke_check(spec, again, watcher)
+                _sweep_smoke_check(spec, again, say, files)
+                if spec.sweep is not None
+                else smoke_check(spec, again, watcher, files)
             )
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")

@@ -1,6 +1,8 @@
 """What a deploy starts, the same for `vdk deploy` and its dry run: where the run goes (a Target: namespace,
 backend, and the connected cluster when one was asked), the run's identity, and its manifests rendered for the
-job's image. The dry run prints a DeployPlan; a deploy applies one (ops/deploy.py)."""
+job's image. The dry run prints a DeployPlan; a deploy executes one (ops/deploy.py): the plan its pre-flight
+checks made, with the image assembled (its digest known, not pushed yet) and what the run changes since the job's
+last run. Executing it pushes that image and creates those manifests, nothing else."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from vdk.plugin.ml_training.source import audit
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import ImagePlan
     from vdk.plugin.ml_training.image import PushedImage
+    from vdk.plugin.ml_training.image.attestations import Request
+    from vdk.plugin.ml_training.image.build import AssembledImage
+    from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.k8s.backends import Discovery
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
@@ -39,8 +44,21 @@ class Target:
 
 
 @dataclass(frozen=True)
+class PlannedBuild:
+    """A deploy's image, assembled on this machine (its layers written, its manifest made: its digest is known) and
+    the session (the deploy's registry clients) that pushes it when the plan is executed."""
+
+    image: AssembledImage
+    session: BuildSession
+    attest: Request | None = None  # what is attached to the image when it is pushed (its SBOM and provenance)
+    started: str | None = None  # when its build started (the provenance says it)
+
+
+@dataclass(frozen=True)
 class DeployPlan:
-    """A run ready to be created: the manifests, in the order to create them, for `image` in `target`."""
+    """A run ready to be created: the manifests, in the order to create them, for `image` in `target`. A dry run's
+    names the image a build would push (`image_plan`); a deploy's (`build`) the image assembled, by digest, and
+    says what the run changes since the job's last (`changes`)."""
 
     spec: MLJobSpec
     target: Target
@@ -48,6 +66,8 @@ class DeployPlan:
     run: RunInfo
     manifests: list[dict]
     image_plan: ImagePlan | None = None  # a dry run's: what the build would push
+    build: PlannedBuild | None = None  # a deploy's: what executing the plan pushes
+    changes: Changes | None = None  # a deploy's: this run against the job's last run and last successful one
 
     def to_yaml(self) -> str:
         """Multi-document YAML, as `kubectl apply -f -` reads it."""
@@ -119,6 +139,8 @@ def plan_run(
     run: RunInfo,
     say: Say,
     image_plan: ImagePlan | None = None,
+    build: PlannedBuild | None = None,
+    changes: Changes | None = None,
 ) -> DeployPlan:
     """The run's manifests, for a deploy and a dry run alike; what the backend cannot honour goes to `say`."""
     from vdk.plugin.ml_training.k8s.manifests import limitations
@@ -127,7 +149,7 @@ def plan_run(
     for note in limitations(spec, target.backend, target.discovery):
         say(f"note: {note}")
     manifests = render_run(spec, image, run, target.namespace, target.backend, target.discovery)
-    return DeployPlan(spec, target, image, run, manifests, image_plan)
+    return DeployPlan(spec, target, image, run, manifests, image_plan, build, changes)
 
 
 def offline_target(spec: MLJobSpec, say: Say) -> Target:
