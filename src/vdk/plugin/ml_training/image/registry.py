@@ -389,20 +389,6 @@ class RegistryClient:
             except (requests.RequestException, dxf_errors.DXFError):
                 pass
 
-    def check_manifest(self, repository: str, ref: str) -> None:
-        """The manifest of `repository:ref` exists (a HEAD request: what `vdk deploy` checks of the base
-        before its smoke run; Docker Hub does not count it against its pull limit)."""
-        try:
-            self._call(
-                repository,
-                f"check manifest {repository}:{ref}",
-                lambda: self._repo(repository).head_manifest_and_response(ref),
-            )
-        except RegistryError as e:
-            if getattr(e, "status", None) == 404:
-                raise self._no_such_image(repository, ref) from None
-            raise
-
     def read_blob(
         self, repository: str, digest: str, size: int, label: str, consume: Callable[[io.BufferedReader], T]
     ) -> T:
