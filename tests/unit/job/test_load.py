@@ -200,8 +200,13 @@ def test_the_team_is_the_option_else_owner_else_the_default_team(tmp_path):
 def test_the_identity_says_what_the_spec_says_of_name_team_context_and_namespace(tmp_path, ml, settings, team):
     job = make_job(tmp_path, ml)
     spec, identity = load_job_spec(job, settings, team=team), load_job_identity(job, settings, team=team)
-    assert (identity.name, identity.job_dir, identity.team) == (spec.name, spec.job_dir, spec.team)
-    assert (identity.kube_context, identity.namespace) == (spec.kube_context, spec.namespace)
+    assert identity == spec.identity
+    assert (identity.name, identity.team, identity.kube_context, identity.namespace) == (
+        spec.name,
+        spec.team,
+        spec.kube_context,
+        spec.namespace,
+    )
     assert identity.kubernetes_name() == spec.kubernetes_name() and identity.kubernetes_name("x") == "x"
 
 

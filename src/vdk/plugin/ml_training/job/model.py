@@ -364,7 +364,12 @@ class MLJobSpec:
         canonical = json.dumps(training, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
+    @property
+    def identity(self) -> JobIdentity:
+        """Who the job is to the cluster verbs: its name, team, kube context and namespace."""
+        return JobIdentity(self.name, self.job_dir, self.team, self.kube_context, self.namespace)
+
     def kubernetes_name(self, name: str | None = None) -> str:
         """The job name as Kubernetes will carry it (`name`: the one of -n); raises JobConfigError if it cannot be
         one."""
-        return kubernetes_job_name(name or self.name, self.config_path, from_option=bool(name))
+        return self.identity.kubernetes_name(name)
