@@ -91,8 +91,8 @@ def _fetch(options: argparse.Namespace, command: list[str]) -> int:
     claims = [tuple(m.split("=", 1)) for m in options.manifest]
     try:
         fetch_step.fetch_all(Path(options.cache), pins, options.claim, say)
-        fetch_step.link_targets([tuple(m.split("=", 1)) for m in options.link])  # type: ignore[misc]
-        fetch_step.report_claims(claims, say)  # type: ignore[arg-type]
+        fetch_step.link_targets([tuple(m.split("=", 1)) for m in options.link])
+        fetch_step.report_claims(claims, say)
     except SourceError as e:
         text = fetch_step.failure_line(e)
         print(text, file=sys.stderr, flush=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from typing import Literal
 
 from vdk.plugin.ml_training.datafetch.data_pins import MAX_LISTED
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
@@ -344,7 +345,7 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind, error, traceback) -> Literal[False]:
         if error is None or isinstance(error, SourceError) or not isinstance(error, Exception):
             return False
         raise _translate(error, self.target, self.source) from None

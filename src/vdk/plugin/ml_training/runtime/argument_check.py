@@ -89,6 +89,7 @@ def run(entry: list[str], sets: list[list[str]]) -> dict:
     def parse_args(self, args=None, namespace=None):
         check(self, args, namespace, strict=True)
 
+    # Patched on the class for the rest of the process (the check is the process's only purpose).
     argparse.ArgumentParser.parse_known_args = parse_known_args  # type: ignore[method-assign]
     argparse.ArgumentParser.parse_args = parse_args  # type: ignore[method-assign]
     from vdk.plugin.ml_training.runtime import post_import

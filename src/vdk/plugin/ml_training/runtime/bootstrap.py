@@ -268,6 +268,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         watch = rank_process.start_watchdog(counters, record_stall)
         sampler = rank_process.start_gpu_sampler(counters, record_idle)
 
+    raised: BaseException | None
     status, error, code, raised = protocol.FINISHED, None, 0, None
     try:
         run_entrypoint(entry)

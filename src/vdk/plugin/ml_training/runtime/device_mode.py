@@ -22,6 +22,7 @@ from tensors (`torch.zeros(n, device=x.device)`) keeps them consistent.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any
 
 import torch
@@ -76,7 +77,8 @@ class DeviceTracker(TorchFunctionMode):
         self._handlers = self._make_handlers()
 
     def _make_handlers(self) -> dict[Any, Any]:
-        T = Tensor
+        # Any: torch hands __torch_function__ the properties' __get__/__set__, which its stubs type as plain values.
+        T: Any = Tensor
         handlers: dict[Any, Any] = {
             T.to: self._to,
             T.cuda: self._cuda,
@@ -469,14 +471,14 @@ class DeviceTracker(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _no_torch_function(*args: Any) -> bool:
+def _no_torch_function(*args: Any, **kwargs: Any) -> bool:
     return False
 
 
 def _called_from_distributed() -> bool:
     """Whether torch.distributed's own code made the call being handled (the handler's caller's caller)."""
     try:
-        frame = sys._getframe(3)
+        frame: FrameType | None = sys._getframe(3)
     except ValueError:  # a shallower stack than a handler's: not torch.distributed's call
         return False
     while frame is not None and frame.f_globals.get("__name__", "").startswith(_HANDLING):

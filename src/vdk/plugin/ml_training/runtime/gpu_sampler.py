@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from typing import TextIO
@@ -56,8 +57,8 @@ class SamplerSettings:
     problems: tuple[str, ...] = ()
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> SamplerSettings:
-        env = os.environ if env is None else env  # type: ignore[assignment]
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SamplerSettings:
+        env = os.environ if env is None else env
         problems: list[str] = []
 
         def number(name: str, default: float) -> float:
@@ -201,7 +202,7 @@ class GpuSampler:
             )
             self._sample_cpu(now)
         if self.policy is not None and all(v is not None for v in sm):
-            below = all(v < self.policy.percent for v in sm)  # type: ignore[operator]
+            below = all(v < self.policy.percent for v in sm)
             self.policy.observe(now, below, trained, steps)
         return True
 

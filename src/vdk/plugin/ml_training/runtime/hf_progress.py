@@ -37,5 +37,5 @@ def _add_callback(module, reporter) -> None:
         except Exception as e:  # noqa: BLE001
             reporter.fail(e)
 
-    __init__._vdk_progress = True  # type: ignore[attr-defined]
+    __init__._vdk_progress = True  # type: ignore[attr-defined]  # attribute of a function object
     trainer.__init__ = __init__

@@ -75,7 +75,7 @@ def adapt_training_arguments(
 def _reporting(report_to) -> list[tuple[str, str | None]]:
     """(integration, the module it needs) of a `report_to` (a name, a list of names, "all", "none", None)."""
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
-    out = []
+    out: list[tuple[str, str | None]] = []
     for name in names:
         name = str(name).strip()
         if name and name not in ("none", "all"):
@@ -98,7 +98,7 @@ def _patch_training_arguments(
         a.note(what)
         return original(self, *args, **kwargs)
 
-    __post_init__._vdk_smoke = True  # type: ignore[attr-defined]
+    __post_init__._vdk_smoke = True  # type: ignore[attr-defined]  # attribute of a function object
     a.replace(cls, "__post_init__", lambda _: __post_init__)
 
 
@@ -115,7 +115,7 @@ def _patch_accelerator(module, a: Adaptations) -> None:
 
     def make(original):
         wrapper = with_arguments(original, on_cpu)
-        wrapper._vdk_smoke = True  # type: ignore[attr-defined]
+        wrapper._vdk_smoke = True  # type: ignore[attr-defined]  # attribute of a function object
         return wrapper
 
     a.replace(cls, "__init__", make)
@@ -173,7 +173,7 @@ def _patch_trainer(module, a: Adaptations, epoch_end: bool) -> None:
             original(self, *args, **kwargs)
             self.add_callback(SmokeRunEnd(self))
 
-        __init__._vdk_smoke = True  # type: ignore[attr-defined]
+        __init__._vdk_smoke = True  # type: ignore[attr-defined]  # attribute of a function object
         return __init__
 
     def make_train(original):

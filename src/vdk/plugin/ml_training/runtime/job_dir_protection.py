@@ -123,8 +123,8 @@ def _wrap_writer(module: object, name: str, path_argument: int) -> None:
         before_write(path)
         return original(*args, **kwargs)
 
-    write._vdk_write_guard = True  # type: ignore[attr-defined]
-    write.__wrapped__ = original  # type: ignore[attr-defined]
+    write._vdk_write_guard = True  # type: ignore[attr-defined]  # attribute of a function object
+    write.__wrapped__ = original  # type: ignore[attr-defined]  # attribute of a function object
     write.__name__ = getattr(original, "__name__", name)
     write.__doc__ = getattr(original, "__doc__", None)
     setattr(module, name, write)

@@ -42,7 +42,7 @@ def _patch_trainer(module: Any, a: Adaptations, processes: int, root_dir: str | 
 
     def make(original):
         wrapper = with_arguments(original, adapt)
-        wrapper._vdk_smoke = True  # type: ignore[attr-defined]
+        wrapper._vdk_smoke = True  # type: ignore[attr-defined]  # attribute of a function object
         return wrapper
 
     a.replace(cls, "__init__", make)

@@ -35,5 +35,5 @@ def _patch(worker) -> None:
         if parent is not None and parent.pid is not None and hasattr(self, "manager_pid"):
             self.manager_pid = parent.pid
 
-    __init__._vdk_parent_pid = True  # type: ignore[attr-defined]
+    __init__._vdk_parent_pid = True  # type: ignore[attr-defined]  # attribute of a function object
     watchdog.__init__ = __init__

@@ -12,12 +12,14 @@ goes on.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
 import re
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from vdk.plugin.ml_training.runtime import post_import
@@ -210,6 +212,7 @@ class _PrintedLines(io.TextIOBase):
     def fileno(self) -> int:
         return self._stream.fileno()
 
+    # TextIOBase declares encoding a plain attribute; the wrapper answers with the stream's, read-only.
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self._stream.encoding
@@ -218,7 +221,7 @@ class _PrintedLines(io.TextIOBase):
 def _follow_trainers(watch: MetricWatch) -> None:
     post_import.when_imported("transformers.trainer", lambda module: _hf_callback(module, watch))
     for name in LIGHTNING_TRAINERS:
-        post_import.when_imported(name, lambda module, name=name: _lightning_callback(module, name, watch))
+        post_import.when_imported(name, functools.partial(_lightning_callback, name=name, watch=watch))
 
 
 def _hf_callback(module: Any, watch: MetricWatch) -> None:
@@ -245,8 +248,8 @@ def _hf_callback(module: Any, watch: MetricWatch) -> None:
         except Exception as e:  # noqa: BLE001
             watch.fail(e)
 
-    __init__._vdk_metrics = True  # type: ignore[attr-defined]
-    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    __init__._vdk_metrics = True  # type: ignore[attr-defined]  # attribute of a function object
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]  # attribute of a function object
     trainer.__init__ = __init__
 
 
@@ -256,13 +259,13 @@ def _lightning_callback(module: Any, name: str, watch: MetricWatch) -> None:
         return
     import importlib
 
-    base = importlib.import_module(LIGHTNING_CALLBACKS[name]).Callback
+    base: Any = importlib.import_module(LIGHTNING_CALLBACKS[name]).Callback
 
     def read(trainer_object: Any) -> None:
         for key, value in dict(getattr(trainer_object, "callback_metrics", {}) or {}).items():
             watch.record(str(key), value)
 
-    class Metrics(base):  # type: ignore[misc,valid-type]
+    class Metrics(base):
         def on_train_batch_end(self, trainer, *args, **kwargs):
             read(trainer)
 
@@ -281,12 +284,12 @@ def _lightning_callback(module: Any, name: str, watch: MetricWatch) -> None:
         except Exception as e:  # noqa: BLE001
             watch.fail(e)
 
-    __init__._vdk_metrics = True  # type: ignore[attr-defined]
-    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    __init__._vdk_metrics = True  # type: ignore[attr-defined]  # attribute of a function object
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]  # attribute of a function object
     trainer.__init__ = __init__
 
 
-def start(env: dict[str, str] | None = None) -> MetricWatch | None:
+def start(env: Mapping[str, str] | None = None) -> MetricWatch | None:
     """The metric watch of this process when it is rank 0 of a trial (the sweep's variables set), else None.
     It reads the trainers' logs and this process's printed lines from now on."""
     env = os.environ if env is None else env

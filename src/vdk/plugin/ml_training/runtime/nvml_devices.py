@@ -181,7 +181,7 @@ def _discover(nvml, limit: int | None, visible: str | None) -> tuple[list[Device
         if slices is None:
             device = Device(gpu, name, _text(nvml.nvmlDeviceGetUUID(gpu)), _total(nvml, gpu))
             device.source = gpu_lines.GPM if gpm else gpu_lines.UTIL
-            candidates = [(str(index), device)]
+            candidates: list[tuple[str | None, Device]] = [(str(index), device)]
         else:
             candidates = []
             for handle in slices:

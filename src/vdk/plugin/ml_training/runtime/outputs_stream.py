@@ -47,7 +47,7 @@ def _line(kind: str, data: dict) -> str:
     return f"{MARK} {kind} {json.dumps(data, sort_keys=True)}\n"
 
 
-def export(directory: str, copy: bool, write: Callable[[str], None]) -> None:
+def export(directory: str, copy: bool, write: Callable[[str], object]) -> None:
     from vdk.plugin.ml_training.runtime.output_workdir import output_files
 
     files = [OutputFile(p, size, mtime) for p, size, mtime in output_files(directory)]
@@ -197,6 +197,7 @@ class OutputsReader:
         self._current = (item, Path(part), os.fdopen(descriptor, "wb"), hashlib.sha256(), 0)
 
     def _data(self, text: str) -> None:
+        assert self._current is not None  # feed() sends data only while a file is open
         item, part, handle, digest, size = self._current
         try:
             chunk = base64.b64decode(text, validate=True)
@@ -211,6 +212,7 @@ class OutputsReader:
             self.progress(item.path, size + len(chunk), item.size)
 
     def _close(self, data: dict) -> None:
+        assert self._current is not None  # _line() checked that this file is the open one
         item, part, handle, digest, size = self._current
         handle.close()
         self._current = None

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import asdict
 from dataclasses import dataclass
 from typing import Any
@@ -108,7 +109,7 @@ class ProgressSettings:
     """`VDK_ML_TRAINING_PROGRESS_SECONDS` (0 = off) and `VDK_ML_TRAINING_TOTAL_STEPS` of the environment;
     a value that does not parse is a problem, ignored with a warning (the job config refuses it earlier)."""
 
-    def __init__(self, env: dict[str, str] | None = None):
+    def __init__(self, env: Mapping[str, str] | None = None):
         env = os.environ if env is None else env
         self.problems: list[str] = []
         self.period = self._number(env, protocol.PROGRESS_SECONDS, DEFAULT_PERIOD_SECONDS, float, 0)
@@ -344,7 +345,7 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
             continue
         fields = dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
         step, _, total = fields.get("step", "").partition("/")
-        total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total")
+        total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total") or ""
         eta = fields.get("eta")
         seconds = _float(
             fields.get("eta_s")

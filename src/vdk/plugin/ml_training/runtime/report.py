@@ -143,7 +143,7 @@ def _remembering(original: Any) -> Any:
             pass
         return original(parser, message, *args, **kwargs)
 
-    error._vdk_remembers = True  # type: ignore[attr-defined]
+    error._vdk_remembers = True  # type: ignore[attr-defined]  # attribute of a function object
     return error
 
 

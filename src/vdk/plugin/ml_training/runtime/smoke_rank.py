@@ -114,7 +114,7 @@ def _spawn_ranks(adaptations: Any) -> None:
             if getattr(sys, "frozen", False):
                 return original(**kwds)
             program = _CHILD_PROGRAM % ", ".join(f"{name}={value!r}" for name, value in kwds.items())
-            flags = mp_util._args_from_interpreter_flags()
+            flags = mp_util._args_from_interpreter_flags()  # type: ignore[attr-defined]  # subprocess's, not in typeshed
             return [mp_spawn.get_executable(), *flags, "-c", program, "--multiprocessing-fork"]
 
         return get_command_line

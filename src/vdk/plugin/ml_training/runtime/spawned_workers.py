@@ -25,7 +25,7 @@ def install(reports_progress: bool) -> None:
 
     def patch(_torch: Any) -> None:
         global _original_wrap
-        module = sys.modules.get("torch.multiprocessing.spawn")
+        module: Any = sys.modules.get("torch.multiprocessing.spawn")  # patched by attribute
         original = getattr(module, "start_processes", None)
         if original is None or getattr(original, "_vdk_forgets_agent_store", False):
             return
@@ -39,11 +39,11 @@ def install(reports_progress: bool) -> None:
                 os.environ[protocol.SPAWNED_PROGRESS] = "1"
             return original(*args, **kwargs)
 
-        start_processes._vdk_forgets_agent_store = True  # type: ignore[attr-defined]
-        module.start_processes = start_processes  # type: ignore[union-attr]
+        start_processes._vdk_forgets_agent_store = True  # type: ignore[attr-defined]  # attribute of a function object
+        module.start_processes = start_processes
         if hasattr(module, "_wrap"):
-            _original_wrap = module._wrap  # type: ignore[union-attr]
-            module._wrap = worker  # type: ignore[union-attr]
+            _original_wrap = module._wrap
+            module._wrap = worker
 
     post_import.when_imported("torch", patch)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from typing import cast
 
 import torch
 
@@ -26,7 +27,8 @@ class SmokeStepsReached(SystemExit):
         self.steps = steps
 
 
-StepListener = Callable[["StepCounter", torch.optim.Optimizer], None]
+# The optimizer that stepped; None for a manual step (no torch optimizer).
+StepListener = Callable[["StepCounter", torch.optim.Optimizer | None], None]
 
 
 class StepCounter:
@@ -134,8 +136,8 @@ class StepCounter:
             original(optimizer, *args, **kwargs)
             optimizers.add(optimizer)
 
-        __init__.__wrapped__ = original  # type: ignore[attr-defined]
-        torch.optim.Optimizer.__init__ = __init__  # type: ignore[method-assign]
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]  # attribute of a function object
+        torch.optim.Optimizer.__init__ = __init__  # type: ignore[method-assign,assignment]  # patched; _restore puts it back
         self._restore.append((torch.optim.Optimizer, "__init__", original))
 
     def _record_losses(self) -> None:
@@ -149,8 +151,8 @@ class StepCounter:
                 pass
             return original(tensor, *args, **kwargs)
 
-        backward.__wrapped__ = original  # type: ignore[attr-defined]
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        backward.__wrapped__ = original  # type: ignore[attr-defined]  # attribute of a function object
+        torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]  # patched; _restore puts it back
         self._restore.append((torch.Tensor, "backward", original))
 
     def _keep(self, tensor: torch.Tensor) -> None:
@@ -168,7 +170,7 @@ class StepCounter:
         pending = self._pending
         pending.append(kept)
         if len(pending) >= _MAX_PENDING:
-            self._pending = [sum(t.float() for t in pending)]  # on the device, no wait
+            self._pending = [cast(torch.Tensor, sum(t.float() for t in pending))]  # on the device, no wait
 
     def _see_through_loss_scaling(self) -> None:
         """`scaler.scale(loss).backward()` (torch.amp, Accelerate and HF Trainer under fp16): remember
@@ -189,8 +191,8 @@ class StepCounter:
                     pass
             return scaled
 
-        scale.__wrapped__ = original  # type: ignore[attr-defined]
-        GradScaler.scale = scale  # type: ignore[method-assign]
+        scale.__wrapped__ = original  # type: ignore[attr-defined]  # attribute of a function object
+        GradScaler.scale = scale  # type: ignore[method-assign,assignment]  # patched; _restore puts it back
         self._restore.append((GradScaler, "scale", original))
 
     def _manual_step(self, loss: torch.Tensor) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from typing import Any
+from typing import Literal
 
 import torch
 
@@ -135,7 +136,7 @@ def _cuda_module(a: Adaptations, gpus: VirtualGPUs) -> None:
                 gpus.current = self.idx
             return self
 
-        def __exit__(self, *exc: object) -> bool:
+        def __exit__(self, *exc: object) -> Literal[False]:
             gpus.current = self.prev_idx
             return False
 

@@ -33,7 +33,7 @@ def real_device_count() -> int:
 def cuda_error(kind: type[Exception], message: str) -> Exception:
     """CUDA's exception type and message, marked as raised by the virtual GPU (for the summary: report.py)."""
     error = kind(message)
-    error._vdk_virtual_gpu = True  # type: ignore[attr-defined]
+    error._vdk_virtual_gpu = True  # type: ignore[attr-defined]  # a mark on the exception object
     return error
 
 
@@ -77,6 +77,7 @@ class VirtualGPUs:
             raise no_gpus()
         if device is None:
             return self.current
+        index: int | None
         if isinstance(device, torch.device):
             index = device.index
         elif isinstance(device, str):

@@ -142,7 +142,8 @@ def _data_parallel(a: Adaptations) -> None:
     def forward(original):
         def forward(self, *inputs, **kwargs):
             # DataParallel scatters the inputs onto the GPUs whatever device they are on
-            device = installed().device(0) if installed() else CPU  # type: ignore[union-attr]
+            gpus = installed()
+            device = gpus.device(0) if gpus else CPU
             inputs, kwargs = moved((inputs, kwargs), device)
             return self.module(*inputs, **kwargs)
 

@@ -12,6 +12,7 @@ cluster too, and gets gloo's rules here.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -63,7 +64,7 @@ def _tensor_shapes(a: Adaptations, dist: Any) -> None:
     }
     for name, change in names.items():
         for owner in (dist, c10d):
-            a.replace(owner, name, lambda f, change=change: with_arguments(f, change))
+            a.replace(owner, name, functools.partial(with_arguments, change=change))
 
 
 def gloo_shapes(a: Adaptations, big: Any, small: Any, group: Any) -> tuple[Any, Any]:

@@ -10,6 +10,7 @@ import resource
 import sys
 import time
 from typing import Any
+from typing import Literal
 
 import torch
 
@@ -54,7 +55,7 @@ class VirtualStream:
     def __enter__(self) -> VirtualStream:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
     def __eq__(self, other: object) -> bool:

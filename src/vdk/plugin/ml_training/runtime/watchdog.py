@@ -31,6 +31,7 @@ import time
 import traceback
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -77,8 +78,8 @@ class WatchdogSettings:
     problems: tuple[str, ...] = ()
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> WatchdogSettings:
-        env = os.environ if env is None else env  # type: ignore[assignment]
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WatchdogSettings:
+        env = os.environ if env is None else env
         problems: list[str] = []
         values = []
         for name in (STALL_TIMEOUT, STARTUP_TIMEOUT):
