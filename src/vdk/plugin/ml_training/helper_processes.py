@@ -59,7 +59,8 @@ def _streamed(proc: subprocess.Popen, on_line: Callable[[str], None], timeout: f
     """(stdout, stderr) of `proc`, its stderr told line by line as it comes; TimeoutExpired after `timeout`."""
     assert proc.stdout is not None and proc.stderr is not None
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    stdout = proc.stdout
+    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
     reader.start()
     expired = threading.Event()
 

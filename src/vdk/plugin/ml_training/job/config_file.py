@@ -73,7 +73,7 @@ def read_config(job_dir: Path) -> configparser.ConfigParser:
     unreadable is a JobConfigError that says which and how to fix it."""
     path = Path(job_dir) / CONFIG_FILE
     parser = configparser.ConfigParser(interpolation=None, strict=True)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # configparser's documented way
     try:
         data = _config_bytes(path)
         if data.startswith(codecs.BOM_UTF8):

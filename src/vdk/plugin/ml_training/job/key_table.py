@@ -7,6 +7,8 @@ them against the pages), so that the documented keys are the ones the plugin rea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from vdk.plugin.ml_training.job.keys import BOOLEAN
 from vdk.plugin.ml_training.job.keys import DURATION
 from vdk.plugin.ml_training.job.keys import JOB
@@ -67,7 +69,7 @@ def _verbs(key: Key) -> str:
     return ", ".join(f"`vdk {verb}`" for verb in key.verbs)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"

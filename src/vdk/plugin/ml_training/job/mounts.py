@@ -22,7 +22,19 @@ from vdk.plugin.ml_training.job.names import MAX_SUBDOMAIN_LENGTH
 
 MAX_MOUNTS = 32
 # Paths of a training container that a dataset must not hide: the system, and the image's own layout.
-_SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr")
+_SYSTEM_PATHS: tuple[str, ...] = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
 _SYSTEM_PATHS += ("/var/run", "/run", "/opt/vdk-ml", "/opt/conda")
 
 

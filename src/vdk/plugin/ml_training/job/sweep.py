@@ -170,8 +170,9 @@ class SweepSpec:
         """The values of every trial as the smoke check checks their arguments: the grid's combinations (all of
         them), else `trials` sets drawn over the ranges (seeded), the extremes first."""
         grid = [p.grid_values() for p in self.parameters]
-        if self.algorithm == GRID and all(values is not None for values in grid):
-            combos = itertools.product(*grid)  # type: ignore[arg-type]
+        finite = [values for values in grid if values is not None]
+        if self.algorithm == GRID and len(finite) == len(grid):
+            combos = itertools.product(*finite)
             return [dict(zip(self.names, combo, strict=True)) for combo in combos][: self.trials]
         rng = random.Random(self.seed if self.seed is not None else 0)
         out = self.extremes()
@@ -189,8 +190,9 @@ def _draw(parameter: Parameter, rng: random.Random) -> Any:
     if parameter.kind in (wire.LIST, wire.CHOICE):
         return rng.choice(parameter.values)
     if parameter.kind == wire.INT:
+        # a range has both bounds (the grammar refuses one without): not None here
         return rng.randint(int(parameter.low), int(parameter.high))  # type: ignore[arg-type]
-    low, high = float(parameter.low), float(parameter.high)  # type: ignore[arg-type]
+    low, high = float(parameter.low), float(parameter.high)  # type: ignore[arg-type]  # a range: both bounds
     if parameter.kind == wire.LOGUNIFORM:
         return math.exp(rng.uniform(math.log(low), math.log(high)))
     return rng.uniform(low, high)

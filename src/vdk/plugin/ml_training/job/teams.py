@@ -182,12 +182,12 @@ def choose_team(
     if option is not None:
         return TeamChoice(option.strip(), FROM_OPTION, own=True)
     default = (default or "").strip() or None
-    if job is not None and (job.team or "").strip():
+    if job is not None and job.team and job.team.strip():
         own = default is None or same_team(default, job.team)
         return TeamChoice(job.team.strip(), from_owner(job.config_path), own=own)
     if default:
         return TeamChoice(default, FROM_DEFAULT, own=True)
-    if here is not None and (here.team or "").strip():
+    if here is not None and here.team and here.team.strip():
         return TeamChoice(here.team.strip(), from_owner(here.config_path), own=True)
     return None
 

@@ -126,7 +126,7 @@ class _Installed:
     is imported then too: it takes longer than the whole check of most jobs)."""
 
     @cached_property
-    def by_import(self) -> dict[str, list[str]]:
+    def by_import(self) -> Mapping[str, list[str]]:
         import importlib.metadata
 
         try:

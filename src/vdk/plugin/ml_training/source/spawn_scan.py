@@ -138,11 +138,11 @@ def _names_assigned_from_device_count(tree: ast.AST) -> set[str]:
     grew = True
     while grew:
         grew = False
-        for targets, value in assignments:
-            if set(targets) <= names:
+        for assigned, source in assignments:
+            if set(assigned) <= names:
                 continue
-            if _calls_device_count(value) or _mentions(value, names):
-                names.update(targets)
+            if _calls_device_count(source) or _mentions(source, names):
+                names.update(assigned)
                 grew = True
     return names
 
