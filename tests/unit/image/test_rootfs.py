@@ -106,6 +106,19 @@ def test_a_file_replacing_a_directory_and_plain_tar_layers():
     assert fs.resolve("data")[1].kind == "file" and fs.resolve("data/a.txt") is None
 
 
+def test_walk_files_lists_the_files_below_a_directory_and_nothing_below_a_file():
+    fs = merged(
+        layer(("opt/app/", None), ("opt/app/run.txt", b"r"), ("opt/app/lib/x.txt", b"x"), ("opt/app/bin", "->", "x"))
+    )
+    assert {path: node.kind for path, node in fs.walk_files("opt/app")} == {
+        "/opt/app/run.txt": "file",
+        "/opt/app/lib/x.txt": "file",
+        "/opt/app/bin": "symlink",  # listed, not followed
+    }
+    assert list(fs.walk_files("opt/app/run.txt")) == []  # a file has nothing below it (it raised before)
+    assert list(fs.walk_files("missing")) == []
+
+
 def test_zstd_layers_and_broken_layers_are_clear_errors():
     with pytest.raises(BaseImageError, match="zstd") as zstd:
         read_layer(io.BufferedReader(io.BytesIO(b"\x28\xb5\x2f\xfd" + b"\0" * 100)), lambda p: False)

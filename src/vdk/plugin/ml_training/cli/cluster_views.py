@@ -199,8 +199,9 @@ def gpu_summary_text(nodes: tuple[GpuFigures, ...], unicode: bool | None = None)
     measured = [n for n in nodes if n.sm_mean is not None]
     if measured:
         weights = [max(n.sampled_gpu_s, 1e-9) for n in measured]
-        mean = sum(n.sm_mean * w for n, w in zip(measured, weights, strict=True)) / sum(weights)  # type: ignore[operator]
-        p95 = max(n.sm_p95 if n.sm_p95 is not None else n.sm_mean for n in measured)  # type: ignore[type-var]
+        means = [n.sm_mean for n in measured if n.sm_mean is not None]  # every one's: they are the measured ones
+        mean = sum(m * w for m, w in zip(means, weights, strict=True)) / sum(weights)
+        p95 = max(n.sm_p95 if n.sm_p95 is not None else m for n, m in zip(measured, means, strict=True))
         facts.append(f"{_ACTIVITY[first.source]} mean {mean:.0f}%, p95 {p95:.0f}%")
     else:
         facts.append("no activity readable (MIG slices of GPUs without GPM: memory only)")

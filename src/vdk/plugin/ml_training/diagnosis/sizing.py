@@ -73,9 +73,10 @@ class SizingEvidence:
         if not nodes:
             return None
         weights = [max(n.sampled_gpu_s, 1e-9) for n in nodes]
-        mean = sum(n.sm_mean * w for n, w in zip(nodes, weights, strict=True)) / sum(weights)  # type: ignore[operator]
-        p95 = max(n.sm_p95 if n.sm_p95 is not None else n.sm_mean for n in nodes)  # type: ignore[type-var]
-        return mean, p95  # type: ignore[return-value]
+        means = [n.sm_mean for n in nodes if n.sm_mean is not None]  # every node's: they are the measured ones
+        mean = sum(m * w for m, w in zip(means, weights, strict=True)) / sum(weights)
+        p95 = max(n.sm_p95 if n.sm_p95 is not None else m for n, m in zip(nodes, means, strict=True))
+        return mean, p95
 
     def memory(self) -> tuple[int, int] | None:
         """(the highest peak of any GPU, a GPU's capacity)."""
@@ -90,7 +91,7 @@ SizingRule = Callable[[SizingEvidence], "Finding | None"]
 
 def advise(evidence: SizingEvidence) -> list[Finding]:
     """What to change, one finding per rule that answers (none for a run that used what it held)."""
-    out = []
+    out: list[Finding] = []
     for rule in RULES:
         if rule is memory_far_below_capacity and any("gpus_per_node = " in (f.fix or "") for f in out):
             continue  # a smaller slice already answers for the memory
@@ -137,8 +138,8 @@ def data_loading_bound(evidence: SizingEvidence) -> Finding | None:
     cpu = [(n.cpu_cores, n.cpu_limit) for n in evidence.nodes if n.cpu_cores is not None and n.cpu_limit]
     if activity is None or not cpu or activity[0] >= LOW_ACTIVITY:
         return None
-    used, limit = max(cpu, key=lambda c: c[0] / c[1])  # type: ignore[operator]
-    if used / limit < BUSY_CPU:  # type: ignore[operator]
+    used, limit = max(cpu, key=lambda c: c[0] / c[1])
+    if used / limit < BUSY_CPU:
         return None
     steps = f", {evidence.steps_per_s:.3g} steps/s" if evidence.steps_per_s else ""
     return Finding(

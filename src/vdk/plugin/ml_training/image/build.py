@@ -14,6 +14,7 @@ them; `build_and_push` does both.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -314,8 +315,10 @@ def _push(image: AssembledImage, session: BuildSession, progress: Progress) -> P
     total = sum(int(d.get("size", 0)) for d in base.layers) + sum(blob.size for _, blob, _ in image.layers)
     pusher.start_deadline(pusher.retry.push_seconds(total))  # no request starts after it: a clear end
     # Blobs move in parallel (a base has several large layers); the manifest waits for all of them.
-    tasks = [lambda d=d: _push_base_layer(d, base, pusher, puller, repo, same_registry) for d in base.layers]
-    tasks += [lambda n=name, b=blob: _push_file(n, b, pusher, repo) for name, blob, _ in image.layers]
+    tasks: list[Callable[[], PushedLayer]] = [
+        functools.partial(_push_base_layer, d, base, pusher, puller, repo, same_registry) for d in base.layers
+    ]
+    tasks += [functools.partial(_push_file, name, blob, pusher, repo) for name, blob, _ in image.layers]
     with ThreadPoolExecutor(max_workers=PARALLEL_BLOBS) as pool:
         pushed = list(pool.map(lambda task: task(), tasks))
     if not pusher.blob_exists(repo, image.config_digest):

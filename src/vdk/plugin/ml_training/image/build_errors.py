@@ -24,6 +24,8 @@ DiskFullError = install_errors.DiskFullError
 class RegistryError(MLTrainingError):
     """The registry answered with an error the builder cannot work around."""
 
+    status: int | None = None  # the HTTP status of the refusal, when the registry answered one
+
 
 class RegistryAuthError(RegistryError):
     """The registry refused the credentials (or there were none)."""

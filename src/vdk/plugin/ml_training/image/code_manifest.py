@@ -4,6 +4,7 @@ the sha256 of its content (a symbolic link: of its target's text). The run recor
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,7 +32,7 @@ def file_digests(files: Iterable[SourceFile]) -> dict[str, str]:
             continue
         digest = hashlib.sha256()
         with open(source.source, "rb") as f:
-            for chunk in iter(lambda f=f: f.read(CHUNK), b""):
+            for chunk in iter(functools.partial(f.read, CHUNK), b""):
                 digest.update(chunk)
         out[source.path] = digest.hexdigest()
     return out

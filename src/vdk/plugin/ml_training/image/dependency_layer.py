@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -235,7 +236,7 @@ def _build(
         files = scan_tree(target)
         staged = work / "layer"
         blob = layer_tarball.write_layer(layout.DEPS_DIR, files, staged, level=layer_tarball.SMALL_GZIP_LEVEL)
-        meta = {
+        meta: dict[str, Any] = {
             "file": blob.path.name if blob.path else "",
             "digest": blob.digest,
             "diff_id": blob.diff_id,

@@ -38,7 +38,7 @@ class LayerBlob:
 class _Digesting:
     """A write-only file that hashes and counts what passes through, then hands it on."""
 
-    def __init__(self, sink: BinaryIO | None = None):
+    def __init__(self, sink: BinaryIO | gzip.GzipFile | None = None):
         self.sha256 = hashlib.sha256()
         self.size = 0
         self.sink = sink
@@ -119,7 +119,7 @@ def _write_tar(target_dir: str, files: Iterable[SourceFile], out: BinaryIO) -> N
 def diff_id(target_dir: str, files: Iterable[SourceFile]) -> str:
     """The diff_id the layer would have, without compressing or storing it."""
     plain = _Digesting()
-    _write_tar(target_dir, files, plain)  # type: ignore[arg-type]
+    _write_tar(target_dir, files, plain)  # type: ignore[arg-type]  # write-only: all a stream-mode tar needs
     return plain.digest
 
 
@@ -132,9 +132,9 @@ def write_layer(
     try:
         with os.fdopen(fd, "wb") as raw:
             compressed = _Digesting(raw)
-            with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=level, mtime=0) as gz:  # type: ignore[arg-type]
-                plain = _Digesting(gz)  # type: ignore[arg-type]
-                _write_tar(target_dir, files, plain)  # type: ignore[arg-type]
+            with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=level, mtime=0) as gz:
+                plain = _Digesting(gz)
+                _write_tar(target_dir, files, plain)  # type: ignore[arg-type]  # write-only: enough for tarfile
         final = dest_dir / f"{compressed.sha256.hexdigest()}.tar.gz"
         os.replace(tmp, final)
     except BaseException:

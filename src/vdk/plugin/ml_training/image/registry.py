@@ -20,9 +20,11 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
+from typing import cast
 
 import requests
 from dxf import DXF
+from dxf import DXFBase
 from dxf import exceptions as dxf_errors
 
 from vdk.plugin.ml_training.image import credentials
@@ -174,7 +176,7 @@ class RegistryClient:
                     auth=self._authenticate,
                     insecure=plain,
                     tlsverify=True if plain else _ca_bundle(self.host),
-                    timeout=self.retry.timeouts(),
+                    timeout=self.retry.timeouts(),  # type: ignore[arg-type]  # requests' (connect, read) pair
                 )
                 self._repos[key] = self._stack.enter_context(dxf)
             return self._repos[key]
@@ -185,7 +187,7 @@ class RegistryClient:
                 self._lookups[repository] = credentials.find_credentials(self.registry, repository)
             return self._lookups[repository]
 
-    def _authenticate(self, dxf: DXF, response: requests.Response) -> None:
+    def _authenticate(self, dxf: DXFBase, response: requests.Response) -> None:
         repository = getattr(dxf, "_repo", "") or ""
         creds = self._credentials(repository).credentials
         try:
@@ -247,7 +249,8 @@ class RegistryClient:
             try:
                 with self._waits.waiting(what, limit) as alive:
                     self._local.alive = alive
-                    self._repo(repository)._timeout = (policy.connect_seconds, max(1.0, self._bounded(limit)))
+                    # requests' (connect, read) pair, which python-dxf passes on (it types a number)
+                    self._repo(repository)._timeout = (policy.connect_seconds, max(1.0, self._bounded(limit)))  # type: ignore[assignment]
                     return operation()
             except RegistryError:
                 raise
@@ -320,7 +323,7 @@ class RegistryClient:
         try:
             data, media_type = self._call(repository, f"read manifest {repository}:{ref}", fetch)
         except RegistryError as e:
-            if getattr(e, "status", None) == 404:
+            if e.status == 404:
                 raise self._no_such_image(repository, ref) from None
             raise
         if not media_type:
@@ -329,7 +332,7 @@ class RegistryClient:
 
     def get_blob(self, repository: str, digest: str) -> bytes:
         def fetch() -> bytes:
-            return b"".join(self._repo(repository).pull_blob(digest, chunk_size=_CHUNK))
+            return b"".join(_chunks(self._repo(repository), digest))
 
         return self._call(repository, f"read blob {digest[:19]}", fetch)
 
@@ -401,7 +404,7 @@ class RegistryClient:
                 transfer.advance(nbytes)
                 self._alive(nbytes)
 
-            body = ChunkStream(self._repo(repository).pull_blob(digest, chunk_size=_CHUNK), moved)
+            body = ChunkStream(_chunks(self._repo(repository), digest), moved)
             result = consume(io.BufferedReader(body, _CHUNK))
             body.drain()  # python-dxf compares the digest once the body is complete
             return result
@@ -413,7 +416,7 @@ class RegistryClient:
 
     def open_blob(self, repository: str, digest: str) -> Iterable[bytes]:
         """A blob's bytes as they arrive (verified against the digest at the end)."""
-        return self._repo(repository).pull_blob(digest, chunk_size=_CHUNK)
+        return _chunks(self._repo(repository), digest)
 
     def send(self, repository: str, what: str, method: str, path: str, **kwargs) -> requests.Response:
         """One request below /v2/<repository>/ (`manifests/<ref>`, `referrers/<digest>`) with the retries and
@@ -471,3 +474,8 @@ class ChunkStream(io.RawIOBase):
         for chunk in self._chunks:
             if self._on_read:
                 self._on_read(len(chunk))
+
+
+def _chunks(repo: DXF, digest: str) -> Iterable[bytes]:
+    """A blob's body in chunks as they arrive (python-dxf types the pair it returns with size=True too)."""
+    return cast(Iterable[bytes], repo.pull_blob(digest, chunk_size=_CHUNK))

@@ -43,6 +43,13 @@ class Node:
             self.children = {}
 
     @property
+    def contents(self) -> dict[str, Node]:
+        """A directory's children by name (every directory has its dict; asking a file is a bug)."""
+        if self.children is None:
+            raise TypeError(f"a {self.kind} node has no children")
+        return self.children
+
+    @property
     def executable(self) -> bool:
         return self.kind == FILE and bool(self.mode & 0o111)
 
@@ -140,16 +147,16 @@ class RootFS:
         parent_path, name = posixpath.split(path)
         parent = self._node(parent_path, follow_last=True)
         if parent is not None and parent.kind == DIR:
-            parent.children.pop(name, None)
+            parent.contents.pop(name, None)
 
     def _put(self, path: str, node: Node) -> None:
         parent_path, name = posixpath.split(path)
         parent = self._directory(parent_path)
-        existing = parent.children.get(name)
+        existing = parent.contents.get(name)
         if node.kind == DIR and existing is not None and existing.kind == DIR:
             existing.mode = node.mode  # a directory entry keeps what lower layers put in it
             return
-        parent.children[name] = node
+        parent.contents[name] = node
 
     def _directory(self, path: str) -> Node:
         """The directory at `path`, created when missing; a symbolic link on the way to a directory
@@ -157,12 +164,12 @@ class RootFS:
         node = self.root
         parts = _parts(path)
         for i, part in enumerate(parts):
-            child = node.children.get(part)
+            child = node.contents.get(part)
             if child is not None and child.kind == SYMLINK:
                 found = self.resolve("/".join(parts[: i + 1]))
                 child = found[1] if found and found[1].kind == DIR else None
             if child is None or child.kind != DIR:
-                child = node.children[part] = Node(DIR, 0o755)
+                child = node.contents[part] = Node(DIR, 0o755)
             node = child
         return node
 
@@ -175,7 +182,7 @@ class RootFS:
         Links resolve inside the image: `..` never leaves its root."""
         pending = _parts(path)
         resolved: list[str] = []
-        node = self.root
+        node: Node | None = self.root
         hops = 0
         while pending:
             part = pending.pop(0)
@@ -186,7 +193,7 @@ class RootFS:
                 continue
             if node is None or node.kind != DIR:
                 return None
-            child = node.children.get(part)
+            child = node.contents.get(part)
             if child is None:
                 return None
             if child.kind == SYMLINK and (pending or follow_last):
@@ -201,6 +208,8 @@ class RootFS:
                 continue
             resolved.append(part)
             node = child
+        if node is None:  # walked back to a path that no longer exists (cannot happen: each was walked before)
+            return None
         return "/" + "/".join(resolved), node
 
     def resolve(self, path: str) -> tuple[str, Node] | None:
@@ -211,12 +220,12 @@ class RootFS:
         for part in parts:
             if node is None or node.kind != DIR:
                 return None
-            node = node.children.get(part)
+            node = node.contents.get(part)
         return node
 
     def listdir(self, path: str) -> dict[str, Node]:
         found = self.resolve(path)
-        return dict(found[1].children) if found and found[1].kind == DIR else {}
+        return dict(found[1].contents) if found and found[1].kind == DIR else {}
 
     def read(self, path: str) -> bytes | None:
         """The kept bytes of a wanted file (links followed), None if absent or not kept."""
@@ -226,12 +235,12 @@ class RootFS:
     def walk_files(self, path: str = "/") -> Iterator[tuple[str, Node]]:
         """(path, node) of every non-directory below `path`, without following links."""
         start = self.resolve(path)
-        if start is None:
-            return
+        if start is None or start[1].kind != DIR:
+            return  # nothing below a path that is missing or not a directory
         stack = [(start[0].rstrip("/"), start[1])]
         while stack:
             base, node = stack.pop()
-            for name, child in node.children.items():
+            for name, child in node.contents.items():
                 child_path = f"{base}/{name}"
                 if child.kind == DIR:
                     stack.append((child_path, child))
