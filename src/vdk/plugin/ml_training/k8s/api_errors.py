@@ -56,6 +56,7 @@ class KubeApiError(MLTrainingError):
         self.not_served = not_served  # 404 because the resource type itself is not served
         self.detail = ""  # the server's own message
         self.retry_after: float | None = None  # seconds, when the server said when to come back (429, 503)
+        self.not_created = False  # the answer of a create that certainly did not create the object (k8s.creation)
         super().__init__(problem, fix)
 
 
@@ -188,7 +189,7 @@ def missing_namespace(namespace: str, context: str | None) -> KubeApiError:
 
 def _not_found(action: Action, st: dict, message: str, details: dict, context: str | None) -> KubeApiError:
     if details.get("kind") == "namespaces":
-        return missing_namespace(details.get("name") or action.namespace, context)
+        return missing_namespace(details.get("name") or action.namespace or "?", context)
     ctx = f" --context {context}" if context else ""
     if (not st or not details) and action.group and "/" not in action.plural:
         # A path the server does not route: the resource type itself is not served. Never so for the core

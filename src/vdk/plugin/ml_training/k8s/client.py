@@ -19,6 +19,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import creation
+from vdk.plugin.ml_training.k8s import retries
 from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
@@ -82,7 +83,7 @@ class KubeClient:
         config_file: str | None = None,
         say: Say | None = None,
     ):
-        self.transport = Transport(context, config_file, **({"say": say} if say is not None else {}))
+        self.transport = Transport(context, config_file, say=say if say is not None else retries.to_stderr)
         self.context = self.transport.context
         self.server = self.transport.server
         self.namespace: str = namespace or self.transport.default_namespace

@@ -92,7 +92,7 @@ def create(client: ClientLike, rtype: ResourceType, body: dict, dry_run: bool = 
 def _not_created(error: KubeApiError) -> None:
     """Mark `error` as the answer of a create that certainly did not create the object (a rollback leaves
     that name alone)."""
-    error.not_created = True  # type: ignore[attr-defined]
+    error.not_created = True
 
 
 def lookup(client: ClientLike, rtype: ResourceType, name: str, namespace: str | None) -> dict | None:
@@ -151,7 +151,7 @@ def _roll_back(client: ClientLike, created: list[dict], pending: dict | None, er
     # The object whose create was under way may exist, unless the server said it was not made: an
     # interruption, a lost answer, a failed lookup or retries used up leave it unknown, so it is deleted too.
     unsure = pending is not None and not getattr(error, "not_created", False)
-    objects = created + ([pending] if unsure else [])
+    objects = created + ([pending] if pending is not None and unsure else [])
     remaining: list[tuple[dict, str]] = []
     deleted: list[str] = []
     for obj in reversed(objects):

@@ -98,7 +98,7 @@ def _claims(spec: MLJobSpec) -> list[tuple[str, str, str]]:
 def step_mounts(spec: MLJobSpec, with_claims: bool = True) -> list[dict]:
     """The data step's mounts: the cache read-write, and (`with_claims`) every claim read-only at its target, as
     the training container has it."""
-    out = [{"name": CACHE_VOLUME, "mountPath": layout.DATA_CACHE_DIR}] if fetches(spec) else []
+    out: list[dict] = [{"name": CACHE_VOLUME, "mountPath": layout.DATA_CACHE_DIR}] if fetches(spec) else []
     for target, volume, claim_dir in _claims(spec) if with_claims else []:
         entry = {"name": volume, "mountPath": target_path(spec, target), "readOnly": True}
         if claim_dir:

@@ -191,10 +191,11 @@ def _after_last_step(ranks: list[pod_states.RankState]) -> float | None:
 def usage_record(usage: RunUsage, namespace: str, deleted_by: str | None, now: datetime) -> dict:
     """The ConfigMap that keeps a run's usage once `vdk delete` or `--cancel` deleted it: cancelled if it
     still ran, with the end it had otherwise. Not owned by the run, so that it outlives it."""
-    ended = usage if usage.end is not None else replace(usage, outcome=CANCELLED, end=now)
+    end = usage.end if usage.end is not None else now
+    ended = usage if usage.end is not None else replace(usage, outcome=CANCELLED, end=end)
     kept = ended.kept_seconds if ended.kept_seconds is not None else DEFAULT_KEPT_SECONDS
-    data = {**asdict(ended), "start": _iso(ended.start), "end": _iso(ended.end), "deleted_by": deleted_by}
-    data["expires"] = _iso(max(ended.end, now) + timedelta(seconds=kept))  # type: ignore[type-var]
+    data = {**asdict(ended), "start": _iso(ended.start), "end": _iso(end), "deleted_by": deleted_by}
+    data["expires"] = _iso(max(end, now) + timedelta(seconds=kept))
     labels = {
         run_meta.LABEL_JOB: ended.job,
         run_meta.LABEL_USAGE_OF: ended.run,
@@ -216,6 +217,9 @@ def parse_usage_record(configmap: dict) -> tuple[RunUsage, datetime | None] | No
     """(the run's usage, when the record expires) of a usage record; None when it is not readable."""
     try:
         data = json.loads(((configmap.get("data") or {}).get(KEY_USAGE)) or "")
+        start = parse_time(data["start"])
+        if start is None:
+            return None
         usage = RunUsage(
             run=data["run"],
             job=data["job"],
@@ -223,7 +227,7 @@ def parse_usage_record(configmap: dict) -> tuple[RunUsage, datetime | None] | No
             team_label=data.get("team_label"),
             backend=data.get("backend"),
             outcome=data["outcome"],
-            start=parse_time(data["start"]),  # type: ignore[arg-type]
+            start=start,
             end=parse_time(data.get("end")),
             gpus=float(data["gpus"]),
             after_last_step=data.get("after_last_step"),
@@ -233,8 +237,6 @@ def parse_usage_record(configmap: dict) -> tuple[RunUsage, datetime | None] | No
             utilisation=data.get("utilisation"),
         )
     except (ValueError, KeyError, TypeError):
-        return None
-    if usage.start is None:
         return None
     return usage, parse_time(data.get("expires"))
 
@@ -348,7 +350,7 @@ def report(
 ) -> UsageReport:
     """The usage of `runs` (with every pod of theirs that `pods` has) and of the deleted runs of `records`,
     since `since_seconds` ago (default: since the earliest start)."""
-    pods_by_run: dict[str, list[dict]] = {}
+    pods_by_run: dict[str | None, list[dict]] = {}  # by the run label (None: a pod without one)
     for pod in pods:
         pods_by_run.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(run_meta.LABEL_RUN), []).append(
             pod

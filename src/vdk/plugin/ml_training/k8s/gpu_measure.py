@@ -118,15 +118,14 @@ def startup(
     scheduled = container_started = None
     if node0 is not None:
         status = node0.get("status") or {}
-        condition = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+        condition: dict = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
         if str(condition.get("status")) == "True":
             scheduled = parse_time(condition.get("lastTransitionTime"))
         for container in status.get("containerStatuses") or []:
             state = container.get("state") or {}
             started = (state.get("running") or state.get("terminated") or {}).get("startedAt")
             container_started = parse_time(started) or container_started
-    pulls = [_pull(e) for e in events if e.reason == "Pulled"]
-    pulls = [p for p in pulls if p is not None]
+    pulls = [p for p in (_pull(e) for e in events if e.reason == "Pulled") if p is not None]
     return Startup(
         seconds=seconds,
         waiting=max(0.0, (scheduled - start).total_seconds()) if scheduled else None,

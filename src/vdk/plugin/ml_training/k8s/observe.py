@@ -97,7 +97,9 @@ class RunDetail:
 
 
 def run_pods(client: KubeClient, run: RunSummary) -> list[dict]:
-    return client.list_pods(pod_selector(run.backend, run.name)) if backends.find(run.backend) is not None else []
+    if run.backend is None or backends.find(run.backend) is None:
+        return []
+    return client.list_pods(pod_selector(run.backend, run.name))
 
 
 def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = None) -> RunDetail:
@@ -118,7 +120,8 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     events = _partial(notes, "events", lambda: pod_states.run_events(client.list_events(), run.name), [])
     workloads = []
     if run.queue and run.uid and not run.finished:
-        workloads = _partial(notes, "Kueue workloads", lambda: client.kueue_workloads(run.uid), [])
+        uid = run.uid
+        workloads = _partial(notes, "Kueue workloads", lambda: client.kueue_workloads(uid), [])
     evidence = run_evidence(run, ranks, events, workloads, pods_read)
     findings = engine.why_waiting(evidence)
     if run.phase != run_summary.SUCCEEDED:

@@ -27,7 +27,7 @@ def location_of(obj: dict) -> OutputLocation | None:
     """Where the run whose main object (or record manifest) is `obj` keeps its outputs: the claim and the
     subPath mounted at the image's output directory, in whichever pod template or pod change holds them."""
     mounts: list[dict] = []
-    volumes: dict[str, dict] = {}
+    volumes: dict[str | None, dict] = {}  # by name (a manifest is not validated here: a name may be missing)
     for value in _dicts(obj):
         mounts += [
             m

@@ -142,11 +142,11 @@ def pod_state(pod: dict, backend: str | None, attempts: int = 1) -> RankState:
     containers = spec.get("containers") or [{}]
     container = next((c for c in containers if c.get("name") == wanted), containers[0])
     name = container.get("name") or wanted
-    cstatus = next((c for c in status.get("containerStatuses") or [] if c.get("name") == name), {})
+    cstatus: dict = next((c for c in status.get("containerStatuses") or [] if c.get("name") == name), {})
     state = cstatus.get("state") or {}
     waiting = state.get("waiting") or {}
     waiting = _failed_init(status) or waiting
-    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    scheduled: dict = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
     unschedulable = None
     if str(scheduled.get("status")) == "False":
         unschedulable = scheduled.get("message") or scheduled.get("reason") or "not scheduled"

@@ -79,7 +79,7 @@ def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     (layout.launch_env), the run's output directory, and [ml-training.secrets] as references to their
     Secrets (the values never pass through here), as a container's env. Values are passed literally
     (`literal`: Kubernetes would expand `$(VAR)` in them)."""
-    out = [{"name": name, "value": literal(value)} for name, value in layout.launch_env(spec).items()]
+    out: list[dict] = [{"name": name, "value": literal(value)} for name, value in layout.launch_env(spec).items()]
     if spec.output_pvc:
         out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
     for secret in spec.secrets:

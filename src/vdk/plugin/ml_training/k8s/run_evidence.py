@@ -129,8 +129,8 @@ def workload(obj: dict) -> Workload:
     """What Kueue's Workload object says: whether it has quota, was evicted, waits for admission checks."""
     status = obj.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    reserved = conditions.get("QuotaReserved")
-    evicted = conditions.get("Evicted")
+    reserved = conditions.get("QuotaReserved") or {}
+    evicted = conditions.get("Evicted") or {}
     checks = [c for c in status.get("admissionChecks") or [] if c.get("state") == "Pending"]
     refused = bool(reserved) and str(reserved.get("status")) == "False"
     return Workload(

@@ -137,6 +137,7 @@ def select_job(
             404,
             "NotFound",
         )
+    chosen: TeamRuns | None
     if choice is None:
         if len(teams) > 1:
             raise MLTrainingError(

@@ -56,7 +56,7 @@ def find(name: str | None) -> Backend | None:
 
 def of_object(obj: dict) -> Backend | None:
     """The backend whose main object `obj` is, or None."""
-    return _BY_MAIN_TYPE.get((obj.get("apiVersion"), obj.get("kind")))
+    return _BY_MAIN_TYPE.get((obj.get("apiVersion", ""), obj.get("kind", "")))
 
 
 def created_types() -> tuple[ResourceType, ...]:

@@ -35,7 +35,7 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     run at their maximum: a plain Job cannot grow or shrink."""
     labels = run.labels("job")
     nodes = spec.nodes.max
-    launcher_env = [
+    launcher_env: list[dict] = [
         {"name": "PET_NNODES", "value": str(nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": str(spec.procs_per_node)},
         {
