@@ -168,7 +168,7 @@ def assemble(
     progress: Progress,
     created: str | None = None,
     refresh_dependencies: bool = False,
-    base_known: Callable[[BaseInfo], None] | None = None,
+    base_known: Callable[[BaseInfo], object] | None = None,
     files: FileSet | None = None,
     code: dict[str, str] | None = None,
 ) -> AssembledImage:

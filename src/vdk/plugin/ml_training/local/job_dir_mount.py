@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
+from collections.abc import Mapping
 
 # The job directory to protect, and the directories inside it that stay writable (runs kept in the job),
 # os.pathsep-separated: given by the launcher to torchrun's agent.
@@ -72,7 +73,7 @@ def protect(job_dir: str, writable: Iterable[str] = ()) -> None:
     _mount(libc, None, job, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
 
 
-def protect_from_environment(environ: dict[str, str] | None = None) -> None:
+def protect_from_environment(environ: Mapping[str, str] | None = None) -> None:
     """`protect` as the launcher asked (PROTECT_ENV), else nothing."""
     environ = os.environ if environ is None else environ
     job = environ.get(PROTECT_ENV)

@@ -113,7 +113,9 @@ class Starter(Protocol):
     """Where a plan's torchrun runs: on this machine (`HostStarter`), or in the job's image
     (local/container.py). It starts the process tree and stops all of it."""
 
-    engine: str | None  # the container engine, None for this machine
+    @property
+    def engine(self) -> str | None:
+        """The container engine, None for this machine."""
 
     def check(self) -> None:
         """Raise MLTrainingError if nothing could start (before the run directory is made)."""
@@ -403,8 +405,10 @@ class _Console:
         self.env[protocol.CONSOLE_STDERR] = str(fifo)
 
     def started(self, proc: subprocess.Popen) -> None:
-        if proc.stdout is not None:
-            self._copy(lambda: proc.stdout.read1(65536), _sink(self.stdout, None))  # type: ignore[union-attr]
+        stdout = proc.stdout
+        if stdout is not None:
+            # a binary pipe is a BufferedReader, which typeshed's IO does not say
+            self._copy(lambda: stdout.read1(65536), _sink(self.stdout, None))  # type: ignore[attr-defined]
 
     def __exit__(self, *exc) -> None:
         try:

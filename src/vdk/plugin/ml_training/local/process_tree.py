@@ -114,7 +114,7 @@ def stop_tree(
     root: int,
     groups: Iterable[int] = (),
     grace_seconds: float = TERMINATE_GRACE_SECONDS,
-    poll: Callable[[], None] | None = None,
+    poll: Callable[[], object] | None = None,
     include_root: bool = True,
 ) -> None:
     """Stop `root` (unless not `include_root`: the caller itself), every process below it, whatever its session,
@@ -152,7 +152,7 @@ def stop_through_agent(
     agent: int,
     run_dir: str | Path | None,
     grace_seconds: float = TERMINATE_GRACE_SECONDS,
-    poll: Callable[[], None] | None = None,
+    poll: Callable[[], object] | None = None,
 ) -> None:
     """Stop a run as a cluster does (the kubelet, `podman stop`): SIGTERM to torchrun's agent alone, which passes
     it on to each rank once and waits for them. Signalling the ranks from here too would give them a second one

@@ -39,10 +39,10 @@ class MemoryWatch:
             self.sample()
 
     def sample(self) -> None:
-        records = protocol.read_results(self.run_dir)
+        records: dict[int | str, dict] = dict(protocol.read_results(self.run_dir).items())
         launcher = protocol.read_launcher(self.run_dir)
         if launcher is not None:
-            records = {**records, protocol.LAUNCHER: launcher}  # type: ignore[dict-item]
+            records[protocol.LAUNCHER] = launcher
         for name, record in records.items():
             pid = record.get("pid")
             peak = peak_resident_bytes(pid) if isinstance(pid, int) else None

@@ -110,7 +110,7 @@ def _wrap(*args, **kwargs) -> None:
     rank_process.end_now(0)
 
 
-_wrap._vdk_ends_when_done = True  # type: ignore[attr-defined]
+_wrap._vdk_ends_when_done = True  # type: ignore[attr-defined]  # attribute of a function object
 
 
 def _watch_leftovers(run_dir: str | None) -> None:

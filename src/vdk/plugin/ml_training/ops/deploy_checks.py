@@ -153,6 +153,7 @@ def start_checks(
     # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
     dependencies = LineProgress(say, prefix="Pre-flight ")
 
+    remote: RemoteChecks  # the dependencies check reads the base check's result through it
     checks: dict[str, Any] = {}
     if with_cluster:
         checks[CLUSTER_CHECK] = lambda: check_cluster(spec, provenance, say)

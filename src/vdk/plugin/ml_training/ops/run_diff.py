@@ -146,7 +146,7 @@ def diff_states(before: RunState, after: RunState) -> RunDiff:
     elif (before.dependencies is None) != (after.dependencies is None):
         requirements = {"added": dict(after.dependencies or {}), "removed": dict(before.dependencies or {})}
         requirements["changed"] = {}
-    base = None
+    base: list[str | None] | None = None
     if before.base and after.base:
         base = [before.base, after.base] if before.base != after.base else None
     elif before.base or after.base:

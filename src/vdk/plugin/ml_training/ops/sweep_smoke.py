@@ -95,6 +95,7 @@ def smoke_check_sweep(spec: MLJobSpec, again: str | None = None, files: FileSet 
 
 def _smoke_check(spec: MLJobSpec, again: str, folder: Path, files: FileSet) -> SweepSmoke:
     sweep = spec.sweep
+    assert sweep is not None  # as smoke_check_sweep asserted
     values = sweep.trial_values()
     extremes = sweep.extremes()
     lists = [list(spec.trial(v).arguments(smoke=True)) for v in values]
