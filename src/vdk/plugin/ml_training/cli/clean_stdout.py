@@ -28,7 +28,7 @@ def begin() -> None:
     global _saved
     if _saved is None:
         _saved = sys.stdout
-        sys.stdout = _ToStderr()  # type: ignore[assignment]
+        sys.stdout = _ToStderr()
 
 
 def end() -> None:

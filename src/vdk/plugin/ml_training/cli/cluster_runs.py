@@ -72,7 +72,7 @@ def list_ml(
         click.echo(text)
     if data_jobs:
         click.echo("\nData jobs (Control Service):")
-        ctx.invoke(original.callback, **_original_kwargs(ctx, original))
+        _invoke_original(ctx, original)
 
 
 def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
@@ -108,14 +108,20 @@ def _original_kwargs(ctx: click.Context, original: click.Command) -> dict[str, A
     return {p.name: ctx.params.get(p.name) for p in original.params if p.expose_value and p.name in ctx.params}
 
 
-def _data_jobs_json(ctx: click.Context, original: click.Command) -> list[dict]:
+def _invoke_original(ctx: click.Context, original: click.Command | None) -> None:
+    """The Control Service's own `vdk list`, the command the verb wraps (asked for only when there is one)."""
+    assert original is not None and original.callback is not None
+    ctx.invoke(original.callback, **_original_kwargs(ctx, original))
+
+
+def _data_jobs_json(ctx: click.Context, original: click.Command | None) -> list[dict]:
     """The Control Service's `list -o json`, captured to merge it with the ML jobs."""
     import contextlib
     import io
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        ctx.invoke(original.callback, **_original_kwargs(ctx, original))
+        _invoke_original(ctx, original)
     text = buffer.getvalue().strip()
     return json.loads(text) if text else []
 

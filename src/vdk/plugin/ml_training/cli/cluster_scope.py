@@ -137,7 +137,7 @@ def names_ml_job(kwargs: dict[str, Any]) -> bool:
         found = scope(name, kwargs.get("team"), None)
         if found.job_dir is not None and not name:
             return True  # run in an ml-training job's directory
-        return bool(found.job_name) and found.client.has_runs(found.job_name)
+        return found.job_name is not None and found.job_name != "" and found.client.has_runs(found.job_name)
     except MLTrainingError as e:
         log.debug("Not looking for ml-training runs of %s: %s", name, e.problem)
         return False

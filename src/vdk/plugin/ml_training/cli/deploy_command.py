@@ -112,6 +112,7 @@ def deploy_ml(
             click.echo(deploy.plan_deploy(spec, reason=reason).to_yaml(), nl=False)
             return
         smoke = SummaryPrinter(err=True)  # stdout is the deploy's result
+        result: DeployResult | Unchanged | None = None
         with interrupts.stop_on_signals():
             try:
                 if build_only:
@@ -128,7 +129,7 @@ def deploy_ml(
                     _started(result, default_team, as_json, follow)
             except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
                 interrupts.exit_interrupted(e, f"vdk deploy interrupted by {interrupts.as_interrupted(e).name}.")
-        if follow and result.started:  # --if-changed that started nothing: nothing to follow
+        if follow and result is not None and result.started:  # --if-changed that started nothing: nothing to follow
             _follow(result, default_team)
     except MLTrainingError as e:
         fail(e)
@@ -147,9 +148,9 @@ def _started(result: DeployResult | Unchanged, default_team: str | None, as_json
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     if not result.started:
-        click.echo(diff_views.unchanged_text(result))  # type: ignore[arg-type]
+        click.echo(diff_views.unchanged_text(result))
         return
-    plan = result.plan  # type: ignore[union-attr]
+    plan = result.plan
     spec, run, target = plan.spec, plan.run, plan.target
     lines = [
         f"Started run {run.name} of {spec.name} ({target.backend}, namespace {target.namespace}): "

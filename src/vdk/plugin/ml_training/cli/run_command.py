@@ -107,8 +107,9 @@ def add_run_flags(root_command: click.Group) -> None:
     ]
     run.help = inspect.cleandoc(run.help or "") + RUN_HELP
     original = run.callback
+    assert original is not None  # vdk-core's `run` has its callback
 
-    @functools.wraps(original)  # type: ignore[arg-type]
+    @functools.wraps(original)
     def callback(*args: Any, **kwargs: Any) -> Any:
         options = RunOptions(
             full=bool(kwargs.pop("full", False)),
@@ -123,7 +124,7 @@ def add_run_flags(root_command: click.Group) -> None:
             raise click.UsageError(f"{', '.join(options.ml_only)} applies to ml-training jobs only")
         token = _options.set(options)
         try:
-            return original(*args, **kwargs)  # type: ignore[misc]
+            return original(*args, **kwargs)
         finally:
             _options.reset(token)
 

@@ -83,12 +83,15 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
             return verb.run_ml(**{k: v for k, v in kwargs.items() if k in ours})
         ctx = click.get_current_context()
         misplaced = [
-            p.opts[0] for p in added if p.name in verb.ml_only and ctx.get_parameter_source(p.name).name != "DEFAULT"
+            p.opts[0]
+            for p in added
+            if p.name in verb.ml_only and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT
         ]
         if misplaced:
             raise click.UsageError(f"{', '.join(misplaced)} applies to ml-training jobs only")
         passthrough = {k: v for k, v in kwargs.items() if k not in added_names}
         passthrough = _interact(ctx, deferred, passthrough)
+        assert original.callback is not None  # a command of the Control Service CLI: it has one
         return ctx.invoke(original.callback, **passthrough)
 
     help_text = (original.help or "") + ("\n\n" + verb.ml_help if verb.ml_help else "")
@@ -103,6 +106,7 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
         hidden=original.hidden,
         deprecated=original.deprecated,
     )
+    # found by cluster_scope and cluster_runs (the data jobs' own command): an attribute click.Command lacks
     command.wrapped_command = original  # type: ignore[attr-defined]
     return command
 
@@ -128,7 +132,7 @@ def _interact(ctx: click.Context, deferred: list[click.Option], kwargs: dict[str
     if missing:
         # A command made of the missing options only, parsed with no arguments: click prompts,
         # applies the default map and raises MissingParameter exactly as for the original.
-        asked = click.Command(ctx.command.name, params=missing, add_help_option=False)
+        asked = click.Command(ctx.command.name, params=list(missing), add_help_option=False)
         with asked.make_context(ctx.info_name, [], parent=ctx.parent) as sub:
             out.update({p.name: sub.params.get(p.name) for p in missing if p.expose_value})
     for p in given:

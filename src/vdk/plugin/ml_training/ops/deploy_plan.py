@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from typing import ClassVar
+from typing import Literal
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import AUTO_BACKEND
@@ -87,7 +89,7 @@ class DeployResult:
     provenance: audit.Provenance
     changes: Changes | None = None
 
-    started = True
+    started: ClassVar[Literal[True]] = True  # tells it from Unchanged (mypy narrows on it)
 
     def to_dict(self) -> dict:
         spec, target, provenance = self.plan.spec, self.plan.target, self.provenance
@@ -119,7 +121,7 @@ class Unchanged:
     last_success: str  # the run it compared with
     changes: Changes
 
-    started = False
+    started: ClassVar[Literal[False]] = False
 
     def to_dict(self) -> dict:
         return {
