@@ -103,7 +103,6 @@ def _fetch(options: argparse.Namespace, command: list[str]) -> int:
         return 0
     sys.stdout.flush()
     os.execvp(command[0], command)  # the training command, in this process: its signals, its exit status
-    return 0  # not reached
 
 
 def _stderr(text: str) -> None:

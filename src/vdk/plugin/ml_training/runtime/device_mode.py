@@ -22,6 +22,7 @@ from tensors (`torch.zeros(n, device=x.device)`) keeps them consistent.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
@@ -232,6 +233,7 @@ class DeviceTracker(TorchFunctionMode):
         unknown = found = False
         for group in (args, kwargs.values()):
             for value in group:
+                tensors: Sequence[Any]  # a list's items are checked one by one
                 if isinstance(value, Tensor):
                     tensors = (value,)
                 elif type(value) in (list, tuple) and value and isinstance(value[0], Tensor):

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 from typing import Any
 
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import rank_process
 
+if TYPE_CHECKING:  # imported when a smoke run needs them: they import torch
+    from vdk.plugin.ml_training.runtime.patching import Adaptations
+    from vdk.plugin.ml_training.runtime.steps import StepCounter
+
 _CHILD_PROGRAM = "from vdk.plugin.ml_training.runtime.smoke_rank import child_main; child_main(%s)"
 
-_stand_ins = None  # this process's smoke-run Adaptations, once installed
-_smoke_counter = None  # and its StepCounter with the step limit
+_stand_ins: Adaptations | None = None  # this process's smoke-run Adaptations, once installed
+_smoke_counter: StepCounter | None = None  # and its StepCounter with the step limit
 _original_wrap: Any = None  # torch.multiprocessing.spawn's own `_wrap`, which `worker` calls
 
 
