@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
-from tests.support import busy_namespace  # noqa: E402  the fake cluster and the runs the tests use
-from tests.support import upstream_crds  # noqa: E402
-from tests.support.vdk_cli import vdk  # noqa: E402
+from tests.support import busy_namespace  # the fake cluster and the runs the tests use
+from tests.support import upstream_crds
+from tests.support.vdk_cli import vdk
 
 BIG_FAILED = "big-failed"
 

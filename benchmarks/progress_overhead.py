@@ -45,20 +45,20 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
-from tests.support import fake_nvml  # noqa: E402  the fake libnvidia-ml the sampler's tests use
+from tests.support import fake_nvml  # the fake libnvidia-ml the sampler's tests use
 
-from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS  # noqa: E402
-from vdk.plugin.ml_training.runtime.kubeflow_status import StatusPoster  # noqa: E402
-from vdk.plugin.ml_training.runtime.kubeflow_status import StatusSettings  # noqa: E402
-from vdk.plugin.ml_training.runtime.progress_lines import Figures  # noqa: E402
-from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter  # noqa: E402
-from vdk.plugin.ml_training.runtime.report import RankReport  # noqa: E402
-from vdk.plugin.ml_training.runtime.report import StepRecorder  # noqa: E402
-from vdk.plugin.ml_training.runtime.steps import StepCounter  # noqa: E402
-from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STALL_SECONDS  # noqa: E402
-from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STARTUP_SECONDS  # noqa: E402
-from vdk.plugin.ml_training.runtime.watchdog import Watchdog  # noqa: E402
-from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings  # noqa: E402
+from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS
+from vdk.plugin.ml_training.runtime.kubeflow_status import StatusPoster
+from vdk.plugin.ml_training.runtime.kubeflow_status import StatusSettings
+from vdk.plugin.ml_training.runtime.progress_lines import Figures
+from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter
+from vdk.plugin.ml_training.runtime.report import RankReport
+from vdk.plugin.ml_training.runtime.report import StepRecorder
+from vdk.plugin.ml_training.runtime.steps import StepCounter
+from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STALL_SECONDS
+from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STARTUP_SECONDS
+from vdk.plugin.ml_training.runtime.watchdog import Watchdog
+from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 GPUS = 8
 

@@ -48,7 +48,7 @@ from vdk.plugin.ml_training.source import audit
 from vdk.plugin.ml_training.source.job_files import SourceFile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
-from tests.support.registry import Registry  # noqa: E402  the loopback docker-registry the image tests use
+from tests.support.registry import Registry  # the loopback docker-registry the image tests use
 
 CHUNK = 4 << 20
 

@@ -97,7 +97,7 @@ def test_deploy_run_and_delete(client, spec, backend):
     discovery = client.discover()
     try:
         choose_backend(discovery, backend)
-    except Exception as e:  # the cluster does not serve this backend
+    except Exception as e:  # noqa: BLE001 - the cluster does not serve this backend
         pytest.skip(f"{backend}: {e}")
     run = RunInfo.create(spec, audit.collect(spec.job_dir), reason=f"functional test ({backend})")
     manifests = render_run(spec, _job_image(), run, client.namespace, backend, cluster=discovery)

@@ -29,7 +29,7 @@ def native_errors(obj: dict, model: str) -> list[FieldError]:
     errors = metadata_errors(obj.get("metadata"))
     try:
         written = _round_trip(obj, model)
-    except Exception as e:  # pydantic ValidationError (37+) or ValueError (older models)
+    except Exception as e:  # noqa: BLE001 - pydantic's ValidationError (37+) or ValueError (older models)
         # Nested models are read one by one, so a location is relative to the innermost object.
         errors += [
             FieldError(_loc(err.get("loc", ())), f"Invalid value: {err.get('msg', '')}") for err in _pydantic_errors(e)

@@ -54,7 +54,7 @@ class RunOptions:
 # This invocation's options: the click group outlives invocations, so they are set per call by the wrapped
 # callback, never left behind.
 _NO_OPTIONS = RunOptions()  # frozen: one instance serves every invocation without options
-_options: contextvars.ContextVar[RunOptions] = contextvars.ContextVar("vdk_ml_training_run", default=_NO_OPTIONS)  # noqa: B039
+_options: contextvars.ContextVar[RunOptions] = contextvars.ContextVar("vdk_ml_training_run", default=_NO_OPTIONS)
 
 RUN_HELP = """
 

@@ -12,6 +12,7 @@ from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
 from vdk.plugin.ml_training.vocabulary.wire import with_fix
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.ops.sweep_smoke import SweepSmoke
     from vdk.plugin.ml_training.ops.sweeps import SweepDetail
     from vdk.plugin.ml_training.ops.sweeps import SweepTable
 
@@ -88,9 +89,10 @@ def sweep_text(detail: SweepDetail, again: str) -> str:
     return "\n".join(lines)
 
 
-def smoke_text(result) -> str:  # noqa: ANN001 - ops.sweep_smoke.SweepSmoke
+def smoke_text(result: SweepSmoke) -> str:
     """The smoke check of a sweep: a row per checked trial (arguments; for the extremes, their smoke run and
     metric), then passed or what failed."""
+    assert result.spec.sweep is not None  # the smoke check of a sweep
     metric = result.spec.sweep.metric
     rows = [
         [
@@ -105,7 +107,7 @@ def smoke_text(result) -> str:  # noqa: ANN001 - ops.sweep_smoke.SweepSmoke
     lines = [table(["TRIAL", "ARGUMENTS", "SMOKE RUN", "STEPS", metric.upper()], rows)]
     if result.arguments.status not in ("parsed",) and result.arguments.why:
         lines.append(f"note: the arguments were not checked one by one: {result.arguments.why}")
-    if result.passed:
+    if result.error is None:  # passed
         lines.append(
             f"Smoke check passed: {len(result.trials)} trials' arguments accepted, the extremes ran and "
             f"reported {metric}"

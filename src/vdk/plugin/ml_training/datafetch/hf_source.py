@@ -90,7 +90,7 @@ def fetch(pin: DataPin, dest: Path, progress: Callable[[int, int], None] | None 
     hub = _hub()
     try:
         hub.snapshot_download(repo_id, repo_type=repo_type, revision=pin.version, local_dir=dest, token=_token())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - huggingface_hub's errors of every kind, translated
         raise _translate(e, pin.target, pin.source) from None
     shutil.rmtree(dest / _HF_CACHE, ignore_errors=True)
     if progress is not None:
@@ -130,7 +130,7 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
             hub.hf_hub_download(
                 repo_id, name, repo_type=repo_type, revision=info.sha, local_dir=staging, token=_token()
             )
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - huggingface_hub's errors of every kind, translated
         raise _translate(e, target, source) from None
     publish(staging, dest, [name for name, _ in chosen])
     return {"files": len(chosen), "bytes": total, "complete": complete, "version": info.sha}

@@ -343,7 +343,7 @@ def follow_logs(
                     streams.pop(key, None)  # not started after all: try again at the next poll
                 else:
                     explain(rank.rank, f"log stream ended: {e.detail or e.problem}")
-        except Exception as e:  # a thread's error would otherwise vanish
+        except Exception as e:  # noqa: BLE001 - a thread's error would otherwise vanish
             with lock:
                 explain(rank.rank, f"log stream failed: {type(e).__name__}: {e}")
 

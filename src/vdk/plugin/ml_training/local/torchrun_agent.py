@@ -52,7 +52,7 @@ def main() -> None:
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:  # noqa: B036 - ChildFailedError, SignalException, KeyboardInterrupt: logged, exit 1
+    except BaseException:  # noqa: BLE001 - ChildFailedError, SignalException, KeyboardInterrupt: logged, exit 1
         traceback.print_exc()
     finally:
         _stop_what_is_left()

@@ -261,7 +261,7 @@ class _Once:
             if not self._done:
                 try:
                     self._value = self._make()
-                except BaseException as e:  # noqa: B036 - each caller gets the same error
+                except BaseException as e:  # noqa: BLE001 - each caller gets the same error
                     self._error = e
                 self._done = True
         if self._error is not None:

@@ -111,7 +111,7 @@ def run(entry: list[str], sets: list[list[str]]) -> dict:
         if e.code in (None, 0):
             return {"status": NO_PARSER, "why": "it ended without parsing a command line"}
         return {"status": ERROR, "why": f"it exited with {e.code} before parsing its arguments"}
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - whatever the script raised is the check's answer
         return {"status": ERROR, "why": f"{type(e).__name__}: {e}"}
     return {"status": NO_PARSER, "why": "it ended without parsing a command line"}
 

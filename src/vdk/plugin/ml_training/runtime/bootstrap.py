@@ -102,7 +102,7 @@ def _run_in_image(entry: list[str]) -> None:
         rank_process.count_steps_once_torch_is_imported(counters.append, *receivers)
         try:
             run_entrypoint(entry)
-        except BaseException as e:  # noqa: B036 - the last line says how far it got, then the error goes on
+        except BaseException as e:  # the last line says how far it got, then the error goes on
             rank_process.stop_watchdog(watch)
             if metric is not None:
                 metric.finish()
@@ -278,7 +278,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         if e.code not in (None, 0):
             status, code, raised = protocol.FAILED, 1, e
             error = describe_exit(e)
-    except BaseException as e:  # noqa: B036 - KeyboardInterrupt too: reported, not printed
+    except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: reported, not printed
         status, code, raised = protocol.FAILED, 1, e
         error = describe(e)
     if mode == protocol.SMOKE:  # the end the ranks agree on: the first that stops, stops them all

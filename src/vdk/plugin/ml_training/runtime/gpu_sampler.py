@@ -298,7 +298,7 @@ class GpuSampler:
     def _close(self) -> None:
         try:
             self.devices.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: nothing more to do about it
             pass
 
     def _print(self, line: str) -> None:
@@ -319,7 +319,7 @@ class GpuSampler:
             err = self._err or sys.stderr
             err.write(wire.warning(f"{text}") + "\n")
             err.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a warning that cannot be written: sampling goes on
             pass
 
 

@@ -34,7 +34,7 @@ def _add_callback(module, reporter) -> None:
         original(self, *args, **kwargs)
         try:
             self.add_callback(callback)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - no progress lines, but the Trainer is the user's as ever
             reporter.fail(e)
 
     __init__._vdk_progress = True  # type: ignore[attr-defined]  # attribute of a function object

@@ -103,7 +103,7 @@ class MetricWatch:
             return  # a framework logs its own loss
         try:
             loss = self.counter.loss()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a loss that cannot be read is no metric
             loss = None
         if loss is not None and math.isfinite(loss):
             self.value = float(loss)
@@ -161,7 +161,7 @@ class MetricWatch:
                 )
                 + "\n"
             )
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a warning that cannot be written: training goes on
             pass
 
 
@@ -196,7 +196,7 @@ class _PrintedLines(io.TextIOBase):
                             self._watch.record(name, value)
             if len(self._partial) > 65536:
                 self._partial = ""
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the metric stops, the script's output does not
             self._watch.fail(e)
         return written
 
@@ -245,7 +245,7 @@ def _hf_callback(module: Any, watch: MetricWatch) -> None:
         original(self, *args, **kwargs)
         try:
             self.add_callback(Metrics())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - no metric, but the Trainer is the user's as ever
             watch.fail(e)
 
     __init__._vdk_metrics = True  # type: ignore[attr-defined]  # attribute of a function object
@@ -281,7 +281,7 @@ def _lightning_callback(module: Any, name: str, watch: MetricWatch) -> None:
         original(self, *args, **kwargs)
         try:
             self.callbacks.append(Metrics())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - no metric, but the Trainer is the user's as ever
             watch.fail(e)
 
     __init__._vdk_metrics = True  # type: ignore[attr-defined]  # attribute of a function object

@@ -135,7 +135,7 @@ class DeviceSet:
             device.gpm_samples = []
         try:
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: nothing more to do about it
             pass
 
 
@@ -165,7 +165,7 @@ def open_devices(limit: int | None = None, visible: str | None = None) -> Device
 def _shutdown(nvml) -> None:
     try:
         nvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - closing: nothing more to do about it
         pass
 
 

@@ -189,7 +189,7 @@ class ProgressReporter:
             try:
                 self._report(self._clock(), script=script)
                 termination.leave(self.last_line or "")
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - reporting must never break training
                 self.fail(e)
         self._turn_off()
         for follower in self.followers:

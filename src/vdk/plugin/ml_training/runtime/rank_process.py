@@ -101,7 +101,7 @@ def dump_stacks_on_crash(path) -> None:
 
     from vdk.plugin.ml_training.runtime import protocol
 
-    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - stays open: faulthandler writes to it until exit
+    f = open(path, "a", encoding="utf-8")  # no `with`: it stays open, faulthandler writes to it until exit
     f.write(protocol.stack_file_header())  # which thread is this rank's own, for whoever reads the dump
     f.flush()
     faulthandler.enable(file=f, all_threads=True)

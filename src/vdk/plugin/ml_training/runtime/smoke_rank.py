@@ -164,7 +164,7 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
         except SmokeStepsReached:
             outcome["status"] = protocol.STOPPED
             agreed_end(i, protocol.STOPPED, None, counter.steps)
-        except BaseException as e:  # noqa: B036 - reported, then mp.spawn's own handling goes on
+        except BaseException as e:  # reported, then mp.spawn's own handling goes on
             if agreed_end(i, protocol.FAILED, e, counter.steps):
                 outcome["status"] = protocol.STOPPED  # its collective ended when another worker stopped
                 return

@@ -72,7 +72,7 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     def run(index: int, *rest: Any) -> None:
         try:
             fn(index, *rest)
-        except BaseException as e:  # noqa: B036 - the last line says how far it got, then mp.spawn's handling
+        except BaseException as e:  # the last line says how far it got, then mp.spawn's handling
             ended.append(e)
             raise
         ended.append(None)

@@ -28,7 +28,7 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
     server = threading.Thread(
         target=engine.storages.run_grpc_proxy_server,
         args=(storage,),
-        kwargs={"host": "0.0.0.0", "port": port},  # noqa: S104 - the trial pods reach it through its Service
+        kwargs={"host": "0.0.0.0", "port": port},  # every interface: the trial pods reach it through its Service
         daemon=True,
     )
     server.start()

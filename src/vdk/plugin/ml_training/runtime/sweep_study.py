@@ -73,7 +73,7 @@ def sampler(sweep: Sweep) -> Any:
             """Optuna's grid, told trial by trial: its `after_trial` would call `study.stop()`, which only
             `study.optimize` allows; the sweep counts its trials itself."""
 
-            def after_trial(self, study, trial, state, values):  # noqa: ANN001
+            def after_trial(self, study, trial, state, values):
                 return None
 
         return Grid(sweep.grid(), seed=sweep.seed)
@@ -244,7 +244,7 @@ def wait_for(call: Callable[[], Any], what: str, timeout: float, say: Callable[[
     while True:
         try:
             return call()
-        except Exception as e:  # noqa: BLE001 - gRPC and connection errors of every kind; others go on
+        except Exception as e:  # gRPC and connection errors of every kind; others go on
             if not _unreachable(e):
                 raise
             if time.monotonic() >= deadline:

@@ -423,7 +423,7 @@ def report_and_end(
         else:
             sys.stdout.flush()
             os.write(2, text.encode("utf-8", "replace"))  # the fd: no lock the training thread may hold
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a stop that cannot be printed still ends the process
         pass
     termination.leave("\n".join(finding.lines(MESSAGE_FRAMES, training_thread_only=True)))
     if postscript is not None:
@@ -431,6 +431,6 @@ def report_and_end(
             summary = postscript()
             if summary:
                 termination.add(summary)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the summary is extra: the process ends regardless
             pass
     exit(code)

@@ -143,7 +143,7 @@ class _Installed:
 
         try:
             return importlib.metadata.version(distribution)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - broken metadata of one package must not break the check
             return None
 
     @staticmethod
@@ -152,7 +152,7 @@ class _Installed:
 
         try:
             return importlib.metadata.requires(distribution) or []
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - broken metadata of one package must not break the check
             return []
 
 

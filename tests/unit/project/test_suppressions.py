@@ -1,5 +1,6 @@
-"""Every `type: ignore` of src/ says why, beside it or on the comment line above it. mypy (`make lint`) checks the
-rest: that each names its error code (ignore-without-code) and still silences something (warn_unused_ignores)."""
+"""Every `type: ignore` and every `noqa` of src/ says why. mypy and ruff (`make lint`) check the rest: that each
+names its code (ignore-without-code; a `noqa` always does) and still silences something (warn_unused_ignores,
+RUF100)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 IGNORE = re.compile(r"#\s*type:\s*ignore(\[[^\]]*\])?(.*)$")
+NOQA = re.compile(r"#\s*noqa(:\s*[A-Z]+[0-9]+(?:,\s*[A-Z]+[0-9]+)*)?(.*)$")
 
 
 def unexplained(lines: list[str]) -> list[int]:
@@ -39,6 +41,32 @@ def test_every_type_ignore_says_why():
         lines = path.read_text(encoding="utf-8").splitlines()
         bare += [f"{path.relative_to(SRC)}:{number}" for number in unexplained(lines)]
     assert bare == [], "say why beside each (`# type: ignore[code]  # why`) or on the comment line above it"
+
+
+def unexplained_noqa(lines: list[str]) -> list[int]:
+    """The line numbers (1-based) of the `noqa`s that do not say why beside them (`# noqa: BLE001 - why`)."""
+    return [
+        number
+        for number, line in enumerate(lines, start=1)
+        if (match := NOQA.search(line)) is not None and not re.match(r"\s*-\s*\S", match.group(2))
+    ]
+
+
+def test_every_noqa_says_why():
+    bare = []
+    for path in sorted(SRC.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        bare += [f"{path.relative_to(SRC)}:{number}" for number in unexplained_noqa(lines)]
+    assert bare == [], "say why beside each: `# noqa: BLE001 - why`"
+
+
+def test_a_noqa_with_its_reason_counts_and_one_without_does_not():
+    lines = [
+        "except Exception:  # noqa: BLE001 - reporting must never break training",
+        "except Exception:  # noqa: BLE001",
+        "except Exception:  # noqa",
+    ]
+    assert unexplained_noqa(lines) == [2, 3]
 
 
 def test_a_reason_beside_or_above_counts_and_none_does_not():
