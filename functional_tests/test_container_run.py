@@ -104,8 +104,8 @@ if __name__ == "__main__":
 """
 
 
-# SIGINT and SIGHUP take SIGTERM's path in vdk (tests/integration/cli/test_interrupts.py sends each to host runs); a
-# container run costs close to a minute here (vfs storage copies the image's root filesystem).
+# SIGINT and SIGHUP take SIGTERM's path in vdk (tests/integration/cli/test_interrupts_processes.py sends each to
+# host runs); a container run costs close to a minute here (vfs storage copies the image's root filesystem).
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_stopping_vdk_stops_the_container(local_bases, podman_root, env, tmp_path, signal_name):
     """However vdk ends, the container goes: SIGKILL leaves vdk no handler to run, so the guard that holds

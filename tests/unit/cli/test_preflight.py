@@ -1,6 +1,6 @@
 """Which job directory a `vdk run` command line names, found by the pre-flight before vdk-core reads it
 (cli/preflight.py): the argument after `run` and its options, none for other verbs or without one. (The
-real `vdk` CLI on broken or misnamed config.ini files: tests/integration/cli/test_preflight.py.)"""
+real `vdk` CLI on broken or misnamed config.ini files: tests/integration/cli/test_preflight_vdk_cli.py.)"""
 
 from pathlib import Path
 

@@ -1,7 +1,7 @@
 """Where pip would look for packages, read without pip or uv running (image/package_index.py): pip's
 configuration files in order, [install] over [global], PIP_* variables over both, handed to uv as its
 own variables (uv reads neither) unless uv has its own settings; PIP_CONFIG_FILE=/dev/null means no
-files. (A real uv install through pip.conf: tests/integration/image/test_package_index.py.)"""
+files. (A real uv install through pip.conf: tests/integration/image/test_package_index_uv.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Where the upstream CRDs the schema tests need are looked for: the configured folder first; the first
 place that has a file wins and its file must match the pin; when they cannot be had, the tests that
 need them skip with one reason instead of an error; the pins are the CRDs those tests read.
-(Downloading them: tests/integration/harness/test_upstream_crds.py.)"""
+(Downloading them: tests/integration/harness/test_upstream_crds_download.py.)"""
 
 import pytest
 

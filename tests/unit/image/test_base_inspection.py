@@ -2,7 +2,7 @@
 is passed over, one off the PATH is started by its absolute path, a versioned one alone on the PATH), its
 version (from the standard library, then the environment), the packages on the PYTHONPATH and in a venv;
 no interpreter at all is a clear error; findings survive the cache; what is known of a base without
-contacting it. (Bases read from the real registry: tests/integration/image/test_base_inspection.py.)"""
+contacting it. (Bases read from the real registry: tests/integration/image/test_base_inspection_registry.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The dry run: what the image would hold, worked out from local files alone and contacting nothing: its
 layers, exclusions, warnings and reference; the same inputs give the same reference and any change a
 new one; a name that cannot be an image name and a broken install are clear errors. (In a real git
-checkout: tests/integration/image/test_build_plan.py.)"""
+checkout: tests/integration/image/test_build_plan_git.py.)"""
 
 from __future__ import annotations
 

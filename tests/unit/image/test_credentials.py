@@ -1,6 +1,6 @@
 """Credentials are found in the files `docker login` and `podman login` write: inline entries under URL
 keys, podman's auth file before docker's, repository keys the most specific. (Credential helpers,
-which are programs: tests/integration/image/test_credentials.py.)"""
+which are programs: tests/integration/image/test_credential_helpers.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The dependency layer before anything is resolved: a requirements.txt that asks for nothing (comments and
 blank lines) gives no layer; a GPU job's layer adds the NVML binding unless it has it already.
-(Real uv resolving wheels: tests/integration/image/test_dependency_layer.py.)"""
+(Real uv resolving wheels: tests/integration/image/test_dependency_layer_uv.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Which registries the image code may reach over plain HTTP: loopback ones, and those listed in
 VDK_ML_TRAINING_INSECURE_REGISTRIES. (Building and pushing against a real registry:
-tests/integration/image/test_registry.py.)"""
+tests/integration/image/test_registry_push_pull.py.)"""
 
 from __future__ import annotations
 

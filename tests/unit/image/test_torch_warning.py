@@ -1,6 +1,6 @@
 """The torch warning's words, without a build: which packages are the torch stack, how the warning adds up
 their sizes, and that the whole warning is said once per job and dependency set, then in one line.
-(A real build that warns before uploading: tests/integration/image/test_torch_warning.py.)"""
+(A real build that warns before uploading: tests/integration/image/test_torch_warning_build.py.)"""
 
 from __future__ import annotations
 

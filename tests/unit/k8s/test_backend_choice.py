@@ -1,7 +1,7 @@
 """The backend choice from what a cluster serves (a Discovery made by hand): `auto` by the resources,
 Trainer runtimes and elasticity; an explicit backend the cluster lacks names what to install; the
 choice is explained in one line. (Discovery by the real `kubernetes` client against the fake API server:
-tests/integration/k8s/test_backend_choice.py.)"""
+tests/integration/k8s/test_backend_choice_discovered.py.)"""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """Where the client finds its cluster without contacting it: inside a pod without a kubeconfig, the
 service account's token, CA and namespace (a namespace given wins); a service account without a token is
-a clear error. (The client against the fake API server: tests/integration/k8s/test_client.py.)"""
+a clear error. (The client against the fake API server: tests/integration/k8s/test_client_apiserver.py.)"""
 
 import pytest
 

@@ -2,7 +2,7 @@
 then what the setting names; without one, the error names both and how to get one; the limits a
 restricted host gives the container, left alone where the user set them or the host can raise its own,
 and the user's options after the host's. (An engine that does not answer:
-tests/integration/local/test_container_engine.py.)"""
+tests/integration/local/test_container_engine_start.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The dependency overlay's decisions without uv: when a job gets none, what a cached one is keyed by, and how
-it goes on the ranks' path (the installs themselves: tests/integration/local/test_overlay.py)."""
+it goes on the ranks' path (the installs themselves: tests/integration/local/test_overlay_uv.py)."""
 
 from __future__ import annotations
 

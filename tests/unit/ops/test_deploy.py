@@ -1,6 +1,6 @@
 """What `vdk deploy`'s use cases (ops/deploy.py) refuse before any work, as a notebook calls them: a team
 that cannot be a Kubernetes label value. (Plans, deploys and builds against a registry and the fake API
-server: tests/integration/ops/test_deploy.py.)"""
+server: tests/integration/ops/test_deploy_api.py.)"""
 
 from __future__ import annotations
 

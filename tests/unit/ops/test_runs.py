@@ -1,6 +1,6 @@
 """The scope the runs' use cases (ops/) work in, as a notebook finds it: from a job directory its name,
 team and namespace; a team named wins over the job's own. (The runs themselves, against the fake API
-server: tests/integration/ops/test_runs.py.)"""
+server: tests/integration/ops/test_runs_api.py.)"""
 
 from __future__ import annotations
 

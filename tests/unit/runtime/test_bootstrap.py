@@ -1,5 +1,5 @@
 """What the bootstrap reports of a failure, without a process: `describe` keeps the user's frames and the
-exception chain. (The bootstrap running entrypoints: tests/integration/runtime/test_bootstrap.py.)"""
+exception chain. (The bootstrap running entrypoints: tests/integration/runtime/test_bootstrap_processes.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Parameter checksums in this process: the digest covers every parameter an optimizer stepped, once, and
 changes with any of them; nothing stepped prints no line; the lines read back among other output.
-(Ranks under torchrun printing them: tests/integration/runtime/test_checksum.py.)"""
+(Ranks under torchrun printing them: tests/integration/runtime/test_checksum_ranks.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Linking a job directory into a run's output directory (runtime/output_workdir.py) without a process:
 ranks that link at once into the same directory, and the outputs of an earlier attempt, are kept; only
-those outputs are listed. (The bootstrap working there: tests/integration/runtime/test_output_workdir.py.)"""
+those outputs are listed. (The bootstrap working there: tests/integration/runtime/test_output_workdir_bootstrap.py.)"""
 
 from __future__ import annotations
 

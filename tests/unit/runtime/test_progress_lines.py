@@ -2,7 +2,7 @@
 are short, the settings come from the environment or the job config, the reporter stepped by hand on a
 clock reports the first step, then at most every period, and the end (with the time after the last
 step, left as termination message), the loss curve, and a period of 0 starts no reporter. (Real
-training processes: tests/integration/runtime/test_progress_lines.py.)"""
+training processes: tests/integration/runtime/test_progress_lines_ranks.py.)"""
 
 from __future__ import annotations
 

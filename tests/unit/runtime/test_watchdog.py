@@ -2,7 +2,7 @@
 stall_timeout (its first for startup_timeout) is stalled, a timeout of 0 turns that part off, the
 settings come from the environment, the thread looks often enough; the stall line and every thread's
 stack are read back as written, left once as the termination message, and firing exits with the stall
-code. (In real training processes: tests/integration/runtime/test_watchdog.py.)"""
+code. (In real training processes: tests/integration/runtime/test_watchdog_ranks.py.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 out and why: secrets and clutter always, with a reason; nothing inside an ignored directory comes back;
 links inside are kept as links, links outside refused; large files kept but reported; only the executable
 bit of a mode kept; special files reported. (.gitignore files in a git repository:
-tests/integration/source/test_job_files.py.)"""
+tests/integration/source/test_job_files_git.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The dependency layer finds packages where pip would, with real uv: a requirement found only through
 pip.conf (one package in a simple index, one in a directory of wheels) is installed. (How pip's
-settings are read and handed to uv: tests/unit/image/test_package_index.py.)"""
+settings are read and handed to uv: tests/unit/dependencies/test_package_index.py.)"""
 
 from __future__ import annotations
 
