@@ -255,6 +255,7 @@ def test_bad_setting_names_the_environment_variable(tmp_path):
         ("namespace =", "namespace", "remove the `namespace =` line to use the default (or the VDK setting)"),
         ("memory = 16GB", "memory", "16Gi"),
         ("memory = -1Gi", "memory", "Kubernetes quantity"),
+        ("cpu = 1e999999999999", "cpu", "Kubernetes quantity"),  # an exponent too large for Decimal: no traceback
         ("cpu = four", "cpu", "cpu = 4"),
         ("shm_size = 32Gi", "shm_size", "lower shm_size"),
         ("gpus_per_node = many", "gpus_per_node", "MIG profile"),

@@ -26,6 +26,7 @@ interesting_values = st.one_of(
             "16Gi",
             "0.5",
             "1e3",
+            "1e999999999999",
             "-1",
             "12h",
             "1h30m",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from decimal import InvalidOperation
+from decimal import DecimalException
 
 # The pattern Kubernetes itself enforces on resource quantities (as in the CRD schemas).
 QUANTITY_PATTERN = re.compile(
@@ -41,7 +41,7 @@ def parse_quantity(text: str) -> Decimal:
         if suffix in _DECIMAL:
             return value * _DECIMAL[suffix]
         return value * Decimal(10) ** Decimal(suffix[1:])
-    except (InvalidOperation, OverflowError) as e:
+    except (DecimalException, OverflowError) as e:  # InvalidOperation, and Overflow of an exponent too large
         raise ValueError(f"{text!r} is not a usable quantity") from e
 
 
