@@ -30,7 +30,7 @@ class _Hidden(importlib.abc.MetaPathFinder):
     def __init__(self, names: set[str]):
         self.names = names
 
-    def find_spec(self, fullname, path, target=None):  # noqa: ANN001 - the finder protocol
+    def find_spec(self, fullname, path, target=None):  # the finder protocol
         if fullname.split(".")[0] in self.names:
             raise ModuleNotFoundError(f"No module named '{fullname}'", name=fullname)
         return None

@@ -10,6 +10,7 @@ referrers API first (an answer counts only with the index content type, as cosig
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,7 +163,7 @@ def attach(
     for data, label in ((EMPTY_CONFIG, "empty config"), (artifact.data, artifact.title)):
         digest = oci.digest_of(data)
         if not client.blob_exists(repository, digest):
-            client.upload(repository, digest, len(data), lambda data=data: [data], label)
+            client.upload(repository, digest, len(data), functools.partial(list, [data]), label)
     manifest = artifact.manifest(subject)
     digest = oci.digest_of(manifest)
     response = client.send(

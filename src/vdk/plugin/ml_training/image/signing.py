@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def key_hint(public_key: Any) -> str:
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
-def configured_key(environ: dict[str, str] | None = None) -> SigningKey | None:
+def configured_key(environ: Mapping[str, str] | None = None) -> SigningKey | None:
     """The key of $VDK_ML_TRAINING_SIGNING_KEY (a file, or the PEM itself), None when it is not set."""
     environ = os.environ if environ is None else environ
     value = (environ.get(SIGNING_KEY_ENV) or "").strip()

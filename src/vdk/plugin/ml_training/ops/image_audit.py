@@ -209,7 +209,7 @@ def _compare_sbom(report: ProvenanceReport, document: dict, record: RunRecord) -
     report.summary["sbom"] = summary(document)
     if record.code is None:
         return
-    code = next((c for c in document.get("components") or [] if c.get("bom-ref") == "code"), {})
+    code: dict = next((c for c in document.get("components") or [] if c.get("bom-ref") == "code"), {})
     listed = {
         c.get("name"): next((h.get("content") for h in c.get("hashes") or []), None)
         for c in code.get("components") or []
