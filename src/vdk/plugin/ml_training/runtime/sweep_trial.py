@@ -90,6 +90,7 @@ def _run(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str
     process = subprocess.Popen(argv, env=child_env, start_new_session=True)
     reports = sweep_study.TrialReports(trial, Path(metric_file), sweep.prune)
     pruned = timed_out = False
+    why: str | None  # why it was pruned or failed (None: it completed)
     limit = float(env.get(wire.TRIAL_SECONDS) or 0) or None
     started = time.monotonic()
     try:

@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Set
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -211,14 +212,14 @@ def check_sites(
     return ImportCheck(tuple(undeclared.values()), base_provides is not None, tuple(files))
 
 
-def _provided(top: str, candidates: set[str], available: set[str]) -> bool:
+def _provided(top: str, candidates: Set[str], available: Set[str]) -> bool:
     if candidates & available:
         return True
     prefixes = NAMESPACES.get(top, ())
     return any(name.startswith(prefixes) for name in available) if prefixes else False
 
 
-def _closure(listed: Mapping[str, Iterable[str]], provided: set[str], installed: _Installed) -> set[str]:
+def _closure(listed: Mapping[str, Iterable[str]], provided: Set[str], installed: _Installed) -> set[str]:
     """What the listed and provided distributions depend on, as their metadata here says (extras as asked)."""
     seen: set[str] = set()
     queue = [(name, set(extras)) for name, extras in listed.items()] + [(name, set()) for name in provided]
