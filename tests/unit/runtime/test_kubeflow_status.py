@@ -2,7 +2,7 @@
 schema, integers where the API has int32), reading a status back (this plugin's and transformers' callback's),
 when the plugin is the writer, and the poster's pace, its final post, its failures and that the training thread
 never waits on it (with a stand-in for the network). The real TLS server, token files and training processes:
-tests/integration/runtime/test_kubeflow_status.py."""
+tests/integration/runtime/test_kubeflow_status_posts.py."""
 
 from __future__ import annotations
 

@@ -394,11 +394,11 @@ def _silence_callback(module: Any) -> None:
     """transformers' `report_to=["kubeflow"]` named in the code: a callback that does nothing, where the
     switch alone makes KubeflowCallback refuse to start (RuntimeError) and the Trainer with it."""
     callbacks = getattr(module, "INTEGRATION_TO_CALLBACK", None)
-    base = getattr(module, "TrainerCallback", None)
+    base: Any = getattr(module, "TrainerCallback", None)  # a base class of run time: Any to mypy
     if not isinstance(callbacks, dict) or "kubeflow" not in callbacks or base is None:
         return
 
-    class SilentKubeflowCallback(base):  # type: ignore[misc, valid-type]
+    class SilentKubeflowCallback(base):
         """vdk-ml-training reports this TrainJob's status to Kubeflow (runtime/kubeflow_status.py)."""
 
     callbacks["kubeflow"] = SilentKubeflowCallback
