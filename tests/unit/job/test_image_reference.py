@@ -10,6 +10,7 @@ import pytest
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job import model
+from vdk.plugin.ml_training.job.image_reference import ImageReference
 from vdk.plugin.ml_training.job.image_reference import ImageReferenceError
 from vdk.plugin.ml_training.job.image_reference import parse_reference
 
@@ -46,6 +47,15 @@ def test_docker_hub_api_host_and_pinning():
 def test_bad_references_are_clear_errors(bad):
     with pytest.raises(ImageReferenceError):
         parse_reference(bad)
+
+
+def test_a_reference_names_its_digest_when_pinned_and_reads_back_from_its_text():
+    tagged = parse_reference("reg.example.com/ml/base:v2")
+    assert tagged.ref == "v2" and str(tagged) == "reg.example.com/ml/base:v2"
+    pinned = tagged.with_digest(DIGEST)
+    assert (pinned.tag, pinned.digest, pinned.ref) == (None, DIGEST, DIGEST)
+    assert parse_reference(str(pinned)) == pinned
+    assert ImageReference("r.example", "x").ref == "latest"
 
 
 def test_the_spec_parses_its_base_once_and_its_copies_carry_it(tmp_path, monkeypatch):

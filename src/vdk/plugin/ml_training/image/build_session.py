@@ -75,7 +75,7 @@ class BuildSession:
             if self._base is None and self._base_error is None:
                 try:
                     self._base = resolve_base(self.base_client, self.spec.base_reference)
-                except Exception as e:  # each caller gets the same error
+                except Exception as e:  # noqa: BLE001 - each caller gets the same error
                     self._base_error = e
             if self._base_error is not None:
                 raise self._base_error
