@@ -248,3 +248,56 @@ def test_the_documented_settings_are_the_catalogue_of_the_sweep():
     page = (Path(__file__).resolve().parents[3] / "docs" / "sweeps.md").read_text()
     settings = page.split("## Settings", 1)[1].split("\n## ", 1)[0]
     assert re.findall(r"^\| `([a-z_]+)` \|", settings, re.M) == [key.name for key in SWEEP_KEYS]
+
+
+# --- sizes: what the config accepts, the backends and the OS carry; a limit says its reason ---------------------
+
+
+def test_more_trials_than_a_sweep_runs_are_refused_with_the_reason_not_as_a_bad_number(tmp_path):
+    error = error_of(sweep_job(tmp_path, "lr = uniform(0, 1)\ntrials = 1000000\nmetric = loss\n", args="--lr ${lr}"))
+    assert error.key == "trials"
+    assert "not a whole number" not in error.problem
+    assert "trials = 1000000 is above 10000" in error.problem and "a process each" in error.problem
+    assert "tpe" in error.fix
+
+
+def test_a_grid_of_a_million_combinations_is_refused_up_front_and_a_sample_of_it_is_not(tmp_path):
+    values = ", ".join(str(i) for i in range(100))
+    sweep = f"a = {values}\nb = {values}\nc = {values}\nmetric = loss\n"
+    error = error_of(sweep_job(tmp_path, sweep, args="--a ${a} --b ${b} --c ${c}"))
+    assert error.key == "trials" and "1000000 combinations" in error.problem and "at most 10000" in error.problem
+    assert "algorithm = random" in error.fix
+    spec = load_job_spec(
+        sweep_job(tmp_path, sweep + "algorithm = random\ntrials = 50\n", args="--a ${a} --b ${b} --c ${c}", name="b")
+    )
+    assert spec.sweep.trials == 50 and len(spec.sweep.trial_values()) == 50
+
+
+def test_the_most_trials_a_sweep_runs_are_accepted_and_each_is_checked(tmp_path):
+    spec = load_job_spec(sweep_job(tmp_path, "lr = uniform(0, 1)\ntrials = 10000\nparallel = 10000\nmetric = loss\n",
+                                   args="--lr ${lr}"))  # fmt: skip
+    assert (spec.sweep.trials, spec.sweep.parallel) == (10000, 10000)
+    assert len(spec.sweep.trial_values()) == 10000
+
+
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ("seed = 4294967296", ["seed = 4294967296 is above 4294967295", "2**32"]),
+        ("trials = 0", ["trials = 0 is below 1"]),
+        ("stop_after_failures = 20000", ["above 10000"]),
+        ("trials = 1e3", ["'1e3' is not a whole number"]),
+    ],
+)
+def test_each_limit_says_its_own_reason(tmp_path, setting, words):
+    sweep = f"lr = uniform(0, 1)\nmetric = loss\n{setting}\n" + ("" if setting.startswith("trials") else "trials = 5\n")
+    error = error_of(sweep_job(tmp_path, sweep, args="--lr ${lr}"))
+    for word in words:
+        assert word in error.problem, error.problem
+
+
+def test_lists_too_long_for_the_pods_variable_are_refused_naming_the_parameter(tmp_path):
+    long_words = ", ".join(f"w{i:04d}" + "x" * 60 for i in range(1500))  # ~100 KB as JSON
+    error = error_of(sweep_job(tmp_path, f"lr = uniform(0, 1)\nword = {long_words}\ntrials = 5\nmetric = loss\n"
+                               "algorithm = random\n", args="--lr ${lr} --w ${word}"))  # fmt: skip
+    assert error.key == "word" and "KiB" in error.problem and "128 KiB" in error.problem

@@ -54,7 +54,19 @@ from vdk.plugin.ml_training.runtime.sweep_protocol import references
 from vdk.plugin.ml_training.runtime.sweep_protocol import substitute
 
 DEFAULT_STOP_AFTER_FAILURES = 3
+# The most trials a sweep runs, and why: `vdk run` checks every trial's arguments (a forked process each, some
+# milliseconds: 10,000 take minutes on a laptop), and the study's pod prints its whole table, a line holding every
+# trial, which `vdk show` reads from its log (10,000 trials: a few megabytes). Kubernetes would carry more (an
+# Indexed Job of up to 100,000 completions), neither of those would.
 MAX_TRIALS = 10_000
+TRIALS_LIMIT_REASON = (
+    f"a sweep runs at most {MAX_TRIALS} trials: `vdk run` checks every trial's arguments (a process each) and "
+    "the study's pod prints its table of every trial in one log line, which `vdk show` reads"
+)
+MAX_SEED = 2**32 - 1
+# The sweep as JSON is one environment variable of its pods (k8s/sweep_manifests.py): Linux refuses to start a
+# process with a variable above 128 KiB (MAX_ARG_STRLEN), so a sweep whose lists would make it larger is refused.
+MAX_SPEC_BYTES = 64 * 1024  # Optuna's samplers seed numpy, which takes seeds below 2**32
 _GOALS = {"min": MIN, "minimize": MIN, "minimise": MIN, "max": MAX, "maximize": MAX, "maximise": MAX}
 _PRUNE = {"median": True, "on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 
@@ -172,8 +184,8 @@ class SweepSpec:
         grid = [p.grid_values() for p in self.parameters]
         finite = [values for values in grid if values is not None]
         if self.algorithm == GRID and len(finite) == len(grid):
-            combos = itertools.product(*finite)
-            return [dict(zip(self.names, combo, strict=True)) for combo in combos][: self.trials]
+            combos = itertools.islice(itertools.product(*finite), self.trials)
+            return [dict(zip(self.names, combo, strict=True)) for combo in combos]
         rng = random.Random(self.seed if self.seed is not None else 0)
         out = self.extremes()
         while len(out) < self.trials:
@@ -307,13 +319,22 @@ def _settings(path: Path, settings: dict[str, str], parameters: tuple[Parameter,
             raise _error(
                 path, "trials", "the sweep does not say how many trials to run", "add `trials = 20` (or another number)"
             )
+        if grid > MAX_TRIALS:
+            raise _error(
+                path,
+                "trials",
+                f"the grid has {grid} combinations of values, one trial each, and {TRIALS_LIMIT_REASON}",
+                f"list fewer values, or sample the grid: `algorithm = random` (or tpe) with `trials = {MAX_TRIALS}` or "
+                "fewer",
+            )
         trials = grid
     if algorithm == GRID and grid is not None and grid > trials:
+        fix = f"set `trials = {grid}`, list fewer values, " if grid <= MAX_TRIALS else "list fewer values, "
         raise _error(
             path,
             "trials",
             f"the grid has {grid} combinations of values, more than trials = {trials} allows",
-            f"set `trials = {grid}`, list fewer values, or use `algorithm = random` to try {trials} of them",
+            fix + f"or use `algorithm = random` to try {trials} of them",
         )
     parallel = _integer(path, settings, "parallel", 1)
     if parallel > trials:
@@ -323,7 +344,7 @@ def _settings(path: Path, settings: dict[str, str], parameters: tuple[Parameter,
             f"parallel = {parallel} is more than trials = {trials}: the extra slots would never run a trial",
             f"set `parallel = {trials}` or less, or raise trials",
         )
-    return SweepSpec(
+    spec = SweepSpec(
         parameters=parameters,
         trials=trials,
         parallel=parallel,
@@ -331,23 +352,65 @@ def _settings(path: Path, settings: dict[str, str], parameters: tuple[Parameter,
         goal=goal,
         algorithm=algorithm,
         prune=prune,
-        stop_after_failures=_integer(path, settings, "stop_after_failures", DEFAULT_STOP_AFTER_FAILURES),
-        seed=_integer(path, settings, "seed", None, minimum=0),
+        stop_after_failures=_integer(
+            path, settings, "stop_after_failures", DEFAULT_STOP_AFTER_FAILURES, maximum=MAX_TRIALS
+        ),
+        seed=_integer(path, settings, "seed", None, minimum=0, maximum=MAX_SEED),
     )
+    size = len(spec.to_wire(study="s" * 63).to_json().encode())
+    if size > MAX_SPEC_BYTES:
+        largest = max(parameters, key=lambda p: len(p.describe()))
+        raise _error(
+            path,
+            largest.name,
+            f"the sweep's parameters take {size // 1024} KiB as its pods receive them (one environment variable, the "
+            f"sweep as JSON), more than the {MAX_SPEC_BYTES // 1024} KiB a pod's variable may hold (Linux refuses "
+            "to start a process with a variable of 128 KiB); the longest is "
+            f"{largest.name}, {len(largest.describe()) // 1024} KiB",
+            "list fewer values (a range such as `int(1, 5000)` or `loguniform(...)` takes a few bytes), or shorter "
+            "ones",
+        )
+    return spec
 
 
-def _integer(path: Path, settings: dict[str, str], key: str, default: int | None, minimum: int = 1) -> Any:
+def _integer(
+    path: Path, settings: dict[str, str], key: str, default: int | None, minimum: int = 1, maximum: int = MAX_TRIALS
+) -> Any:
+    """A whole-number setting: what is not one is said so; one out of range is said with the reason of the limit."""
     text = settings.get(key)
     if text is None:
         return default
-    if not text.isdigit() or not minimum <= int(text) <= MAX_TRIALS * 100:
+    written = text.replace("_", "")
+    if not written.isascii() or not written.isdigit():
         raise _error(
             path,
             key,
             f"{text!r} is not a whole number of at least {minimum}",
             f"write `{key} = {_SETTINGS[key].example}`",
         )
-    return int(text)
+    value = int(written)
+    if value < minimum:
+        raise _error(path, key, f"{key} = {value} is below {minimum}", f"write `{key} = {_SETTINGS[key].example}`")
+    if value > maximum:
+        raise _error(path, key, f"{key} = {value} is above {maximum}: {_limit_reason(key, maximum)}", _limit_fix(key))
+    return value
+
+
+def _limit_reason(key: str, maximum: int) -> str:
+    if key == "seed":
+        return "Optuna's samplers seed numpy, which takes seeds below 2**32"
+    return TRIALS_LIMIT_REASON
+
+
+def _limit_fix(key: str) -> str:
+    if key == "seed":
+        return "use a smaller seed, such as `seed = 7`"
+    if key == "trials":
+        return (
+            f"run {MAX_TRIALS} trials or fewer: a sampler that learns (`algorithm = tpe`) finds good values in far "
+            "fewer; split a larger search into sweeps of their own"
+        )
+    return f"write `{key} = {_SETTINGS[key].example}`"
 
 
 def _check_references(

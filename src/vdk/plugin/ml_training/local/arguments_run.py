@@ -4,7 +4,6 @@ writes reaches the job directory, nothing is left behind."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.source.job_files import FileSet
 
 CHECK_MODULE = "vdk.plugin.ml_training.runtime.argument_check"
+SECONDS_A_LIST = 0.05  # beyond the smoke timeout (the script's imports), what a fork and a parse may take
 
 
 @dataclass(frozen=True)
@@ -47,19 +47,22 @@ def check_arguments(
     try:
         work = workdir.prepare(spec.job_dir, folder / "work", files=files)
         result = folder / "result.json"
+        lists = folder / "lists.json"  # a file: any number of trials fits (the environment would not)
+        argument_check.write_lists(str(lists), argument_lists)
         (folder / "tmp").mkdir()
-        environment = {**base, **(env or {}), argument_check.ARGUMENT_SETS: json.dumps(argument_lists)}
+        environment = {**base, **(env or {})}
         environment["TMPDIR"] = str(folder / "tmp")  # what the check and the script's imports leave goes with it
         for name in (protocol.MODE, protocol.RUN_DIR):
             environment.pop(name, None)
-        argv = [sys.executable, "-m", CHECK_MODULE, str(result), "--", *spec.entrypoint.argv()]
+        argv = [sys.executable, "-m", CHECK_MODULE, str(result), str(lists), "--", *spec.entrypoint.argv()]
+        timeout = spec.smoke_timeout_seconds + len(argument_lists) * SECONDS_A_LIST
         try:
             done = subprocess.run(
                 argv, cwd=work.path, env=environment, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=spec.smoke_timeout_seconds, check=False, start_new_session=True,
+                timeout=timeout, check=False, start_new_session=True,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            return ArgumentsChecked(argument_check.ERROR, why=f"it took longer than {spec.smoke_timeout_seconds} s")
+            return ArgumentsChecked(argument_check.ERROR, why=f"it took longer than {timeout:.0f} s")
         if not result.is_file():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
             return ArgumentsChecked(argument_check.ERROR, why=tail[0])

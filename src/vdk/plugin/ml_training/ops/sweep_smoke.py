@@ -141,7 +141,8 @@ def _result(spec, values, extremes, arguments: ArgumentsChecked, outcomes, again
     trials, runs, error, names = [], [], None, set()
     for i, params in enumerate(values):
         checked = by_index.get(i)
-        state = "not checked" if checked is None else ("accepted" if checked["accepted"] else "refused")
+        verdict = None if checked is None else checked["accepted"]
+        state = "not checked" if verdict is None else ("accepted" if verdict else "refused")
         smoke = metric = steps = None
         extreme = next((j for j, e in enumerate(extremes) if e == params), None)
         if extreme is not None and extreme in outcomes:
