@@ -1,5 +1,6 @@
 """No secret is published: a job whose directory hides private keys (after the first 8 KiB of a file, indented in
-a YAML block, in the middle of a 3 MB file) and whose git remote carries a token (`user:token@`, `token@`,
+a YAML block, in the middle of a 3 MB file, saved as UTF-16, gzip-compressed), tokens (in a token.txt, a
+secrets.yaml, notes) and whose git remote carries a token (`user:token@`, `token@`,
 `?access_token=`) is built and pushed to the real registry; the pushed layers and config, and the run rendered
 for the image with its record, are searched for every secret."""
 
@@ -30,6 +31,7 @@ KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gt
 PEM_KEY = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----\n"
 TOKEN = "ghp_" + "Zx9Yw8Vu7T" * 4
 GITLAB = "glpat-" + "Q1w2E3r4T5y6" * 2
+HF = "hf_" + "Zx9Yw8Vu7T" * 4
 
 
 def git(cwd, *args):
@@ -67,6 +69,11 @@ def test_keys_hidden_in_files_and_tokens_in_the_remote_reach_no_layer_label_anno
     (job / "values.yaml").write_text(f"tls:\n  key: |\n{indented}")  # indented, in a YAML block
     with open(job / "weights.bin", "wb") as f:  # in the middle of a 3 MB file
         f.write(os.urandom(3 << 19).replace(b"-", b"_") + PEM_KEY.encode() + b"\0" * (3 << 19))
+    (job / "key16.txt").write_bytes(PEM_KEY.encode("utf-16"))  # as Windows' PowerShell saves it
+    (job / "key.pem.gz").write_bytes(gzip.compress(PEM_KEY.encode()))
+    (job / "token.txt").write_text("0123456789abcdef0123456789abcdef01234567\n")  # a token of no known format
+    (job / "secrets.yaml").write_text(f"hub: {HF}\n")
+    (job / "notes.md").write_text(f"# notes\nthe hub token: {HF}\n")
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "job")
@@ -85,9 +92,12 @@ def test_keys_hidden_in_files_and_tokens_in_the_remote_reach_no_layer_label_anno
     code = next(files for files in ours if any(name.endswith("/train.py") for name in files))
     names = {name.rsplit("/", 1)[-1] for name in code}
     assert {"train.py", "model.py"} <= names
-    assert not {"late.txt", "values.yaml", "weights.bin"} & names
+    assert not {"late.txt", "values.yaml", "weights.bin", "key16.txt", "key.pem.gz", "token.txt"} & names
+    assert not {"secrets.yaml", "notes.md"} & names
     published = [config, *[content for files in ours for content in files.values()]]
     assert not any(b"PRIVATE KEY-----" in data or KEY_BODY.encode() in data for data in published)
+    assert not any(KEY_BODY.encode("utf-16-le") in data or HF.encode() in data for data in published)
+    assert not any(gzip.compress(PEM_KEY.encode())[10:40] in data for data in published)
     labels = json.loads(config)["config"]["Labels"]
     public = labels["org.opencontainers.image.source"]
     assert TOKEN not in public and GITLAB not in public and "access_token" not in public and "@" not in public[:12]

@@ -364,6 +364,31 @@ def test_the_jobs_own_module_left_out_of_the_image_is_missing_in_the_smoke_run_t
     )
 
 
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def test_the_fix_for_the_jobs_own_module_left_out_for_the_key_it_holds_works_as_it_says(tmp_path):
+    """A module that holds a key (a test key, a public example) is left out for its content; the fix names the
+    line of .vdkignore that ships it, and with that line the same run passes."""
+    script = "import torch, keys\nkeys.train()\n"
+    module = f"""
+        import torch
+        TEST_KEY = {KEY!r}
+        def train():
+            m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)
+            m(torch.ones(2)).sum().backward(); o.step()
+    """
+    broken = job(tmp_path, "module-with-key", script, "gpus_per_node = 0", {"keys.py": module})
+    result = vdk_run(broken)
+    assert result.exit_code != 0 and "No module named 'keys'" in result.output
+    assert "which its image leaves out (private key (PEM content))" in result.output
+    line = re.search(r"add a line `(![^`]+)` to (\S+?/\.vdkignore)", result.output)
+    assert line is not None, result.output
+    Path(line.group(2)).write_text(line.group(1) + "\n")
+    result = vdk_run(broken)
+    assert result.exit_code == 0, result.output
+
+
 def test_a_data_file_the_image_leaves_out_is_missing_in_the_smoke_run_too(tmp_path):
     script = "import torch\nrows = open('data/train.csv').read()\n"
     broken = job(

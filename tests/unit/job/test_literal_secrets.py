@@ -86,3 +86,108 @@ def test_a_registry_with_user_and_password_is_refused_without_printing_the_passw
     assert "'bob:***@registry.example.com/ml' holds credentials (user:password@)" in error.problem
     assert "registry = registry.example.com/ml" in error.fix or "REGISTRY=registry.example.com/ml" in error.fix
     assert "podman login registry.example.com" in error.fix
+
+
+# --- every field: by name and by shape, the sweep's values where they go, config.ini's comments ---------------
+
+WANDB = "0123456789abcdef0123456789abcdef01234567"  # a W&B API key: 40 hex digits, no prefix of its own
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # base64, with its `/`
+
+
+@pytest.mark.parametrize(
+    "args, position, kind",
+    [
+        ("--password hunter2!", 2, "a password (the value of --password)"),
+        ("--db-password=hunter2!", 1, "a password (the value of --db-password)"),
+        (f"--wandb-key {WANDB}", 2, "a key (the value of --wandb-key, which has a key's shape)"),
+        (f"--aws-secret-access-key {AWS_SECRET}", 2, "a secret (the value of --aws-secret-access-key"),
+    ],
+)
+def test_an_option_named_like_a_credential_is_refused_by_its_name_and_its_values_shape(tmp_path, args, position, kind):
+    error = refusal(tmp_path, ml={"args": args})
+    assert f"argument {position} is {kind}" in error.problem
+    for secret in ("hunter2", WANDB, AWS_SECRET):
+        assert secret not in error.message
+
+
+@pytest.mark.parametrize(
+    "name, value, kind",
+    [
+        ("DB_PASSWORD", "hunter2!", "a password (the value of DB_PASSWORD)"),
+        ("AWS_SECRET_ACCESS_KEY", AWS_SECRET, "a secret (its name says so"),
+        ("WANDB_KEY", WANDB, "a key (the value of WANDB_KEY"),
+        ("SESSION", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0", "a JSON Web Token"),
+    ],
+)
+def test_an_env_value_is_refused_by_its_name_and_by_its_shape(tmp_path, name, value, kind):
+    error = refusal(tmp_path, env={name: value})
+    assert error.key == name and kind in error.problem and value not in error.message
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"TOKENIZER_NAME": "meta-llama/Llama-2-7b-hf"},
+        {"PASSWORD_FILE": "/run/secrets/db-password"},
+        {"HF_TOKEN_PATH": "models/Bert12345678Base"},
+        {"SORT_KEY": "eval_loss", "CACHE_KEY": "model_v2_2024_01_01"},
+        {"MAX_TOKENS": "512"},
+    ],
+)
+def test_values_that_only_look_alike_pass(tmp_path, env):
+    spec = load_job_spec(write_job(tmp_path, "fine-env", env=env))
+    assert dict(spec.env) == env
+
+
+def sweep_refusal(tmp_path, sweep: str, args: str, env=None) -> JobConfigError:
+    return refusal(
+        tmp_path, ml={"args": args}, env=env, extra=f"\n[ml-training.sweep]\n{sweep}\nmetric = loss\ntrials = 4\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "sweep, args, env, where",
+    [
+        (f"hf = choice({HF}, x)", "--hf ${hf}", None, "argument 2 of args"),
+        ("lr = 1, 2\ntok = choice(a, " + HF + ")", "--lr ${lr}", {"TOKEN": "${tok}"}, "[ml-training.env] TOKEN"),
+        ("pw = choice(hunter2, letmein)", "--password ${pw}", None, "argument 2 of args"),
+        (f"k = {WANDB}, 0", "--wandb-key=${k}", None, "argument 1 of args"),
+    ],
+)
+def test_a_credential_among_a_sweeps_values_is_refused_where_it_would_go(tmp_path, sweep, args, env, where):
+    error = sweep_refusal(tmp_path, sweep, args, env)
+    assert error.section == "ml-training.sweep"
+    assert (
+        f"once it is in {where}" in error.problem and "the trials' pods, the study and the run record" in error.problem
+    )
+    for secret in (HF, WANDB, "hunter2"):
+        assert secret not in error.message
+
+
+def test_a_sweep_built_in_code_checks_its_values_too(tmp_path):
+    job = write_job(tmp_path, "fine-sweep", ml={"args": "--hf ${hf}"},
+                    extra="\n[ml-training.sweep]\nhf = a, b\nmetric = loss\n")  # fmt: skip
+    spec = load_job_spec(job)
+    values = dataclasses.replace(spec.sweep.parameters[0], values=("a", HF))
+    with pytest.raises(JobConfigError) as caught:
+        dataclasses.replace(spec, sweep=dataclasses.replace(spec.sweep, parameters=(values,)))
+    assert "value 2 of the parameter hf is a Hugging Face token" in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    "line, kind",
+    [
+        (f"# the token for the hub: {HF}", "a Hugging Face token in a comment"),
+        (f"; old key {AWS}", "an AWS access key id in a comment"),
+        ("[vdk]\nnotify = https://bob:hunter2@hooks.example.com/x", "a password in a URL (user:password@)"),
+    ],
+)
+def test_a_credential_anywhere_in_config_ini_is_refused_with_its_line(tmp_path, line, kind):
+    path = write_job(tmp_path, "commented", ml={"args": "--epochs 1"})
+    config = path / "config.ini"
+    config.write_text(config.read_text() + "\n" + line + "\n")
+    with pytest.raises(JobConfigError) as caught:
+        load_job_spec(path)
+    number = len(config.read_text().splitlines())
+    assert caught.value.line == number and f"line {number} holds {kind}" in caught.value.problem
+    assert HF not in caught.value.message and "hunter2" not in caught.value.message

@@ -177,3 +177,53 @@ def test_a_file_name_that_is_not_utf8_is_one_clear_error(tmp_path):
         scan_job_dir(job)
     assert "'data/caf\\xe9.csv'" in info.value.problem and "is not UTF-8" in info.value.problem
     assert "rename it" in info.value.fix
+
+
+HF = "hf_" + "AbCdEf0123" * 4
+
+
+def test_token_and_secrets_files_are_left_out_by_name_and_tokens_by_content(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py")
+    write(job, "token.txt", "x")  # whatever it holds: a W&B key has no shape of its own
+    write(job, "deploy/secrets.yaml", "password: hunter2\n")
+    write(job, "notes.md", f"the hub token is {HF}\n")
+    write(job, "tokens.txt", "a b c\n")  # a tokenizer's vocabulary: kept
+    files, excluded = scanned(job)
+    assert files == ["tokens.txt", "train.py"]
+    assert excluded["token.txt"] == "token file (a credential)"
+    assert excluded["deploy/secrets.yaml"] == "secrets file"
+    assert excluded["notes.md"] == "a Hugging Face token (in its content)"
+
+
+def test_a_code_file_holding_a_key_ships_only_when_vdkignore_names_it_and_each_case_is_said(tmp_path):
+    job = tmp_path / "job"
+    write(job, "train.py", "import keys\n")
+    write(job, "keys.py", f'KEY = """{PEM_KEY}"""\n')
+    write(job, "fixtures/other.py", f'KEY = """{PEM_KEY}"""\n')
+    result = scan_job_dir(job)
+    left = {e.path: e for e in result.excluded}
+    assert left["keys.py"].reason == "private key (PEM content)"
+    fix = left["keys.py"].way_back(job)
+    assert "take the credential out of keys.py" in fix and f"`!keys.py` to {job / '.vdkignore'}" in fix
+    assert any("keys.py is left out of the image" in w and "`!keys.py`" in w for w in result.credential_warnings())
+
+    write(job, ".vdkignore", "!*.py\n")  # a wildcard brings back no file for its content
+    assert {"keys.py", "fixtures/other.py"} <= {e.path for e in scan_job_dir(job).excluded}
+
+    write(job, ".vdkignore", "!keys.py\n")  # the line the fix names: it works
+    result = scan_job_dir(job)
+    assert "keys.py" in [f.path for f in result.files]
+    assert [e.path for e in result.excluded if e.path.endswith(".py")] == ["fixtures/other.py"]
+    assert [e.path for e in result.shipped_anyway] == ["keys.py"]
+    assert any("keys.py holds private key (PEM content) and goes into the image" in w
+               for w in result.credential_warnings())  # fmt: skip
+
+
+def test_a_file_left_out_by_name_is_never_said_to_come_back_through_vdkignore(tmp_path):
+    job = tmp_path / "job"
+    write(job, "token.txt", "x")
+    write(job, ".vdkignore", "!token.txt\n")
+    result = scan_job_dir(job)
+    (left,) = [e for e in result.excluded if e.path == "token.txt"]
+    assert "vdkignore" not in left.way_back(job) and "rename it" in left.way_back(job)

@@ -14,7 +14,7 @@ from urllib.parse import urlunsplit
 PEM_PRIVATE_KEY = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
 # The words that name a credential: in options (`--hf-token`, `--api_key`, as whole words: not `--max-tokens`,
 # `--tokenizer`) and in variable names (`HF_TOKEN`).
-SECRET_WORDS = r"token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key|credentials?"
+SECRET_WORDS = r"token(?!iz)|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key|credentials?"
 _SECRET_OPTION_NAME = rf"--?(?:[a-z0-9]+[-_])*(?:{SECRET_WORDS})(?:[-_][a-z0-9]+)*"
 _SECRET_OPTION = re.compile(rf"^{_SECRET_OPTION_NAME}$", re.I)
 _SECRET_NAME = re.compile(SECRET_WORDS, re.I)
@@ -27,6 +27,9 @@ TOKEN_FORMATS = {
     "an OpenAI-style API key": re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
     "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
     "a Google API key": re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    "an npm token": re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"),
+    "a PyPI token": re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
+    "a JSON Web Token": re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
     "a private key": re.compile(PEM_PRIVATE_KEY),
 }
 # A word of text that may be a URL (what stops it: spaces, quotes, brackets, commas).

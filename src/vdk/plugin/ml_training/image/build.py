@@ -187,6 +187,8 @@ def assemble(
     inputs = gather(spec, registry, provenance, info, created, files)
     for f in inputs.code.large_files:
         progress.stage(f"warning: {large_file_warning(f)}")
+    for warning in inputs.code.credential_warnings():
+        progress.stage(f"warning: {warning}")
     dep_layer = dependency_layer.dependency_layer(spec, inputs.base, progress, refresh_dependencies)
     if dep_layer is not None:  # said before gigabytes go anywhere; in full once per job and dependency set
         entry = dep_layer.blob.path.parent if dep_layer.blob.path is not None else None

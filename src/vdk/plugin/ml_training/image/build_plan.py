@@ -117,9 +117,11 @@ class ImagePlan:
     env: dict[str, str] = field(default_factory=dict)  # added to the base's environment
     labels: dict[str, str] = field(default_factory=dict)
     dependency_warning: str | None = None  # torch or CUDA wheels the dependency layer would carry
+    credential_warnings: tuple[str, ...] = ()  # files that hold a credential: left out, or shipped as asked
 
     def warnings(self) -> list[str]:
-        return [large_file_warning(f) for f in self.large_files] + [w for w in [self.dependency_warning] if w]
+        large = [large_file_warning(f) for f in self.large_files]
+        return large + list(self.credential_warnings) + [w for w in [self.dependency_warning] if w]
 
     def render(self, max_excluded: int = 25) -> str:
         """The plan as text for a person (stderr)."""
@@ -314,4 +316,5 @@ def plan_image(
         env=image_env("$PATH", None, bool(inputs.requirements or tools or extra)),
         labels=inputs.labels,
         dependency_warning=dependency_warning,
+        credential_warnings=tuple(inputs.code.credential_warnings()),
     )

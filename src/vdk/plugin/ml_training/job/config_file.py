@@ -23,6 +23,8 @@ from pathlib import Path
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.keys import key as catalogued
+from vdk.plugin.ml_training.secret_patterns import token_kind
+from vdk.plugin.ml_training.secret_patterns import url_credentials
 
 JOB_TYPE = "ml-training"
 SECTION = "ml-training"
@@ -94,7 +96,36 @@ def read_config(job_dir: Path) -> configparser.ConfigParser:
     except (configparser.Error, UnicodeDecodeError) as e:
         link = f"is a symbolic link to {os.readlink(path)}, which " if path.is_symlink() else ""
         raise JobConfigError(path, f"{link}cannot be read: {_syntax_problem(e)}", _syntax_fix(e)) from None
+    _refuse_credentials(data.decode("utf-8"), path)
     return parser
+
+
+# Sections whose values are checked for credentials where they are read, each error naming its key (load.py).
+_CHECKED_SECTIONS = (SECTION, ENV_SECTION, SWEEP_SECTION, SECRETS_SECTION)
+
+
+def _refuse_credentials(text: str, path: Path) -> None:
+    """A token or a URL with a password anywhere in config.ini — a comment, a section no check reads — refused:
+    the file goes into git and, whole, into the job's image."""
+    section = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        comment = stripped.startswith(("#", ";"))
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1].strip()
+            continue
+        if not comment and section in _CHECKED_SECTIONS:
+            continue
+        kind = token_kind(line) or url_credentials(line)
+        if kind:
+            raise JobConfigError(
+                path,
+                f"line {number} holds {kind}{' in a comment' if comment else ''}: config.ini goes into git and, "
+                "whole, into the job's image, so a credential must not be in it, not even in a comment",
+                f"remove it (and revoke it if it was committed); keep it in a Kubernetes Secret and map it in "
+                f"[{SECRETS_SECTION}] (`HF_TOKEN = hf-credentials/token`); local runs read it from your shell",
+                line=number,
+            )
 
 
 def _config_bytes(path: Path) -> bytes:

@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.job.keys import WHERE_IT_RUNS
 from vdk.plugin.ml_training.job.keys import default_of
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_arguments
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_env
+from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_parameters
 from vdk.plugin.ml_training.job.names import kubernetes_job_name
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
 from vdk.plugin.ml_training.vocabulary.nvidia import mig_resource
@@ -281,6 +282,13 @@ class MLJobSpec:
         refuse_secret_arguments("args", self.args, self.config_path, SECTION)
         refuse_secret_arguments("smoke_args", self.smoke_args, self.config_path, SECTION)
         refuse_secret_env(self.env, self.config_path, ENV_SECTION)
+        if self.sweep is not None:
+            refuse_secret_parameters(
+                [(p.name, p.values or (p.low, p.high)) for p in self.sweep.parameters],
+                [("args", self.args), ("smoke_args", self.smoke_args or ())],
+                self.env,
+                self.config_path,
+            )
         if self._base_reference is None or self._base_reference.written != self.base_image:
             object.__setattr__(self, "_base_reference", parse_reference(self.base_image))
 

@@ -3,7 +3,10 @@ the user's ignore files drop.
 
 Secrets and machine-local clutter are excluded whatever the ignore files say; everything else
 follows `.gitignore` (every level from the repository root down) and then `.vdkignore` in the
-job directory, whose `!pattern` lines can bring back what `.gitignore` drops.
+job directory, whose `!pattern` lines can bring back what `.gitignore` drops. A file left out for
+what its content holds (a key, a token: source/content_scan.py) is brought back only by a `!PATH`
+line of `.vdkignore` that names it (no wildcard): the way out for a code file that must ship as it
+is (a test key, a public example), said where the file is left out (`way_back`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ _CACHE = "cache, rebuilt at run time"
 _SECRET_ENV = "environment file (may hold secrets)"
 _KEY = "private key"
 _CREDENTIALS = "credential file"
+_TOKEN = "token file (a credential)"
+_SECRETS = "secrets file"
+
+# What an exclusion comes from (job_files.Excluded.kind): each has its own way back (`way_back`).
+BY_RULE = "rule"  # a pattern of .gitignore or .vdkignore
+BY_NAME = "name"  # the built-in names below: never in an image
+BY_CONTENT = "content"  # what the file holds: back only by a `!PATH` line of .vdkignore naming it
 
 # Directory names excluded wherever they appear.
 ALWAYS_EXCLUDED_DIRS = {
@@ -63,6 +73,16 @@ ALWAYS_EXCLUDED_FILES = (
     ("*.kubeconfig", _CREDENTIALS),
     ("kubeconfig", _CREDENTIALS),
     ("credentials.json", _CREDENTIALS),
+    ("token", _TOKEN),
+    (".token", _TOKEN),
+    ("token.txt", _TOKEN),
+    ("*.token", _TOKEN),
+    ("secrets.yaml", _SECRETS),
+    ("secrets.yml", _SECRETS),
+    ("secrets.json", _SECRETS),
+    ("secrets.toml", _SECRETS),
+    ("secrets.env", _SECRETS),
+    (".secrets", _SECRETS),
     ("*.pyc", "Python bytecode cache"),
     ("*.pyo", "Python bytecode cache"),
     (".DS_Store", "desktop metadata"),
@@ -174,6 +194,17 @@ class IgnoreRules:
             return _read_rules(path / GITIGNORE, GITIGNORE)
         return _read_rules(path / GITIGNORE, f"{reldir}/{GITIGNORE}", inside=reldir + "/")
 
+    def named_back(self, relpath: str) -> str | None:
+        """The `!PATH` line of .vdkignore that brings this file back by its own name (no wildcard), when it is the
+        last line of .vdkignore that matches it; None otherwise."""
+        if self.vdkignore is None:
+            return None
+        result = self.vdkignore.spec.check_file(relpath)
+        if result.include is not False:
+            return None
+        pattern = self.vdkignore.pattern(result.index)
+        return pattern if not any(c in pattern for c in "*?[") else None
+
     def check(self, relpath: str, is_dir: bool, nested: list[_Rules]) -> str | None:
         """Why the path is ignored (e.g. "`.gitignore`: data/"), or None when it is included."""
         target = relpath + "/" if is_dir else relpath
@@ -188,3 +219,20 @@ class IgnoreRules:
             elif result.include is False:
                 verdict = None
         return verdict
+
+
+def way_back(path: str, reason: str, kind: str, job_dir: Path) -> str:
+    """What makes a file that an image leaves out ship after all, as works for why it was left out (`kind`)."""
+    vdkignore = job_dir / VDKIGNORE
+    if kind == BY_NAME:
+        return (
+            f"{path} is never put in an image ({reason}): rename it, or, for a credential, keep it in a Kubernetes "
+            "Secret and map it in [ml-training.secrets] (the script reads it from the environment)"
+        )
+    if kind == BY_CONTENT:
+        return (
+            f"take the credential out of {path} (keep it in a Kubernetes Secret, mapped in [ml-training.secrets], "
+            f"and read it from the environment); or, if it must ship as it is (a test key, a public example), add a "
+            f"line `!{path}` to {vdkignore}: the file then goes into the image, readable by whoever can pull it"
+        )
+    return f"add `!{path}` to {vdkignore}"

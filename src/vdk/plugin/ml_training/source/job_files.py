@@ -15,6 +15,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.source import ignore_rules
 
 LARGE_FILE_BYTES = 50 * 1000 * 1000  # 50 MB: data belongs in storage, not in the image
+_SHIPPED = "shipped"  # while walking: a file holding a credential that .vdkignore brings back by its name
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class SourceFile:
 class Excluded:
     path: str  # relative; directories end with '/'
     reason: str
+    kind: str = ignore_rules.BY_RULE  # what left it out: ignore_rules.BY_RULE, BY_NAME or BY_CONTENT
+
+    def way_back(self, job_dir: Path) -> str:
+        """What ships it after all, as works for why it was left out (source/ignore_rules.py)."""
+        return ignore_rules.way_back(self.path, self.reason, self.kind, job_dir)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class FileSet:
     root: Path
     files: tuple[SourceFile, ...]
     excluded: tuple[Excluded, ...] = ()
+    shipped_anyway: tuple[Excluded, ...] = ()  # what holds a credential but a `!PATH` of .vdkignore brings back
 
     @property
     def total_bytes(self) -> int:
@@ -45,6 +52,20 @@ class FileSet:
     @property
     def large_files(self) -> tuple[SourceFile, ...]:
         return tuple(f for f in self.files if f.size > LARGE_FILE_BYTES)
+
+    def credential_warnings(self) -> list[str]:
+        """What a build says of the files that hold a credential: each one left out (and what ships it, should
+        the job need it), each one shipped because .vdkignore names it."""
+        out = [
+            f"{e.path} is left out of the image: it holds {e.reason}. If the job needs it: {e.way_back(self.root)}"
+            for e in self.excluded
+            if e.kind == ignore_rules.BY_CONTENT
+        ]
+        out += [
+            f"{e.path} holds {e.reason} and goes into the image, as `!{e.path}` in {ignore_rules.VDKIGNORE} asks"
+            for e in self.shipped_anyway
+        ]
+        return out
 
 
 def scan_job_dir(job_dir: Path) -> FileSet:
@@ -57,7 +78,9 @@ def scan_job_dir(job_dir: Path) -> FileSet:
     _walk(job_dir, "", rules, [root_rules] if root_rules else [], files, excluded)
     files.sort(key=lambda f: f.path.encode())
     excluded.sort(key=lambda e: e.path.encode())
-    return FileSet(job_dir, tuple(files), tuple(excluded))
+    kept = tuple(e for e in excluded if e.kind != _SHIPPED)
+    shipped = tuple(Excluded(e.path, e.reason, ignore_rules.BY_CONTENT) for e in excluded if e.kind == _SHIPPED)
+    return FileSet(job_dir, tuple(files), kept, shipped)
 
 
 def _walk(
@@ -88,21 +111,31 @@ def _walk(
         if stat.S_ISLNK(info.st_mode):
             _add_link(path, relpath, rules, nested, files, excluded)
         elif stat.S_ISDIR(info.st_mode):
-            reason = ignore_rules.always_excluded_dir(entry.name, path) or rules.check(relpath, True, nested)
+            named = ignore_rules.always_excluded_dir(entry.name, path)
+            if named:
+                excluded.append(Excluded(relpath + "/", named, ignore_rules.BY_NAME))
+                continue
+            reason = rules.check(relpath, True, nested)
             if reason:
                 excluded.append(Excluded(relpath + "/", reason))
                 continue
             inner = rules.nested(relpath, path)
             _walk(path, relpath, rules, nested + [inner] if inner else nested, files, excluded)
         elif stat.S_ISREG(info.st_mode):
-            reason = (
-                ignore_rules.always_excluded_file(relpath, entry.name)
-                or rules.check(relpath, False, nested)
-                or ignore_rules.secret_content(path, info.st_size)
-            )
+            named = ignore_rules.always_excluded_file(relpath, entry.name)
+            if named:
+                excluded.append(Excluded(relpath, named, ignore_rules.BY_NAME))
+                continue
+            reason = rules.check(relpath, False, nested)
             if reason:
                 excluded.append(Excluded(relpath, reason))
+                continue
+            content = ignore_rules.secret_content(path, info.st_size)
+            if content and not rules.named_back(relpath):
+                excluded.append(Excluded(relpath, content, ignore_rules.BY_CONTENT))
             else:
+                if content:
+                    excluded.append(Excluded(relpath, content, _SHIPPED))
                 _check_readable(path, relpath)
                 files.append(SourceFile(relpath, path, info.st_size, bool(info.st_mode & stat.S_IXUSR)))
         else:
@@ -151,7 +184,11 @@ def _add_link(
     if os.path.isabs(target) or not (resolved == root or root in resolved.parents):
         excluded.append(Excluded(relpath, f"symbolic link to {target}, outside the job directory"))
         return
-    reason = ignore_rules.always_excluded_file(relpath, path.name) or rules.check(relpath, False, nested)
+    named = ignore_rules.always_excluded_file(relpath, path.name)
+    if named:
+        excluded.append(Excluded(relpath, named, ignore_rules.BY_NAME))
+        return
+    reason = rules.check(relpath, False, nested)
     if reason:
         excluded.append(Excluded(relpath, reason))
         return

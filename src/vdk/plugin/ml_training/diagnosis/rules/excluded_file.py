@@ -14,7 +14,6 @@ from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
 from vdk.plugin.ml_training.diagnosis.finding import reported_error
-from vdk.plugin.ml_training.source.ignore_rules import VDKIGNORE
 
 # What libraries say when a file is not there (any error type: some raise OSError, ValueError or their own).
 _MISSING = re.compile(
@@ -44,8 +43,8 @@ def file_left_out(evidence: Evidence) -> Finding | None:
             evidence,
             f"{path} is in the job directory, but its image leaves it out ({excluded.path}: {excluded.reason}), so "
             "the cluster run would not find it either; the smoke run runs in a copy of what the image holds. Read "
-            f"data from storage the cluster can reach, or ship the file: add `!{excluded.path}` to "
-            f"{job_dir / VDKIGNORE}. Then {local.again}",
+            f"data from storage the cluster can reach, or ship the file: {excluded.way_back(job_dir)}. Then "
+            f"{local.again}",
         )
     return None
 

@@ -19,7 +19,6 @@ from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import Fix
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
 from vdk.plugin.ml_training.diagnosis.finding import reported_error
-from vdk.plugin.ml_training.source.ignore_rules import VDKIGNORE
 from vdk.plugin.ml_training.source.import_check import distribution_for
 from vdk.plugin.ml_training.source.import_check import listed_for
 from vdk.plugin.ml_training.source.job_files import Excluded
@@ -76,8 +75,7 @@ def _missing_here_fix(error: Mapping[str, Any], local: LocalFacts) -> str:
     if excluded is not None:
         return (
             f"`{top}` is the job's own module ({excluded.path}), which its image leaves out ({excluded.reason}), "
-            f"so the cluster run would not find it either: take it out of that rule, or add `!{excluded.path}` "
-            f"to {job_dir / VDKIGNORE}. Then {again}"
+            f"so the cluster run would not find it either: {excluded.way_back(job_dir)}. Then {again}"
         )
     listed = listed_for(RequirementsFile.read(requirements), top) if top else None
     if local.spec.requirements_overlay:  # the run's packages: requirements.txt in its overlay, and vdk's environment
