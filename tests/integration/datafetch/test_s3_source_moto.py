@@ -23,6 +23,8 @@ from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.ops.data_resolution import resolve_data
+from vdk.plugin.ml_training.ops.data_samples import local_datasets
+from vdk.plugin.ml_training.runtime import protocol
 
 SECRETS = {"s3-credentials": {"access-key": ACCESS_KEY, "secret-key": SECRET_KEY}}
 SECRETS_SECTION = (
@@ -157,3 +159,58 @@ def test_credentials_the_store_refuses_stop_the_deploy_naming_the_line(tmp_path)
         store.stop()
     assert "cannot be read with the credentials given" in info.value.problem
     assert "[ml-training.secrets]" in info.value.fix and info.value.key == "data/train"
+
+
+# --- keys that alias: S3 keys are names, a file system's paths are not ------------------------------------------
+
+
+def put_raw(s3_store, bucket: str, key: str, data: bytes) -> None:
+    """An object whose key keeps its `./` (an HTTP client would fold `/./` out of a URL: the dot is escaped)."""
+    s3_store.put(bucket, key.replace("/./", "/%2E/"), data)
+
+
+@pytest.mark.parametrize(
+    ("bucket", "keys", "words"),
+    [
+        (
+            "alias-dot",
+            ("d/c.txt", "d/./c.txt"),
+            ["'train/d/c.txt'", "'train/d/./c.txt'", "land on one file, data/train/d/c.txt"],
+        ),
+        ("alias-slashes", ("d/c.txt", "d//c.txt"), ["'d//c.txt'", "land on one file"]),
+        (
+            "alias-file-dir",
+            ("d/c", "d/c/x.txt"),
+            ["'d/c' of s3://", "is a file where the key 'd/c/x.txt' needs a directory"],
+        ),
+    ],
+)
+def test_keys_that_land_on_one_path_are_refused_at_deploy_in_the_smoke_sample_and_at_the_fetch(
+    tmp_path, s3_store, bucket, keys, words
+):
+    s3_store.create_bucket(bucket)
+    first, second = keys
+    put_raw(s3_store, bucket, f"train/{first}", b"1,2,3\n" * 100)
+    spec = job_of(tmp_path, s3_store, f"data/train = s3://{bucket}/train")
+    (pin,) = resolve_data(spec, print, shell=SHELL)  # a run deployed before the second key came
+    put_raw(s3_store, bucket, f"train/{second}", b"")  # the 0-byte one it would have trained on
+
+    with pytest.raises(JobConfigError) as caught:  # the next deploy's pin
+        resolve_data(spec, print, shell=SHELL)
+    message = caught.value.message.replace("'train/", "'")
+    for word in words:
+        assert word.replace("'train/", "'") in message, caught.value.message
+    assert "delete or rename the other" in caught.value.fix or "rename one of them" in caught.value.fix
+    if bucket != "alias-dot":
+        return  # the smoke sample and the data step read them through the same check: once is enough
+
+    with pytest.raises(JobConfigError) as sampled:  # the smoke run's sample of the same prefix
+        local_datasets(spec, protocol.SMOKE, shell=SHELL)
+    assert "land on one file" in sampled.value.problem or "needs a directory" in sampled.value.problem
+
+    init = init_container(spec, dataclasses.replace(make_run(spec), data=(pin,)))  # its data step
+    cache = tmp_path / "cache"
+    done = run_data_step(init["command"], init["env"], {layout.DATA_CACHE_DIR: cache}, SECRETS)
+    assert done.returncode != 0
+    assert "land on one file" in done.stdout + done.stderr or "needs a directory" in done.stdout + done.stderr
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix not in (".json", ".lock")]  # no data

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import threading
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -54,7 +55,7 @@ CREDENTIAL_FIX = (
 
 @dataclass(frozen=True)
 class S3Object:
-    key: str  # relative to the prefix: the path below the target
+    key: str  # relative to the prefix, as the store names it
     size: int
     etag: str
     version_id: str | None = None
@@ -62,6 +63,58 @@ class S3Object:
 
     def line(self) -> str:
         return f"{self.key}\t{self.size}\t{self.etag}\t{self.version_id or ''}"
+
+    @property
+    def path(self) -> str:
+        """Where it lands below the target: its key as a path, normalised (`d/./c.txt` and `d//c.txt` are
+        `d/c.txt`); '' for a key that leads out of the directory (`../x`)."""
+        return local_path(self.key)
+
+
+def local_path(key: str) -> str:
+    """`key` as the relative path a file system gives it; '' when it leaves the directory or names none."""
+    path = posixpath.normpath(key.lstrip("/")) if key.strip("/") else ""
+    return "" if path in ("", ".", "..") or path.startswith("../") else path
+
+
+def check_paths(objects: list[S3Object], target: str, source: str) -> None:
+    """Every object lands on a file of its own below the target: S3 keys are names, not paths, so `d/c.txt` and
+    `d/./c.txt` are two objects that one file system path holds (one would be written over the other: a run would
+    train on whichever came last), and `d/c` a file where `d/c/x` needs a directory; a key with `..` that leaves
+    the directory lands nowhere. Each is refused, naming the keys."""
+    bucket, prefix = location(source)
+    seen: dict[str, str] = {}
+    for obj in objects:
+        path = obj.path
+        if not path:
+            raise SourceError(
+                f"{source} has an object key that leads out of its directory: {obj.key!r}",
+                "rename the object in the bucket (keys with `..` cannot be files below the target): "
+                f"`aws s3 mv 's3://{bucket}/{prefix}{obj.key}' 's3://{bucket}/{prefix}NEW-NAME'`",
+                target=target,
+            )
+        if path in seen:
+            raise SourceError(
+                f"the keys {seen[path]!r} and {obj.key!r} of {source} are two objects that land on one file, "
+                f"{target}/{path} (S3 keys are names, not paths: `./`, `//` and `..` in them are kept as written): "
+                "one would be written over the other, and the run would train on whichever came last",
+                f"keep one of them: delete or rename the other in the bucket (`aws s3 rm 's3://{bucket}/{prefix}"
+                f"{obj.key}'`), then run again",
+                target=target,
+            )
+        seen[path] = obj.key
+    for path, key in seen.items():
+        parent = posixpath.dirname(path)
+        while parent:
+            if parent in seen:
+                raise SourceError(
+                    f"the key {seen[parent]!r} of {source} is a file where the key {key!r} needs a directory "
+                    f"({target}/{parent})",
+                    f"rename one of them in the bucket (`aws s3 mv 's3://{bucket}/{prefix}{seen[parent]}' "
+                    f"'s3://{bucket}/{prefix}{seen[parent]}.data'`), then run again",
+                    target=target,
+                )
+            parent = posixpath.dirname(parent)
 
 
 def location(source: str) -> tuple[str, str]:
@@ -111,6 +164,7 @@ def resolve(target: str, source: str) -> DataPin:
             NOT_FOUND,
             target,
         )
+    check_paths(objects, target, source)
     return DataPin(
         target=target,
         source=source,
@@ -136,6 +190,7 @@ def pinned_objects(pin: DataPin) -> list[S3Object]:
             objects = current_at(list(_versions(s3, bucket, prefix)), as_of)
         else:
             objects = list(_objects(s3, bucket, prefix))
+    check_paths(objects, pin.target, pin.source)
     found = fingerprint(o.line() for o in objects)
     if found != pin.fingerprint:
         if pin.versioned:
@@ -186,8 +241,10 @@ def download(
     done = [0, 0]
     lock = threading.Lock()
 
+    check_paths(objects, target, source)
+
     def one(obj: S3Object) -> None:
-        path = _below(dest, obj.key, target, source)
+        path = _below(dest, obj.path, target, source)
         there = path.is_file() and path.stat().st_size == obj.size
         if not there or (known is not None and known.get(obj.key) != obj.etag):
             _download_one(s3, bucket, prefix, obj, path, with_versions, target, source)
@@ -258,7 +315,8 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
             NOT_FOUND,
             target,
         )
-    _keep_only(dest, {o.key for o in chosen})
+    check_paths(chosen, target, source)
+    _keep_only(dest, {o.path for o in chosen})
     index = dest.with_name(dest.name + ".json")  # the ETags of the sample's files, beside them
     try:
         known = json.loads(index.read_text())
