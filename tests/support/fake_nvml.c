@@ -13,12 +13,15 @@
  * a tick is taken by the call that reads its activity (nvmlDeviceGetUtilizationRates, nvmlGpmSampleGet,
  * nvmlGpmMigSampleGet; for a device without one, every nvmlDeviceGetMemoryInfo after the first), and the
  * other reads answer from the current tick; after the last tick the last one repeats. A tick with a
- * non-zero ERROR makes every call about that device return that NVML error. $FAKE_NVML_INIT_ERROR makes
- * nvmlInitWithFlags fail with that code. $FAKE_NVML_CALLS names a file each call's name is appended to.
+ * non-zero ERROR makes every call about that device return that NVML error; ERROR -1 makes the call that takes
+ * the tick hang for good (a wedged driver), -2 crash the process in it (a segfault inside libnvidia-ml).
+ * $FAKE_NVML_INIT_ERROR makes nvmlInitWithFlags fail with that code, $FAKE_NVML_INIT_HANG=1 never return.
+ * $FAKE_NVML_CALLS names a file each call's name is appended to.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 #define NVML_SUCCESS 0
@@ -176,9 +179,16 @@ static tick_t *current(device_t *d) {
     return &d->ticks[at];
 }
 
+static void wedged(void) {
+    for (;;) pause();
+}
+
 static tick_t *advance(device_t *d) {
     d->cursor++;
-    return current(d);
+    tick_t *t = current(d);
+    if (t->error == -1) wedged();
+    if (t->error == -2) *(volatile int *)0 = 1;  /* a segfault, as a driver bug gives one */
+    return t;
 }
 
 static int has_activity(device_t *d) {
@@ -195,6 +205,8 @@ static int has_activity(device_t *d) {
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     (void)flags;
     called("nvmlInitWithFlags");
+    const char *hang = getenv("FAKE_NVML_INIT_HANG");
+    if (hang && atoi(hang)) wedged();
     const char *error = getenv("FAKE_NVML_INIT_ERROR");
     if (error && atoi(error)) return atoi(error);
     const char *script = getenv("FAKE_NVML_SCRIPT");

@@ -16,6 +16,8 @@ from dataclasses import field
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
+HANG = -1  # a tick's error: the call that takes it never returns (a wedged driver)
+CRASH = -2  # a tick's error: the process segfaults in the call that takes it
 LIBRARY = "libnvidia-ml.so.1"
 GIB = 1 << 30
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,100 @@ def test_idle_timeout_stops_a_run_whose_gpus_stay_idle_after_its_first_step(libr
     # the termination message: the idle line and the training thread's top frames, then the GPU totals
     assert parse_idle(message.splitlines()) is not None
     assert parse_gpu_lines(message.splitlines())["0"].final
+
+
+# --- NVML out of the training's way: a wedged driver, a crash inside NVML ---------------------------------------
+
+PROBED = """
+import json, sys, time
+from vdk.plugin.ml_training.runtime import gpu_sampler, nvml_probe
+nvml_probe.CALL_SECONDS = float(sys.argv[2])
+began = time.monotonic()
+sampler = gpu_sampler.start(lambda: 1, settings=gpu_sampler.SamplerSettings(period=0.05, line_seconds=0))
+started = time.monotonic() - began
+time.sleep(float(sys.argv[1]))  # the training, going on
+ending = time.monotonic()
+figures = sampler.finish() if sampler else None
+print(json.dumps({"started_in": started, "ended_in": time.monotonic() - ending,
+                  "figures": figures.to_dict() if figures else None, "alive": True}))
+"""
+
+
+def probed(
+    library, script, tmp_path, train_seconds: float, call_seconds: float = 10, **env: str
+) -> tuple[subprocess.CompletedProcess, dict]:
+    path = script.write(tmp_path / "nvml-script.tsv")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBED, str(train_seconds), str(call_seconds)],
+        env={**fake_nvml.environment(library, path, tmp_path / "calls.txt", **env), "LOCAL_RANK": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done, json.loads(done.stdout)
+
+
+def probe_processes(marker: Path, within: float = 5.0) -> list[str]:
+    """Probe processes that read this test's fake NVML script still running after `within` seconds (a probe
+    whose rank 0 is gone ends within a second)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = _probes(marker)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _probes(marker: Path) -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(marker).encode() in environ and b"nvml_probe" in command:
+            out.append(pid)
+    return out
+
+
+def test_an_nvml_init_that_hangs_holds_up_neither_the_start_nor_the_end_of_the_training(library, tmp_path):
+    done, result = probed(library, busy_gpu(), tmp_path, 0.5, FAKE_NVML_INIT_HANG="1")
+    assert result["started_in"] < 0.5 and result["figures"] is None and result["ended_in"] < 1.5
+    assert "GPU sampling never started: NVML has not answered yet (a driver in trouble)" in done.stderr
+    assert done.stderr.count("warning") == 1
+    assert probe_processes(tmp_path / "nvml-script.tsv") == []  # it went with the training's process
+
+
+def test_a_crash_inside_nvml_ends_sampling_not_the_training(library, tmp_path):
+    script = fake_nvml.Script()
+    gpu = script.gpu(*H100, gpm=False)
+    script.tick(gpu, sm=70.0, memory=GIB, repeat=3)
+    script.tick(gpu, error=fake_nvml.CRASH)
+    done, result = probed(library, script, tmp_path, 1.5)
+    assert result["alive"] and result["figures"] is None
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "[vdk-ml-training] warning: GPU sampling stopped: NVML crashed (SIGSEGV) in the probe process (a reading of "
+        "the GPUs); training goes on"
+    ]
+
+
+def test_a_reading_that_never_returns_is_given_up_after_its_bound(library, tmp_path, monkeypatch):
+    script = fake_nvml.Script()
+    gpu = script.gpu(*H100, gpm=False)
+    script.tick(gpu, sm=70.0, memory=GIB, repeat=2)
+    script.tick(gpu, error=fake_nvml.HANG)
+    done, result = probed(library, script, tmp_path, 2.5, call_seconds=1)
+    assert result["figures"] is None
+    assert "GPU sampling stopped: NVML did not answer within 1 s (a reading of the GPUs)" in done.stderr
+    assert probe_processes(tmp_path / "nvml-script.tsv") == []  # killed: not left hanging in the driver
+
+
+def test_without_libnvidia_ml_the_sampler_says_nothing(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", PROBED, "0.3", "10"], env={**os.environ, "LD_LIBRARY_PATH": "", "LOCAL_RANK": "0"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and json.loads(done.stdout)["figures"] is None and done.stderr == ""

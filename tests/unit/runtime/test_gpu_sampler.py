@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 
 import pytest
 
@@ -162,9 +163,7 @@ def test_it_stays_silent_without_nvml_off_or_on_another_local_rank(monkeypatch, 
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py not installed
     assert gpu_sampler.start(lambda: 0, settings=SamplerSettings()) is None
-    monkeypatch.delitem(sys.modules, "pynvml")
-    monkeypatch.setenv("LD_LIBRARY_PATH", "")  # installed, but no libnvidia-ml.so.1 (a CPU node)
-    assert gpu_sampler.start(lambda: 0, settings=SamplerSettings()) is None
+    monkeypatch.delitem(sys.modules, "pynvml")  # installed, no libnvidia-ml.so.1: tests/integration (a process)
     assert gpu_sampler.start(lambda: 0, settings=SamplerSettings(period=0)) is None
     assert gpu_sampler.start(lambda: 0, settings=SamplerSettings(gpu_count=0)) is None
     monkeypatch.setenv("LOCAL_RANK", "1")
@@ -214,3 +213,41 @@ def test_the_figures_another_reader_takes_leave_the_next_gpu_line_s_period_alone
     assert (now.sm_now, now.final, now.sampled_gpu_s) == (90.0, False, 4.0)  # the last sample; 2 GPUs x 2 s
     assert now.utilisation == pytest.approx((40 + 90) / 2 / 100)
     assert made.figures().sm_now == pytest.approx(50.0)  # the line's period: every sample since the last line
+
+
+def test_devices_opened_out_of_the_way_hold_up_nothing_and_a_failure_is_said_once(tmp_path, monkeypatch):
+    """The devices are opened in the sampler's thread (the NVML probe, a process: tests/integration): an opener
+    that hangs keeps nothing from starting or ending; one that fails is said once; one that finds GPUs samples."""
+    import threading
+
+    from vdk.plugin.ml_training.runtime.nvml_devices import NoDevices
+    from vdk.plugin.ml_training.runtime.nvml_probe import ProbeFailed
+
+    monkeypatch.setenv("VDK_ML_TRAINING_TERMINATION_LOG", str(tmp_path / "termination-log"))
+    release = threading.Event()
+
+    def hangs():
+        release.wait(30)
+        raise NoDevices("too late")
+
+    def fails():
+        raise ProbeFailed("NVML crashed (SIGSEGV) in the probe process (finding the GPUs)")
+
+    for opener, said in ((hangs, "GPU sampling never started: NVML has not answered yet"),
+                         (fails, "GPU sampling is off on this node: NVML crashed (SIGSEGV)")):  # fmt: skip
+        err = io.StringIO()
+        made = gpu_sampler.GpuSampler(SamplerSettings(period=0.01, line_seconds=0), None, lambda: 0, out=io.StringIO(),
+                                      err=err, opener=opener).start()  # fmt: skip
+        made._thread.join(0.2)
+        assert made.finish() is None
+        assert err.getvalue().count("warning:") == 1 and said in err.getvalue(), err.getvalue()
+    release.set()
+
+    out = io.StringIO()
+    made = gpu_sampler.GpuSampler(SamplerSettings(period=0.01, line_seconds=0), None, lambda: 3, out=out,
+                                  err=io.StringIO(), opener=lambda: Devices([40.0, 60.0])).start()  # fmt: skip
+    deadline = time.monotonic() + 10
+    while made.tally.sm_samples < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    figures = made.finish()
+    assert figures is not None and figures.gpus == 2 and figures.steps == 3 and "final=1" in out.getvalue()

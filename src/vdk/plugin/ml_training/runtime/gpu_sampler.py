@@ -9,13 +9,17 @@ lines it prints a GPU line of the figures so far; when the script ends, the node
 added to the container's termination message, where `vdk show` and `vdk list --usage` read them. It feeds the
 idle policy (idle_policy.py) when `idle_timeout` asks for it.
 
-Without NVML (no `nvidia-ml-py`, no driver, no GPU: every smoke run, CPU nodes) it is never started and says
-nothing. An NVML error while sampling stops it with one warning line; the training goes on undisturbed.
+NVML itself is called in a process of its own (runtime/nvml_probe.py), each call bounded: a driver in trouble — an
+nvmlInit that hangs, a crash inside libnvidia-ml — never holds up rank 0's start nor ends the training. Without
+NVML (no `nvidia-ml-py`, no driver, no GPU: every smoke run, CPU nodes) it says nothing. An NVML error, a call
+that does not return or a crash of the probe stops sampling with one warning line; the training goes on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import math
 import os
 import sys
@@ -114,9 +118,14 @@ class GpuSampler:
         err: TextIO | None = None,
         cpu: Callable[[], tuple[float, float | None] | None] | None = None,
         exit: Callable[[int], None] = os._exit,
+        opener: Callable[[], Any] | None = None,
     ):
         self.settings = settings
         self.devices = devices
+        self._opener = opener  # devices None: what opens them, in the sampler's thread (the NVML probe)
+        self._node_rank = rank
+        self._on_idle = on_idle
+        self._exit = exit
         self.step_count = step_count
         self.node = node
         self._clock = clock
@@ -141,11 +150,18 @@ class GpuSampler:
         self.failed: str | None = None
         self.last_line: str | None = None
         self.policy = None
-        if settings.idle_seconds and devices.source != gpu_lines.NONE:
+        if devices is not None:
+            self._attach(devices)
+
+    def _attach(self, devices: Any) -> None:
+        """Sample `devices` from now on; the idle policy where their activity can be read."""
+        self.devices = devices
+        if self.settings.idle_seconds and devices.source != gpu_lines.NONE:
             self.policy = idle_policy.IdlePolicy(
-                settings.idle_seconds, node, rank, on_idle=on_idle, out=err, exit=exit, postscript=self._final_line
-            )
-        elif settings.idle_seconds:
+                self.settings.idle_seconds, self.node, self._node_rank, on_idle=self._on_idle, out=self._err,
+                exit=self._exit, postscript=self._final_line,
+            )  # fmt: skip
+        elif self.settings.idle_seconds:
             self._warn(
                 "idle_timeout is off: these GPUs report no SM activity (MIG slices of GPUs without GPM), "
                 "so idleness cannot be told"
@@ -159,6 +175,8 @@ class GpuSampler:
         return self
 
     def _run(self) -> None:
+        if self.devices is None and not self._open():
+            return
         self.sample()
         while not self._stop.wait(self.settings.period):
             if not self.sample():
@@ -167,6 +185,28 @@ class GpuSampler:
             if self.settings.line_seconds and now >= self._line_due:
                 self._line_due = now + self.settings.line_seconds
                 self._print(self.figures().line())
+
+    def _open(self) -> bool:
+        """Open the devices through the opener (the NVML probe: bounded, out of this process); False when there
+        are none to sample (silently) or NVML did not answer (said once)."""
+        from vdk.plugin.ml_training.runtime.nvml_devices import NoDevices
+
+        assert self._opener is not None
+        try:
+            devices = self._opener()
+        except NoDevices:
+            return False
+        except Exception as e:  # noqa: BLE001 - NVML hangs or crashed in the probe: training goes on
+            self.failed = f"{type(e).__name__}: {e}"
+            self._warn(f"GPU sampling is off on this node: {e}; training goes on")
+            return False
+        with self._lock:
+            if self._stop.is_set():  # the script ended meanwhile
+                _close_quietly(devices)
+                return False
+            self._attach(devices)
+            self._started_at = self._clock()
+        return True
 
     def sample(self) -> bool:
         """Read every device once and add it up; False once sampling has stopped (after an error)."""
@@ -268,9 +308,12 @@ class GpuSampler:
                 final=final,
             )
 
-    def current(self) -> GpuFigures:
+    def current(self) -> GpuFigures | None:
         """The figures so far for another reader than the GPU lines (runtime/kubeflow_status.py): the SM
-        activity of the last sample, and the period of the next GPU line left alone."""
+        activity of the last sample, and the period of the next GPU line left alone; None before the NVML probe
+        found the GPUs (or when it found none)."""
+        if self.devices is None:
+            return None
         return dataclasses.replace(self.figures(final=True), final=False)
 
     def _final_line(self) -> str:
@@ -281,10 +324,16 @@ class GpuSampler:
         termination message. None when sampling had stopped after an error."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+            opening = self.devices is None  # nothing sampled yet: no last sample to wait for (no lock: a read may hang)
+            self._thread.join(timeout=0.2 if opening else 5)
+            if self._thread.is_alive() and self.devices is None:  # NVML has not answered yet: nothing was sampled
+                self._warn("GPU sampling never started: NVML has not answered yet (a driver in trouble)")
+                return None
             if self._thread.is_alive():  # an NVML call that hangs (a driver in trouble): the script must still end
                 self._warn("GPU sampling did not stop (an NVML call hangs): this node has no GPU totals")
                 return None
+        if self.devices is None:
+            return None
         if self.failed is not None:
             self._close()
             return None
@@ -296,10 +345,7 @@ class GpuSampler:
         return figures
 
     def _close(self) -> None:
-        try:
-            self.devices.close()
-        except Exception:  # noqa: BLE001 - closing: nothing more to do about it
-            pass
+        _close_quietly(self.devices)
 
     def _print(self, line: str) -> None:
         self.last_line = line
@@ -310,8 +356,13 @@ class GpuSampler:
             pass
 
     def _fail(self, error: Exception) -> None:
-        self.failed = f"{type(error).__name__}: {error}"
+        relayed = getattr(error, "nvml_error", None)  # runtime/nvml_probe.py: NVML's error, or the probe's end
         self._stop.set()
+        if relayed is None and hasattr(error, "nvml_error"):  # NVML hangs, or crashed in the probe
+            self.failed = str(error)
+            self._warn(f"GPU sampling stopped: {error}; training goes on")
+            return
+        self.failed = relayed or f"{type(error).__name__}: {error}"
         self._warn(f"GPU sampling stopped after an NVML error ({self.failed}); training goes on")
 
     def _warn(self, text: str) -> None:
@@ -323,28 +374,35 @@ class GpuSampler:
             pass
 
 
+def _close_quietly(devices: Any) -> None:
+    try:
+        devices.close()
+    except Exception:  # noqa: BLE001 - closing: nothing more to do about it
+        pass
+
+
 def start(
     step_count: Callable[[], int],
     on_idle: Callable[[idle_policy.Idle], None] | None = None,
     settings: SamplerSettings | None = None,
 ) -> GpuSampler | None:
-    """The sampler of this node, started, when this process is its local rank 0, sampling is on and NVML finds
-    GPUs; else None, silently."""
+    """The sampler of this node, started, when this process is its local rank 0, sampling is on and NVML's binding
+    is installed; else None, silently. It returns at once: the NVML probe (runtime/nvml_probe.py) finds the GPUs
+    in a process of its own while the training starts, and a sampler that finds none stays silent."""
     settings = settings or SamplerSettings.from_env()
     for problem in settings.problems:
         sys.stderr.write(wire.warning(f"{problem}: ignored") + "\n")
     if not settings.period or os.environ.get("LOCAL_RANK", "0") != "0" or settings.gpu_count == 0:
         return None
-    from vdk.plugin.ml_training.runtime import nvml_devices
-
-    try:
-        devices = nvml_devices.open_devices(settings.gpu_count)
-    except nvml_devices.NoDevices:
+    if importlib.util.find_spec("pynvml") is None:
         return None
+    from vdk.plugin.ml_training.runtime import nvml_probe
+
     node = os.environ.get("GROUP_RANK") or os.environ.get("PET_NODE_RANK") or os.environ.get("NODE_RANK") or "0"
     rank = os.environ.get("RANK", "0")
     cpu = container_cpu if os.environ.get("KUBERNETES_SERVICE_HOST") else None
-    return GpuSampler(settings, devices, step_count, node, rank, on_idle, cpu=cpu).start()
+    opener = functools.partial(nvml_probe.open_devices, settings.gpu_count)
+    return GpuSampler(settings, None, step_count, node, rank, on_idle, cpu=cpu, opener=opener).start()
 
 
 # --- the container's CPU (cgroup v2, else v1) --------------------------------------------------------------
