@@ -65,3 +65,15 @@ def test_each_run_s_outcome_loss_metrics_duration_and_gpu_hours(runs):
 
     waiting = json.loads(vdk("diff", "-n", "mnist-ddp", bad, queued, "-o", "json").stdout)["runs"][1]
     assert (waiting["loss"], waiting["seconds"], waiting["gpu_hours"]) == (None, None, None)
+
+
+def test_an_empty_run_name_is_refused_not_taken_for_the_latest_run(runs):
+    good, bad, queued = runs
+    for args in (("diff", "-n", "mnist-ddp", "", bad), ("diff", "-n", "mnist-ddp", good, "  ")):
+        result = vdk(*args)
+        assert result.exit_code != 0
+        assert "is empty" in result.stderr and "it names no run, not the latest one" in result.stderr, result.stderr
+        assert "vdk diff -n mnist-ddp RUN_A RUN_B" in result.stderr
+    shown = vdk("show", "-n", "mnist-ddp", "-i", "")  # and wherever a run is named: -i "" of an unset variable
+    assert shown.exit_code != 0 and "the run's name is empty ('')" in shown.stderr, shown.stderr
+    assert "vdk execute --list -n mnist-ddp" in shown.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vdk.plugin.ml_training.secret_patterns import printable
 from vdk.plugin.ml_training.secret_patterns import redact
 from vdk.plugin.ml_training.vocabulary.wire import setting_variable
 from vdk.plugin.ml_training.vocabulary.wire import with_fix
@@ -11,11 +12,12 @@ from vdk.plugin.ml_training.vocabulary.wire import with_fix
 
 class MLTrainingError(Exception):
     """Base of every error the plugin reports to a user. `fix` says what to do next. Neither shows a
-    credential: tokens and URL passwords are redacted (secret_patterns.py), whatever put them there."""
+    credential (tokens and URL passwords are redacted, secret_patterns.py) nor a control character a terminal
+    would act on (escaped), whatever put them there."""
 
     def __init__(self, problem: str, fix: str = ""):
-        self.problem = redact(problem)
-        self.fix = redact(fix)
+        self.problem = printable(redact(problem))
+        self.fix = printable(redact(fix))
         super().__init__(self.message)
 
     @property

@@ -2,7 +2,8 @@
 `user:password@` or `?access_token=` of URLs. Written once, used by every path: config.ini's values and the
 training arguments are refused with them (job/literal_secrets.py), git remotes are cleaned with them before
 they reach an image, a run or its record (source/audit.py), and every error message of the plugin is
-redacted with them (errors.py). Standard library only."""
+redacted with them (errors.py). Beside them, what else a message must not show as it is: control characters
+(`printable`). Standard library only."""
 
 from __future__ import annotations
 
@@ -51,6 +52,20 @@ def is_secret_option(option: str) -> bool:
 def names_a_secret(name: str) -> bool:
     """Whether a variable's name says it holds a credential (`HF_TOKEN`, `DB_PASSWORD`, `AWS_SECRET_ACCESS_KEY`)."""
     return bool(_SECRET_NAME.search(name))
+
+
+# What a terminal would act on instead of showing: C0 controls but newline and tab (ESC starts escape sequences
+# that move the cursor, retitle the window, rewrite the screen; CR overwrites a line), DEL, C1 controls (U+009B is
+# an escape sequence's introducer by itself) and the bidirectional overrides that reorder what is shown.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` as it may be shown on a terminal: every control character that text from a user or a cluster may
+    carry (a trial's parameter, a pod's message) shown escaped (`\\x1b`, `\\u202e`); newlines and tabs kept."""
+    if not text or not _CONTROLS.search(text):
+        return text
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def token_kind(text: str) -> str | None:

@@ -9,6 +9,7 @@ from datetime import timezone
 import click
 
 from vdk.plugin.ml_training.cli.cluster_views import table
+from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.gpu_hours import Totals
 from vdk.plugin.ml_training.k8s.gpu_hours import UsageReport
@@ -25,6 +26,7 @@ WASTE_RULE = (
 UTIL_RULE = "UTIL: SM-activity-weighted GPU-hours over the allocated ones, of the runs whose GPUs were measured"
 
 
+@shown
 def usage_text(report: UsageReport, where: str, team: str | None = None) -> str:
     """The tables of `vdk list --usage`; `team` is the team filter ("of team vision"), if any."""
     span = approximate_duration((report.now - report.since).total_seconds())

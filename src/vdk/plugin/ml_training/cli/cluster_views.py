@@ -9,6 +9,7 @@ from datetime import datetime
 from datetime import timezone
 
 from vdk.plugin.ml_training.cli.sweep_views import summary_text
+from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
@@ -39,6 +40,7 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
 # --- vdk list --------------------------------------------------------------------------------------
 
 
+@shown
 def jobs_text(entries: list[dict], where: str, team: str | None = None, now: datetime | None = None) -> str:
     """`vdk list`'s table, one row per (team, job); `team` is the team filter ("of team vision"), if any."""
     scope = f"{team} in {where}" if team else f"in {where}"
@@ -81,6 +83,7 @@ def _shape(entry: dict) -> str:
 # --- vdk show / execute --list / --show ------------------------------------------------------------
 
 
+@shown
 def runs_text(runs: list[RunSummary], phases: dict[str, str] | None = None, now: datetime | None = None) -> str:
     phases = phases or {}
     rows = [
@@ -98,6 +101,7 @@ def runs_text(runs: list[RunSummary], phases: dict[str, str] | None = None, now:
     return table(["RUN", "PHASE", "AGE", "BACKEND", "NODES x GPUS", "DEPLOYED BY", "REASON"], rows)
 
 
+@shown
 def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Run") -> str:
     run = detail.run
     lines = [
@@ -318,6 +322,7 @@ def _indent(text: str, by: str = "  ") -> str:
 # --- a run's outputs (vdk execute --outputs, vdk show) ---------------------------------------------------
 
 
+@shown
 def output_files_text(files) -> str:
     """The files of `vdk execute --outputs`: path, size, when last written; then the total."""
     if not files:
@@ -334,6 +339,7 @@ def output_files_text(files) -> str:
     return table(["PATH", "SIZE", "WRITTEN (UTC)"], rows) + f"\n{len(files)} file(s), {format_size(total)}"
 
 
+@shown
 def outputs_text(outputs: dict) -> str:
     """Where a run's outputs persist, and how much rank 0 said they were when it last reported."""
     where = f"PersistentVolumeClaim {outputs['claim']}, directory {outputs['directory']}/"

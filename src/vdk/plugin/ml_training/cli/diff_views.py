@@ -7,6 +7,8 @@ import json
 from typing import TYPE_CHECKING
 from typing import Any
 
+from vdk.plugin.ml_training.cli.text_table import shown
+
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.compare_runs import Outcome
     from vdk.plugin.ml_training.ops.compare_runs import RunComparison
@@ -19,6 +21,7 @@ SHOWN = 6  # names listed per kind of change before "and N more"
 WIDTH = 14
 
 
+@shown
 def changes_text(changes: Changes) -> str:
     """`vdk deploy`: this deploy against the job's last run."""
     if changes.last is None or changes.since_last is None:
@@ -33,6 +36,7 @@ def changes_text(changes: Changes) -> str:
     return "\n".join(lines)
 
 
+@shown
 def unchanged_text(result: Unchanged) -> str:
     return (
         f"Nothing changed since run {result.last_success} of {result.job_name} (namespace {result.namespace}), the "
@@ -61,6 +65,7 @@ def diff_lines(diff: RunDiff) -> list[str]:
     return lines
 
 
+@shown
 def comparison_text(comparison: RunComparison) -> str:
     """`vdk diff`: how each run ended, then what changed from the first to the second."""
     before, after = comparison.before, comparison.after

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from vdk.plugin.ml_training.cli import interrupts
+from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.rules.memory import memory_size
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
@@ -74,6 +75,7 @@ def format_start(plan: LaunchPlan) -> str:
     return "\n".join([text, *(f"  {d.line()}" for d in plan.data), *(f"  note: {n}" for n in plan.notes)])
 
 
+@shown
 def format_summary(outcome: RunOutcome, finding: Finding | None = None) -> str:
     """The summary of a run that ended; `finding`: the diagnosis of a failure (its hints are noted beside the
     traceback)."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
+from vdk.plugin.ml_training.cli.text_table import shown
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport
@@ -29,6 +30,7 @@ def show_provenance(scope: Scope, run_id: str | None, public_key: str | None, ou
         raise SystemExit(1)
 
 
+@shown
 def provenance_text(report: ProvenanceReport) -> str:
     s = report.summary
     lines = [f"Provenance of run {report.run}: {report.image}", f"  found through  {report.listed}"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from typing import Any
 
+from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
@@ -25,10 +26,12 @@ def number(value: Any) -> str:
     return str(value)
 
 
+@shown
 def params_text(params: dict) -> str:
     return " ".join(f"{k}={number(v) if isinstance(v, float) else format_value(v)}" for k, v in params.items())
 
 
+@shown
 def summary_text(summary: dict | None) -> str:
     """A sweep in one cell: `3 done, 1 running, 1 pruned, 1 failed of 6; best eval_loss 0.412 (trial 4)`."""
     if not summary:
@@ -43,6 +46,7 @@ def summary_text(summary: dict | None) -> str:
     return f"sweep {counts} of {summary['trials']}{best}{stopped}"
 
 
+@shown
 def trial_table_text(trials: SweepTable) -> str:
     rows = []
     for row in trials.rows:
@@ -75,6 +79,7 @@ def trial_table_text(trials: SweepTable) -> str:
     return "\n".join(lines)
 
 
+@shown
 def sweep_text(detail: SweepDetail, again: str) -> str:
     """The sweep part of `vdk show`: its trial table, and what to do next."""
     title = f"Sweep {detail.run.name}"
@@ -89,6 +94,7 @@ def sweep_text(detail: SweepDetail, again: str) -> str:
     return "\n".join(lines)
 
 
+@shown
 def smoke_text(result: SweepSmoke) -> str:
     """The smoke check of a sweep: a row per checked trial (arguments; for the extremes, their smoke run and
     metric), then passed or what failed."""

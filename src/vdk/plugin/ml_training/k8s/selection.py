@@ -89,9 +89,17 @@ class JobSelection:
         return self.describe() + (f" ({self.choice.source})" if why and self.choice else "")
 
     def pick(self, run_id: str | None, command: str) -> RunSummary:
-        """The run `-i` names (its full name or the part after `<job>-`), else the latest."""
-        if not run_id:
+        """The run `-i` names (its full name or the part after `<job>-`), else (None) the latest. An empty name is
+        refused: `-i ""` (a variable that was not set) is no way to ask for the latest run."""
+        if run_id is None:
             return self.runs[0]
+        if not run_id.strip():
+            raise MLTrainingError(
+                f"the run's name is empty ({run_id!r}): an empty name names no run, not the latest one",
+                f"name a run of {self.describe()} ({', '.join(r.name for r in self.runs[:3])}"
+                f"{', ...' if len(self.runs) > 3 else ''}; `vdk execute --list -n {self.job_name}` lists them), or "
+                f"leave the option out for the latest: `{command}`",
+            )
         wanted = run_id if run_id.startswith(f"{self.job_name}-") else f"{self.job_name}-{run_id}"
         for run in self.runs:
             if run.name == wanted:

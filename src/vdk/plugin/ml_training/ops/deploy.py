@@ -56,6 +56,7 @@ from vdk.plugin.ml_training.ops.deploy_plan import plan_run
 from vdk.plugin.ml_training.ops.deploy_plan import where_it_runs
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
 PLACEHOLDER_REGISTRY = "registry.invalid/set-vdk-ml-training-registry"
 
 
+@checked
 def deploy_spec(
     job_path: str | Path | JobConfig,
     *,
@@ -106,6 +108,7 @@ def deploy_spec(
     return dataclasses.replace(spec, **changes)
 
 
+@checked
 def plan_deploy(
     spec: MLJobSpec,
     *,
@@ -203,6 +206,7 @@ def _checked_plan(
     return plan_run(spec, target, job_image, run, say, build=build, changes=changes)
 
 
+@checked
 def execute(
     plan: DeployPlan,
     *,
@@ -236,6 +240,7 @@ def execute(
     return DeployResult(plan, image, created_names, plan.run.provenance, plan.changes)
 
 
+@checked
 def build(
     spec: MLJobSpec,
     *,
@@ -271,6 +276,7 @@ def build(
         return pushed
 
 
+@checked
 def deploy(
     spec: MLJobSpec,
     *,

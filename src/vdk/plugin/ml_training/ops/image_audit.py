@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.attestations import Found
@@ -63,6 +64,7 @@ class ProvenanceReport:
         }
 
 
+@checked
 def show_provenance(scope: Scope, run_id: str | None = None, public_key: str | Path | None = None) -> ProvenanceReport:
     """The provenance and SBOM of the image of the scope's run `run_id` (default the latest), read from its
     registry and checked (see the module). `public_key`: cosign.pub, to verify the signature."""

@@ -43,6 +43,7 @@ from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.ops.smoke_gaps import SmokeGaps
 from vdk.plugin.ml_training.ops.smoke_gaps import check_gaps
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.source.job_files import FileSet
 
@@ -123,6 +124,7 @@ def run_mode(
     return (protocol.FULL if full else protocol.SMOKE), in_container
 
 
+@checked
 def run_job(
     spec: MLJobSpec,
     configuration: Any = None,

@@ -17,6 +17,7 @@ from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.typed_calls import checked
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class RunLogs:
         }
 
 
+@checked
 def run_logs(scope: Scope, run_id: str | None = None) -> RunLogs:
     """The logs of every rank of the run `run_id` of the scope's job (default the latest), each rank's
     previous container's too after a restart."""

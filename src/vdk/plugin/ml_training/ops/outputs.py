@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputFile
 from vdk.plugin.ml_training.runtime.outputs_stream import display
 
@@ -51,6 +52,7 @@ class RunOutputs:
         }
 
 
+@checked
 def run_outputs(
     scope: Scope,
     run_id: str | None = None,

@@ -31,6 +31,7 @@ from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.ops.usage import keep_usage
 
 KIND_ML = JOB_TYPE  # `kind` of an ML job in JSON (`vdk list -o json` mixes them with data jobs)
@@ -85,6 +86,7 @@ class JobListing:
         return [job.to_dict() for job in self.jobs]
 
 
+@checked
 def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
     """Every (team, job) with runs in the scope's namespace, of the scope's team unless `all_teams`: one list
     per backend, whatever the number of runs (their phases are honest from the operators' status)."""
@@ -140,17 +142,19 @@ class JobDetail:
         }
 
 
+@checked
 def show_job(scope: Scope, run_id: str | None = None) -> JobDetail:
     """The scope's job: its runs and, for the latest (or the run `run_id`: its name or the part after the job
     name), every rank's state, why it waits or failed (events, Kueue, exit codes, the failing rank's last log
     lines), its progress and loss curve; a sweep's trial table."""
     command = "show" + (f" -i {run_id}" if run_id else "")
     selection = select_runs(scope, command, partial=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}") if run_id else selection.runs[0]
+    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
     sweep = sweeps.sweep_detail(selection.client, run) if run.sweep is not None else None
     return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes), sweep)
 
 
+@checked
 def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:
     """The runs of the scope's job, newest first (a list that failed is a note through `say`)."""
     selection = select_runs(scope, execute_command("list"), partial=True)
@@ -159,6 +163,7 @@ def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:
     return selection.runs
 
 
+@checked
 def show_run(scope: Scope, run_id: str | None = None) -> RunDetail:
     """One run's detail with its diagnosis: `run_id` is its name or the part after the job name; default
     the latest run."""
@@ -200,6 +205,7 @@ class Rerun:
         }
 
 
+@checked
 def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None, say: Say = to_stderr) -> Rerun:
     """Run a past run of the scope's job again exactly (default the latest): same image digest and manifests,
     a new run name; `reason` goes to its audit trail. Created exactly once or not at all, as a deploy's run
@@ -238,6 +244,7 @@ class CancelledRun:
         }
 
 
+@checked
 def cancel_run(scope: Scope, run_id: str | None = None, say: Say = to_stderr) -> CancelledRun:
     """Stop the run `run_id` of the scope's job (default the latest, which must not have ended) and delete it;
     its GPU-hours stay counted (ops/usage.py; a warning through `say` when they cannot)."""
@@ -257,6 +264,7 @@ def cancel_run(scope: Scope, run_id: str | None = None, say: Say = to_stderr) ->
     return CancelledRun(selection, run, selection.client.delete_run(run.name, run.backend))
 
 
+@checked
 def select_for_deletion(scope: Scope) -> JobSelection:
     """The runs `delete_runs` would delete: every run of the scope's (team, job); another team's runs only
     when that team was named."""

@@ -26,6 +26,7 @@ from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import Settings
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.ops.configuration import or_environment
+from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:  # kubernetes is imported when a verb needs the cluster, not when vdk starts
     from vdk.plugin.ml_training.job.teams import TeamChoice
@@ -68,6 +69,7 @@ def job_config(job_path: str | Path | None, read: ConfigReader = read_job_config
     return here if here.is_ml else None
 
 
+@checked
 def find_scope(
     name: str | None = None,
     team: str | None = None,

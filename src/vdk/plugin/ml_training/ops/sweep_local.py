@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.ops.local_run import RunWatcher
 from vdk.plugin.ml_training.ops.local_run import run_plan
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
 
@@ -41,6 +42,7 @@ class LocalSweep:
         return {"job_name": self.spec.name, "study": str(self.study), **self.snapshot}
 
 
+@checked
 def run_sweep(spec: MLJobSpec, watcher: RunWatcher | None = None, say: Say = to_stderr) -> LocalSweep:
     """Every trial of the sweep of `spec` as a full run on this machine, one after another."""
     sweep = spec.sweep

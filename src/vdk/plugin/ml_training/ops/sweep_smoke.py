@@ -33,6 +33,7 @@ from vdk.plugin.ml_training.ops.local_run import LocalRunFailed
 from vdk.plugin.ml_training.ops.local_run import LocalRunResult
 from vdk.plugin.ml_training.ops.local_run import QuietWatcher
 from vdk.plugin.ml_training.ops.local_run import run_plan
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import argument_check
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime.metrics import read_names
@@ -82,6 +83,7 @@ class SweepSmoke:
         }
 
 
+@checked
 def smoke_check_sweep(spec: MLJobSpec, again: str | None = None, files: FileSet | None = None) -> SweepSmoke:
     """Check every trial's arguments and run the extreme trials' smoke steps (side by side); `again`: what the
     fix of a failure ends with (default: run `vdk run JOB` again). `files`: the job directory's files as the

@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.job.teams import TeamChoice
@@ -48,6 +49,7 @@ class GpuUsage:
         }
 
 
+@checked
 def gpu_usage(scope: Scope, all_teams: bool = False, since_seconds: int | None = None) -> GpuUsage:
     """GPU-hours by team and job in the scope's namespace (of the scope's team unless `all_teams`), by cause:
     used, idle, start-up, after the last optimizer step, failed, stalled, cancelled; and the measured
