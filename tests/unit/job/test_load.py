@@ -251,6 +251,11 @@ def test_bad_setting_names_the_environment_variable(tmp_path):
         ("memory = 100m", "memory", "`memory = 100Mi`"),
         ("memory = 512", "memory", "'512' is less than a mebibyte (512 bytes)"),
         ("shm_size = 1k", "shm_size", "less than a mebibyte"),
+        ("memory = 1Mi", "memory", "1Mi is less than a training process takes"),  # not shm_size, never written
+        ("memory = 128Mi", "memory", "at least 256Mi"),
+        ("cpu = 0.0001", "cpu", "0.0001 is less than Kubernetes can ask for"),
+        ("idle_timeout = 1s", "idle_timeout", "shorter than two GPU samples (gpu_sample_period = 1s)"),
+        ("idle_timeout = 10s\ngpu_sample_period = 10s", "idle_timeout", "`idle_timeout = 30m` or more"),
         ("nodes =", "nodes", "the value is empty"),
         ("namespace =", "namespace", "remove the `namespace =` line to use the default (or the VDK setting)"),
         ("memory = 16GB", "memory", "16Gi"),

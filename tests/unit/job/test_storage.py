@@ -52,6 +52,9 @@ def test_the_output_claim_comes_from_vdk_configuration_and_is_not_part_of_the_fi
         ("/data/../etc = pvc:x", "is not a plain absolute path", "/data = pvc:imagenet"),
         ("/usr/share/data = pvc:x", "would hide /usr", "/data = pvc:NAME"),
         ("/opt/vdk-ml/job/data = pvc:x", "would hide /opt/vdk-ml", "/data = pvc:NAME"),
+        ("/tmp = pvc:x", "would make /tmp of the training containers read-only", "below /tmp (`/tmp/data`)"),
+        ("/var = pvc:x", "would make /var/tmp of the training containers read-only", "/data = pvc:NAME"),
+        ("/var/tmp = pvc:x", "the training writes there", "/data = pvc:NAME"),
         ("/data = imagenet", "'imagenet' is not a volume source", "/data = pvc:NAME"),
         ("/data = pvc:ImageNet", "'ImageNet' is not a PersistentVolumeClaim name", "kubectl get pvc"),
         ("/data = hf://datasets/squad", "is fetched, not mounted", "[ml-training.data] instead: `/data = hf://"),
@@ -63,6 +66,11 @@ def test_a_bad_mount_says_what_to_write(tmp_path, line, problem, fix):
     error = error_of(tmp_path, extra=f"[ml-training.mounts]\n{line}\n")
     assert error.section == "ml-training.mounts"
     assert problem in error.problem and fix in error.fix, error.message
+
+
+def test_a_claim_below_tmp_is_fine(tmp_path):
+    spec = spec_of(tmp_path, extra="[ml-training.mounts]\n/tmp/data = pvc:imagenet\n")
+    assert [m.path for m in spec.mounts] == ["/tmp/data"]
 
 
 def test_a_mount_inside_another_is_refused(tmp_path):

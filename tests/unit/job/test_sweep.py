@@ -301,3 +301,12 @@ def test_lists_too_long_for_the_pods_variable_are_refused_naming_the_parameter(t
     error = error_of(sweep_job(tmp_path, f"lr = uniform(0, 1)\nword = {long_words}\ntrials = 5\nmetric = loss\n"
                                "algorithm = random\n", args="--lr ${lr} --w ${word}"))  # fmt: skip
     assert error.key == "word" and "KiB" in error.problem and "128 KiB" in error.problem
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["adam, 'sgd\x1b[2J'", "'a,b', c", "'32', 32", "choice('x y', z)", '"it\'s", b', "1e-3, 2"],
+)
+def test_a_parameter_as_described_reads_back_the_same_so_a_run_record_keeps_it(text):
+    written = parse_parameter("p", text)
+    assert parse_parameter("p", written.describe()) == written

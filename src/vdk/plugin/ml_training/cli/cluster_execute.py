@@ -52,6 +52,7 @@ def execute_ml(
     to: str | None = None,
     trial: str | None = None,
     nodes: int | None = None,
+    force: bool = False,
 ) -> None:
     if operation not in OPERATIONS:
         raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
@@ -63,6 +64,8 @@ def execute_ml(
         raise click.UsageError("--trial goes with --logs (a trial's log) or --start (a trial as a full run)")
     if nodes is not None and trial is None:
         raise click.UsageError("--nodes goes with --start --trial: the nodes of a sweep's trial run in full")
+    if force and (trial is None or operation != "start"):
+        raise click.UsageError("--force goes with --start --trial: a trial that did not complete, started all the same")
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints lines as they come; it has no JSON form")
@@ -70,7 +73,7 @@ def execute_ml(
     if trial is not None:
         from vdk.plugin.ml_training.cli import sweep_execute
 
-        sweep_execute.run(scope, operation, trial, execution_id, nodes, reason, as_json, follow)
+        sweep_execute.run(scope, operation, trial, execution_id, nodes, reason, as_json, follow, force)
         return
     if operation == "list":
         _list(scope, as_json)
@@ -268,8 +271,14 @@ EXECUTE = verbs.Verb(
             type=click.IntRange(min=1),
             help="ml-training sweeps, with --start --trial: the nodes of the full run [the job's nodes].",
         ),
+        click.Option(
+            ["--force"],
+            is_flag=True,
+            help="ml-training sweeps, with --start --trial N: start a trial that did not complete (failed, pruned, "
+            "no metric) all the same.",
+        ),
     ],
-    ml_only=("job_path", "follow", "reason", "to", "trial", "nodes"),
+    ml_only=("job_path", "follow", "reason", "to", "trial", "nodes", "force"),
     is_ml=names_ml_job,
     run_ml=ml_errors(execute_ml),
 )

@@ -25,13 +25,14 @@ def run(
     reason: str | None,
     as_json: bool,
     follow: bool,
+    force: bool = False,
 ) -> None:
     if follow:
         raise click.UsageError("--trial shows a trial's log as it is now; follow the whole sweep with --follow alone")
     if operation == "logs":
         _logs(scope, trial, execution_id, as_json)
     else:
-        _start(scope, trial, execution_id, nodes, reason, as_json)
+        _start(scope, trial, execution_id, nodes, reason, as_json, force)
 
 
 def _logs(scope: Scope, trial: str, execution_id: str | None, as_json: bool) -> None:
@@ -49,13 +50,19 @@ def _logs(scope: Scope, trial: str, execution_id: str | None, as_json: bool) -> 
 
 
 def _start(
-    scope: Scope, trial: str, execution_id: str | None, nodes: int | None, reason: str | None, as_json: bool
+    scope: Scope,
+    trial: str,
+    execution_id: str | None,
+    nodes: int | None,
+    reason: str | None,
+    as_json: bool,
+    force: bool = False,
 ) -> None:
     from vdk.plugin.ml_training.cli.sweep_views import number
     from vdk.plugin.ml_training.cli.sweep_views import params_text
     from vdk.plugin.ml_training.ops.sweeps import start_trial
 
-    started = start_trial(scope, trial, nodes, reason, execution_id, say=stderr)
+    started = start_trial(scope, trial, nodes, reason, execution_id, say=stderr, force=force)
     if as_json:
         print_json(started.to_dict())
         return

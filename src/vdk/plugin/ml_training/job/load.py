@@ -52,9 +52,14 @@ from vdk.plugin.ml_training.job.placement_keys import read_placement
 from vdk.plugin.ml_training.job.sweep import read_sweep
 from vdk.plugin.ml_training.source.requirements import is_distribution_name
 from vdk.plugin.ml_training.units import format_bytes
+from vdk.plugin.ml_training.units import format_duration
 from vdk.plugin.ml_training.units import parse_quantity
 from vdk.plugin.ml_training.vocabulary.nvidia import MIG_PROFILE
 from vdk.plugin.ml_training.vocabulary.nvidia import SLICES
+
+# Less than a training process can run with, and less than Kubernetes can ask for.
+MIN_MEMORY_BYTES = 256 << 20  # Python with torch imported holds about 220 MiB before the first step
+MIN_CPU = parse_quantity("1m")
 
 
 def load_job_spec(
@@ -127,6 +132,14 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
     spawn = spawn_call(keys, job_dir, entrypoint, nodes, gpus)
     procs = keys.integer("procs_per_node", minimum=1, maximum=1024, default=1 if spawn else max(gpus.devices, 1))
     memory = keys.quantity("memory")
+    if parse_quantity(memory) < MIN_MEMORY_BYTES:
+        raise keys.error(
+            "memory",
+            f"{memory} is less than a training process takes: Python with torch imported holds about 220 MiB before "
+            f"its first step, so the pods would be killed for memory as they start (and /dev/shm, half of memory "
+            "unless shm_size says otherwise, takes from it too)",
+            "write what one node of the run needs, such as `memory = 16Gi` (at least 256Mi)",
+        )
     shm_size = keys.quantity("shm_size", format_bytes(parse_quantity(memory) / 2))
     if parse_quantity(shm_size) > parse_quantity(memory):
         raise keys.error(
@@ -148,7 +161,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         nodes=nodes,
         gpus_per_node=gpus,
         procs_per_node=procs,
-        cpu=keys.quantity("cpu"),
+        cpu=_cpu(keys),
         memory=memory,
         shm_size=shm_size,
         base_image=base_image,
@@ -177,7 +190,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         stall_timeout_seconds=_timeout(keys, "stall_timeout"),
         startup_timeout_seconds=_timeout(keys, "startup_timeout"),
         gpu_sample_period_seconds=_timeout(keys, "gpu_sample_period"),
-        idle_timeout_seconds=_timeout(keys, "idle_timeout"),
+        idle_timeout_seconds=_idle_timeout(keys),
         spawns_workers=spawn is not None,
         output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
         mounts=mounts,
@@ -252,6 +265,36 @@ def _gpus(keys: KeyReader) -> Accelerators:
         f"{text!r} is neither a number of GPUs nor a MIG profile",
         "write `gpus_per_node = 0` for CPU only, `gpus_per_node = 8`, or a MIG profile such as `1g.10gb`",
     )
+
+
+def _cpu(keys: KeyReader) -> str:
+    """`cpu`: Kubernetes counts a CPU in thousandths (1m); less cannot be asked for (it would be rounded up to 1m)."""
+    cpu = keys.quantity("cpu")
+    if parse_quantity(cpu) < MIN_CPU:
+        raise keys.error(
+            "cpu",
+            f"{cpu} is less than Kubernetes can ask for: it counts a CPU in thousandths of a core (1m), and a "
+            "training process needs whole cores (the launcher, the data loader's workers, the ranks themselves)",
+            "write the cores one node of the run needs, such as `cpu = 8` (at least 1m; `500m` is half a core)",
+        )
+    return cpu
+
+
+def _idle_timeout(keys: KeyReader) -> int:
+    """`idle_timeout`: at least two GPU samples long, so that no single sample (a checkpoint, an evaluation) stops
+    a run."""
+    seconds = _timeout(keys, "idle_timeout")
+    period = _timeout(keys, "gpu_sample_period")
+    if seconds and period and seconds < 2 * period:
+        raise keys.error(
+            "idle_timeout",
+            f"idle_timeout = {format_duration(seconds)} is shorter than two GPU samples (gpu_sample_period = "
+            f"{format_duration(period)}): a single sample of idle GPUs (a checkpoint being written, an evaluation, "
+            "the data loader between epochs) would stop the run",
+            f"write `idle_timeout = {format_duration(max(2 * period, 30 * 60))}` or more (a healthy run's GPUs pause "
+            "for minutes), or `0` for no idle policy",
+        )
+    return seconds
 
 
 def _timeout(keys: KeyReader, key: str) -> int:

@@ -36,6 +36,9 @@ _SYSTEM_PATHS: tuple[str, ...] = (
     "/usr",
 )
 _SYSTEM_PATHS += ("/var/run", "/run", "/opt/vdk-ml", "/opt/conda")
+# Where the training processes write as they go (Python's, torch's and the data loader's temporary files, the
+# compilers' caches): a dataset, mounted read-only, must not take their place nor a directory above them.
+_SCRATCH_PATHS = ("/tmp", "/var/tmp")
 
 
 def parse_mounts(parser: configparser.ConfigParser, path: Path) -> tuple[DataMount, ...]:
@@ -91,6 +94,18 @@ def absolute_target(text: str, path: Path, section: str, key: str, line: int | N
     normal = posixpath.normpath(text)
     if normal != text.rstrip("/") or "//" in text or normal == "/":
         raise JobConfigError(path, f"{text!r} is not a plain absolute path", example, section, key, line)
+    for scratch in _SCRATCH_PATHS:
+        if normal == scratch or scratch.startswith(normal + "/"):
+            raise JobConfigError(
+                path,
+                f"{normal} would make {scratch} of the training containers read-only (datasets are mounted "
+                f"read-only), and the training writes there: Python's, torch's and the data loader's temporary "
+                "files; the run would fail at its first temporary file",
+                f"mount the dataset elsewhere, e.g. `/data = pvc:NAME`, or below {scratch} (`{scratch}/data`)",
+                section,
+                key,
+                line,
+            )
     for system in _SYSTEM_PATHS:
         if normal == system or normal.startswith(system + "/"):
             raise JobConfigError(

@@ -71,10 +71,11 @@ class Parameter:
         return self.low, self.high
 
     def describe(self) -> str:
+        """As config.ini writes it: it reads back as the same parameter (a run record keeps it so)."""
         if self.kind == LIST:
-            return ", ".join(format_value(v) for v in self.values)
+            return ", ".join(_written(v) for v in self.values)
         if self.kind == CHOICE:
-            return f"choice({', '.join(format_value(v) for v in self.values)})"
+            return f"choice({', '.join(_written(v) for v in self.values)})"
         return f"{self.kind}({format_value(self.low)}, {format_value(self.high)})"
 
     def to_wire(self) -> dict:
@@ -181,6 +182,15 @@ def _value(token: str) -> Any:
             "quote a value that holds spaces or commas: 'like this'",
         )
     return token
+
+
+def _written(value: Any) -> str:
+    """A value as config.ini writes it: quoted when it is text that would not read back as itself (a comma, a
+    space, a control character, or the look of a number: `'32'`)."""
+    text = format_value(value)
+    if not isinstance(value, str) or (_WORD.fullmatch(text) and "," not in text and not _NUMBER.fullmatch(text)):
+        return text
+    return f"'{text}'" if "'" not in text else f'"{text}"'
 
 
 def _no_duplicates(values: list) -> None:

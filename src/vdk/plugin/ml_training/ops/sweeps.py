@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.ops.notes import to_stderr
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.runtime.sweep_protocol import MAX
 
@@ -171,6 +172,7 @@ def sweep_detail(client: Any, run: RunSummary) -> SweepDetail:
     return SweepDetail(run, trial_table(snapshot, gpus_per_trial(run)))
 
 
+@checked
 def show_sweep(scope: Scope, run_id: str | None = None) -> SweepDetail:
     """The sweep `run_id` of the scope's job (default its latest sweep)."""
     selection = select_runs(scope, execute_command("show", run_id))
@@ -180,7 +182,7 @@ def show_sweep(scope: Scope, run_id: str | None = None) -> SweepDetail:
 def pick_sweep(selection: JobSelection, run_id: str | None, operation: str) -> RunSummary:
     """The sweep `run_id` names, else the job's latest sweep; an error that says what to do otherwise."""
     command = f"vdk {execute_command(operation, run_id)} -n {selection.job_name}"
-    if run_id:
+    if run_id is not None:
         run = selection.pick(run_id, command)
         if run.sweep is None:
             raise MLTrainingError(
@@ -230,6 +232,7 @@ class TrialLog:
         return {"run": self.run.name, "trial": self.trial.to_dict(), "pod": self.pod, "log": self.text, "why": self.why}
 
 
+@checked
 def trial_log(scope: Scope, trial: str, run_id: str | None = None) -> TrialLog:
     """The log of the pod that ran trial `trial` (a number, or `best`) of the sweep `run_id` (default the latest)."""
     from vdk.plugin.ml_training.k8s.sweep_status import trial_log as read_log
@@ -283,6 +286,7 @@ class StartedTrial:
         }
 
 
+@checked
 def start_trial(
     scope: Scope,
     trial: str = BEST,
@@ -290,10 +294,13 @@ def start_trial(
     reason: str | None = None,
     run_id: str | None = None,
     say: Say = to_stderr,
+    force: bool = False,
 ) -> StartedTrial:
     """Start trial `trial` (default the best) of the sweep `run_id` (default the job's latest) as a normal run:
     the sweep's image and spec with the trial's values, on `nodes` nodes (default the job's), on the job's
-    backend; its annotations and record name the sweep and the trial."""
+    backend; its annotations and record name the sweep and the trial. A trial that did not complete with a
+    metric (failed, pruned, still running, a NaN) is refused unless `force`: its values failed (or never finished)
+    once already, on one node."""
     from vdk.plugin.ml_training.job.model import NodeRange
     from vdk.plugin.ml_training.job.record_spec import spec_from_record
     from vdk.plugin.ml_training.k8s.backends import choose_backend
@@ -317,6 +324,15 @@ def start_trial(
         if nodes < 1:
             raise MLTrainingError(f"--nodes {nodes}: a run needs at least one node", "write --nodes 1 or more")
         spec = dataclasses.replace(spec, nodes=NodeRange(nodes, nodes))
+    finite = row.metric is not None and row.metric == row.metric  # not NaN
+    if not force and (row.state != sweep_study.COMPLETE or not finite):
+        how = f"{row.state}" + (f": {row.why}" if row.why else "") + ("" if finite else ", no metric")
+        raise MLTrainingError(
+            f"trial {row.number} of {sweep_run.name} did not complete ({how}); started in full it would take "
+            f"{spec.nodes.max} node(s) x {spec.gpus_per_node} GPU(s) for values that failed on one node already",
+            f"start the best trial (`--trial best`) or another complete one (`vdk show -n {selection.job_name}` lists "
+            f"them); to start this one all the same, add --force",
+        )
     discovery = client.discover()
     backend = choose_backend(discovery, spec.backend, spec.nodes.elastic)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
