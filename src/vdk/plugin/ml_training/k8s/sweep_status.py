@@ -16,7 +16,9 @@ from vdk.plugin.ml_training.runtime.sweep_protocol import read_study_lines
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
 
-STUDY_TAIL_LINES = 40  # the study prints a line per change: its last one is among these
+# The study prints a line per change, each holding every trial (a few megabytes for 10,000 trials): its last one is
+# among the last few lines of its log, read first; among the last 40 when something else printed after it.
+STUDY_TAIL_LINES = (4, 40)
 
 
 def study_snapshot(client: KubeClient, run: RunSummary) -> tuple[dict | None, str | None]:
@@ -28,10 +30,13 @@ def study_snapshot(client: KubeClient, run: RunSummary) -> tuple[dict | None, st
     for pod in pods:
         name = pod["metadata"]["name"]
         for previous in (False, True):
-            text, why = client.pod_log(name, STUDY_CONTAINER, previous=previous, tail_lines=STUDY_TAIL_LINES)
-            snapshot = read_study_lines((text or "").splitlines())
-            if snapshot is not None:
-                return snapshot, None
+            for lines in STUDY_TAIL_LINES:
+                text, why = client.pod_log(name, STUDY_CONTAINER, previous=previous, tail_lines=lines)
+                snapshot = read_study_lines((text or "").splitlines())
+                if snapshot is not None:
+                    return snapshot, None
+                if text is None or text.count("\n") < lines:  # no log, or the whole of it was read
+                    break
     return None, f"its study has not reported yet ({why or 'its pod is starting'})"
 
 

@@ -18,6 +18,9 @@ from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.vocabulary import wire as words
 
 SNAPSHOT_SECONDS = 2.0
+# At most this many bytes a second of study lines: a big sweep's line (every trial: 3 MB for 10,000) is printed less
+# often, so that its log stays what kubelet keeps and `vdk show` reads.
+LOG_BYTES_PER_SECOND = 100_000
 LINGER_SECONDS = 30.0  # after the last trial ended: the trial pods' last calls
 
 
@@ -37,9 +40,11 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
     while True:
         snap = sweep_study.snapshot(study, sweep)
         line = wire.study_line(snap)
+        pause = SNAPSHOT_SECONDS
         if line != last:
             print(line, flush=True)
             last = line
+            pause = max(SNAPSHOT_SECONDS, len(line) / LOG_BYTES_PER_SECOND)
         if snap["finished"]:
             print(
                 words.line(words.STUDY, f"{sweep.study}: every trial ended")
@@ -53,7 +58,7 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
         if not server.is_alive():
             print(words.error("the study's storage proxy stopped"), flush=True)
             return 1
-        time.sleep(SNAPSHOT_SECONDS)
+        time.sleep(pause)
 
 
 def main(argv: list[str] | None = None) -> int:
