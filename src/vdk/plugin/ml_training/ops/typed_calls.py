@@ -73,7 +73,8 @@ def _hints(function: Callable) -> dict[str, Any]:
     out = {}
     for name, annotation in getattr(function, "__annotations__", {}).items():
         try:
-            out[name] = eval(annotation, namespace) if isinstance(annotation, str) else annotation  # noqa: S307
+            # an annotation is a name of the module, written by the plugin: what get_type_hints evaluates too
+            out[name] = eval(annotation, namespace) if isinstance(annotation, str) else annotation
         except Exception:  # noqa: BLE001 - not resolvable now: not checked
             continue
     return out

@@ -149,7 +149,7 @@ class GpuSampler:
         self.cpu_limit: float | None = None
         self.failed: str | None = None
         self.last_line: str | None = None
-        self.policy = None
+        self.policy: idle_policy.IdlePolicy | None = None
         if devices is not None:
             self._attach(devices)
 
