@@ -87,3 +87,16 @@ def test_options_and_variables_named_like_credentials_are_known_by_one_list_of_w
 @pytest.mark.parametrize("option", ["--max-tokens", "--tokenizer", "--keyboard", "--secretary-name-x"])
 def test_options_that_only_contain_such_a_word_are_not_credentials(option):
     assert not is_secret_option(option) and redact(f"{option}=512") == f"{option}=512"
+
+
+def test_text_shown_on_a_terminal_has_its_control_characters_escaped(capsys):
+    from vdk.plugin.ml_training.errors import MLTrainingError
+    from vdk.plugin.ml_training.ops.notes import to_stderr
+    from vdk.plugin.ml_training.secret_patterns import printable
+
+    assert printable("lr=\x1b]0;owned\x07 a\tb\nc\r\x9b\u202ez") == "lr=\\x1b]0;owned\\x07 a\tb\nc\\r\\x9b\\u202ez"
+    assert printable("plain text, naïve — ünïcode") == "plain text, naïve — ünïcode"
+    error = MLTrainingError("pod said \x1b[2J", "fix \x1b[31mred")
+    assert error.problem == "pod said \\x1b[2J" and error.fix == "fix \\x1b[31mred"
+    to_stderr("note: the server said \x1b]0;owned\x07")
+    assert capsys.readouterr().err == "note: the server said \\x1b]0;owned\\x07\n"

@@ -26,6 +26,8 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training.secret_patterns import printable
+
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.errors import MLTrainingError
     from vdk.plugin.ml_training.k8s.selection import JobSelection
@@ -222,8 +224,9 @@ def _strict(data: Any) -> Any:
 
 
 def stderr(text: str) -> None:
-    """A note or progress line on stderr, as the use cases' `say`."""
-    click.echo(text, err=True)
+    """A note or progress line on stderr, as the use cases' `say`: what it quotes of a server's or a pod's words
+    with its control characters escaped."""
+    click.echo(printable(text), err=True)
 
 
 def say_started(selection: JobSelection, run_name: str, what: str, image: str) -> None:
