@@ -351,9 +351,6 @@ with open(f"rank-{rank}.json", "w") as f:
                "stand_ins": "vdk" in dist.init_process_group.__code__.co_filename,
                "output_dir_is_cwd": os.environ.get("VDK_ML_TRAINING_OUTPUT_DIR") == os.getcwd()}, f)
 dist.destroy_process_group()
-# torch 2.13's gloo sometimes aborts while the interpreter shuts down ("terminate called without an
-# active exception", 1 run in ~12 under plain torchrun too): end as some training scripts do.
-os._exit(0)
 """
 
 

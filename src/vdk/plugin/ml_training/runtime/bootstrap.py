@@ -11,6 +11,10 @@ failing rank's traceback once), keeps its writes out of the job directory (job_d
 mode installs the CPU stand-ins and the smoke run's end (the first optimizer step of the second epoch,
 epochs.py) instead of progress lines and the watchdog (a smoke run has its own timeout).
 
+In every mode, a rank whose script returned (or called sys.exit) ends as `python script.py` would up to its
+teardown, with the script's exit code, and skips the teardown (rank_process.end): a library that crashes there
+cannot fail a rank that finished. A crash before the script returned is reported as under python.
+
 What a training process does as it starts and ends is in rank_process.py, shared with the workers a
 script spawns; a smoke rank's stand-ins and end are in smoke_rank.py. This module runs as `__main__`
 (`python -m`, or torchrun's `--run-path`), so it keeps no state that another module would look up.
@@ -71,16 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     mode = os.environ.get(protocol.MODE)
     run_dir = os.environ.get(protocol.RUN_DIR)
     if not mode or not run_dir:
-        _run_in_image(entry)
-        return 0
+        return _run_in_image(entry)
     return _run_locally(entry, mode, run_dir)
 
 
-def _run_in_image(entry: list[str]) -> None:
+def _run_in_image(entry: list[str]) -> int:
     """The user's code and nothing else, but for the progress lines of rank 0, every rank's stall
     watchdog (and workers spawned by a launcher process forming their own process group:
     spawned_workers.py), and what the job's environment asks for: the CPU adaptations, parameter
-    checksums."""
+    checksums. An exception the script raised goes on to the interpreter, which prints it as under python."""
     from vdk.plugin.ml_training.runtime import protocol
     from vdk.plugin.ml_training.runtime import spawned_workers
 
@@ -95,34 +98,33 @@ def _run_in_image(entry: list[str]) -> None:
     watch = rank_process.start_watchdog(counters)
     sampler = rank_process.start_gpu_sampler(counters)
     rank_process.report_to_kubeflow(reporter, sampler)  # a TrainJob's status, when its Trainer asks for it
-    if all(x is None for x in (reporter, watch, sampler, checksum, outputs, metric)):
-        run_entrypoint(entry)
-    else:
+    if any(x is not None for x in (reporter, watch, sampler, checksum, outputs, metric)):
         receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, *receivers)
-        try:
-            run_entrypoint(entry)
-        except BaseException as e:  # the last line says how far it got, then the error goes on
-            rank_process.stop_watchdog(watch)
-            if metric is not None:
-                metric.finish()
-            if reporter is not None:
-                reporter.finish(rank_process.ending(e))
-            rank_process.finish_gpu_sampler(sampler)
-            if rank_process.ending(e) == protocol.FINISHED:
-                _end_lines(rank, checksum, adaptations)
-            _report_outputs(rank, outputs)
-            raise
+
+    def wrap_up(error: BaseException | None) -> None:  # the last line says how far it got
         rank_process.stop_watchdog(watch)
         if metric is not None:
             metric.finish()
         if reporter is not None:
-            reporter.finish(rank_process.ending(None))
+            reporter.finish(rank_process.ending(error))
         rank_process.finish_gpu_sampler(sampler)
-    _end_lines(rank, checksum, adaptations)
-    _report_outputs(rank, outputs)
-    if adaptations is not None:
-        _end_after_exit_handlers()
+        if rank_process.ending(error) == protocol.FINISHED:
+            _end_lines(rank, checksum, adaptations)
+        _report_outputs(rank, outputs)
+
+    try:
+        run_entrypoint(entry)
+    except SystemExit as e:
+        ended: SystemExit | None = e
+    except BaseException as e:  # a crash before the script returned: the interpreter reports it
+        wrap_up(e)
+        raise
+    else:
+        ended = None
+    wrap_up(ended)
+    rank_process.say_exit_message(ended)
+    return _end(rank_process.exit_status(ended) or 0)
 
 
 def _enter_output_dir() -> str | None:
@@ -147,18 +149,6 @@ def _report_outputs(rank: int, outputs: str | None) -> None:
         from vdk.plugin.ml_training.runtime import output_workdir
 
         output_workdir.report(outputs)
-
-
-def _end_after_exit_handlers() -> None:
-    """End a rank whose NCCL became gloo once the script's `atexit` handlers ran, without the rest of the
-    interpreter's teardown: with gloo, it now and then aborts ("terminate called without an active
-    exception") after the script has ended well."""
-    import atexit
-
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def _adapt_to_cpu():
@@ -276,7 +266,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         status = protocol.STOPPED
     except SystemExit as e:
         if e.code not in (None, 0):
-            status, code, raised = protocol.FAILED, 1, e
+            status, code, raised = protocol.FAILED, rank_process.exit_status(e) or 1, e
             error = describe_exit(e)
     except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: reported, not printed
         status, code, raised = protocol.FAILED, 1, e
@@ -312,23 +302,34 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     if status == protocol.FINISHED:  # a stopped rank's peers may still be in a collective with it: it just ends
         rank_process.end_process_group()
     report.finish(status, **fields)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if mode == protocol.SMOKE:
-        _skip_teardown(code)
+    if mode == protocol.SMOKE and status != protocol.FINISHED:  # cut short: stopped at its end, or failed
+        return _end_now(code)
+    return _end(code)
+
+
+def _end(code: int) -> int:
+    """This rank's end once its script ended (returned, or called sys.exit): as `python script.py` up to its
+    teardown, then none (rank_process.end). A rank forked from torchrun's agent (a smoke run's) does the same
+    but returns `code`: multiprocessing hands its result to the agent, then ends it without a teardown."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:
+        rank_process.end(code)
+    rank_process.finish_script()
     return code
 
 
-def _skip_teardown(code: int) -> None:
-    """End a smoke rank that torchrun started as a fresh interpreter now: the run is over, and the
-    teardown of an interpreter that loaded torch takes 0.3-1 s and, with gloo, now and then aborts
-    ("terminate called without an active exception"). A rank forked from torchrun's agent returns
-    instead: multiprocessing reports its result to the agent and then ends it the same way."""
+def _end_now(code: int) -> int:
+    """End a smoke rank whose script was cut short (stopped at its step limit, or failed) now, without its
+    threads and exit handlers, which may wait for training that is over (rank_process.end_now). A rank forked
+    from torchrun's agent returns instead: multiprocessing reports its result to the agent and then ends it the
+    same way."""
     import multiprocessing
 
-    if multiprocessing.parent_process() is not None:
-        return
-    rank_process.end_now(code)
+    if multiprocessing.parent_process() is None:
+        rank_process.end_now(code)
+    rank_process.flush_outputs()
+    return code
 
 
 if __name__ == "__main__":

@@ -6,9 +6,17 @@ At the start: its output routed (rank 0 to the console, the others to their log 
 dumped on a crash or a timeout, its writes kept out of the job directory, signals as a script expects
 them, its end tied to its parent's, its progress lines (and a TrainJob's Kubeflow status), stall watchdog
 and (on a node's local rank 0) GPU sampler started, its steps counted once the code imports torch. At the
-end: the status a script's end means, the process group destroyed, and an end without the interpreter's
-teardown. Standard library at import; what a helper needs (torch, the watchdog, progress lines, NVML) is
-imported when it is called.
+end: the status a script's end means, the process group destroyed, and the process's end (`end`, `end_now`).
+Standard library at import; what a helper needs (torch, the watchdog, progress lines, NVML) is imported when it
+is called.
+
+The end of a script that returned (or called sys.exit) is what `python script.py` does up to its teardown —
+the script's non-daemon threads waited for, its `atexit` handlers run (logging's flush at exit among them),
+the files it left open closed, stdout, stderr and C's stdio flushed — and then `os._exit` with the script's
+own exit code. The teardown that follows in a plain interpreter (C++ destructors of the libraries it loaded,
+module finalizers) is skipped: nothing the script wrote depends on it any more, and with gloo it now and then
+aborts ("terminate called without an active exception"), which would turn a rank that finished into a failed
+one, and a finished run into a failed one. A crash before the script returned is reported as ever.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import IO
+from typing import NoReturn
 
 from vdk.plugin.ml_training.vocabulary import wire
 
@@ -23,6 +33,9 @@ from vdk.plugin.ml_training.vocabulary import wire
 # meet on their own (the script's MASTER_ADDR/PORT), and with it their rank 0 would wait for a store
 # that never comes.
 AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
+
+_stack_file: IO[str] | None = None  # faulthandler's file of this process (dump_stacks_on_crash): open to the end
+_script_ended = False  # finish_script has run in this process
 
 
 def global_rank() -> int:
@@ -101,7 +114,8 @@ def dump_stacks_on_crash(path) -> None:
 
     from vdk.plugin.ml_training.runtime import protocol
 
-    f = open(path, "a", encoding="utf-8")  # no `with`: it stays open, faulthandler writes to it until exit
+    global _stack_file
+    f = _stack_file = open(path, "a", encoding="utf-8")  # no `with`: faulthandler writes to it until the end
     f.write(protocol.stack_file_header())  # which thread is this rank's own, for whoever reads the dump
     f.flush()
     faulthandler.enable(file=f, all_threads=True)
@@ -223,13 +237,112 @@ def end_process_group() -> None:
         pass
 
 
-def end_now(code: int) -> None:
-    """End the process without an interpreter teardown: the teardown of an interpreter that loaded torch
-    takes 0.3-1 s and, with gloo, now and then aborts ("terminate called without an active exception")."""
+def exit_status(error: BaseException | None) -> int | None:
+    """The exit status `python script.py` ends with after a script that ended with `error` (None: it returned):
+    0, n after sys.exit(n), 1 after sys.exit("message"); None after an exception, which the interpreter reports."""
+    if error is None:
+        return 0
+    if not isinstance(error, SystemExit):
+        return None
+    if error.code is None:
+        return 0
+    if isinstance(error.code, int):
+        return error.code & 0xFF  # as the system keeps it
+    return 1
+
+
+def say_exit_message(error: BaseException | None) -> None:
+    """What python prints for sys.exit("message") (on stderr), where the interpreter no longer handles the end."""
+    if isinstance(error, SystemExit) and error.code is not None and not isinstance(error.code, int):
+        try:
+            sys.stderr.write(f"{error.code}\n")
+        except (OSError, ValueError):
+            pass
+
+
+def end(code: int) -> NoReturn:
+    """End the process of a script that ended (returned, or called sys.exit) with `code`: as `python script.py`
+    does up to its teardown (finish_script), then at once, so that no crash in a library's teardown can change
+    how it ended."""
+    finish_script()
+    os._exit(code)
+
+
+def finish_script() -> None:
+    """What the interpreter does once a script has ended, before its teardown, and in its order: the script's
+    non-daemon threads waited for (and concurrent.futures' workers), its `atexit` handlers run (logging's, which
+    flushes and closes every handler, among them), then what it wrote flushed (flush_outputs). Once per process."""
+    global _script_ended
+    if _script_ended:
+        return
+    _script_ended = True
+    _wait_for_threads()
+    import atexit
+
+    atexit._run_exitfuncs()  # prints what a handler raises and goes on, as at exit
+    import gc
+
+    gc.collect()  # what nothing refers to any more is finalized, as a teardown would: files closed, loaders stopped
+    flush_outputs()
+
+
+def _wait_for_threads() -> None:
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        shutdown = getattr(threading, "_shutdown", None)  # what the interpreter calls at exit
+        if shutdown is not None:
+            shutdown()
+            return
+    for thread in threading.enumerate():
+        if not thread.daemon and thread is not threading.current_thread() and thread is not threading.main_thread():
+            thread.join()
+
+
+def flush_outputs() -> None:
+    """What a teardown would still write: the files the script left open in buffered handles are closed, as their
+    finalizers would close them (a text layer first: it writes into the buffer beneath), the standard streams and
+    C's stdio buffers (a library's printf) flushed. The standard streams and the stack file stay open."""
+    import gc
+    import io
+
+    _flush_standard_streams()
+    kept = {id(f) for f in (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__)}
+    kept.add(id(_stack_file))
+    opened = [o for o in gc.get_objects() if issubclass(type(o), io.IOBase) and id(o) not in kept]
+    for f in sorted(opened, key=lambda f: not issubclass(type(f), io.TextIOBase)):
+        try:
+            if not f.closed and f.writable():
+                f.close()
+        except Exception:  # noqa: BLE001 - a file that cannot be written to any more has nothing to keep
+            pass
+    _flush_standard_streams()
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - closed by the script, or not a stream
+            pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)  # every C stdio stream: what a library printed, buffered in a pipe
+    except (OSError, AttributeError):
+        pass
+
+
+def end_now(code: int) -> NoReturn:
+    """End the process now, whatever its script still does (a smoke rank stopped at its step limit, or failed: its
+    threads and exit handlers would wait for training that is over): its DataLoader workers and other children
+    stopped, what it wrote flushed, no teardown."""
     import gc
     import multiprocessing
 
     gc.collect()  # a stopped DataLoader iterator shuts its workers down when collected
     for child in multiprocessing.active_children():
         child.terminate()
+    flush_outputs()
     os._exit(code)

@@ -144,7 +144,7 @@ def child_main(**kwds: Any) -> None:
 
 def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     """Runs in place of torch.multiprocessing.spawn's `_wrap`: worker `i` of an mp.spawn call is rank `i`
-    of the smoke run; it stops after smoke_steps optimizer steps like any rank."""
+    of the smoke run; it stops after smoke_steps optimizer steps like any rank, and ends as a rank does."""
     from vdk.plugin.ml_training.runtime.report import RankReport
     from vdk.plugin.ml_training.runtime.report import StepRecorder
     from vdk.plugin.ml_training.runtime.report import describe
@@ -165,6 +165,9 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
             outcome["status"] = protocol.STOPPED
             agreed_end(i, protocol.STOPPED, None, counter.steps)
         except BaseException as e:  # reported, then mp.spawn's own handling goes on
+            if rank_process.ending(e) == protocol.FINISHED:  # sys.exit(0): an ordinary end
+                outcome["status"] = protocol.FINISHED
+                return
             if agreed_end(i, protocol.FAILED, e, counter.steps):
                 outcome["status"] = protocol.STOPPED  # its collective ended when another worker stopped
                 return
@@ -182,8 +185,7 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     report.finish(status, **_facts(counter, status))
     if status == protocol.FINISHED:  # a stopped worker's peers may still be in a collective with it
         rank_process.end_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
+        rank_process.end(0)  # as python would up to its teardown, and without it (a finished worker never fails)
     rank_process.end_now(0)
 
 

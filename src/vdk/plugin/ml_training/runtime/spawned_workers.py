@@ -50,7 +50,9 @@ def install(reports_progress: bool) -> None:
 
 def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     """In place of mp.spawn's `_wrap` in a job image and a full local run: every worker runs the stall
-    watchdog, and worker 0 prints the progress lines (runtime/progress_lines.py) if its launcher would have."""
+    watchdog, and worker 0 prints the progress lines (runtime/progress_lines.py) if its launcher would have.
+    A worker whose function ended (or called sys.exit) ends as a rank does (rank_process.end): its exit handlers
+    run, its outputs are flushed, and no crash in a library's teardown fails it."""
     original = _original_wrap or sys.modules["torch.multiprocessing.spawn"]._wrap
     from vdk.plugin.ml_training.runtime import watchdog
 
@@ -58,29 +60,35 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     if reporter is not None:
         rank_process.report_to_kubeflow(reporter)  # worker 0 reports the TrainJob's status in its launcher's place
     settings = watchdog.WatchdogSettings.from_env()
-    if reporter is None and not settings.on:
-        original(fn, i, args, error_file)
-        return
-    from vdk.plugin.ml_training.runtime.steps import StepCounter
-
-    counter = StepCounter().install()
-    if reporter is not None:
-        reporter.attach(counter)
-    watch = watchdog.Watchdog(settings, str(i), lambda: counter.steps).start() if settings.on else None
+    watch = None
     ended: list[BaseException | None] = []
+    run = fn
+    if reporter is not None or settings.on:
+        from vdk.plugin.ml_training.runtime.steps import StepCounter
 
-    def run(index: int, *rest: Any) -> None:
-        try:
-            fn(index, *rest)
-        except BaseException as e:  # the last line says how far it got, then mp.spawn's handling
-            ended.append(e)
-            raise
-        ended.append(None)
+        counter = StepCounter().install()
+        if reporter is not None:
+            reporter.attach(counter)
+        watch = watchdog.Watchdog(settings, str(i), lambda: counter.steps).start() if settings.on else None
+
+        def run(index: int, *rest: Any) -> None:
+            try:
+                fn(index, *rest)
+            except BaseException as e:  # the last line says how far it got, then mp.spawn's handling
+                ended.append(e)
+                raise
+            ended.append(None)
 
     try:
-        original(run, i, args, error_file)
+        original(run, i, args, error_file)  # after an exception: its traceback to the parent, then sys.exit(1)
+    except SystemExit as e:
+        code = rank_process.exit_status(e) or 0
+        rank_process.say_exit_message(e)
+    else:
+        code = 0
     finally:
         if watch is not None:
             watch.stop()
         if reporter is not None:
             reporter.finish(rank_process.ending(ended[0] if ended else None))
+    rank_process.end(code)
