@@ -4,6 +4,7 @@ code imports that the image lacks (installed here, missing from requirements.txt
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.support import teardown_crash
 from tests.support.e2e import TORCH_REQUIREMENT
 from tests.support.e2e import build_only
 from tests.support.e2e import vdk
@@ -225,3 +227,27 @@ def test_the_import_check_runs_again_once_the_base_is_read(local_bases, env, tmp
     assert "note: train.py:2: `import yaml` needs PyYAML" in output, output  # the first check: base unknown
     assert "recheck imports 1 module its image would not have" in output, output  # the second: base read
     assert "Dependencies:" not in output and "smoke run of" not in output, output  # before building anything
+
+
+def test_ranks_that_finished_pass_in_the_image_whatever_their_teardown_does(local_bases, env, tmp_path):
+    """Issue 40: in the image, where a smoke run's ranks are forked from the image's own torchrun (not vdk's agent),
+    two DDP ranks on gloo that load a library whose destructor aborts the process at exit pass and are reported as
+    ended, with what only a process's end writes written (tests/support/teardown_crash.py)."""
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    files = teardown_crash.job_files(tmp_path / "build", teardown_crash.DDP)
+    job = write_job(
+        tmp_path,
+        "ends-in-image",
+        ml={"base_image": local_bases.debian, "gpus_per_node": "0", "procs_per_node": "2", "smoke_steps": "5"},
+        env={"EVIDENCE_DIR": str(evidence)},
+        files={**files, "requirements.txt": f"{TORCH_REQUIREMENT}\n"},
+    )
+    options = f"{env['VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS']} -v {evidence}:{evidence}"  # where the ranks write
+    done = vdk("run", "--container", str(job), env={**env, "VDK_ML_TRAINING_CONTAINER_RUN_OPTIONS": options})
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "smoke run PASSED" in output and teardown_crash.TEARDOWN_ABORT not in output, output
+    for rank in (0, 1):
+        assert re.search(rf"rank {rank}: 2 steps, last loss [-0-9.e]+, the script ended\n", output), output
+        assert teardown_crash.left_over(evidence, f"rank-{rank}") == teardown_crash.LEFT_OVER
