@@ -54,30 +54,33 @@ def found(path, data: bytes) -> str | None:
     return content_scan.secret_content(path, path.stat().st_size)
 
 
+ENCODED_CREDENTIALS = [
+    ("key-utf16.pem.txt", KEY.decode().encode("utf-16"), "private key (PEM content, UTF-16)"),
+    ("key-utf16be.txt", KEY.decode().encode("utf-16-be"), "private key (PEM content, UTF-16)"),
+    ("key-utf32.txt", KEY.decode().encode("utf-32"), "private key (PEM content, UTF-32)"),
+    ("key.gz", gzip.compress(b"x" * 3_000_000 + KEY, mtime=0), "private key (PEM content, gzip-compressed)"),
+    ("key.bz2", bz2.compress(KEY), "private key (PEM content, bzip2-compressed)"),
+    ("key.xz", lzma.compress(KEY), "private key (PEM content, xz-compressed)"),
+    ("secret.yaml.txt", b"data:\n  tls.key: " + base64.b64encode(KEY) + b"\n", "private key (PEM content, base64)"),
+    ("wrapped.b64", base64.encodebytes(KEY), "private key (PEM content, base64)"),
+    ("notes.txt", f"hub token: {HF}\n".encode(), "a Hugging Face token (in its content)"),
+    ("notes16.txt", f"hub token: {HF}\n".encode("utf-16"), "a Hugging Face token (in its content, UTF-16)"),
+    (
+        "notes.txt.gz",
+        gzip.compress(f"x = '{HF}'".encode(), mtime=0),
+        "a Hugging Face token (in its content, gzip-compressed)",
+    ),
+    (
+        "db.py",
+        b"URL = 'postgres://ml:hunter2@db.example.com/runs'\n",
+        "a password in a URL (user:password@) (in its content)",
+    ),
+]
+
+
+# each case named by its file: the compressed bytes would make long ids (gzip's are the same each time: mtime=0)
 @pytest.mark.parametrize(
-    ("name", "data", "verdict"),
-    [
-        ("key-utf16.pem.txt", KEY.decode().encode("utf-16"), "private key (PEM content, UTF-16)"),
-        ("key-utf16be.txt", KEY.decode().encode("utf-16-be"), "private key (PEM content, UTF-16)"),
-        ("key-utf32.txt", KEY.decode().encode("utf-32"), "private key (PEM content, UTF-32)"),
-        ("key.gz", gzip.compress(b"x" * 3_000_000 + KEY), "private key (PEM content, gzip-compressed)"),
-        ("key.bz2", bz2.compress(KEY), "private key (PEM content, bzip2-compressed)"),
-        ("key.xz", lzma.compress(KEY), "private key (PEM content, xz-compressed)"),
-        ("secret.yaml.txt", b"data:\n  tls.key: " + base64.b64encode(KEY) + b"\n", "private key (PEM content, base64)"),
-        ("wrapped.b64", base64.encodebytes(KEY), "private key (PEM content, base64)"),
-        ("notes.txt", f"hub token: {HF}\n".encode(), "a Hugging Face token (in its content)"),
-        ("notes16.txt", f"hub token: {HF}\n".encode("utf-16"), "a Hugging Face token (in its content, UTF-16)"),
-        (
-            "notes.txt.gz",
-            gzip.compress(f"x = '{HF}'".encode()),
-            "a Hugging Face token (in its content, gzip-compressed)",
-        ),
-        (
-            "db.py",
-            b"URL = 'postgres://ml:hunter2@db.example.com/runs'\n",
-            "a password in a URL (user:password@) (in its content)",
-        ),
-    ],
+    ("name", "data", "verdict"), ENCODED_CREDENTIALS, ids=[name for name, _, _ in ENCODED_CREDENTIALS]
 )
 def test_a_credential_is_found_in_any_common_encoding_or_compression(tmp_path, name, data, verdict):
     assert found(tmp_path / name, data) == verdict
