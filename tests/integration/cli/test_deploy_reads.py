@@ -10,7 +10,7 @@ import sys
 import pytest
 import requests
 
-from tests.integration.cli.test_deploy import deploy_job
+from tests.integration.cli.test_deploy_command import deploy_job
 from tests.support.registry import FaultProxy
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.image import code_manifest
