@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.support.jobs import api_job
+from tests.support.recorder import Recorder
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.deploy import build
@@ -23,8 +24,9 @@ def test_the_plan_of_a_dry_run_is_what_vdk_deploy_dry_run_prints_and_contacts_no
     fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
     job = api_job(tmp_path, "python:3.11")
-    notes: list[str] = []
-    plan = plan_deploy(deploy_spec(job, backend="pytorchjob"), reason="why not", say=notes.append)
+    told = Recorder()
+    plan = plan_deploy(deploy_spec(job, backend="pytorchjob"), reason="why not", reporter=told)
+    notes = told.notes
     assert list(yaml.safe_load_all(plan.to_yaml())) == plan.manifests
     assert [m["kind"] for m in plan.manifests] == ["PyTorchJob", "ConfigMap"]
     assert plan.image.reference.startswith("127.0.0.1:9/nothing-listens-here/api-job:")  # from the environment
@@ -43,17 +45,19 @@ def test_deploy_and_build_through_the_python_api(tmp_path, registry, base_image,
     fake = cluster(pytorchjob=True)[0]
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     spec = deploy_spec(api_job(tmp_path, base_image))
-    notes: list[str] = []
-    result = deploy(spec, reason="from a notebook", skip_smoke=True, say=notes.append)
+    told = Recorder()
+    result = deploy(spec, reason="from a notebook", skip_smoke=True, reporter=told)
+    notes = told.notes
     assert fake.run_objects() == sorted(result.created)
     data = result.to_dict()
     assert data["run"] == result.plan.run.name and data["backend"] == "pytorchjob" and data["namespace"] == "ml"
     assert data["image"].startswith(f"{registry.host}/team/api-job@sha256:")
     assert notes[0] == "Pre-flight: checking at once cluster, registry, base image, imports, dependencies"
     assert any(n.startswith("Cluster: ") for n in notes)
+    assert told.named("changes") == [(result.changes,)]  # told before anything started
     (main,) = fake.stored("pytorchjobs")
     assert "from a notebook" in main["metadata"]["annotations"].values()
-    image = build(spec, skip_smoke=True, say=notes.append)
+    image = build(spec, skip_smoke=True, reporter=told)
     assert image.reference.startswith(f"{registry.host}/team/api-job@sha256:")
     assert fake.run_objects() == sorted(result.created)  # a build starts nothing
 

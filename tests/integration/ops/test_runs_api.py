@@ -1,6 +1,6 @@
 """The runs of a job through the Python API (ops/), as a notebook or a CI step calls it: no click, the real
 `kubernetes` client and the HTTP-level fake API server. What a use case returns is what the command line
-prints with -o json (`to_dict()`), and its notes go to the `say` it is given."""
+prints with -o json (`to_dict()`), and its notes and events go to the reporter it is given (none: nowhere)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import pytest
 
 from tests.support.kubelet import LocalKubelet
+from tests.support.recorder import Recorder
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
@@ -81,14 +82,14 @@ def test_re_run_cancel_and_delete_through_the_python_api(runs):
     assert started.to_dict()["rerun_of"] == "mnist-ddp-aaaa0001"
     assert f"PyTorchJob/{started.run_name}" in started.created
     assert f"PyTorchJob/{started.run_name}" in fake.run_objects()
-    notes: list[str] = []
-    cancelled = cancel_run(scope, started.run_name, say=notes.append)
-    assert f"PyTorchJob/{started.run_name}" in cancelled.deleted and notes == []
+    told = Recorder()
+    cancelled = cancel_run(scope, started.run_name, reporter=told)
+    assert f"PyTorchJob/{started.run_name}" in cancelled.deleted and told.notes == []
     assert f"PyTorchJob/{started.run_name}" not in fake.run_objects()
     selection = select_for_deletion(scope)
-    deleted = []
-    assert delete_runs(selection, deleted=lambda run: deleted.append(run.name), say=notes.append) == selection.runs
-    assert sorted(deleted) == sorted(names) and fake.run_objects() == [] and notes == []
+    assert delete_runs(selection, told) == selection.runs
+    assert sorted(run.name for (run,) in told.named("run_deleted")) == sorted(names)
+    assert fake.run_objects() == [] and told.notes == []
     usage = gpu_usage(scope).to_dict()  # the deleted runs stay counted
     assert usage["kind"] == "ml-training-usage" and usage["team"] == TEAM
 
@@ -98,7 +99,7 @@ def test_changing_another_team_s_runs_needs_that_team_named(runs):
         select_for_deletion(find_scope("mnist-ddp"))
 
 
-def test_outputs_come_back_through_the_python_api_with_progress_to_say(cluster, tmp_path, monkeypatch):
+def test_outputs_come_back_through_the_python_api_with_progress_to_the_reporter(cluster, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fake, client = cluster(pytorchjob=True)
     claim = tmp_path / "claim-ml-outputs"
@@ -108,12 +109,12 @@ def test_outputs_come_back_through_the_python_api_with_progress_to_say(cluster, 
     client.apply(render_run(spec, IMAGE, run, "ml", "pytorchjob"))
     (claim / run.name).mkdir(parents=True)
     (claim / run.name / "model.pt").write_bytes(os.urandom(10_000))
-    notes: list[str] = []
-    outputs = run_outputs(find_scope("mnist-ddp", TEAM), to=tmp_path / "back", say=notes.append)
+    told = Recorder()
+    outputs = run_outputs(find_scope("mnist-ddp", TEAM), to=tmp_path / "back", reporter=told)
     assert (tmp_path / "back" / "model.pt").read_bytes() == (claim / run.name / "model.pt").read_bytes()
     assert outputs.to_dict()["files"][0]["path"] == "model.pt" and outputs.size == 10_000
-    assert notes[0].startswith(f"Reading {run.name}'s outputs (PersistentVolumeClaim ml-outputs")
-    assert "  model.pt  10.0 KB" in notes  # the copy's progress, through `say` by default
+    assert told.notes[0].startswith(f"Reading {run.name}'s outputs (PersistentVolumeClaim ml-outputs")
+    assert "  model.pt  10.0 KB" in told.notes  # the copy's progress, a note
     assert fake.stored("pods") == []  # the copy pod is gone
 
 

@@ -1,9 +1,11 @@
 """A sweep on this machine: its smoke check (every trial's arguments through the script's own parser, the extreme
 trials' smoke steps and the metric they report) and `vdk run --full` (its trials one after another on Optuna),
-with real torch processes."""
+with real torch processes; `run_job` of a sweep's job does what `vdk run` does (the smoke check, or with `full`
+the trials)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import tempfile
 import threading
@@ -15,10 +17,13 @@ from tests.support.processes import MARK
 from tests.support.processes import left_after
 from tests.support.processes import new_mark
 from tests.support.processes import wait_for_files
+from tests.support.recorder import Recorder
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.ops.sweep_local import run_sweep
+from vdk.plugin.ml_training.ops.local_run import run_job
+from vdk.plugin.ml_training.ops.sweep_local import LocalSweep
+from vdk.plugin.ml_training.ops.sweep_smoke import SweepSmoke
 from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
@@ -75,7 +80,11 @@ def test_the_smoke_check_finds_the_one_trial_whose_arguments_the_script_refuses(
 
 def test_a_metric_the_script_never_reports_is_named_with_those_it_does(tmp_path):
     spec = load_job_spec(job(tmp_path, "lr = 1e-4, 1e-2\nopt = adam, sgd\nmetric = eval_loss\n"))
-    result = smoke_check_sweep(spec)
+    told = Recorder()
+    result = run_job(spec, reporter=told)  # as `vdk run` runs a sweep's job: its smoke check
+    assert isinstance(result, SweepSmoke)
+    assert told.notes[0].startswith("Smoke check of the sweep of lr-local: the arguments of its 4 trials")
+    assert told.named("run_starting") == []  # the extremes' runs are the check's own, in threads: not told
     assert all(t.arguments == "accepted" for t in result.trials)
     assert not result.passed
     assert "never reported the sweep's metric eval_loss" in result.error.problem
@@ -94,12 +103,19 @@ def test_a_full_local_sweep_runs_its_trials_one_after_another_and_finds_the_best
     spec = load_job_spec(
         job(tmp_path, "lr = 1e-5, 1e-3, 1e-1\ntrials = 3\nmetric = val_score\nseed = 1\n", args="--lr ${lr}")
     )
-    local = run_sweep(spec, say=lambda text: None)
+    told = Recorder()
+    local = run_job(spec, full=True, reporter=told)  # as `vdk run --full` runs a sweep's job: its trials in full
+    assert isinstance(local, LocalSweep) and local.passed and local.error is None
+    assert told.notes[0] == "Sweep of lr-local: 3 trials on this machine, one after another"
+    assert any(n.startswith("trial 0: lr=") for n in told.notes)  # each trial's values, then how it ended
+    assert sum(bool(re.fullmatch(r"trial \d (complete|pruned) \(\d of 3\)", n)) for n in told.notes) == 3
+    assert len(told.named("run_starting")) == len(told.named("run_ended")) == 3  # each trial a full run
     trials = local.snapshot["trials"]
     assert len(trials) == 3 and local.study.is_file()
     assert {t["state"] for t in trials} <= {"complete", "pruned"}
     best = next(t for t in trials if t["number"] == local.snapshot["best"])
     assert best["params"] == {"lr": 0.001} and best["steps"] == 12
+    assert local.table.best is not None and local.table.best.params == {"lr": 0.001}
     for t in trials:
         if t["state"] == "pruned":
             assert t["steps"] < 12

@@ -173,7 +173,7 @@ def test_a_six_trial_sweep_finds_the_best_lr_prunes_the_hopeless_and_survives_a_
     assert logs.exit_code == 0 and logs.stdout.count("score=") == STEPS, logs.output
 
     # the best trial as a full run on two nodes: a normal run of the same image, its record names the sweep
-    started = start_trial(scope, "best", nodes=2, say=lambda note: None)
+    started = start_trial(scope, "best", nodes=2)
     assert started.trial.params == {"lr": 0.001} and started.nodes == "2"
     main = client.get("Job", started.run_name)
     assert main is not None and "vdk.io/sweep" not in main["metadata"]["labels"]
@@ -194,7 +194,7 @@ def test_cancel_stops_every_trial_and_the_study(sweep_cluster):
     while time.monotonic() < deadline and sum(1 for r in controller.jobs.values() for p in r.pods) < 3:
         time.sleep(0.2)
     assert len(controller.running_processes()) >= 2  # the study and trials run
-    cancelled = cancel_run(find_scope("lr-sweep", TEAM), run.name, say=lambda note: None)
+    cancelled = cancel_run(find_scope("lr-sweep", TEAM), run.name)
     assert f"Job/{run.name}" in cancelled.deleted
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and controller.running_processes():

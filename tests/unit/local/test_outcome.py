@@ -10,7 +10,7 @@ from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import runs_dir
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.ops.local_run import failure_fix
+from vdk.plugin.ml_training.ops.plan_runner import failure_fix
 from vdk.plugin.ml_training.runtime import protocol
 
 CONNECTION_CLOSED = {

@@ -41,7 +41,7 @@ def test_a_dry_run_s_plan_is_printed_not_executed(tmp_path, no_network):
     from vdk.plugin.ml_training.ops.deploy import plan_deploy
 
     spec = deploy_spec(api_job(tmp_path, "python:3.11"))  # a base the table knows: nothing is read
-    plan = plan_deploy(spec, provenance=PROVENANCE, say=lambda note: None)
+    plan = plan_deploy(spec, provenance=PROVENANCE)  # quiet without a reporter
     assert plan.build is None and plan.changes is None and plan.target.client is None
     with pytest.raises(MLTrainingError, match="is a dry run's: no image was assembled and no cluster was checked"):
         execute(plan)

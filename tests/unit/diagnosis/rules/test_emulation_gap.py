@@ -8,7 +8,7 @@ import pytest
 from tests.support.local_outcomes import make_run
 from vdk.plugin.ml_training.diagnosis.rules.emulation_gap import emulation_gap
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.ops.local_run import diagnose
+from vdk.plugin.ml_training.ops.plan_runner import diagnose
 
 SITE = "/venv/lib/python3.11/site-packages"
 

@@ -4,7 +4,7 @@ the fix."""
 from tests.support.local_outcomes import make_run
 from vdk.plugin.ml_training.cli.local_summary import format_summary
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.ops.local_run import diagnose
+from vdk.plugin.ml_training.ops.plan_runner import diagnose
 
 PREMUL_SUM = {
     "type": "RuntimeError",

@@ -6,7 +6,7 @@ import dataclasses
 from tests.support.local_outcomes import make_run
 from tests.support.local_outcomes import missing_module
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.ops.local_run import failure_fix
+from vdk.plugin.ml_training.ops.plan_runner import failure_fix
 
 
 def managed(run):

@@ -1,9 +1,11 @@
 """`vdk execute` for ml-training jobs: the runs of a job — `--list`, `--show` (a run's ranks and why it waits
 or failed), `--logs` (every rank's, once or `--follow`ed), `--outputs` (list or copy back what it wrote),
-`--start` (run a past run again exactly) and `--cancel`. The options, one use case of ops/ per operation
-(ops/runs.py, ops/logs.py, ops/outputs.py), and the result as text (cli/cluster_views.py) or JSON.
+`--start` (run a past run again exactly) and `--cancel`. The options, one function of the API per operation
+(`api.list_runs`, `api.show_run`, `api.follow_run`, `api.run_logs`, `api.follow_logs`, `api.run_outputs`,
+`api.rerun`, `api.cancel_run`), and the result as text (cli/cluster_views.py) or JSON; notes on stderr
+(cli/console.py).
 
-Every vdk command imports this module: kubernetes, the k8s package and ops/ are imported when it runs.
+Every vdk command imports this module: kubernetes and the k8s package are imported when it runs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.cluster_scope import job_path_option
 from vdk.plugin.ml_training.cli.cluster_scope import ml_errors
@@ -21,12 +24,12 @@ from vdk.plugin.ml_training.cli.cluster_scope import output_option
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
 from vdk.plugin.ml_training.cli.cluster_scope import say_started
 from vdk.plugin.ml_training.cli.cluster_scope import stderr
-from vdk.plugin.ml_training.cli.cluster_scope import team_args
 from vdk.plugin.ml_training.cli.cluster_scope import team_option
 from vdk.plugin.ml_training.cli.cluster_scope import verb_scope
+from vdk.plugin.ml_training.cli.console import Console
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.ops.scope import Scope
+    from vdk.plugin.ml_training.api import Scope
 
 # `vdk execute --<operation>` (the Control Service CLI's flags, one option named `operation`)
 OPERATION_HELP = {
@@ -95,9 +98,8 @@ def execute_ml(
 
 def _list(scope: Scope, as_json: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.ops.runs import list_runs
 
-    runs = list_runs(scope, say=stderr)
+    runs = api.list_runs(scope, reporter=Console())
     if as_json:
         print_json([r.to_dict() for r in runs])
     else:
@@ -106,9 +108,8 @@ def _list(scope: Scope, as_json: bool) -> None:
 
 def _show(scope: Scope, execution_id: str | None, as_json: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.ops.runs import show_run
 
-    detail = show_run(scope, execution_id)
+    detail = api.show_run(scope, execution_id, reporter=Console())
     if as_json:
         print_json(detail.to_dict())
     else:
@@ -116,9 +117,7 @@ def _show(scope: Scope, execution_id: str | None, as_json: bool) -> None:
 
 
 def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
-    from vdk.plugin.ml_training.ops.logs import run_logs
-
-    logs = run_logs(scope, execution_id)
+    logs = api.run_logs(scope, execution_id, reporter=Console())
     if as_json:
         print_json(logs.to_dict())
         return
@@ -142,19 +141,9 @@ def _echo_prefixed(prefix: str, text: str) -> None:
 
 
 def _follow(scope: Scope, execution_id: str | None) -> None:
-    from vdk.plugin.ml_training.ops.logs import follow_logs
-
-    seen = []
-
-    def write(rank: str, line: str) -> None:
-        seen.append(rank)
-        click.echo(f"[rank {rank}] {line}")
-
-    def explain(rank: str, why: str) -> None:
-        stderr(f"[{rank if rank == 'run' else 'rank ' + rank}] {why}")
-
+    console = Console()  # every rank's lines on stdout as `[rank R] ...`
     try:
-        final = follow_logs(scope, execution_id, write=write, explain=explain, say=stderr)
+        final = api.follow_logs(scope, execution_id, reporter=console)
     except KeyboardInterrupt as e:  # as `tail -f`: the status says it was stopped, so a script does not go on
         from vdk.plugin.ml_training.cli import interrupts
 
@@ -162,31 +151,24 @@ def _follow(scope: Scope, execution_id: str | None) -> None:
         interrupts.exit_interrupted(
             e, f"\nStopped following the logs ({stopped_by}); the run goes on, nothing was cancelled."
         )
-    if not seen and not final.finished:
+    if not console.lines and not final.finished:
         return
     stderr(f"{final.name} {final.phase}" + (f": {final.message}" if final.message else ""))
 
 
 def _follow_run(scope: Scope, execution_id: str | None) -> None:
     """--show --follow: the run to its end (rank 0's output, failing ranks' last lines); exit status its outcome."""
-    import functools
-
     from vdk.plugin.ml_training.cli.cluster_follow import follow_and_exit
-    from vdk.plugin.ml_training.ops.follow import follow_run
-    from vdk.plugin.ml_training.ops.follow import run_to_follow
 
-    selection, run = run_to_follow(scope, execution_id)
-    again = f"-n {selection.job_name}{team_args(selection)}"
-    follow_and_exit(functools.partial(follow_run, selection.client, run), run.name, again)
+    follow_and_exit(lambda console: api.follow_run(scope, execution_id, reporter=console))
 
 
 def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | None) -> None:
     """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.ops.outputs import format_size
-    from vdk.plugin.ml_training.ops.outputs import run_outputs
 
-    outputs = run_outputs(scope, execution_id, to, say=stderr)
+    outputs = api.run_outputs(scope, execution_id, to=to, reporter=Console())
     if as_json:
         print_json(outputs.to_dict())
         return
@@ -201,9 +183,7 @@ def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | No
 
 def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: bool) -> None:
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
-    from vdk.plugin.ml_training.ops.runs import rerun
-
-    started = rerun(scope, execution_id, reason, say=stderr)
+    started = api.rerun(scope, execution_id, reason=reason, reporter=Console())
     if as_json:
         print_json(started.to_dict())
         return
@@ -213,9 +193,7 @@ def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: 
 
 
 def _cancel(scope: Scope, execution_id: str | None, as_json: bool) -> None:
-    from vdk.plugin.ml_training.ops.runs import cancel_run
-
-    cancelled = cancel_run(scope, execution_id, say=stderr)
+    cancelled = api.cancel_run(scope, execution_id, reporter=Console())
     if as_json:
         print_json(cancelled.to_dict())
         return

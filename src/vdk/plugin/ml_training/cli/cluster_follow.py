@@ -1,7 +1,8 @@
 """Following a run on the command line (`vdk deploy -p JOB --follow`, `vdk execute --show --follow`): rank 0's
-lines on stdout as `[rank 0] ...`, the last lines of each rank that fails as it fails, then how the run ended
-with the diagnosis and fix of a failure; the exit status is the run's outcome (0 succeeded, 1 not). Ctrl-C (and
-SIGTERM, SIGHUP) detaches: nothing is cancelled, and a line says how to follow the run again or cancel it."""
+lines on stdout as `[rank 0] ...`, the last lines of each rank that fails as it fails (cli/console.py shows both),
+then how the run ended with the diagnosis and fix of a failure; the exit status is the run's outcome (0
+succeeded, 1 not). Ctrl-C (and SIGTERM, SIGHUP) detaches: nothing is cancelled, and a line says how to follow the
+run again or cancel it."""
 
 from __future__ import annotations
 
@@ -12,23 +13,32 @@ from typing import NoReturn
 import click
 
 from vdk.plugin.ml_training.cli import interrupts
+from vdk.plugin.ml_training.cli.console import Console
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.ops.follow import FollowedRun
-    from vdk.plugin.ml_training.ops.follow import RankFailure
+    from vdk.plugin.ml_training.api import FollowedRun
 
-# follow(rank0=..., failed=..., say=...) -> FollowedRun: ops/follow.py's follow_run or follow_job_run, bound
-Follow = Callable[..., "FollowedRun"]
+# follow(reporter) -> FollowedRun: api.follow_run or api.follow_deployed, bound
+Follow = Callable[[Console], "FollowedRun"]
 
 
-def follow_and_exit(follow: Follow, run_name: str, again: str) -> NoReturn:
-    """Follow the run to its end and exit with its outcome; `again`: `-n JOB [-t TEAM]` of the commands said."""
-    click.echo(f"Following {run_name}: rank 0's output, and the last lines of any rank that fails (Ctrl-C detaches; "
-               "the run goes on)", err=True)  # fmt: skip
+def follow_and_exit(follow: Follow, run_name: str | None = None, again: str | None = None) -> NoReturn:
+    """Follow the run to its end and exit with its outcome. `run_name` and `again` (`-n JOB [-t TEAM]` of the
+    commands said when it detaches): the run's, by default those of the run the reporter is told it follows."""
+    console = Console()
     try:
         with interrupts.stop_on_signals():
-            followed = follow(rank0=lambda line: click.echo(f"[rank 0] {line}"), failed=_failed, say=_say)
+            followed = follow(console)
     except KeyboardInterrupt as e:
+        if console.followed is not None:
+            from vdk.plugin.ml_training.cli.cluster_scope import team_args
+
+            run, selection = console.followed
+            run_name = run.name
+            if again is None and selection is not None:
+                again = f"-n {selection.job_name}{team_args(selection)}"
+        if run_name is None or again is None:  # stopped before a run was picked: as any verb stops
+            raise
         interrupted = interrupts.as_interrupted(e)
         interrupts.exit_interrupted(
             e,
@@ -38,22 +48,6 @@ def follow_and_exit(follow: Follow, run_name: str, again: str) -> NoReturn:
         )
     _ended(followed)
     raise click.exceptions.Exit(0 if followed.succeeded else 1)
-
-
-def _say(text: str) -> None:
-    click.echo(text, err=True)
-
-
-def _failed(failure: RankFailure) -> None:
-    instance = "its previous container " if failure.restarted else ""
-    click.echo(f"[rank {failure.rank}] {instance}{failure.ended} (pod {failure.pod})", err=True)
-    if failure.unavailable:
-        click.echo(f"[rank {failure.rank}] no log: {failure.unavailable}", err=True)
-        return
-    if failure.tail:
-        click.echo(f"[rank {failure.rank}] its last {len(failure.tail)} lines:", err=True)
-    for line in failure.tail:
-        click.echo(f"[rank {failure.rank}] | {line}")
 
 
 def _ended(followed: FollowedRun) -> None:

@@ -1,14 +1,14 @@
 """`vdk list`, `vdk show` and `vdk delete` for ml-training jobs (`vdk execute`: cli/cluster_execute.py): the
-options, one use case of ops/ each (ops/runs.py, ops/usage.py), and their result as text (cli/cluster_views.py)
-or JSON. With the Control Service CLI installed these wrap its commands (cli/cluster_scope.py says when an
-invocation is for ML); `vdk list -o json` then prints one array of ML jobs and data jobs, each entry with
-`kind` = "ml-training" or "data-job".
+options, one function of the API each (`api.list_jobs`, `api.gpu_usage`, `api.show_job`, `api.delete_runs`), and
+their result as text (cli/cluster_views.py) or JSON; notes on stderr (cli/console.py). With the Control Service
+CLI installed these wrap its commands (cli/cluster_scope.py says when an invocation is for ML); `vdk list -o json`
+then prints one array of ML jobs and data jobs, each entry with `kind` = "ml-training" or "data-job".
 
 Teams: every verb works on the runs of one (team, job) — ops/scope.py says where the team comes from,
 `k8s.selection` how the runs are chosen; `vdk list -a` shows the jobs of every team.
 
-Every vdk command imports this module (`vdk run` included): kubernetes, the k8s package and ops/ are
-imported inside the callbacks only.
+Every vdk command imports this module (`vdk run` included): kubernetes and the k8s package are imported when
+a verb runs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.cluster_execute import EXECUTE
 from vdk.plugin.ml_training.cli.cluster_scope import execution_id_option
@@ -34,6 +35,7 @@ from vdk.plugin.ml_training.cli.cluster_scope import stderr
 from vdk.plugin.ml_training.cli.cluster_scope import team_args
 from vdk.plugin.ml_training.cli.cluster_scope import team_option
 from vdk.plugin.ml_training.cli.cluster_scope import verb_scope
+from vdk.plugin.ml_training.cli.console import Console
 
 KIND_DATA = "data-job"  # `kind` of the Control Service's data jobs in `vdk list -o json`
 SHOW_RUNS = 10  # runs in `vdk show`'s table (all with -o json and `vdk execute --list`)
@@ -78,9 +80,8 @@ def list_ml(
 def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
     """The JSON entries and the text of `vdk list`: one entry per (team, job)."""
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.ops.runs import list_jobs
 
-    listing = list_jobs(scope(None, team, None), all_teams)
+    listing = api.list_jobs(scope(None, team, None), all_teams=all_teams, reporter=Console())
     entries = listing.to_dict()
     text = cluster_views.jobs_text(entries, listing.where, listing.team)
     if listing.teams_elsewhere:
@@ -94,10 +95,9 @@ def _ml_jobs(team: str | None, all_teams: bool) -> tuple[list[dict], str]:
 def _usage(team: str | None, all_teams: bool, since: str | None, as_json: bool) -> None:
     """`vdk list --usage`: GPU-hours by team and job, and the wasted ones."""
     from vdk.plugin.ml_training.cli import cluster_usage
-    from vdk.plugin.ml_training.ops.usage import gpu_usage
 
     seconds = cluster_usage.since_seconds(since)
-    used = gpu_usage(scope(None, team, None), all_teams, seconds)
+    used = api.gpu_usage(scope(None, team, None), all_teams=all_teams, since_seconds=seconds, reporter=Console())
     if as_json:
         print_json(used.to_dict())
         return
@@ -176,14 +176,13 @@ def show_ml(
 ) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.selection import where
-    from vdk.plugin.ml_training.ops.runs import show_job
 
     if provenance or public_key:
         from vdk.plugin.ml_training.cli.provenance_views import show_provenance
 
         show_provenance(verb_scope(name, team, job_path, "show"), execution_id, public_key, output)
         return
-    job = show_job(verb_scope(name, team, job_path, "show"), execution_id)
+    job = api.show_job(verb_scope(name, team, job_path, "show"), execution_id, reporter=Console())
     if (output or "text").lower() == "json":
         print_json(job.to_dict())
         return
@@ -248,18 +247,19 @@ SHOW = verbs.Verb(
 def delete_ml(name: str | None, team: str | None, job_path: str | None, yes: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.selection import where
-    from vdk.plugin.ml_training.ops.runs import delete_runs
-    from vdk.plugin.ml_training.ops.runs import select_for_deletion
 
-    selection = select_for_deletion(verb_scope(name, team, job_path, "delete"))
-    what = f"{len(selection.runs)} run(s) of {selection.describe()}"
-    stderr(f"Runs of {selection.heading()} in {where(selection.client)}:")
-    stderr(cluster_views.runs_text(selection.runs))
-    if yes:
-        stderr(f"Deleting {what} (--yes)")
-    else:
-        click.confirm(f"Delete these {what}, their pods (running ones stop) and run records?", abort=True, err=True)
-    delete_runs(selection, deleted=lambda run: click.echo(f"Deleted {run.name}"), say=stderr)
+    def confirm(selection: api.JobSelection) -> bool:
+        what = f"{len(selection.runs)} run(s) of {selection.describe()}"
+        stderr(f"Runs of {selection.heading()} in {where(selection.client)}:")
+        stderr(cluster_views.runs_text(selection.runs))
+        if yes:
+            stderr(f"Deleting {what} (--yes)")
+        else:
+            click.confirm(f"Delete these {what}, their pods (running ones stop) and run records?", abort=True, err=True)
+        return True
+
+    done = api.delete_runs(verb_scope(name, team, job_path, "delete"), confirm=confirm, reporter=Console())
+    selection = done.selection
     for other in selection.others:
         kept = other.describe() if other.label is None else f"runs of {other.describe()}"
         stderr(f"Kept: {selection.job_name}'s {kept}")

@@ -29,9 +29,9 @@ import click
 from vdk.plugin.ml_training.secret_patterns import printable
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.api import Scope
     from vdk.plugin.ml_training.errors import MLTrainingError
     from vdk.plugin.ml_training.k8s.selection import JobSelection
-    from vdk.plugin.ml_training.ops.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +153,10 @@ def scope(name: str | None, team: str | None, job_path: str | None) -> Scope:
     and the verb itself share it, and its client."""
     ctx = click.get_current_context()
     if _SCOPE_KEY not in ctx.meta:
+        from vdk.plugin.ml_training.api import find_scope
         from vdk.plugin.ml_training.cli.context import configuration
         from vdk.plugin.ml_training.cli.context import job_config
         from vdk.plugin.ml_training.cli.context import team_option as given_team
-        from vdk.plugin.ml_training.ops.scope import find_scope
 
         option, default = given_team(team)
         ctx.meta[_SCOPE_KEY] = find_scope(

@@ -6,27 +6,26 @@ from __future__ import annotations
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.job import teams
 
 
 def _set_default(team: str | None) -> None:
     if team is None:
-        current = teams.default_team()
+        current = api.default_team()
         click.echo(f"Default team: {current}" if current else "No default team is set (`vdk set-default -t TEAM`).")
         return
     try:
-        teams.team_label(team)
+        path = api.set_default_team(team)
     except MLTrainingError as e:
         fail(e)
-    path = teams.write_default_team(team.strip())
     click.echo(f"Default team set to {team.strip()} (in {path}).")
 
 
 def _reset_default(team: bool) -> None:
     if team:
-        teams.write_default_team(None)
+        api.set_default_team(None)
         click.echo("Default team reset.")
 
 

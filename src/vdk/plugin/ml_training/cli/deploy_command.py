@@ -1,8 +1,8 @@
-"""`vdk deploy -p JOB` for ml-training jobs: the options, one use case of ops/deploy.py (the deploy, its dry
-run, or a build only), and its result on stdout: the manifests of `--dry-run`, the image reference of
-`--build-only`, the run of a deploy (what changed since the job's last run is said on stderr before it starts),
-`--if-changed`'s "nothing changed" (exit 0), or JSON with `-o json`; progress and notes go to stderr. SIGINT,
-SIGTERM and SIGHUP stop it with every process it started (cli/interrupts.py).
+"""`vdk deploy -p JOB` for ml-training jobs: the options, one function of the API (`api.deploy`, its dry run
+`api.plan_deploy`, or a build only `api.build`), and its result on stdout: the manifests of `--dry-run`, the image
+reference of `--build-only`, the run of a deploy (what changed since the job's last run is said on stderr before
+it starts), `--if-changed`'s "nothing changed" (exit 0), or JSON with `-o json`; progress and notes go to stderr
+(cli/console.py). SIGINT, SIGTERM and SIGHUP stop it with every process it started (cli/interrupts.py).
 
 Heavy modules (kubernetes, the image builder, torch's launcher) are imported when a deploy runs, not when vdk
 starts: every vdk command imports this module.
@@ -18,15 +18,16 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import diff_views
 from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli import verbs
+from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.context import configuration
 from vdk.plugin.ml_training.cli.context import fail
 from vdk.plugin.ml_training.cli.context import is_ml_dir
 from vdk.plugin.ml_training.cli.context import job_config
 from vdk.plugin.ml_training.cli.context import team_option
-from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import backend_choices
@@ -36,9 +37,9 @@ from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
 from vdk.plugin.ml_training.job.overrides import SET_OPTION
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.api import DeployResult
+    from vdk.plugin.ml_training.api import Unchanged
     from vdk.plugin.ml_training.image import PushedImage
-    from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
-    from vdk.plugin.ml_training.ops.deploy_plan import Unchanged
 
 
 def _is_ml(kwargs: dict[str, Any]) -> bool:
@@ -74,9 +75,6 @@ def deploy_ml(
     follow: bool = False,
     if_changed: bool = False,
 ) -> None:
-    from vdk.plugin.ml_training.job.overrides import parse_overrides
-    from vdk.plugin.ml_training.ops import deploy
-
     as_json = (output or "text").lower() == "json"
     try:
         if dry_run and build_only:
@@ -98,7 +96,7 @@ def deploy_ml(
                 "drop one of them",
             )
         option, default_team = team_option(team)
-        spec = deploy.deploy_spec(
+        spec = api.deploy_spec(
             job_config(job_path),  # read once: deciding it is for ML read it already
             name=name,
             team=option,
@@ -106,25 +104,20 @@ def deploy_ml(
             backend=backend,
             import_check=not skip_import_check,
             configuration=configuration(),
-            overrides=parse_overrides(set_values or (), ml_args),
+            overrides=api.parse_overrides(set_values or (), ml_args),
         )
+        console = Console(runs_err=True)  # everything on stderr: stdout is the deploy's result
         if dry_run:
-            click.echo(deploy.plan_deploy(spec, reason=reason).to_yaml(), nl=False)
+            click.echo(api.plan_deploy(spec, reason=reason, reporter=console).to_yaml(), nl=False)
             return
-        smoke = SummaryPrinter(err=True)  # stdout is the deploy's result
         result: DeployResult | Unchanged | None = None
         with interrupts.stop_on_signals():
             try:
                 if build_only:
-                    _built(spec, deploy.build(spec, skip_smoke=skip_smoke, watcher=smoke), as_json)
+                    _built(spec, api.build(spec, skip_smoke=skip_smoke, reporter=console), as_json)
                 else:
-                    result = deploy.deploy(
-                        spec,
-                        reason=reason,
-                        skip_smoke=skip_smoke,
-                        watcher=smoke,
-                        if_changed=if_changed,
-                        on_changes=lambda changes: click.echo(diff_views.changes_text(changes), err=True),
+                    result = api.deploy(
+                        spec, reason=reason, skip_smoke=skip_smoke, if_changed=if_changed, reporter=console
                     )
                     _started(result, default_team, as_json, follow)
             except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
@@ -178,13 +171,12 @@ def _follow_hint(spec: MLJobSpec, default_team: str | None) -> str:
 
 def _follow(result: DeployResult, default_team: str | None) -> None:
     """`--follow`: the run the deploy started, to its end; the exit status is its outcome."""
-    import functools
-
     from vdk.plugin.ml_training.cli.cluster_follow import follow_and_exit
-    from vdk.plugin.ml_training.ops.follow import follow_deployed
 
     follow_and_exit(
-        functools.partial(follow_deployed, result), result.plan.run.name, _again(result.plan.spec, default_team)
+        lambda console: api.follow_deployed(result, reporter=console),
+        result.plan.run.name,
+        _again(result.plan.spec, default_team),
     )
 
 

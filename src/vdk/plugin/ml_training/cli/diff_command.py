@@ -1,8 +1,8 @@
 """`vdk diff -n JOB RUN_A RUN_B`: two runs of an ml-training job side by side — how each ended (outcome, final
 loss and metrics, duration, GPU-hours) and what changed from the first to the second (code, requirements,
-configuration, base image, data); `-o json` for scripts. One use case: ops/compare_runs.py.
+configuration, base image, data); `-o json` for scripts. One function of the API: `api.compare_runs`.
 
-Every vdk command imports this module: kubernetes and ops/ are imported when the verb runs.
+Every vdk command imports this module: kubernetes is imported when the verb runs.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import verbs
 from vdk.plugin.ml_training.cli.cluster_scope import job_path_option
 from vdk.plugin.ml_training.cli.cluster_scope import ml_errors
@@ -19,15 +20,15 @@ from vdk.plugin.ml_training.cli.cluster_scope import output_option
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
 from vdk.plugin.ml_training.cli.cluster_scope import team_option
 from vdk.plugin.ml_training.cli.cluster_scope import verb_scope
+from vdk.plugin.ml_training.cli.console import Console
 
 
 def diff_ml(
     name: str | None, team: str | None, job_path: str | None, output: str | None, run_a: str, run_b: str
 ) -> None:
     from vdk.plugin.ml_training.cli.diff_views import comparison_text
-    from vdk.plugin.ml_training.ops.compare_runs import compare_runs
 
-    comparison = compare_runs(verb_scope(name, team, job_path, "diff"), run_a, run_b)
+    comparison = api.compare_runs(verb_scope(name, team, job_path, "diff"), run_a, run_b, reporter=Console())
     if (output or "text").lower() == "json":
         print_json(comparison.to_dict())
         return

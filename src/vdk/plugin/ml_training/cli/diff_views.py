@@ -10,12 +10,12 @@ from typing import Any
 from vdk.plugin.ml_training.cli.text_table import shown
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.ops.compare_runs import Outcome
-    from vdk.plugin.ml_training.ops.compare_runs import RunComparison
-    from vdk.plugin.ml_training.ops.deploy_changes import Changes
-    from vdk.plugin.ml_training.ops.deploy_plan import Unchanged
-    from vdk.plugin.ml_training.ops.run_diff import DataChange
-    from vdk.plugin.ml_training.ops.run_diff import RunDiff
+    from vdk.plugin.ml_training.api import Changes
+    from vdk.plugin.ml_training.api import DataChange
+    from vdk.plugin.ml_training.api import Outcome
+    from vdk.plugin.ml_training.api import RunComparison
+    from vdk.plugin.ml_training.api import RunDiff
+    from vdk.plugin.ml_training.api import Unchanged
 
 SHOWN = 6  # names listed per kind of change before "and N more"
 WIDTH = 14

@@ -1,15 +1,12 @@
 """What the user reads of a local run (`vdk run`, the smoke check before `vdk deploy`): the start line, the
 summary when it ends (every rank, and for a failure the traceback, where a stalled or dead rank was, the
-note beside the error), torchrun's log under `vdk -v DEBUG`. It renders what ops/local_run.py returns; it
-decides nothing."""
+note beside the error), torchrun's log under `vdk -v DEBUG`. It renders what ops/local_run.py returns (the
+command line's reporter, cli/console.py, shows it); it decides nothing."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
-from vdk.plugin.ml_training.cli import interrupts
 from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.rules.memory import memory_size
@@ -20,38 +17,10 @@ from vdk.plugin.ml_training.local.outcome import RankOutcome
 from vdk.plugin.ml_training.local.outcome import RunOutcome
 from vdk.plugin.ml_training.local.outcome import one_line
 from vdk.plugin.ml_training.local.stack_dump import user_stack
-from vdk.plugin.ml_training.ops.local_run import LocalRunResult
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 from vdk.plugin.ml_training.runtime.watchdog import STALL_EXIT_CODE
 from vdk.plugin.ml_training.units import format_duration
-
-
-class SummaryPrinter:
-    """Shows a local run as it goes (ops/local_run.RunWatcher); `err`: everything on stderr (the smoke check
-    before a deploy, whose stdout is its result)."""
-
-    def __init__(self, err: bool = False):
-        self.err = err
-
-    def note(self, text: str) -> None:
-        click.echo(text, err=self.err)
-
-    def starting(self, plan: LaunchPlan) -> None:
-        click.echo(format_start(plan), err=self.err)
-
-    def interrupted(self, plan: LaunchPlan, error: KeyboardInterrupt) -> None:
-        signal_name = interrupts.as_interrupted(error).name
-        click.echo(f"\n{plan.mode} run interrupted by {signal_name}: every process of it was stopped.", err=True)
-
-    def ended(self, result: LocalRunResult) -> None:
-        if result.debug:
-            click.echo(format_agent_log(result.run.agent_log), err=self.err)
-        click.echo(format_summary(result.outcome, result.finding), err=self.err)
-        for line in result.turned_off:  # what the smoke run turned off, and how it was checked
-            click.echo(f"  {line}", err=self.err)
-        if result.passed and result.debug:
-            click.echo(f"  run files: {result.run.run_dir}", err=self.err)
 
 
 def format_start(plan: LaunchPlan) -> str:

@@ -1,6 +1,7 @@
 """`vdk run JOB` for ml-training jobs: the options added to vdk-core's own `run` command (--full, --container,
 --skip-import-check, --set KEY=VALUE, --args) and its help, and the body of the `run_job` hook: the local run
-(ops/local_run.py), shown as it goes (cli/local_summary.py), returned as VDK's execution result."""
+(`api.run_job`; for a sweep its smoke check or its trials), shown as it goes (cli/console.py) and rendered when it
+ends (a sweep's table: cli/sweep_views.py), returned as VDK's execution result."""
 
 from __future__ import annotations
 
@@ -14,21 +15,17 @@ from typing import Any
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import interrupts
+from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.context import is_ml_dir
 from vdk.plugin.ml_training.cli.context import job_config
-from vdk.plugin.ml_training.cli.local_summary import SummaryPrinter
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.image.build_progress import StderrProgress
-from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import JOB_TYPE
 from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
 from vdk.plugin.ml_training.job.overrides import SET_OPTION
-from vdk.plugin.ml_training.job.overrides import parse_overrides
-from vdk.plugin.ml_training.job.settings import job_settings
-from vdk.plugin.ml_training.ops import local_run
 from vdk.plugin.ml_training.ops.imports import SKIP_OPTION
 
 
@@ -146,30 +143,41 @@ def run_ml_job(context: Any) -> Any:
                     "set `args = ...` in [ml-training] of config.ini",
                 )
             configuration = context.core_context.configuration
-            overrides = parse_overrides(options.sets, options.args)
+            overrides = api.parse_overrides(options.sets, options.args)
             config = job_config(context.job_directory)  # read once: for the settings and the spec
-            spec = load_job_spec(config, job_settings(configuration, config), overrides=overrides)
+            spec = api.job_spec(config, overrides=overrides, configuration=configuration)
             step_name = str(spec.entrypoint)
-            if spec.sweep is not None:
-                from vdk.plugin.ml_training.cli.sweep_run import run_sweep
-
-                failure = run_sweep(spec, configuration, options.full, options.container, not options.skip_import_check)
-                return _execution_result(context, step_name, started, failure)
-            result = local_run.run_job(
+            # the runs' start lines and summaries on stdout, with the notes; a sweep's notes beside its table: stderr
+            console = Console(runs_err=False, notes_err=spec.sweep is not None)
+            result = api.run_job(
                 spec,
-                configuration,
-                SummaryPrinter(),
                 full=options.full,
                 container=options.container,
                 check_imports=not options.skip_import_check,
-                data_progress=StderrProgress(),
+                configuration=configuration,
+                reporter=console,
             )
+            if spec.sweep is not None:
+                _show_sweep(result)
             error: BaseException | None = result.error
         except MLTrainingError as e:
             error = e
         except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
             interrupts.exit_interrupted(e)
     return _execution_result(context, step_name, started, error)
+
+
+def _show_sweep(result: api.LocalJobResult) -> None:
+    """A sweep's smoke check: the table of its checked trials; its trials in full: the trial table, and where the
+    study is."""
+    from vdk.plugin.ml_training.cli.sweep_views import smoke_text
+    from vdk.plugin.ml_training.cli.sweep_views import trial_table_text
+
+    if isinstance(result, api.SweepSmoke):
+        click.echo(smoke_text(result))
+    elif isinstance(result, api.LocalSweep):
+        click.echo(trial_table_text(result.table))
+        click.echo(f"The study: {result.study}", err=True)
 
 
 def _utc_now() -> datetime:

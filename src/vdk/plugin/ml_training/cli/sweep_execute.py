@@ -1,6 +1,6 @@
 """`vdk execute ... --trial N|best` of a sweep: `--logs` the log of the pod that ran the trial, `--start` the trial
-as a normal run of the same image with its values (`--nodes N`). One use case of ops/sweeps.py each; text or
-JSON."""
+as a normal run of the same image with its values (`--nodes N`). One function of the API each (`api.trial_log`,
+`api.start_trial`); text or JSON."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
 from vdk.plugin.ml_training.cli.cluster_scope import say_started
 from vdk.plugin.ml_training.cli.cluster_scope import stderr
+from vdk.plugin.ml_training.cli.console import Console
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.ops.scope import Scope
+    from vdk.plugin.ml_training.api import Scope
 
 
 def run(
@@ -36,9 +38,7 @@ def run(
 
 
 def _logs(scope: Scope, trial: str, execution_id: str | None, as_json: bool) -> None:
-    from vdk.plugin.ml_training.ops.sweeps import trial_log
-
-    log = trial_log(scope, trial, execution_id)
+    log = api.trial_log(scope, trial, execution_id, reporter=Console())
     if as_json:
         print_json(log.to_dict())
         return
@@ -60,9 +60,10 @@ def _start(
 ) -> None:
     from vdk.plugin.ml_training.cli.sweep_views import number
     from vdk.plugin.ml_training.cli.sweep_views import params_text
-    from vdk.plugin.ml_training.ops.sweeps import start_trial
 
-    started = start_trial(scope, trial, nodes, reason, execution_id, say=stderr, force=force)
+    started = api.start_trial(
+        scope, trial, run_id=execution_id, nodes=nodes, reason=reason, force=force, reporter=Console()
+    )
     if as_json:
         print_json(started.to_dict())
         return

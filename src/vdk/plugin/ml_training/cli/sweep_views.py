@@ -13,9 +13,9 @@ from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
 from vdk.plugin.ml_training.vocabulary.wire import with_fix
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.ops.sweep_smoke import SweepSmoke
-    from vdk.plugin.ml_training.ops.sweeps import SweepDetail
-    from vdk.plugin.ml_training.ops.sweeps import SweepTable
+    from vdk.plugin.ml_training.api import SweepDetail
+    from vdk.plugin.ml_training.api import SweepSmoke
+    from vdk.plugin.ml_training.api import SweepTable
 
 
 def number(value: Any) -> str:

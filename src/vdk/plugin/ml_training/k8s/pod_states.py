@@ -10,6 +10,7 @@ import signal
 from collections.abc import Iterable
 from dataclasses import asdict
 from dataclasses import dataclass
+from dataclasses import field
 
 from vdk.plugin.ml_training.diagnosis.evidence import Event
 from vdk.plugin.ml_training.k8s import backends
@@ -112,6 +113,21 @@ class RankState:
 
 
 # --- ranks ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A container of a rank that failed while the run was followed: how it ended, and its last lines."""
+
+    rank: str
+    pod: str
+    ended: str  # "exited with code 1", "OOMKilled (exit code 137)"
+    restarted: bool  # the rank's container was started again after it (the run goes on)
+    tail: list[str] = field(default_factory=list)
+    unavailable: str | None = None  # why its log could not be read
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
 
 
 def rank_of(pod: dict, backend: str | None) -> tuple[int | None, str]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.host_limits import HostLimits
@@ -79,8 +79,8 @@ class ContainerEngine:
             return None
         return found[0] if found[0].startswith("sha256:") else f"sha256:{found[0]}"
 
-    def pull(self, reference: str, stderr: IO[str]) -> None:
-        """Pull from a loopback registry served over plain HTTP; the engine's own lines go to `stderr`."""
+    def pull(self, reference: str, say: Callable[[str], None]) -> None:
+        """Pull from a loopback registry served over plain HTTP; the engine's own lines go to `say`."""
         insecure = ["--tls-verify=false"] if self.kind == PODMAN else []  # Docker: 127.0.0.0/8 is insecure already
         proc = subprocess.Popen(
             self.argv("pull", *insecure, reference),
@@ -97,8 +97,7 @@ class ContainerEngine:
                 for line in proc.stderr:
                     if line.strip():
                         last = line.strip()
-                        stderr.write(f"  {self.name}: {last}\n")
-                        stderr.flush()
+                        say(f"  {self.name}: {last}")
         except BaseException:  # Ctrl-C: the pull stops with us
             proc.terminate()
             proc.wait()

@@ -14,17 +14,18 @@ from datetime import datetime
 from datetime import timezone
 from typing import TYPE_CHECKING
 
-from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.deploy_changes import run_state
 from vdk.plugin.ml_training.ops.run_diff import RunDiff
 from vdk.plugin.ml_training.ops.run_diff import diff_states
 from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import named_run
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+    from vdk.plugin.ml_training.ops.reporting import Reporter
 
 
 @dataclass(frozen=True)
@@ -65,22 +66,13 @@ class RunComparison:
 
 
 @checked
-def compare_runs(scope: Scope, run_a: str, run_b: str) -> RunComparison:
+def compare_runs(scope: Scope, run_a: str, run_b: str, reporter: Reporter | None = None) -> RunComparison:
     """What changed from run `run_a` to run `run_b` of the scope's job (each its name, or the part after the
     job's name), and how each ended."""
-    for which, run in (("RUN_A", run_a), ("RUN_B", run_b)):
-        if not isinstance(run, str) or not run.strip():
-            raise MLTrainingError(
-                f"vdk diff compares two runs, and {which} is {'empty' if isinstance(run, str) else 'no name'} "
-                f"({run!r}): it names no run, not the latest one",
-                f"give both runs' names: `vdk diff -n {scope.job_name or 'JOB'} RUN_A RUN_B` (`vdk execute --list "
-                f"-n {scope.job_name or 'JOB'}` lists them)",
-            )
-    selection = select_runs(scope, "diff")
+    selection = select_runs(scope, "diff", reporter=reporter)
     client = selection.client
-    command = f"vdk diff -n {selection.job_name}"
-    first = selection.pick(run_a, command)
-    second = selection.pick(run_b, command)
+    first = named_run(selection, run_a, "diff")
+    second = named_run(selection, run_b, "diff")
     diff = diff_states(run_state(client, first), run_state(client, second))
     return RunComparison(selection.job_name, client.namespace, outcome(client, first), outcome(client, second), diff)
 

@@ -8,8 +8,8 @@ No registry of the user's is involved. The run itself is a local run (local/cont
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from vdk.plugin.ml_training import layout
@@ -31,6 +31,9 @@ from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.source import audit
 
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image.build_progress import Progress
+
 
 def container_plan(spec: MLJobSpec, mode: str) -> tuple[LaunchPlan, int]:
     """The local plan of `mode` for a run in the image, and the GPUs it passes in (full runs only)."""
@@ -48,13 +51,14 @@ def engine_from(configuration: Any, job_dir: Path | None = None) -> ContainerEng
 
 
 def prepare(
-    spec: MLJobSpec, mode: str, engine: ContainerEngine, recheck_imports: bool = False
+    spec: MLJobSpec, mode: str, engine: ContainerEngine, progress: Progress, recheck_imports: bool = False
 ) -> tuple[LaunchPlan, ContainerStarter]:
-    """Load the job's image into the engine and plan the run in it; the plan notes which image it is.
+    """Load the job's image into the engine (its assembly shown to `progress`) and plan the run in it; the plan
+    notes which image it is.
     `recheck_imports`: the import check ran without knowing the base's packages, so it runs again once the base
     is read, before anything is built (ImportCheckFailed)."""
     engine.check()
-    image, digest = load_image(spec, engine, recheck_imports)
+    image, digest = load_image(spec, engine, progress, recheck_imports)
     plan, gpus = container_plan(spec, mode)
     where = f"in the job's image {image.reference} ({digest}: the image `vdk deploy` pushes), with {engine.name}"
     gpu_note = [f"{gpus} GPU(s) passed into the container"] if gpus else []
@@ -67,16 +71,16 @@ def prepare(
     return plan, ContainerStarter(engine, image, spec, gpus)
 
 
-def load_image(spec: MLJobSpec, engine: ContainerEngine, recheck_imports: bool = False) -> tuple[layout.JobImage, str]:
+def load_image(
+    spec: MLJobSpec, engine: ContainerEngine, progress: Progress, recheck_imports: bool = False
+) -> tuple[layout.JobImage, str]:
     """The job's image in the engine's store, as `vdk deploy` would build it: (its local reference and
     interpreter, its digest). Built and loaded only when the engine does not have it yet. `recheck_imports`: the
     job's imports are checked against the base's packages once they are read, before building."""
-    from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image.build import assemble
     from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.image.serve import serve
 
-    progress = StderrProgress()
     repository = f"{LOCAL_REPOSITORY}/{spec.name}"
     with BuildSession(spec, None, progress) as session:  # no registry to push to: the base's only
         recheck = (lambda base: check_job_imports(spec, base.provides)) if recheck_imports else None
@@ -90,7 +94,7 @@ def load_image(spec: MLJobSpec, engine: ContainerEngine, recheck_imports: bool =
                     f"Loading it into {engine.name} (the base's layers only the first time, then the job's layers)"
                 )
                 with serve(image, session.base_client, spec.name) as served:
-                    engine.pull(served, sys.stderr)
+                    engine.pull(served, progress.stage)
             engine.tag(image.config_digest, local)
             engine.keep_only(repository, local)  # one image per job: those of earlier runs go
         return layout.JobImage(local, image.python), image.digest

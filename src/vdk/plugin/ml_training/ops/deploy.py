@@ -15,7 +15,8 @@ One deploy reads config.ini once (`deploy_spec`), parses the base reference once
 hashes the job directory once, and talks to each registry through one client (image/build_session.py), reading
 the base's manifest once.
 
-Progress and notes go to `say` (default: stderr). Heavy modules (kubernetes, the image builder, torch's
+What they do as they go is told to `reporter` (ops/reporting.py; default: nothing). Heavy modules (kubernetes,
+the image builder, torch's
 launcher) are imported when a deploy runs.
 """
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -54,8 +54,9 @@ from vdk.plugin.ml_training.ops.deploy_plan import Unchanged
 from vdk.plugin.ml_training.ops.deploy_plan import offline_target
 from vdk.plugin.ml_training.ops.deploy_plan import plan_run
 from vdk.plugin.ml_training.ops.deploy_plan import where_it_runs
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.image.signing import SigningKey
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
-    from vdk.plugin.ml_training.ops.local_run import RunWatcher
 
 # The registry a dry run names when none is set: the plan shows where a build would push.
 PLACEHOLDER_REGISTRY = "registry.invalid/set-vdk-ml-training-registry"
@@ -114,14 +114,13 @@ def plan_deploy(
     *,
     reason: str | None = None,
     provenance: audit.Provenance | None = None,
-    say: Say = to_stderr,
-    progress: Progress | None = None,
+    reporter: Reporter | None = None,
     checked: Preflight | None = None,
     attest: Request | None = None,
 ) -> DeployPlan:
     """What a deploy starts: the plan `deploy` executes, and the one its dry run prints.
 
-    Without `checked`, the dry run's: the plan of the image a build would push (said through `say`), the job's
+    Without `checked`, the dry run's: the plan of the image a build would push (a note of `reporter`), the job's
     imports checked against its base, and the run's manifests for it, where the run goes as far as that is known
     without a cluster. Contacts no cluster, and no registry but that of a base image the builder has to read; a
     missing registry becomes a placeholder.
@@ -131,10 +130,11 @@ def plan_deploy(
     layers written, its digest known; nothing pushed), the run's record names that image, its dependencies, its
     datasets pinned and its files' hashes, and the plan says what the run changes since the job's last run;
     `attest`: what is attached to the image when it is pushed (its SBOM and provenance, signed or not)."""
+    reporter = or_quiet(reporter)
+    say = reporter.note
     provenance = provenance or audit.collect(spec.job_dir)
     if checked is not None:
-        return _checked_plan(spec, checked, reason, provenance, say, progress, attest)
-    from vdk.plugin.ml_training.image import StderrProgress
+        return _checked_plan(spec, checked, reason, provenance, say, reporter.progress, attest)
     from vdk.plugin.ml_training.image import plan_image
     from vdk.plugin.ml_training.image.attestations import describe_plan
 
@@ -142,7 +142,7 @@ def plan_deploy(
     if not registry:
         registry = PLACEHOLDER_REGISTRY
         say(f"note: no registry is set ({variable('registry')}); the image reference below is a placeholder")
-    image_plan = plan_image(spec, registry, provenance, progress=progress or StderrProgress())
+    image_plan = plan_image(spec, registry, provenance, progress=reporter.progress)
     say(image_plan.render())
     say(describe_plan(spec.attestations, signing_key(spec)))
     try:
@@ -166,11 +166,10 @@ def _checked_plan(
     reason: str | None,
     provenance: audit.Provenance,
     say: Say,
-    progress: Progress | None,
+    progress: Progress,
     attest: Request | None,
 ) -> DeployPlan:
     """A deploy's plan, from what its pre-flight found."""
-    from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image.build import assemble
     from vdk.plugin.ml_training.image.provenance import now
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
@@ -182,7 +181,6 @@ def _checked_plan(
             "plan a deploy with its cluster check (ops.deploy.deploy), or a build alone with ops.deploy.build",
         )
     _say_where(spec, target, say)
-    progress = progress or StderrProgress()
     found.session.report_to(progress)  # the checks' clients were silent: the build is shown
     started = now()
     registry = require_registry(spec)
@@ -210,15 +208,15 @@ def _checked_plan(
 def execute(
     plan: DeployPlan,
     *,
-    say: Say = to_stderr,
-    progress: Progress | None = None,
-    on_changes: Callable[[Changes], None] | None = None,
+    reporter: Reporter | None = None,
 ) -> DeployResult:
     """Carry out a deploy's plan (`plan_deploy` with what a pre-flight found): say what the run changes since the
-    job's last run (`on_changes`, before anything starts), push the image the plan assembled, then create the
+    job's last run (`reporter.changes`, before anything starts), push the image the plan assembled, then create the
     plan's manifests, all or nothing (k8s/creation.py). A dry run's plan has nothing to push: an error says so."""
-    from vdk.plugin.ml_training.image import StderrProgress
     from vdk.plugin.ml_training.image.build import push
+
+    reporter = or_quiet(reporter)
+    say = reporter.note
 
     client = plan.target.client
     if plan.build is None or client is None:
@@ -226,12 +224,10 @@ def execute(
             f"the plan of {plan.spec.name} is a dry run's: no image was assembled and no cluster was checked",
             "deploy with ops.deploy.deploy(spec), which checks, plans and executes",
         )
-    if on_changes is not None and plan.changes is not None:
-        on_changes(plan.changes)
+    if plan.changes is not None:
+        reporter.changes(plan.changes)
     build = plan.build
-    image = push(
-        build.image, build.session, progress or StderrProgress(), build.attest, plan.run.provenance, build.started
-    )
+    image = push(build.image, build.session, reporter.progress, build.attest, plan.run.provenance, build.started)
     _say_attached(build.attest, say)
     assert image.reference == plan.image.reference, "the image pushed is the one the plan's manifests run"
     client.transport.say = say  # retries of the cluster's requests are said where progress goes
@@ -246,27 +242,25 @@ def build(
     *,
     skip_smoke: bool = False,
     provenance: audit.Provenance | None = None,
-    say: Say = to_stderr,
-    progress: Progress | None = None,
-    watcher: RunWatcher | None = None,
+    reporter: Reporter | None = None,
 ) -> PushedImage:
     """Build and push the job's image (after the smoke run and the remote checks but the cluster's), start
-    nothing. `watcher` is shown the smoke run. Returns the pushed image: its reference is pinned by digest."""
-    from vdk.plugin.ml_training.image import StderrProgress
+    nothing. `reporter` is told the smoke run. Returns the pushed image: its reference is pinned by digest."""
     from vdk.plugin.ml_training.image.build import assemble
     from vdk.plugin.ml_training.image.build import push
     from vdk.plugin.ml_training.image.provenance import now
 
+    reporter = or_quiet(reporter)
+    say = reporter.note
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
     key = signing_key(spec)  # a key that cannot be used stops the build before any work
     with _session(spec, registry) as session:
         files = scan_job_dir(spec.job_dir)  # once: the smoke run's working directory and the code layer
         found = deploy_checks.preflight(
-            spec, registry, provenance, session, files, with_cluster=False, smoke=not skip_smoke, say=say,
-            watcher=watcher,
+            spec, registry, provenance, session, files, with_cluster=False, smoke=not skip_smoke, reporter=reporter,
         )  # fmt: skip
-        progress = progress or StderrProgress()
+        progress = reporter.progress
         session.report_to(progress)
         started = now()
         attest = _attest(spec, provenance, found.data, key)
@@ -283,16 +277,13 @@ def deploy(
     reason: str | None = None,
     skip_smoke: bool = False,
     provenance: audit.Provenance | None = None,
-    say: Say = to_stderr,
-    progress: Progress | None = None,
-    watcher: RunWatcher | None = None,
+    reporter: Reporter | None = None,
     if_changed: bool = False,
-    on_changes: Callable[[Changes], None] | None = None,
 ) -> DeployResult | Unchanged:
     """Deploy the job: the smoke run (unless `skip_smoke`) beside the remote checks, then the plan they make
     possible (`plan_deploy`: the image assembled, the run's manifests, what changed since the job's last run), then
-    its execution (`execute`: what changed is said through `on_changes`, the image pushed, the run created).
-    `reason` goes to the run's audit trail; `watcher` is shown the smoke run.
+    its execution (`execute`: what changed is told to `reporter.changes`, the image pushed, the run created).
+    `reason` goes to the run's audit trail; `reporter` is told the smoke run.
     `if_changed`: when neither the code, the requirements, the configuration, the base image nor a dataset
     changed since the job's last successful run, nothing is built or started: an `Unchanged` says so.
     Returns the plan applied, the pushed image and what was created. Any problem raises before anything is
@@ -303,6 +294,8 @@ def deploy(
     the job directory is walked and hashed once."""
     from vdk.plugin.ml_training.image.code_manifest import code_manifest
 
+    reporter = or_quiet(reporter)
+    say = reporter.note
     provenance = provenance or audit.collect(spec.job_dir)
     registry = require_registry(spec)
     key = signing_key(spec)  # a key that cannot be used stops the deploy before any work
@@ -311,16 +304,14 @@ def deploy(
         code = code_manifest(files)
         decide = (lambda checks: _unchanged(spec, checks, code, session, say)) if if_changed else None
         found = deploy_checks.preflight(
-            spec, registry, provenance, session, files, with_cluster=True, smoke=not skip_smoke, say=say,
-            watcher=watcher, decide=decide, code=code,
+            spec, registry, provenance, session, files, with_cluster=True, smoke=not skip_smoke, reporter=reporter,
+            decide=decide, code=code,
         )  # fmt: skip
         if found.skipped is not None:
             return found.skipped
         attest = _attest(spec, provenance, found.data, key)
-        plan = plan_deploy(
-            spec, reason=reason, provenance=provenance, say=say, progress=progress, checked=found, attest=attest
-        )
-        return execute(plan, say=say, progress=progress, on_changes=on_changes)
+        plan = plan_deploy(spec, reason=reason, provenance=provenance, reporter=reporter, checked=found, attest=attest)
+        return execute(plan, reporter=reporter)
 
 
 def _session(spec: MLJobSpec, registry: str) -> BuildSession:

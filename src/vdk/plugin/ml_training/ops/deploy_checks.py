@@ -22,12 +22,11 @@ from typing import Any
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.ops.deploy_plan import Target
-from vdk.plugin.ml_training.ops.local_run import QuietWatcher
-from vdk.plugin.ml_training.ops.local_run import RunWatcher
 from vdk.plugin.ml_training.ops.local_run import smoke_check
-from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.remote_checks import RemoteCheckFailed
 from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
 from vdk.plugin.ml_training.source import audit
 
 if TYPE_CHECKING:
@@ -90,17 +89,17 @@ def preflight(
     files: FileSet,
     with_cluster: bool,
     smoke: bool,
-    say: Say,
-    watcher: RunWatcher | None = None,
+    reporter: Reporter,
     decide: Callable[[RemoteChecks], Any] | None = None,
     code: dict[str, str] | None = None,
 ) -> Preflight:
-    """The remote checks (through `session`), and the smoke run (`smoke`, shown to `watcher`, in a working
+    """The remote checks (through `session`), and the smoke run (`smoke`, told to `reporter`, in a working
     directory of `files`: the job's files as the deploy found them) beside them; raises the first problem (that of
     the check that stopped the smoke run, else the smoke run's, else the first check's to fail). `decide(checks)`,
     before the smoke run: what it returns, when not None, stops the deploy there (in `Preflight.skipped`). Returns
     where the run goes (None without the cluster: a build only) and what the checks found; `code`, the files'
     hashes, goes with them."""
+    say = reporter.note
     checks = start_checks(spec, registry, provenance, with_cluster, say, session)
     found = Preflight(None, session, files, code or {})
     if decide is not None:
@@ -111,7 +110,7 @@ def preflight(
         if skipped is not None:
             return dataclasses.replace(found, skipped=skipped)
     if smoke:
-        _smoke_check(spec, checks, say, watcher or QuietWatcher(), files)
+        _smoke_check(spec, checks, reporter, files)
     if checks.first_failure(say) is not None:  # each wait said; the first failure ends it
         raise failed_checks(checks)
     target = checks.result(CLUSTER_CHECK) if with_cluster else None
@@ -179,7 +178,7 @@ def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Ta
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
     from vdk.plugin.ml_training.layout import JobImage
 
-    client = KubeClient(spec.kube_context, spec.namespace)
+    client = KubeClient(spec.kube_context, spec.namespace, say=say)  # its retries are notes too
     discovery = client.discover()
     client.check_namespace()
     check_claims(client, spec, lambda text: say(f"note: {text}"))
@@ -196,7 +195,8 @@ def check_data(spec: MLJobSpec, say: Say) -> tuple[DataPin, ...]:
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.ops.data_resolution import resolve_data
 
-    return resolve_data(spec, lambda text: say(f"note: {text}"), KubeClient(spec.kube_context, spec.namespace))
+    client = KubeClient(spec.kube_context, spec.namespace, say=say)
+    return resolve_data(spec, lambda text: say(f"note: {text}"), client)
 
 
 def check_push(spec: MLJobSpec, registry: str, session: BuildSession) -> None:
@@ -228,8 +228,9 @@ def _sweep_smoke_check(spec: MLJobSpec, again: str, say: Say, files: FileSet) ->
     return checked.error
 
 
-def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWatcher, files: FileSet) -> None:
+def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, reporter: Reporter, files: FileSet) -> None:
     """The smoke run (in a working directory of `files`), stopped by the first remote check that fails."""
+    say = reporter.note
     say("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
     try:
@@ -237,7 +238,7 @@ def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, say: Say, watcher: RunWa
             error = (
                 _sweep_smoke_check(spec, again, say, files)
                 if spec.sweep is not None
-                else smoke_check(spec, again, watcher, files)
+                else smoke_check(spec, again, reporter, files)
             )
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")

@@ -15,7 +15,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import AUTO_BACKEND
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.layout import JobImage
-from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.reporting import Say
 from vdk.plugin.ml_training.source import audit
 
 if TYPE_CHECKING:

@@ -1,52 +1,40 @@
 """Following a run until it ends (`vdk deploy --follow`, `vdk execute --show --follow`): rank 0's log as it is
 written (its progress lines among what the script prints), the last lines of every rank whose container fails,
 as it fails (a restarted one too), why a rank has no log yet, and at the end the run's outcome with the diagnosis
-of a failure. The reading itself is k8s/observe.py's; KeyboardInterrupt stops following, the run goes on.
+of a failure. The reading itself is k8s/observe.py's; KeyboardInterrupt stops following, the run goes on. What
+it sees as it goes is the reporter's (ops/reporting.py): rank 0's lines (`log_line`), each failed container
+(`rank_failed`), why ranks have no log yet (notes).
 
-    result = follow_run(client, run, rank0=print, failed=show_tail, say=note)
+    result = follow_job(find_scope("mnist"), reporter=reporter)
     sys.exit(0 if result.succeeded else 1)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.observe import RunDetail
+from vdk.plugin.ml_training.k8s.pod_states import RankFailure
 from vdk.plugin.ml_training.k8s.pod_states import RankState
 from vdk.plugin.ml_training.k8s.pod_states import Termination
 from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.logs import why_no_log
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
-from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.scope import pick_run
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.selection import JobSelection
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
 
 FAILED_TAIL_LINES = 20  # of a rank whose container failed
-
-
-@dataclass(frozen=True)
-class RankFailure:
-    """A container of a rank that failed while the run was followed: how it ended, and its last lines."""
-
-    rank: str
-    pod: str
-    ended: str  # "exited with code 1", "OOMKilled (exit code 137)"
-    restarted: bool  # the rank's container was started again after it (the run goes on)
-    tail: list[str] = field(default_factory=list)
-    unavailable: str | None = None  # why its log could not be read
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -74,24 +62,22 @@ class FollowedRun:
 def follow_run(
     client: KubeClient,
     run: RunSummary,
+    reporter: Reporter | None = None,
     *,
-    rank0: Callable[[str], None],
-    failed: Callable[[RankFailure], None],
-    say: Say,
+    selection: JobSelection | None = None,
     poll_seconds: float | None = None,
 ) -> FollowedRun:
-    """Follow `run` until it ends and every log was read: `rank0(line)` for each line rank 0 writes, `failed(...)`
-    once for each container of a rank that fails (with its last lines), `say` why ranks have no log yet.
-    KeyboardInterrupt (Ctrl-C) stops following; the run goes on."""
+    """Follow `run` until it ends and every log was read: `reporter.following(run, selection)` first, then
+    `log_line("0", line)` for each line rank 0 writes, `rank_failed(...)` once for each container of a rank that
+    fails (with its last lines), a note why ranks have no log yet. KeyboardInterrupt (Ctrl-C) stops following;
+    the run goes on."""
+    reporter = or_quiet(reporter)
     failures: list[RankFailure] = []
     reported: set[tuple[str, int]] = set()  # (pod, container instance) whose failure was shown
 
     def write(rank: str, line: str) -> None:
         if rank == "0":
-            rank0(line)
-
-    def explain(rank: str, why: str) -> None:
-        say(f"[{'run' if rank == 'run' else 'rank ' + rank}] {why}")
+            reporter.log_line(rank, line)
 
     def seen(ranks: list[RankState]) -> None:
         for rank in ranks:
@@ -101,9 +87,10 @@ def follow_run(
                 reported.add((rank.pod, instance))
                 failure = _failure(client, rank, ended, previous)
                 failures.append(failure)
-                failed(failure)
+                reporter.rank_failed(failure)
 
-    final = observe.follow_logs(client, run, write, explain, poll_seconds, seen=seen)
+    reporter.following(run, selection)
+    final = observe.follow_logs(client, run, write, why_no_log(reporter), poll_seconds, seen=seen)
     if final.phase == SUCCEEDED:
         return FollowedRun(final, failures, None)
     detail = observe.inspect_run(client, final)
@@ -111,27 +98,21 @@ def follow_run(
     return FollowedRun(final, failures, detail)
 
 
-def run_to_follow(scope: Scope, run_id: str | None = None) -> tuple[JobSelection, RunSummary]:
-    """The run `run_id` of the scope's job (default the latest) to `follow_run`, and the runs it was picked from."""
+def follow_job(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> FollowedRun:
+    """`follow_run` of the run `run_id` of the scope's job (default the latest)."""
     command = execute_command("show", run_id) + " --follow"
-    selection = select_runs(scope, command)
-    return selection, selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    selection, run = pick_run(scope, command, run_id, reporter=reporter)
+    return follow_run(selection.client, run, reporter, selection=selection)
 
 
-def follow_deployed(
-    result: DeployResult,
-    *,
-    rank0: Callable[[str], None],
-    failed: Callable[[RankFailure], None],
-    say: Say,
-) -> FollowedRun:
+def follow_deployed(result: DeployResult, reporter: Reporter | None = None) -> FollowedRun:
     """`follow_run` of the run a deploy just started (ops/deploy.py's result)."""
     from vdk.plugin.ml_training.k8s.run_summary import summarize
 
     client = result.plan.target.client
     assert client is not None  # a deploy's target is a connected cluster
     run = summarize(client.get_run(result.plan.run.name, result.plan.target.backend))
-    return follow_run(client, run, rank0=rank0, failed=failed, say=say)
+    return follow_run(client, run, reporter)
 
 
 def _failed_instances(rank: RankState) -> list[tuple[int, Termination, bool]]:

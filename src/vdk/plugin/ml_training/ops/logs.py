@@ -12,11 +12,11 @@ from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.observe import RankLog
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.selection import JobSelection
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
-from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.scope import pick_run
 from vdk.plugin.ml_training.ops.typed_calls import checked
 
 
@@ -45,33 +45,32 @@ class RunLogs:
 
 
 @checked
-def run_logs(scope: Scope, run_id: str | None = None) -> RunLogs:
+def run_logs(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> RunLogs:
     """The logs of every rank of the run `run_id` of the scope's job (default the latest), each rank's
     previous container's too after a restart."""
-    command = execute_command("logs", run_id)
-    selection = select_runs(scope, command, partial=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    selection, run = pick_run(scope, execute_command("logs", run_id), run_id, partial=True, reporter=reporter)
     notes = list(selection.notes)
     ranks = list(observe.rank_logs(selection.client, run, notes))
     return RunLogs(selection, run, ranks, notes)
 
 
-def follow_logs(
-    scope: Scope,
-    run_id: str | None = None,
-    *,
-    write: Callable[[str, str], None],
-    explain: Callable[[str, str], None],
-    say: Say = to_stderr,
-) -> RunSummary:
-    """Stream every rank's log of the run `run_id` (default the latest) as it is written: `write(rank, line)`
-    for each line, `explain(rank, why)` when a rank (or "run") has no log yet and why. Returns the run's last
+def follow_logs(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> RunSummary:
+    """Stream every rank's log of the run `run_id` (default the latest) as it is written: `reporter.log_line(rank,
+    line)` for each line, a note `[rank R] why` when a rank (or the run) has no log yet. Returns the run's last
     summary once it has finished and every log was read to its end; KeyboardInterrupt stops following (the
     run goes on)."""
-    command = execute_command("logs", run_id)
-    selection = select_runs(scope, command, partial=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    reporter = or_quiet(reporter)
+    selection, run = pick_run(scope, execute_command("logs", run_id), run_id, partial=True, reporter=reporter)
     for note in selection.notes:
-        say(f"note: {note}")
-    say(f"Following {run.name} (Ctrl-C stops following; the run goes on)")
-    return observe.follow_logs(selection.client, run, write, explain)
+        reporter.note(f"note: {note}")
+    reporter.note(f"Following {run.name} (Ctrl-C stops following; the run goes on)")
+    return observe.follow_logs(selection.client, run, reporter.log_line, why_no_log(reporter))
+
+
+def why_no_log(reporter: Reporter) -> Callable[[str, str], None]:
+    """`explain(rank, why)` of k8s/observe.follow_logs: a note `[rank R] why` (`[run] why` for the run)."""
+
+    def explain(rank: str, why: str) -> None:
+        reporter.note(f"[{'run' if rank == 'run' else 'rank ' + rank}] {why}")
+
+    return explain

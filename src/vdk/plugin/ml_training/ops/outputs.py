@@ -5,7 +5,6 @@ back into a local directory. A short-lived pod of the run's own image reads the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,17 +14,15 @@ from vdk.plugin.ml_training.k8s import output_location
 from vdk.plugin.ml_training.k8s import outputs_copy
 from vdk.plugin.ml_training.k8s.output_location import OutputLocation
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
-from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.scope import pick_run
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputFile
 from vdk.plugin.ml_training.runtime.outputs_stream import display
-
-# progress(path, bytes done, size) while a file is copied
-CopyProgressCallback = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -58,17 +55,15 @@ def run_outputs(
     run_id: str | None = None,
     to: str | Path | None = None,
     *,
-    say: Say = to_stderr,
-    progress: CopyProgressCallback | None = None,
+    reporter: Reporter | None = None,
 ) -> RunOutputs:
     """The files the run `run_id` of the scope's job (default the latest) wrote to its output claim; with
-    `to`, copied into that directory (made if missing; each file checked against its digest). Notes go to
-    `say`; the copy's progress to `progress` (default: each file, and big ones every 2 s, through `say`). The
-    copy pod is deleted whatever happens."""
-    command = execute_command("outputs", run_id)
-    selection = select_runs(scope, command)
+    `to`, copied into that directory (made if missing; each file checked against its digest). The copy's
+    progress is notes of `reporter`: each file, and big ones every 2 s. The copy pod is deleted whatever
+    happens."""
+    say = or_quiet(reporter).note
+    selection, run = pick_run(scope, execute_command("outputs", run_id), run_id, reporter=reporter)
     client = selection.client
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
     rec = client.read_run_record(run.name)
     location = output_location.location_of({"manifests": rec.manifests})
     if location is None:
@@ -90,13 +85,11 @@ def run_outputs(
         copy=into is not None,
     )
     say(f"Reading {run.name}'s outputs ({location.describe()}) through pod {pod['metadata']['name']}")
-    if into is not None and progress is None:
-        progress = CopyProgress(say).update
     reader = outputs_copy.read_outputs(
         client,
         pod,
         into,
-        progress if into is not None else None,
+        CopyProgress(say).update if into is not None else None,
         lambda why: say(f"  waiting for the copy pod: {why}"),
     )
     return RunOutputs(run, location, reader.files, into, reader.written if into is not None else None)

@@ -26,10 +26,12 @@ from vdk.plugin.ml_training.k8s.selection import JobSelection
 from vdk.plugin.ml_training.k8s.selection import select_jobs
 from vdk.plugin.ml_training.k8s.selection import where
 from vdk.plugin.ml_training.ops import sweeps
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.ops.scope import connected
 from vdk.plugin.ml_training.ops.scope import execute_command
+from vdk.plugin.ml_training.ops.scope import pick_run
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.ops.usage import keep_usage
@@ -87,13 +89,13 @@ class JobListing:
 
 
 @checked
-def list_jobs(scope: Scope, all_teams: bool = False) -> JobListing:
+def list_jobs(scope: Scope, all_teams: bool = False, reporter: Reporter | None = None) -> JobListing:
     """Every (team, job) with runs in the scope's namespace, of the scope's team unless `all_teams`: one list
     per backend, whatever the number of runs (their phases are honest from the operators' status)."""
     from vdk.plugin.ml_training.job import teams
 
     choice = None if all_teams else scope.team
-    client = scope.client
+    client = connected(scope, reporter)
     notes: list[str] = []
     jobs = [
         JobEntry(job.runs, job.runs[0].phase, job.team_name, _sweep_summary(client, job.runs[0]))
@@ -143,33 +145,30 @@ class JobDetail:
 
 
 @checked
-def show_job(scope: Scope, run_id: str | None = None) -> JobDetail:
+def show_job(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> JobDetail:
     """The scope's job: its runs and, for the latest (or the run `run_id`: its name or the part after the job
     name), every rank's state, why it waits or failed (events, Kueue, exit codes, the failing rank's last log
     lines), its progress and loss curve; a sweep's trial table."""
     command = "show" + (f" -i {run_id}" if run_id else "")
-    selection = select_runs(scope, command, partial=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    selection, run = pick_run(scope, command, run_id, partial=True, reporter=reporter)
     sweep = sweeps.sweep_detail(selection.client, run) if run.sweep is not None else None
     return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes), sweep)
 
 
 @checked
-def list_runs(scope: Scope, say: Say = to_stderr) -> list[RunSummary]:
-    """The runs of the scope's job, newest first (a list that failed is a note through `say`)."""
-    selection = select_runs(scope, execute_command("list"), partial=True)
+def list_runs(scope: Scope, reporter: Reporter | None = None) -> list[RunSummary]:
+    """The runs of the scope's job, newest first (a list that failed is a note of `reporter`)."""
+    selection = select_runs(scope, execute_command("list"), partial=True, reporter=reporter)
     for note in selection.notes:
-        say(f"note: {note}")
+        or_quiet(reporter).note(f"note: {note}")
     return selection.runs
 
 
 @checked
-def show_run(scope: Scope, run_id: str | None = None) -> RunDetail:
+def show_run(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> RunDetail:
     """One run's detail with its diagnosis: `run_id` is its name or the part after the job name; default
     the latest run."""
-    command = execute_command("show", run_id)
-    selection = select_runs(scope, command, partial=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    selection, run = pick_run(scope, execute_command("show", run_id), run_id, partial=True, reporter=reporter)
     return _with_notes(inspect_run(selection.client, run), selection.notes)
 
 
@@ -206,23 +205,23 @@ class Rerun:
 
 
 @checked
-def rerun(scope: Scope, run_id: str | None = None, reason: str | None = None, say: Say = to_stderr) -> Rerun:
+def rerun(
+    scope: Scope, run_id: str | None = None, reason: str | None = None, reporter: Reporter | None = None
+) -> Rerun:
     """Run a past run of the scope's job again exactly (default the latest): same image digest and manifests,
     a new run name; `reason` goes to its audit trail. Created exactly once or not at all, as a deploy's run
-    (what an interruption left is said through `say`)."""
+    (what an interruption left is a note of `reporter`)."""
     from vdk.plugin.ml_training.k8s import run_record
     from vdk.plugin.ml_training.k8s.run_identity import new_run_name
     from vdk.plugin.ml_training.source import audit
 
-    command = execute_command("start", run_id)
-    selection = select_runs(scope, command)
+    selection, source = pick_run(scope, execute_command("start", run_id), run_id, reporter=reporter)
     client, name = selection.client, selection.job_name
-    source = selection.pick(run_id, f"vdk {command} -n {name}")
     rec = client.read_run_record(source.name)
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     manifests = run_record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
-    created = client.apply(manifests, say)
+    created = client.apply(manifests, or_quiet(reporter).note)
     return Rerun(selection, source, run_name, rec, [f"{m['kind']}/{m['metadata']['name']}" for m in created])
 
 
@@ -245,38 +244,53 @@ class CancelledRun:
 
 
 @checked
-def cancel_run(scope: Scope, run_id: str | None = None, say: Say = to_stderr) -> CancelledRun:
+def cancel_run(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> CancelledRun:
     """Stop the run `run_id` of the scope's job (default the latest, which must not have ended) and delete it;
-    its GPU-hours stay counted (ops/usage.py; a warning through `say` when they cannot)."""
-    from vdk.plugin.ml_training.errors import MLTrainingError
-
-    command = execute_command("cancel", run_id)
-    selection = select_runs(scope, command, changes=True)
+    its GPU-hours stay counted (ops/usage.py; a warning of `reporter` when they cannot)."""
+    selection, run = pick_run(scope, execute_command("cancel", run_id), run_id, changes=True, reporter=reporter)
     name = selection.job_name
-    run = selection.pick(run_id, f"vdk {command} -n {name}")
     if run_id is None and run.finished:
         raise MLTrainingError(
             f"the latest run of {selection.describe()}, {run.name}, has ended ({run.phase}): nothing to cancel",
             f"name the run to cancel with -i (`vdk execute --list -n {name}` lists them); `vdk delete -n {name}` "
             "deletes the job's runs",
         )
-    _keep_usage(selection, [run], say)
+    _keep_usage(selection, [run], or_quiet(reporter))
     return CancelledRun(selection, run, selection.client.delete_run(run.name, run.backend))
 
 
 @checked
-def select_for_deletion(scope: Scope) -> JobSelection:
+def select_for_deletion(scope: Scope, reporter: Reporter | None = None) -> JobSelection:
     """The runs `delete_runs` would delete: every run of the scope's (team, job); another team's runs only
     when that team was named."""
-    return select_runs(scope, "delete", changes=True)
+    return select_runs(scope, "delete", changes=True, reporter=reporter)
 
 
-def delete_runs(
-    selection: JobSelection, deleted: Callable[[RunSummary], None] | None = None, say: Say = to_stderr
-) -> list[RunSummary]:
-    """Delete every run of `selection` (running ones stop) and their records; `deleted(run)` after each. Their
-    GPU-hours stay counted (a warning through `say` when they cannot). Returns the runs deleted."""
-    _keep_usage(selection, selection.runs, say)
+@dataclass(frozen=True)
+class DeletedRuns:
+    """What `vdk delete` deleted: the runs of the job it selected (`selection.others`: those of other teams,
+    kept), and the runs deleted (none when the deletion was not confirmed)."""
+
+    selection: JobSelection
+    deleted: list[RunSummary]
+
+
+def delete_job(
+    scope: Scope, confirm: Callable[[JobSelection], bool] | None = None, reporter: Reporter | None = None
+) -> DeletedRuns:
+    """`vdk delete`: every run of the scope's (team, job) deleted, once `confirm(selection)` (default: yes) says
+    so; another team's runs only when that team was named. Each run deleted is an event of `reporter`."""
+    selection = select_for_deletion(scope, reporter)
+    if confirm is not None and not confirm(selection):
+        return DeletedRuns(selection, [])
+    return DeletedRuns(selection, delete_runs(selection, reporter))
+
+
+def delete_runs(selection: JobSelection, reporter: Reporter | None = None) -> list[RunSummary]:
+    """Delete every run of `selection` (running ones stop) and their records; `reporter.run_deleted(run)` after
+    each. Their GPU-hours stay counted (a warning of `reporter` when they cannot). Returns the runs deleted."""
+    reporter = or_quiet(reporter)
+    _keep_usage(selection, selection.runs, reporter)
     done: list[RunSummary] = []
     for i, run in enumerate(selection.runs):
         try:
@@ -290,14 +304,13 @@ def delete_runs(
                 f"{e.fix}\nThe same command again deletes what remains of {selection.describe()}",
             ) from e
         done.append(run)
-        if deleted is not None:
-            deleted(run)
+        reporter.run_deleted(run)
     return done
 
 
-def _keep_usage(selection: JobSelection, runs: list[RunSummary], say: Say) -> None:
+def _keep_usage(selection: JobSelection, runs: list[RunSummary], reporter: Reporter) -> None:
     """Before runs are deleted: their GPU-hours stay in `vdk list --usage` (a warning when they cannot)."""
     from vdk.plugin.ml_training.source import audit
 
     for problem in keep_usage(selection.client, runs, audit.deployer()):
-        say(f"warning: {problem}")
+        reporter.note(f"warning: {problem}")

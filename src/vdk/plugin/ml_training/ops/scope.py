@@ -26,11 +26,14 @@ from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import Settings
 from vdk.plugin.ml_training.job.settings import job_settings
 from vdk.plugin.ml_training.ops.configuration import or_environment
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:  # kubernetes is imported when a verb needs the cluster, not when vdk starts
     from vdk.plugin.ml_training.job.teams import TeamChoice
     from vdk.plugin.ml_training.k8s.client import KubeClient
+    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
     from vdk.plugin.ml_training.k8s.selection import JobSelection
 
 
@@ -108,13 +111,22 @@ def find_scope(
     return Scope(choice, name, None, settings.get("kube_context"), namespace, settings)
 
 
-def select_runs(scope: Scope, command: str, changes: bool = False, partial: bool = False) -> JobSelection:
+def connected(scope: Scope, reporter: Reporter | None = None) -> KubeClient:
+    """The scope's client, the retries of its requests told to `reporter` as notes (none: not told)."""
+    client = scope.client
+    client.transport.say = or_quiet(reporter).note
+    return client
+
+
+def select_runs(
+    scope: Scope, command: str, changes: bool = False, partial: bool = False, reporter: Reporter | None = None
+) -> JobSelection:
     """The runs of the scope's (team, job) (see k8s.selection.select_job). `command`: the verb and its
     operation (`execute --cancel -i RUN`), for the commands that errors suggest. `changes`: the caller
     changes runs (delete, cancel), so another team's runs only when that team was named. `partial`: a view,
     which shows the runs it could list when a list fails (the selection's `notes` say what is missing).
-    A job name that no run can carry (not a job name of the naming grammar) is an error here, before it
-    goes into a label selector."""
+    `reporter`: told the retries of the requests. A job name that no run can carry (not a job name of the
+    naming grammar) is an error here, before it goes into a label selector."""
     from vdk.plugin.ml_training.job import names
     from vdk.plugin.ml_training.k8s.selection import select_job
 
@@ -127,7 +139,30 @@ def select_runs(scope: Scope, command: str, changes: bool = False, partial: bool
         )
     names.kubernetes_job_name(name, Path(name), from_option=True)
     suggestion = f"vdk {verb}{' ' + operation if operation else ''} -n {name}"
-    return select_job(scope.client, name, scope.team, suggestion, changes=changes, partial=partial)
+    return select_job(connected(scope, reporter), name, scope.team, suggestion, changes=changes, partial=partial)
+
+
+def pick_run(
+    scope: Scope,
+    command: str,
+    run_id: str | None = None,
+    *,
+    changes: bool = False,
+    partial: bool = False,
+    reporter: Reporter | None = None,
+) -> tuple[JobSelection, RunSummary]:
+    """The run of the scope's job that `run_id` names — its name, or the part after `<job>-` (-i RUN) — else the
+    latest, and the runs it was picked from (`select_runs`: `command`, `changes`, `partial`, `reporter`). Every
+    verb that works on one run resolves it here."""
+    selection = select_runs(scope, command, changes, partial, reporter)
+    return selection, named_run(selection, run_id, command)
+
+
+def named_run(selection: JobSelection, run_id: str | None, command: str) -> RunSummary:
+    """The run of `selection` that `run_id` names (its name, or the part after `<job>-`), else the latest; an
+    error that names the team it belongs to, or the job's runs. `command`: the verb as the error suggests it
+    again (`execute --logs -i RUN`)."""
+    return selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
 
 
 def execute_command(operation: str, run_id: str | None = None) -> str:

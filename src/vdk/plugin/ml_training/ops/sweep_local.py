@@ -12,20 +12,22 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launcher import HostStarter
 from vdk.plugin.ml_training.local.launcher import full_runs_dir
-from vdk.plugin.ml_training.ops.local_run import QuietWatcher
-from vdk.plugin.ml_training.ops.local_run import RunWatcher
-from vdk.plugin.ml_training.ops.local_run import run_plan
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.plan_runner import run_plan
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.ops.sweeps import SweepTable
 
 POLL_SECONDS = 1.0
 
@@ -38,13 +40,31 @@ class LocalSweep:
     snapshot: dict
     study: Path
 
+    @property
+    def passed(self) -> bool:
+        """Always: run_sweep returns once every trial ran (a sweep that stopped raised, saying why)."""
+        return True
+
+    @property
+    def error(self) -> MLTrainingError | None:
+        return None
+
+    @property
+    def table(self) -> SweepTable:
+        """The trial table, sorted by the metric, as `vdk show` has it for a sweep on the cluster."""
+        from vdk.plugin.ml_training.ops.sweeps import trial_table
+
+        return trial_table(self.snapshot, 0.0)
+
     def to_dict(self) -> dict:
         return {"job_name": self.spec.name, "study": str(self.study), **self.snapshot}
 
 
 @checked
-def run_sweep(spec: MLJobSpec, watcher: RunWatcher | None = None, say: Say = to_stderr) -> LocalSweep:
-    """Every trial of the sweep of `spec` as a full run on this machine, one after another."""
+def run_sweep(spec: MLJobSpec, reporter: Reporter | None = None) -> LocalSweep:
+    """Every trial of the sweep of `spec` as a full run on this machine, one after another; each trial's values
+    and how it ended are notes, its run's start and end run events of `reporter`."""
+    reporter = or_quiet(reporter)
     sweep = spec.sweep
     assert sweep is not None
     folder = full_runs_dir() / f"{spec.name}-sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -61,15 +81,15 @@ def run_sweep(spec: MLJobSpec, watcher: RunWatcher | None = None, say: Say = to_
                 f"fix what the trials' logs say (in {folder}), then run the sweep again",
             )
         trial = sweep_study.ask(study, wire_sweep)
-        state = _run_trial(spec, wire_sweep, study, trial, folder, watcher or QuietWatcher(), say)
-        say(f"trial {trial.number} {state} ({number + 1} of {sweep.trials})")
+        state = _run_trial(spec, wire_sweep, study, trial, folder, reporter)
+        reporter.note(f"trial {trial.number} {state} ({number + 1} of {sweep.trials})")
     return LocalSweep(spec, sweep_study.snapshot(study, wire_sweep), study_file)
 
 
-def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, watcher: RunWatcher, say: Say) -> str:
+def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Reporter) -> str:
     engine = sweep_study.optuna()
     params = dict(trial.params)
-    say(f"trial {trial.number}: " + ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items()))
+    reporter.note(f"trial {trial.number}: " + ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items()))
     metric_file = Path(tempfile.mkstemp(prefix=f"trial-{trial.number}-", suffix=".metric", dir=folder)[1])
     plan = full_plan(spec.trial(params))
     env = {**plan.env, **wire.metric_environment(plan.env, sweep.metric, str(metric_file), params)}
@@ -89,7 +109,7 @@ def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, watcher: Run
     follower = threading.Thread(target=follow, daemon=True)
     follower.start()
     try:
-        result = run_plan(plan, watcher, starter=starter)
+        result = run_plan(plan, reporter, starter=starter)
     finally:
         done.set()
         follower.join()

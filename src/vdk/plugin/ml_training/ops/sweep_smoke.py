@@ -29,10 +29,10 @@ from vdk.plugin.ml_training.local.arguments_run import ArgumentsChecked
 from vdk.plugin.ml_training.local.arguments_run import check_arguments
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
 from vdk.plugin.ml_training.local.launcher import HostStarter
-from vdk.plugin.ml_training.ops.local_run import LocalRunFailed
-from vdk.plugin.ml_training.ops.local_run import LocalRunResult
-from vdk.plugin.ml_training.ops.local_run import QuietWatcher
-from vdk.plugin.ml_training.ops.local_run import run_plan
+from vdk.plugin.ml_training.ops.local_result import LocalRunFailed
+from vdk.plugin.ml_training.ops.local_result import LocalRunResult
+from vdk.plugin.ml_training.ops.plan_runner import run_plan
+from vdk.plugin.ml_training.ops.reporting import QUIET
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import argument_check
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
@@ -112,7 +112,7 @@ def _smoke_check(spec: MLJobSpec, again: str, folder: Path, files: FileSet) -> S
         env = {**plan.env, wire.METRIC: sweep.metric, wire.METRIC_FILE: str(metric_file), wire.METRIC_SECONDS: "0"}
         plan = _with_env(plan, env)
         try:
-            run = run_plan(plan, QuietWatcher(), starter=starters[i], again=again, stdout=io.StringIO())
+            run = run_plan(plan, QUIET, starter=starters[i], again=again, stdout=io.StringIO())
             outcomes[i] = (run, metric_file)
         except BaseException as e:  # noqa: BLE001 - reported with the others
             outcomes[i] = (e, metric_file)

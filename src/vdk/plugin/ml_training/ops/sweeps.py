@@ -18,10 +18,11 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.gpu_hours import gpu_share
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.selection import JobSelection
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import execute_command
+from vdk.plugin.ml_training.ops.scope import named_run
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import sweep_study
@@ -173,17 +174,16 @@ def sweep_detail(client: Any, run: RunSummary) -> SweepDetail:
 
 
 @checked
-def show_sweep(scope: Scope, run_id: str | None = None) -> SweepDetail:
+def show_sweep(scope: Scope, run_id: str | None = None, reporter: Reporter | None = None) -> SweepDetail:
     """The sweep `run_id` of the scope's job (default its latest sweep)."""
-    selection = select_runs(scope, execute_command("show", run_id))
+    selection = select_runs(scope, execute_command("show", run_id), reporter=reporter)
     return sweep_detail(selection.client, pick_sweep(selection, run_id, "show"))
 
 
 def pick_sweep(selection: JobSelection, run_id: str | None, operation: str) -> RunSummary:
     """The sweep `run_id` names, else the job's latest sweep; an error that says what to do otherwise."""
-    command = f"vdk {execute_command(operation, run_id)} -n {selection.job_name}"
     if run_id is not None:
-        run = selection.pick(run_id, command)
+        run = named_run(selection, run_id, execute_command(operation, run_id))
         if run.sweep is None:
             raise MLTrainingError(
                 f"run {run.name} is not a sweep, so it has no trials",
@@ -233,12 +233,12 @@ class TrialLog:
 
 
 @checked
-def trial_log(scope: Scope, trial: str, run_id: str | None = None) -> TrialLog:
+def trial_log(scope: Scope, trial: str, run_id: str | None = None, reporter: Reporter | None = None) -> TrialLog:
     """The log of the pod that ran trial `trial` (a number, or `best`) of the sweep `run_id` (default the latest)."""
     from vdk.plugin.ml_training.k8s.sweep_status import trial_log as read_log
     from vdk.plugin.ml_training.k8s.sweep_status import trial_pod
 
-    selection = select_runs(scope, execute_command("logs", run_id))
+    selection = select_runs(scope, execute_command("logs", run_id), reporter=reporter)
     run = pick_sweep(selection, run_id, "logs")
     detail = sweep_detail(selection.client, run)
     if detail.table is None:
@@ -293,7 +293,7 @@ def start_trial(
     nodes: int | None = None,
     reason: str | None = None,
     run_id: str | None = None,
-    say: Say = to_stderr,
+    reporter: Reporter | None = None,
     force: bool = False,
 ) -> StartedTrial:
     """Start trial `trial` (default the best) of the sweep `run_id` (default the job's latest) as a normal run:
@@ -311,7 +311,7 @@ def start_trial(
     from vdk.plugin.ml_training.source.audit import Provenance
     from vdk.plugin.ml_training.source.audit import deployer
 
-    selection = select_runs(scope, execute_command("start", run_id), changes=True)
+    selection = select_runs(scope, execute_command("start", run_id), changes=True, reporter=reporter)
     client = selection.client
     sweep_run = pick_sweep(selection, run_id, "start")
     detail = sweep_detail(client, sweep_run)
@@ -350,7 +350,7 @@ def start_trial(
     )
     python = _image_python(record.manifests)
     target = Target(client.namespace, "the sweep's namespace", backend, client, discovery)
-    plan = plan_run(spec, target, JobImage(record.image, python), run, say)
+    plan = plan_run(spec, target, JobImage(record.image, python), run, or_quiet(reporter).note)
     created = client.apply(plan.manifests)
     return StartedTrial(
         selection,

@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.job.teams import TeamChoice
+    from vdk.plugin.ml_training.ops.reporting import Reporter
     from vdk.plugin.ml_training.ops.scope import Scope
 
 KIND_USAGE = "ml-training-usage"
@@ -50,11 +51,15 @@ class GpuUsage:
 
 
 @checked
-def gpu_usage(scope: Scope, all_teams: bool = False, since_seconds: int | None = None) -> GpuUsage:
+def gpu_usage(
+    scope: Scope, all_teams: bool = False, since_seconds: int | None = None, reporter: Reporter | None = None
+) -> GpuUsage:
     """GPU-hours by team and job in the scope's namespace (of the scope's team unless `all_teams`), by cause:
     used, idle, start-up, after the last optimizer step, failed, stalled, cancelled; and the measured
     utilisation. Only the last `since_seconds` when given (else since the oldest run still in the cluster)."""
-    client = scope.client
+    from vdk.plugin.ml_training.ops.scope import connected
+
+    client = connected(scope, reporter)
     choice = None if all_teams else scope.team
     report = usage_report(client, choice, since_seconds)
     return GpuUsage(report, client.namespace, client.context, where(client), choice)
