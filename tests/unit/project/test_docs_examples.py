@@ -4,6 +4,7 @@ is in the repository."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 import shlex
@@ -123,3 +124,35 @@ def test_every_file_the_docs_name_is_in_the_repository():
             if not any(c.exists() for c in candidates) and not list(PACKAGE.rglob(path)):
                 missing.append(f"{page.relative_to(ROOT)}: {path}")
     assert not missing, f"the documentation names files that are not there: {missing}"
+
+
+def python_blocks() -> list[tuple[str, str]]:
+    """(page:line, code) of every python block that uses the plugin (README's training script does not)."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in _FENCED.finditer(text):
+            lang, body = match.groups()
+            if lang == "python" and ("vdk.plugin.ml_training" in body or "api." in body):
+                found.append((_where(page, text, match.start()), body))
+    return found
+
+
+@pytest.mark.parametrize(("where", "code"), python_blocks(), ids=[w for w, _ in python_blocks()])
+def test_every_python_block_of_the_docs_names_what_the_plugin_has(where, code):
+    # docs/python-api.md's blocks also run, in tests/integration/ops/test_python_api.py; here every page's block
+    # is read: each import resolves and each `api.NAME` is a name of the front door
+    import importlib
+
+    from vdk.plugin.ml_training import api
+
+    tree = ast.parse(code, where)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vdk.plugin.ml_training"):
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name) or importlib.util.find_spec(f"{node.module}.{alias.name}"), (
+                    f"{where}: {node.module} has no {alias.name}"
+                )
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "api":
+            assert node.attr in api.__all__, f"{where}: the API has no {node.attr}"
