@@ -45,6 +45,7 @@ from vdk.plugin.ml_training.api.run_verbs import rerun
 from vdk.plugin.ml_training.api.run_verbs import run_logs
 from vdk.plugin.ml_training.api.run_verbs import run_outputs
 from vdk.plugin.ml_training.api.run_verbs import show_job
+from vdk.plugin.ml_training.api.run_verbs import show_provenance
 from vdk.plugin.ml_training.api.run_verbs import show_run
 from vdk.plugin.ml_training.api.run_verbs import show_sweep
 from vdk.plugin.ml_training.api.run_verbs import start_trial
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.deploy_plan import Target as Target
     from vdk.plugin.ml_training.ops.deploy_plan import Unchanged as Unchanged
     from vdk.plugin.ml_training.ops.follow import FollowedRun as FollowedRun
+    from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport as ProvenanceReport
     from vdk.plugin.ml_training.ops.local_result import LocalRunFailed as LocalRunFailed
     from vdk.plugin.ml_training.ops.local_result import LocalRunResult as LocalRunResult
     from vdk.plugin.ml_training.ops.local_run import LocalJobResult as LocalJobResult
@@ -138,6 +140,7 @@ _TYPES = {
     "RankFailure": "k8s.pod_states",
     "UsageReport": "k8s.gpu_hours",
     "FollowedRun": "ops.follow",
+    "ProvenanceReport": "ops.image_audit",
     "RunLogs": "ops.logs",
     "RunOutputs": "ops.outputs",
     "GpuUsage": "ops.usage",
@@ -165,6 +168,7 @@ __all__ = [
     "find_scope",
     "list_jobs",
     "show_job",
+    "show_provenance",
     "list_runs",
     "show_run",
     "follow_run",
@@ -217,6 +221,7 @@ __all__ = [
     "RankFailure",
     "UsageReport",
     "FollowedRun",
+    "ProvenanceReport",
     "RunLogs",
     "RunOutputs",
     "GpuUsage",

@@ -1,5 +1,5 @@
 """The verbs of a job's runs on the cluster: which job (`find_scope`), `vdk list` (`list_jobs`, `gpu_usage`), `vdk
-show` (`show_job`), `vdk execute` (`list_runs`, `show_run`, `follow_run`, `run_logs`, `follow_logs`,
+show` (`show_job`, `show_provenance`), `vdk execute` (`list_runs`, `show_run`, `follow_run`, `run_logs`, `follow_logs`,
 `run_outputs`, `rerun`, `cancel_run`; a sweep's `trial_log`, `start_trial`), `vdk delete` (`delete_runs`) and
 `vdk diff` (`compare_runs`). Each takes a `Scope` and, where it works on one run, `run_id`: the run's name or
 the part after the job's name (`-i RUN`), default the latest. kubernetes is imported when a function runs."""
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.selection import JobSelection
     from vdk.plugin.ml_training.ops.compare_runs import RunComparison
     from vdk.plugin.ml_training.ops.follow import FollowedRun
+    from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport
     from vdk.plugin.ml_training.ops.logs import RunLogs
     from vdk.plugin.ml_training.ops.outputs import RunOutputs
     from vdk.plugin.ml_training.ops.reporting import Reporter
@@ -119,6 +120,35 @@ def list_runs(scope: Scope, *, reporter: Reporter | None = None) -> list[RunSumm
     from vdk.plugin.ml_training.ops import runs
 
     return runs.list_runs(scope, reporter)
+
+
+def show_provenance(
+    scope: Scope,
+    run_id: str | None = None,
+    *,
+    public_key: str | Path | None = None,
+    reporter: Reporter | None = None,
+) -> ProvenanceReport:
+    """`vdk show --provenance`: what the run's image has attached (its provenance and SBOM), read back from its
+    registry, the signature verified when a public key is given, and compared with the run record.
+
+    Args:
+        scope: the job (`find_scope`).
+        run_id: the run: its name, or the part after the job's name (-i RUN); default the latest.
+        public_key: cosign.pub (or a PEM public key), to verify the signature.
+        reporter: told the notes (a list that failed, a retried request); None: nothing is told.
+
+    Returns:
+        A `ProvenanceReport`: what is attached, signed and verified or not, how it agrees with the run record,
+        and the `findings` (each a problem with its fix; none when all is as it should be).
+
+    Raises:
+        MLTrainingError: no cluster configured or reachable, no such run of the job (of the team), a request
+            the cluster refused, a public key that cannot be read.
+    """
+    from vdk.plugin.ml_training.ops import image_audit
+
+    return image_audit.show_provenance(scope, run_id, public_key, reporter)
 
 
 def show_run(scope: Scope, run_id: str | None = None, *, reporter: Reporter | None = None) -> RunDetail:

@@ -226,6 +226,7 @@ def _strict(data: Any) -> Any:
 def stderr(text: str) -> None:
     """A line of the command line's own on stderr (a prompt's context, a hint), as its reporter's notes are: what it
     quotes of a server's or a pod's words with its control characters escaped."""
+    click.echo(printable(text), err=True)
 
 
 def say_started(selection: JobSelection, run_name: str, what: str, image: str) -> None:

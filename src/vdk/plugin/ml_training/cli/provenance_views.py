@@ -1,5 +1,6 @@
-"""`vdk show --provenance`: the report of ops/image_audit.py as text (or JSON with -o json); exit status 1 when it
-has a finding (a missing, unsigned, unverifiable or disagreeing attestation), so that a script can gate on it."""
+"""`vdk show --provenance`: the report of `api.show_provenance` (ops/image_audit.py) as text (or JSON with
+-o json); exit status 1 when it has a finding (a missing, unsigned, unverifiable or disagreeing attestation), so
+that a script can gate on it."""
 
 from __future__ import annotations
 
@@ -8,20 +9,20 @@ from typing import TYPE_CHECKING
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
+from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.text_table import shown
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport
-    from vdk.plugin.ml_training.ops.scope import Scope
+    from vdk.plugin.ml_training.api import ProvenanceReport
+    from vdk.plugin.ml_training.api import Scope
 
 _PACKAGES_SHOWN = 12
 
 
 def show_provenance(scope: Scope, run_id: str | None, public_key: str | None, output: str | None) -> None:
-    from vdk.plugin.ml_training.ops.image_audit import show_provenance as audit
-
-    report = audit(scope, run_id, Path(public_key) if public_key else None)
+    report = api.show_provenance(scope, run_id, public_key=Path(public_key) if public_key else None, reporter=Console())
     if (output or "text").lower() == "json":
         print_json(report.to_dict())
     else:

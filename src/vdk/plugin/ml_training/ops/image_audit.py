@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.scope import Scope
-from vdk.plugin.ml_training.ops.scope import select_runs
+from vdk.plugin.ml_training.ops.scope import pick_run
 from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.attestations import Found
     from vdk.plugin.ml_training.k8s.run_record import RunRecord
+    from vdk.plugin.ml_training.ops.reporting import Reporter
 
 SBOM = "https://cyclonedx.org/bom"
 SLSA = "https://slsa.dev/provenance/v1"
@@ -65,15 +66,16 @@ class ProvenanceReport:
 
 
 @checked
-def show_provenance(scope: Scope, run_id: str | None = None, public_key: str | Path | None = None) -> ProvenanceReport:
+def show_provenance(
+    scope: Scope, run_id: str | None = None, public_key: str | Path | None = None, reporter: Reporter | None = None
+) -> ProvenanceReport:
     """The provenance and SBOM of the image of the scope's run `run_id` (default the latest), read from its
     registry and checked (see the module). `public_key`: cosign.pub, to verify the signature."""
     from vdk.plugin.ml_training.image import signing
 
     key = signing.load_public_key(public_key) if public_key else None
     command = "show --provenance" + (f" -i {run_id}" if run_id else "")
-    selection = select_runs(scope, command, partial=True)
-    run = selection.pick(run_id, f"vdk {command} -n {selection.job_name}")
+    selection, run = pick_run(scope, command, run_id, partial=True, reporter=reporter)
     record = selection.client.read_run_record(run.name)
     return audit_image(record, key, public_key is not None)
 
