@@ -14,6 +14,7 @@ import requests
 
 from tests.support.cosign_keys import cosign_key_pair
 from tests.support.jobs import api_job
+from tests.support.recorder import Recorder
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.image import RegistryError
 from vdk.plugin.ml_training.ops.deploy import deploy
@@ -42,8 +43,9 @@ def test_a_signed_deploy_is_read_back_verified_and_agrees_with_its_record(
     key_file, public, _ = cosign_key_pair(job / "keys", PASSWORD)  # in the job directory: it must stay out
     monkeypatch.setenv("VDK_ML_TRAINING_SIGNING_KEY", str(key_file))
     monkeypatch.setenv("COSIGN_PASSWORD", PASSWORD)
-    notes: list[str] = []
-    result = deploy(deploy_spec(job), skip_smoke=True, say=notes.append)
+    told = Recorder()
+    notes = told.notes
+    result = deploy(deploy_spec(job), skip_smoke=True, reporter=told)
     attached = result.to_dict()["attached"]
     assert sorted(a["kind"] for a in attached) == ["provenance", "sbom"] and all(a["signed"] for a in attached)
 
@@ -104,10 +106,11 @@ def test_turned_off_nothing_is_attached_said_so_and_show_provenance_finds_it_mis
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
     monkeypatch.setenv("VDK_ML_TRAINING_ATTESTATIONS", "false")
     job = api_job(tmp_path, base_image, name="bare-job")
-    notes: list[str] = []
-    plan_deploy(deploy_spec(job), say=notes.append)
+    told = Recorder()
+    notes = told.notes
+    plan_deploy(deploy_spec(job), reporter=told)
     assert "  attached   nothing (ml_training_attestations = false)" in notes
-    result = deploy(deploy_spec(job), skip_smoke=True, say=notes.append)
+    result = deploy(deploy_spec(job), skip_smoke=True, reporter=told)
     assert "Attached to the image: nothing (ml_training_attestations = false)" in notes
     assert result.to_dict()["attached"] == []
     shown = vdk("show", "-n", "bare-job", "-t", "ml-platform", "--provenance")
@@ -120,8 +123,9 @@ def test_the_dry_run_says_what_would_be_attached_and_how_it_would_be_signed(tmp_
     cluster(pytorchjob=True)
     monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", "127.0.0.1:9/nothing-listens-here")
     job = api_job(tmp_path, "python:3.11")
-    notes: list[str] = []
-    plan_deploy(deploy_spec(job), say=notes.append)
+    told = Recorder()
+    notes = told.notes
+    plan_deploy(deploy_spec(job), reporter=told)
     (line,) = [n for n in notes if n.startswith("  attached")]
     assert "its SBOM (CycloneDX 1.6) and SLSA v1 build provenance" in line and "unsigned" in line
     key_file, _, private = cosign_key_pair(tmp_path / "keys", PASSWORD)
@@ -131,6 +135,6 @@ def test_the_dry_run_says_what_would_be_attached_and_how_it_would_be_signed(tmp_
     assert printed.exit_code == 1 and "$COSIGN_PASSWORD does not open the cosign key" in printed.output
     monkeypatch.setenv("COSIGN_PASSWORD", PASSWORD)
     notes.clear()
-    plan_deploy(deploy_spec(job), say=notes.append)
+    plan_deploy(deploy_spec(job), reporter=told)
     (line,) = [n for n in notes if n.startswith("  attached")]
     assert f"signed with the key of the file {key_file}" in line and PASSWORD not in line
