@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.job.config_file import JobConfig
     from vdk.plugin.ml_training.job.settings import ConfigurationLike
     from vdk.plugin.ml_training.k8s.observe import RunDetail
     from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -40,6 +41,7 @@ def find_scope(
     *,
     default_team: str | None = None,
     configuration: ConfigurationLike | None = None,
+    read: Callable[[Path], JobConfig] | None = None,
 ) -> Scope:
     """Which job's runs the verbs work on, and where they are. Reads config.ini files only; contacts no cluster.
 
@@ -50,6 +52,8 @@ def find_scope(
         job_path: the job directory (-p), whose name, team and namespace are the defaults.
         default_team: VDK's default team (`default_team()`).
         configuration: VDK's configuration (None: the environment's, then [vdk] of the job's config.ini).
+        read: how a job directory's config.ini is read (None: read here, once); the command line hands the
+            reading it keeps for the whole command.
 
     Returns:
         A `Scope`: the team chosen (and why), the job's name, the kube context and namespace.
@@ -59,7 +63,8 @@ def find_scope(
     """
     from vdk.plugin.ml_training.ops.scope import find_scope as find
 
-    return find(name, team, job_path, default_team=default_team, configuration=configuration)
+    readers = {} if read is None else {"read": read}
+    return find(name, team, job_path, default_team=default_team, configuration=configuration, **readers)
 
 
 def list_jobs(scope: Scope, *, all_teams: bool = False, reporter: Reporter | None = None) -> JobListing:
