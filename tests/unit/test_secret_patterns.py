@@ -91,12 +91,12 @@ def test_options_that_only_contain_such_a_word_are_not_credentials(option):
 
 def test_text_shown_on_a_terminal_has_its_control_characters_escaped(capsys):
     from vdk.plugin.ml_training.errors import MLTrainingError
-    from vdk.plugin.ml_training.ops.notes import to_stderr
+    from vdk.plugin.ml_training.ops.reporting import StderrReporter
     from vdk.plugin.ml_training.secret_patterns import printable
 
     assert printable("lr=\x1b]0;owned\x07 a\tb\nc\r\x9b\u202ez") == "lr=\\x1b]0;owned\\x07 a\tb\nc\\r\\x9b\\u202ez"
     assert printable("plain text, naïve — ünïcode") == "plain text, naïve — ünïcode"
     error = MLTrainingError("pod said \x1b[2J", "fix \x1b[31mred")
     assert error.problem == "pod said \\x1b[2J" and error.fix == "fix \\x1b[31mred"
-    to_stderr("note: the server said \x1b]0;owned\x07")
+    StderrReporter().note("note: the server said \x1b]0;owned\x07")  # a use case's note, as a notebook shows it
     assert capsys.readouterr().err == "note: the server said \\x1b]0;owned\\x07\n"

@@ -76,7 +76,7 @@ def test_the_use_cases_refuse_wrong_inputs_before_doing_anything(tmp_path):
     assert "pass skip_smoke=False" in error.fix
     error = refusal(local_run.run_job, str(tmp_path / "typed"))
     assert "run_job(spec=...) takes an MLJobSpec, not the str" in error.problem
-    assert "deploy.deploy_spec(PATH)" in error.fix
+    assert "api.deploy_spec(PATH)" in error.fix  # as a notebook makes one, through the front door
     assert "find_scope(name=...) takes text (a str) or None, not the int 3" in refusal(scope.find_scope, name=3).problem
     empty = Scope(team=None, job_name="typed", job_dir=None, context=None, namespace=None)
     error = refusal(compare_runs.compare_runs, empty, "", "b")

@@ -14,6 +14,7 @@ from datetime import datetime
 from datetime import timezone
 from typing import TYPE_CHECKING
 
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.deploy_changes import run_state
 from vdk.plugin.ml_training.ops.run_diff import RunDiff
 from vdk.plugin.ml_training.ops.run_diff import diff_states
@@ -69,6 +70,14 @@ class RunComparison:
 def compare_runs(scope: Scope, run_a: str, run_b: str, reporter: Reporter | None = None) -> RunComparison:
     """What changed from run `run_a` to run `run_b` of the scope's job (each its name, or the part after the
     job's name), and how each ended."""
+    for which, run in (("RUN_A", run_a), ("RUN_B", run_b)):
+        if not isinstance(run, str) or not run.strip():
+            raise MLTrainingError(
+                f"vdk diff compares two runs, and {which} is {'empty' if isinstance(run, str) else 'no name'} "
+                f"({run!r}): it names no run, not the latest one",
+                f"give both runs' names: `vdk diff -n {scope.job_name or 'JOB'} RUN_A RUN_B` (`vdk execute --list "
+                f"-n {scope.job_name or 'JOB'}` lists them)",
+            )
     selection = select_runs(scope, "diff", reporter=reporter)
     client = selection.client
     first = named_run(selection, run_a, "diff")

@@ -30,10 +30,11 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 P = ParamSpec("P")
 R = TypeVar("R")
 _TRUE = ("true", "1", "yes", "on")
-# How a use case's spec and scope are made, for the fix of a call that gave something else.
+# How a use case's spec and scope are made (the front door's functions), for the fix of a call that gave something
+# else.
 _MAKERS = {
-    "MLJobSpec": "load one with `deploy.deploy_spec(PATH)` (or `job.load_job_spec(PATH)`)",
-    "Scope": "make one with `scope.find_scope(name=JOB)`",
+    "MLJobSpec": "load one with `api.deploy_spec(PATH)` (or `api.job_spec(PATH)`, as `vdk run` reads it)",
+    "Scope": "make one with `api.find_scope(name=JOB)`",
 }
 
 
