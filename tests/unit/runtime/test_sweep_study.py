@@ -1,6 +1,8 @@
 """The sweep's study on Optuna (in memory): the distributions of the sweep's parameters, its first trials all
 failing stop it with why, the snapshot `vdk show` reads, and a metric seen on printed lines."""
 
+import pytest
+
 from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.runtime.metrics import NAMES_MARK
 from vdk.plugin.ml_training.runtime.metrics import printed_values
@@ -78,3 +80,35 @@ def test_a_trial_worse_than_the_median_is_pruned_while_it_runs_and_not_once_its_
     assert not late.poll() and late.last == (2, 5.0) and late.names == ["eval_loss", "loss"]
     off = sweep_study.TrialReports(sweep_study.ask(study, SWEEP, slot=3), running, prune=False)
     assert not off.poll()  # prune = off
+
+
+class StudyRestarting:
+    """A trial whose study stops answering at its `at`-th report (the study's pod restarts): the gRPC proxy raises."""
+
+    def __init__(self, trial, at: int):
+        self.trial, self.at, self.calls = trial, at, 0
+
+    def report(self, value, step):
+        self.calls += 1
+        if self.calls == self.at:
+            raise ConnectionError("the study's pod is restarting")
+        self.trial.report(value, step)
+
+    def __getattr__(self, name):
+        return getattr(self.trial, name)
+
+
+def test_metric_lines_the_study_did_not_take_are_reported_once_it_answers_again(tmp_path):
+    engine = sweep_study.optuna()
+    study = sweep_study.open_study(SWEEP, engine.storages.InMemoryStorage())
+    trial = sweep_study.ask(study, SWEEP, slot=0)
+    path = tmp_path / "metrics.log"
+    path.write_text("".join(metric_line(step, 1.0 / step) + "\n" for step in (1, 5, 9)))
+    reports = sweep_study.TrialReports(StudyRestarting(trial, at=2), path, prune=True)
+    with pytest.raises(ConnectionError):
+        reports.poll()  # reported step 1, not step 5
+    with open(path, "a") as f:
+        f.write(metric_line(13, 1 / 13) + "\n" + f"{NAMES_MARK} eval_loss\n")  # the script ended meanwhile
+    assert not reports.poll()  # ended: complete, not pruned
+    assert sorted(study.trials[trial.number].intermediate_values) == [1, 5, 9, 13]
+    assert reports.last == (13, 1 / 13) and reports.names == ["eval_loss"]

@@ -137,8 +137,9 @@ def stop_reason(study: Any, sweep: Sweep) -> str | None:
 
 
 class TrialReports:
-    """The metric lines of one trial's rank 0, reported to Optuna as they come; `poll()` says whether the pruner
-    asks to stop the trial. Not once its script has ended (rank 0's names line came): there is nothing left to
+    """The metric lines of one trial's rank 0, reported to Optuna as they come (a line is read again until the study
+    took its report: none is lost while the study's pod restarts); `poll()` says whether the pruner asks to stop
+    the trial. Not once its script has ended (rank 0's names line came): there is nothing left to
     save, and the trial is complete with its last value (values reported late, after the study was unreachable,
     would otherwise prune a trial that ran to its end)."""
 
@@ -161,16 +162,16 @@ class TrialReports:
         except OSError:
             return False
         complete = text[: text.rfind("\n") + 1]
-        self._offset += len(complete.encode("utf-8"))
         lines = complete.splitlines()
-        names = read_names(lines)
-        if names is not None:
-            self.names = names
         new = [(s, v) for s, v in wire.read_metric_lines(lines) if s not in self._reported]
-        for step, value in new:
+        for step, value in new:  # a report the study does not take (it restarts) raises: its lines are read again
             self.trial.report(value, step)
             self._reported.add(step)
             self.points.append((step, value))
+        self._offset += len(complete.encode("utf-8"))
+        names = read_names(lines)
+        if names is not None:
+            self.names = names
         return bool(new) and self.prune and self.names is None and self.trial.should_prune()
 
     @property
