@@ -82,6 +82,46 @@ def test_a_trial_worse_than_the_median_is_pruned_while_it_runs_and_not_once_its_
     assert not off.poll()  # prune = off
 
 
+def test_a_trial_is_judged_at_steps_the_completed_trials_never_reported():
+    """Trials report once per period of wall clock, so at steps of their own: each completed trial is read at the
+    judged step as its last value at or before it (Optuna's MedianPruner wants a value at that very step)."""
+    engine = sweep_study.optuna()
+    study = sweep_study.open_study(SWEEP, engine.storages.InMemoryStorage())
+    early = sweep_study.ask(study, SWEEP, slot=0)
+    early.report(5.0, 4)
+    assert not early.should_prune()  # no trial completed yet
+    study.tell(early, state=engine.trial.TrialState.PRUNED)
+    done = sweep_study.ask(study, SWEEP, slot=1)
+    for step, value in ((1, 2.0), (5, 1.0), (9, 0.5)):
+        done.report(value, step)
+    study.tell(done, 0.5)
+    worse, better = sweep_study.ask(study, SWEEP, slot=2), sweep_study.ask(study, SWEEP, slot=3)
+    for step, value in ((2, 3.0), (4, 2.5), (8, 2.0)):  # never a step the completed trial reported
+        worse.report(value, step)
+        better.report(value / 4, step)
+    assert worse.should_prune()  # 2.0 at step 8, against 1.0 (its step 5)
+    assert not better.should_prune()
+    assert engine.pruners.MedianPruner(n_startup_trials=1).prune(study, study.trials[worse.number]) is False
+    before = sweep_study.ask(study, SWEEP, slot=4)
+    before.report(9.0, 0)  # before the completed trial's first report: nothing to compare with
+    assert not before.should_prune()
+    curve = {1: 2.0, 5: 1.0, 9: 0.5}
+    assert [sweep_study.value_at(curve, s) for s in (0, 1, 4, 5, 8, 30)] == [None, 2.0, 2.0, 1.0, 1.0, 0.5]
+
+
+def test_a_goal_of_max_prunes_the_trials_below_the_median():
+    engine = sweep_study.optuna()
+    sweep = Sweep(**{**SWEEP.__dict__, "goal": "max"})
+    study = sweep_study.open_study(sweep, engine.storages.InMemoryStorage())
+    done = sweep_study.ask(study, sweep, slot=0)
+    done.report(0.9, 3)
+    study.tell(done, 0.9)
+    low, high = sweep_study.ask(study, sweep, slot=1), sweep_study.ask(study, sweep, slot=2)
+    low.report(0.5, 7)
+    high.report(0.95, 7)
+    assert low.should_prune() and not high.should_prune()
+
+
 class StudyRestarting:
     """A trial whose study stops answering at its `at`-th report (the study's pod restarts): the gRPC proxy raises."""
 

@@ -108,8 +108,9 @@ def _sweep_keys() -> tuple[Key, ...]:
         Key(
             "prune",
             CHOICE,
-            "`median`: Optuna's median pruner stops a trial whose metric is worse than the "
-            "median of the earlier trials at the same step; `off`: every trial runs to its end",
+            "`median`: Optuna's median rule stops a trial whose metric is worse than the median of the "
+            "completed trials at the same step (each one's last value at or before it); `off`: every trial runs to "
+            "its end",
             "off",
             default="median",
             choices=lambda: ("median", "off"),

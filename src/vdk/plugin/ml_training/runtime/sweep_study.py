@@ -87,8 +87,45 @@ def pruner(sweep: Sweep) -> Any:
     pruners = optuna().pruners
     if not sweep.prune:
         return pruners.NopPruner()
-    # The median of the finished trials at the same step: from the second trial on for short sweeps.
-    return pruners.MedianPruner(n_startup_trials=max(1, min(5, sweep.trials // 5)))
+    startup = max(1, min(5, sweep.trials // 5))  # from the second trial on for short sweeps
+    base_pruner: Any = pruners.BasePruner  # imported when a sweep runs: a base class mypy takes as Any
+
+    class MedianOfCurves(base_pruner):
+        """Optuna's median rule, each finished trial read at the judged trial's step (`median_prunes`)."""
+
+        def prune(self, study: Any, trial: Any) -> bool:
+            return median_prunes(study, trial, startup)
+
+    return MedianOfCurves()
+
+
+def value_at(curve: dict[int, float], step: int) -> float | None:
+    """A trial's intermediate values read at `step`: the value of the last step it reported at or before it (None
+    before its first)."""
+    reported = [s for s in curve if s <= step]
+    return curve[max(reported)] if reported else None
+
+
+def median_prunes(study: Any, trial: Any, startup: int) -> bool:
+    """Whether `trial` is to stop: its best value so far is worse than the median of the completed trials (once
+    `startup` of them completed) at its last step. A trial reports its metric once per period of wall clock
+    (runtime/metrics.py), at whatever step it reached, so two trials seldom report the same steps: each completed
+    trial is read at the step as `value_at` reads it, where Optuna's MedianPruner takes only a value reported at
+    that very step and judges a trial only where its steps happen to meet another's (late or never, the more so
+    on a loaded machine)."""
+    engine = optuna()
+    completed = study.get_trials(deepcopy=False, states=(engine.trial.TrialState.COMPLETE,))
+    step = trial.last_step
+    if step is None or len(completed) < startup:
+        return False
+    mine = [v for v in trial.intermediate_values.values() if math.isfinite(v)]
+    theirs = [v for t in completed if (v := value_at(t.intermediate_values, step)) is not None and math.isfinite(v)]
+    if not mine or not theirs:
+        return False
+    median = statistics.median(theirs)
+    if study.direction == engine.study.StudyDirection.MAXIMIZE:
+        return max(mine) < median
+    return min(mine) > median
 
 
 def open_study(sweep: Sweep, storage: Any) -> Any:
