@@ -99,10 +99,10 @@ def test_vdk_run_shows_the_checked_trials_and_passes(tmp_path):
     assert done.stdout.count("accepted") >= 8 and done.stdout.count("passed") >= 2
 
 
-def test_a_full_local_sweep_runs_its_trials_one_after_another_and_finds_the_best(tmp_path):
-    spec = load_job_spec(
-        job(tmp_path, "lr = 1e-5, 1e-3, 1e-1\ntrials = 3\nmetric = val_score\nseed = 1\n", args="--lr ${lr}")
-    )
+def test_a_full_local_sweep_runs_its_trials_one_after_another_finds_the_best_and_prunes_the_hopeless(tmp_path):
+    steps = 40  # 4 s a trial: a hopeless one is judged at its first report, a poll (1 s) after it
+    sweep = "lr = 1e-3, 1e-5, 1e-1\ntrials = 3\nmetric = val_score\nseed = 1\n"
+    spec = load_job_spec(job(tmp_path, sweep, args=f"--lr ${{lr}} --steps {steps}"))
     told = Recorder()
     local = run_job(spec, full=True, reporter=told)  # as `vdk run --full` runs a sweep's job: its trials in full
     assert isinstance(local, LocalSweep) and local.passed and local.error is None
@@ -112,13 +112,12 @@ def test_a_full_local_sweep_runs_its_trials_one_after_another_and_finds_the_best
     assert len(told.named("run_starting")) == len(told.named("run_ended")) == 3  # each trial a full run
     trials = local.snapshot["trials"]
     assert len(trials) == 3 and local.study.is_file()
-    assert {t["state"] for t in trials} <= {"complete", "pruned"}
+    # seed 1 runs lr=1e-3 first: the two after it are worse than it whatever steps each reported at
+    assert [(t["params"]["lr"], t["state"]) for t in trials] == [(1e-3, "complete"), (1e-1, "pruned"), (1e-5, "pruned")]
     best = next(t for t in trials if t["number"] == local.snapshot["best"])
-    assert best["params"] == {"lr": 0.001} and best["steps"] == 12
+    assert best["params"] == {"lr": 0.001} and best["steps"] == steps
     assert local.table.best is not None and local.table.best.params == {"lr": 0.001}
-    for t in trials:
-        if t["state"] == "pruned":
-            assert t["steps"] < 12
+    assert all(t["steps"] < steps for t in trials if t["state"] == "pruned")  # stopped before their end
 
 
 # Parses its arguments, says it runs, and waits in its first step: only stopping it ends the run.

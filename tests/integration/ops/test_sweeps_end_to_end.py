@@ -132,7 +132,8 @@ def test_a_six_trial_sweep_finds_the_best_lr_prunes_the_hopeless_and_survives_a_
     assert len(table.rows) == 6 and table.finished  # the restarted trial counted once
     states = {row.params["lr"]: row.state for row in table.rows}
     assert states[1.0] == "failed"
-    failed = next(row for row in table.rows if row.state == "failed")
+    # that one only: a trial whose metric lines came while the study's pod restarted reported them once it answered
+    (failed,) = [row for row in table.rows if row.state == "failed"]
     assert "exited with code" in failed.why
     assert table.best.params == {"lr": 0.001} and table.best.state == "complete"
     assert table.rows[0].best  # sorted by the metric, the best first
@@ -140,18 +141,20 @@ def test_a_six_trial_sweep_finds_the_best_lr_prunes_the_hopeless_and_survives_a_
     pruned = [row for row in table.rows if row.state == "pruned"]
     assert pruned, [(r.params, r.state, r.metric) for r in table.rows]
     assert all(row.params["lr"] in (1e-5, 1e-1, 1e-4, 1e-2) for row in pruned)
-    steps_taken = []
-    for row in pruned:  # stopped soon after the pruner said so
+    judged = {}
+    for row in pruned:  # stopped when the pruner said so
         log = trial_log(scope, str(row.number))
         assert log.text is not None, log.why
         decided = re.search(rf"trial {row.number} pruned at step (\d+)", log.text)
         assert decided, log.text
-        steps_taken.append(log.text.count("score="))
-        assert steps_taken[-1] <= int(decided.group(1)) + STEPS // 3, log.text  # 10 steps: 1.5 s
-    # Optuna's median pruner needs a finished trial: one that runs beside the first ones may be judged only near its
-    # end (when the trials before it were slow), but a hopeless trial started after one finished is stopped well
-    # before its end (seed 3: trial 4, lr=1e-5, starts after three ended, one of them lr=1e-2 or 1e-4, complete)
-    assert min(steps_taken) < STEPS // 2, [(r.number, r.params) for r in pruned]
+        judged[row.number] = int(decided.group(1))
+        # the trial says the pruner's word, then signals the training: a step already under way may still print
+        assert log.text[decided.end() :].count("score=") <= 2, log.text
+    # The pruner needs a completed trial: one that runs beside the first ones may be judged only near its end (when
+    # the trials before it were slow), but a hopeless trial started after one completed is judged at its first
+    # report, whatever steps the others reported at and however loaded the machine (seed 3: trial 4, lr=1e-5,
+    # starts after three ended: lr=1.0 failed, and of lr=1e-2 and lr=1e-1 the first to end completed)
+    assert min(judged.values()) < STEPS // 2, judged
     best_log = trial_log(scope, "best").text
     assert best_log.count("score=") == STEPS
     assert (claims / run.name / "study.db").is_file()  # the study outlives its pod, on the claim
