@@ -75,7 +75,10 @@ def end(name, crash):
         library.abort_now()
     leftovers.leave(os.environ["EVIDENCE_DIR"], name)
     library.say_buffered(f"{name}: in C's stdout buffer\\n".encode())
-    print(f"{name}: the script returns", flush=True)
+    # One write, so that the line is whole: torchrun starts its ranks as `python -u`, where print writes its text
+    # and its newline apart, and another rank's line written between the two broke this one in two (under load).
+    sys.stdout.write(f"{name}: the script returns\\n")
+    sys.stdout.flush()
 """
 
 # Any process, no torch: `python train.py [--exit N]`.

@@ -179,7 +179,12 @@ def test_credentials_in_arguments_or_the_registry_address_are_refused_unshown_an
         (
             ["deploy", "-p", str(path), "--build-only", "--args", "--password=hunter2 --db-token Zq9Zq9Zq9Zq9Zq9Zq9"],
             env,
-            "argument 3 is a secret (the value of --db-token",
+            "argument 1 is a password (the value of --password)",  # whatever its value: the first one is named
+        ),
+        (
+            ["deploy", "-p", str(path), "--build-only", "--args", "--epochs 3 --db-token Zq9Zq9Zq9Zq9Zq9Zq9"],
+            env,
+            "argument 4 is a secret (the value of --db-token",
         ),
         (
             ["deploy", "-p", str(path), "--build-only"],

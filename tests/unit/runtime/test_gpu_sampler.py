@@ -166,8 +166,33 @@ def test_it_stays_silent_without_nvml_off_or_on_another_local_rank(monkeypatch, 
     monkeypatch.delitem(sys.modules, "pynvml")  # installed, no libnvidia-ml.so.1: tests/integration (a process)
     assert gpu_sampler.start(lambda: 0, settings=SamplerSettings(period=0)) is None
     assert gpu_sampler.start(lambda: 0, settings=SamplerSettings(gpu_count=0)) is None
+    for none in ("", "-1", "-1,0", " "):  # CUDA shows this process no GPU: a CPU run starts no probe
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", none)
+        assert gpu_sampler.start(lambda: 0, settings=SamplerSettings()) is None, none
     monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert gpu_sampler.start(lambda: 0, settings=SamplerSettings()) is None
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_process_shown_a_gpu_or_every_gpu_starts_its_sampler(monkeypatch, capsys):
+    from vdk.plugin.ml_training.runtime import nvml_probe
+    from vdk.plugin.ml_training.runtime.nvml_devices import NoDevices
+
+    def none_here(limit):
+        raise NoDevices("no GPU given to this node")  # what the probe says on this machine, without its process
+
+    monkeypatch.setattr(nvml_probe, "open_devices", none_here)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    for shown in ("0", "GPU-1234,1", None):
+        if shown is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", shown)
+        made = gpu_sampler.start(lambda: 0, settings=SamplerSettings())
+        assert made is not None, shown
+        made._thread.join(5)
+        assert made.finish() is None  # it found none: silent
     assert capsys.readouterr() == ("", "")
 
 

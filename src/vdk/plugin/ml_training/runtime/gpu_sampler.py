@@ -386,9 +386,10 @@ def start(
     on_idle: Callable[[idle_policy.Idle], None] | None = None,
     settings: SamplerSettings | None = None,
 ) -> GpuSampler | None:
-    """The sampler of this node, started, when this process is its local rank 0, sampling is on and NVML's binding
-    is installed; else None, silently. It returns at once: the NVML probe (runtime/nvml_probe.py) finds the GPUs
-    in a process of its own while the training starts, and a sampler that finds none stays silent."""
+    """The sampler of this node, started, when this process is its local rank 0, sampling is on, NVML's binding
+    is installed and CUDA_VISIBLE_DEVICES shows it a GPU (or is unset); else None, silently. It returns at once:
+    the NVML probe (runtime/nvml_probe.py) finds the GPUs in a process of its own while the training starts, and
+    a sampler that finds none stays silent."""
     settings = settings or SamplerSettings.from_env()
     for problem in settings.problems:
         sys.stderr.write(wire.warning(f"{problem}: ignored") + "\n")
@@ -396,7 +397,11 @@ def start(
         return None
     if importlib.util.find_spec("pynvml") is None:
         return None
+    from vdk.plugin.ml_training.runtime import nvml_devices
     from vdk.plugin.ml_training.runtime import nvml_probe
+
+    if nvml_devices.none_shown(os.environ.get("CUDA_VISIBLE_DEVICES")):
+        return None  # a process shown no GPU (a CPU run) starts no probe, which a short script would end before
 
     node = os.environ.get("GROUP_RANK") or os.environ.get("PET_NODE_RANK") or os.environ.get("NODE_RANK") or "0"
     rank = os.environ.get("RANK", "0")

@@ -210,6 +210,12 @@ def _discover(nvml, limit: int | None, visible: str | None) -> tuple[list[Device
     return found, model, profiles
 
 
+def none_shown(visible: str | None) -> bool:
+    """Whether CUDA_VISIBLE_DEVICES shows this process no GPU at all (`""`, `-1`: CUDA stops at the first invalid
+    entry), as `_visible` reads it: there is nothing to sample, whatever the node has."""
+    return visible is not None and visible.split(",")[0].strip() in ("", "-1")
+
+
 def _visible(index: str | None, device: Device, visible: str | None) -> bool:
     """Whether CUDA_VISIBLE_DEVICES (indexes or UUIDs; unset: all) names the device."""
     if visible is None:
