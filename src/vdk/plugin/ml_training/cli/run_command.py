@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone
@@ -17,6 +18,7 @@ import click
 
 from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import interrupts
+from vdk.plugin.ml_training.cli import unexpected
 from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.context import is_ml_dir
 from vdk.plugin.ml_training.cli.context import job_config
@@ -164,6 +166,9 @@ def run_ml_job(context: Any) -> Any:
             error = e
         except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: what was started is stopped already
             interrupts.exit_interrupted(e)
+        except Exception as e:  # the one top-level handler (cli/unexpected.py): said with its cause, never dropped
+            logging.getLogger(__name__).debug("The unexpected error, as Python saw it:", exc_info=True)
+            error = unexpected.as_error(e)
     return _execution_result(context, step_name, started, error)
 
 

@@ -2,7 +2,8 @@
 Control Service CLI (vdk-plugin-control-cli) is installed.
 
 With it, its click command is wrapped: ML invocations go to the plugin, everything else reaches the
-original callback unchanged. Without it, the plugin registers the verb itself, with the same option
+original callback unchanged (an ML invocation's unexpected error is reported by cli/unexpected.py, never
+dropped). Without it, the plugin registers the verb itself, with the same option
 names, and tells users of data jobs what to install. The root click group is a module-level global
 that outlives one invocation (tests run many), so installing twice must change nothing.
 """
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+
+from vdk.plugin.ml_training.cli import unexpected
 
 _MARK = "_vdk_ml_training_verb"
 
@@ -60,7 +63,8 @@ def _standalone(verb: Verb) -> click.Command:
     def callback(**kwargs):
         if not verb.is_ml(kwargs):
             raise click.UsageError(f"{verb.not_ml_reason(kwargs)} {CONTROL_SERVICE_HINT}")
-        return verb.run_ml(**kwargs)
+        with unexpected.reported():
+            return verb.run_ml(**kwargs)
 
     return click.Command(verb.name, params=list(verb.params), callback=callback, help=verb.help)
 
@@ -80,7 +84,8 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
 
     def callback(**kwargs):
         if verb.is_ml(kwargs):
-            return verb.run_ml(**{k: v for k, v in kwargs.items() if k in ours})
+            with unexpected.reported():
+                return verb.run_ml(**{k: v for k, v in kwargs.items() if k in ours})
         ctx = click.get_current_context()
         misplaced = [
             p.opts[0]

@@ -16,6 +16,8 @@ def write_atomically(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as e:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error names no file: this one
+            raise OSError(e.errno, e.strerror, temporary) from e
         raise

@@ -7,6 +7,7 @@ the plain tar) are computed while writing, so nothing is read twice.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import os
@@ -19,6 +20,10 @@ from typing import BinaryIO
 
 from vdk.plugin.ml_training.image.build_errors import ImageBuildError
 from vdk.plugin.ml_training.source.job_files import SourceFile
+
+# What a write of the layer's file fails with (a disk or a quota that is full, a file too big for it): never the
+# fault of the job file being read.
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 FIXED_MTIME = 1  # a constant; 1 rather than 0, which some tools read as "no time"
 # Code and runtime layers change on every deploy: compress fast (what go-containerregistry does).
@@ -111,6 +116,8 @@ def _write_tar(target_dir: str, files: Iterable[SourceFile], out: BinaryIO) -> N
                         )
                     tar.addfile(info, f)
             except OSError as e:
+                if e.errno in _WRITE_ERRORS:  # the layer's own write failed (a full disk), not the file's read
+                    raise
                 raise ImageBuildError(
                     f"cannot read {source.source}: {e.strerror}", "check the file's permissions"
                 ) from None
@@ -137,7 +144,9 @@ def write_layer(
                 _write_tar(target_dir, files, plain)  # type: ignore[arg-type]  # write-only: enough for tarfile
         final = dest_dir / f"{compressed.sha256.hexdigest()}.tar.gz"
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error names no file: this one
+            raise OSError(e.errno, e.strerror, tmp) from e
         raise
     return LayerBlob(compressed.digest, plain.digest, compressed.size, final)
