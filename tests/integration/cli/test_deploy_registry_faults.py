@@ -1,10 +1,16 @@
 """`vdk deploy` against registries it cannot use (the real vdk CLI, the real registry behind a fault-injecting
 proxy): a base whose registry name does not resolve stops the deploy at once, during the smoke run, with what to
-set; a registry that never answers ends the pre-flight in bounded time, saying while it waits."""
+set; a registry that never answers ends the pre-flight in bounded time, saying while it waits; a signal during
+uploads that stall stops the deploy at once."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -80,3 +86,50 @@ def test_a_registry_that_never_answers_ends_the_pre_flight_saying_what_it_waits_
     assert "(2 attempts in " in stderr and "Nothing was built or deployed." in stderr
     assert [status for method, _, status in proxy.log if method == "POST"] == [-1, -1]
     assert tags(registry, "team/silent-job") == []
+
+
+def test_a_signal_during_a_stalled_upload_stops_the_deploy_at_once(tmp_path, registry, base_image, monkeypatch):
+    """The first signal stops the command however busy it is: uploads in other threads are neither waited for
+    nor tried again (they were retried for minutes before `vdk` obeyed). The image's temporary files go too."""
+    proxy = FaultProxy(registry.port)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process: subprocess.Popen | None = None
+    try:
+        proxy.faults = [Fault("PUT", r"/blobs/uploads/", "hang", times=1000)]  # every upload stalls
+        path = job(tmp_path, "stalled-job", base_image)
+        env = {
+            **os.environ,
+            "VDK_ML_TRAINING_REGISTRY": f"{proxy.host}/team",
+            "VDK_ML_TRAINING_REGISTRY_TIMEOUT": "60",
+            "TMPDIR": str(scratch),
+        }
+        command = [
+            str(Path(sys.executable).with_name("vdk")),
+            "deploy",
+            "-p",
+            str(path),
+            "--build-only",
+            "--skip-smoke",
+        ]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 120
+        while not [1 for method, _, status in proxy.log if method == "PUT" and status == -1]:
+            assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        uploads = len([1 for method, _, _ in proxy.log if method == "PUT"])
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+        took = time.monotonic() - signalled
+    finally:
+        if process is not None and process.poll() is None:
+            process.kill()  # a failing test leaves no vdk behind
+        proxy.stop()
+    assert process.returncode == 143, err
+    assert "vdk deploy interrupted by SIGTERM." in err and "Traceback" not in err
+    assert took < 5, took  # not after the stalled uploads' timeouts and retries
+    assert len([1 for method, _, _ in proxy.log if method == "PUT"]) == uploads  # none tried again
+    assert list(scratch.iterdir()) == []  # the image's build directory went with it
+    assert tags(registry, "team/stalled-job") == []

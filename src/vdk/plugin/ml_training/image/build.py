@@ -16,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training import layout
@@ -321,8 +323,7 @@ def _push(image: AssembledImage, session: BuildSession, progress: Progress) -> P
         functools.partial(_push_base_layer, d, base, pusher, puller, repo, same_registry) for d in base.layers
     ]
     tasks += [functools.partial(_push_file, name, blob, pusher, repo) for name, blob, _ in image.layers]
-    with ThreadPoolExecutor(max_workers=PARALLEL_BLOBS) as pool:
-        pushed = list(pool.map(lambda task: task(), tasks))
+    pushed = _in_parallel(tasks, (pusher, puller))
     if not pusher.blob_exists(repo, image.config_digest):
         pusher.upload(repo, image.config_digest, len(config), lambda: [config], "image config")
     digest = pusher.put_manifest(repo, target.tag or "latest", image.manifest, image.media_type)
@@ -340,6 +341,27 @@ def _push(image: AssembledImage, session: BuildSession, progress: Progress) -> P
         python_version=image.inputs.base.python_version,
         python=image.python,
     )
+
+
+def _in_parallel(tasks: list[Callable[[], PushedLayer]], clients: tuple[RegistryClient, ...]) -> list[PushedLayer]:
+    """The tasks' results, PARALLEL_BLOBS at a time. The first failure — or a signal (Ctrl-C, SIGTERM) in the
+    main thread, which waits here — ends the push at once: the clients start no request and retry none, and the
+    others' uploads are not waited for (each ends with its current request)."""
+    pool = ThreadPoolExecutor(max_workers=PARALLEL_BLOBS)
+    try:
+        futures = [pool.submit(task) for task in tasks]
+        wait(futures, return_when=FIRST_EXCEPTION)  # a signal interrupts the wait itself
+        failed = next((f.exception() for f in futures if f.done() and f.exception() is not None), None)
+        if failed is not None:
+            raise failed
+        done = [future.result() for future in futures]
+    except BaseException:
+        for client in clients:
+            client.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return done
 
 
 def _push_base_layer(

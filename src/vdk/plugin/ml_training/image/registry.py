@@ -122,6 +122,7 @@ class RegistryClient:
         self._lookups: dict[str, credentials.Lookup] = {}  # per repository: a login may be for one only
         self._waits = Waits(registry, self.retry, self.progress.stage)
         self._local = threading.local()  # the current request's sign of life, per thread
+        self._stopped = threading.Event()  # set by `stop`: no request starts any more, none is retried
         self._stack.callback(self._waits.close)
 
     def __enter__(self) -> RegistryClient:
@@ -135,6 +136,11 @@ class RegistryClient:
         then of its build)."""
         self.progress = progress
         self._waits.say = progress.stage
+
+    def stop(self) -> None:
+        """From now, no request of this client starts and none is tried again (a signal stopped the command, or
+        another blob's upload failed): the threads that use it end with their current request."""
+        self._stopped.set()
 
     def start_deadline(self, budget: float) -> None:
         """From now, no request starts after `budget` seconds (a push's deadline: RetryPolicy.push_seconds)."""
@@ -241,8 +247,8 @@ class RegistryClient:
             if attempts:
                 if not self._may_retry(attempts, no_answer, started, policy):
                     break
-                time.sleep(self._bounded(policy.delay(attempts - 1)))
-                if on_retry:
+                self._stopped.wait(self._bounded(policy.delay(attempts - 1)))  # a signal ends it in the main thread
+                if on_retry and not self._stopped.is_set():
                     on_retry()
             self._check_deadline(what)
             attempts += 1
@@ -297,6 +303,8 @@ class RegistryClient:
         return max(0.0, min(wait, self.deadline - time.monotonic()))
 
     def _check_deadline(self, what: str) -> None:
+        if self._stopped.is_set():
+            raise RegistryUnreachableError(f"requests to {self.registry} were stopped before: {what}", "run it again")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise RegistryUnreachableError(
                 f"the push to {self.registry} did not finish within its deadline ({seconds(self._deadline_seconds)}"
