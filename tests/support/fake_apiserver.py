@@ -2,13 +2,17 @@
 
 It speaks the wire protocol the real `kubernetes` client uses: discovery (/api, /apis, group
 versions, /version, /openapi/v3), create / get / list (label selectors, limit, metadata-only lists
-as PartialObjectMetadataList) / delete of Jobs,
-Services, ConfigMaps, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes; Pods, Events and Kueue
+as PartialObjectMetadataList) / update (PUT) / delete of Jobs,
+Services, ConfigMaps, Leases, PyTorchJobs, TrainJobs and ClusterTrainingRuntimes; Pods, Events and Kueue
 Workloads as their controllers write them (test helpers), pods/log with container, previous,
 tailLines, limitBytes and follow (a chunked stream that ends when the container ends), dryRun=All,
 SelfSubjectAccessReviews,
-fieldValidation=Strict, garbage collection through ownerReferences, bearer-token auth, RBAC
-denials, and `Status` error bodies as a real server writes them. Custom resources are validated
+fieldValidation=Strict, bearer-token auth, RBAC denials, and `Status` error bodies as a real server writes them.
+An update is the generic registry's: the resourceVersion read, else 409 Conflict (a Lease allows no update
+without one: 422; a PUT to a Lease that does not exist creates it); a delete's preconditions (uid,
+resourceVersion) are checked (409). The garbage collector deletes an object's dependents with it (a dependent
+with another owner left keeps that one), and, a moment after it is written, an object none of whose owners exists
+(`collected` lists what it deleted so). Custom resources are validated
 against the real CRD schemas (crd_schema), native objects by the `kubernetes` models plus the
 API server's own rules for what is used here, and the operators' admission webhooks are emulated
 for the rules the plugin must respect.
@@ -17,8 +21,9 @@ Faults are injected per request (method and resource, optionally one object's na
 times or always (`times=None`): an error answer (`fail`, with `Retry-After` if asked: 429, 500 once, 500
 always), no answer at all (`drop`, `reset`: the connection closed or reset before the request is done), an
 answer lost after the request was done (`drop(..., after=True)`, `reset(..., after=True)`: the object is
-created, the client never hears of it), and an answer late (`delay`: done, answered after some seconds —
-past the client's timeout, say). Dry runs are never faulted (they change nothing).
+created, the client never hears of it), an answer late (`delay`: done, answered after some seconds —
+past the client's timeout, say), and a request done late (`slow`: an overloaded server, which writes the object
+seconds after it was asked, when the client may have given up). Dry runs are never faulted (they change nothing).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from tests.support import crd_schema
+from tests.support.native import micro_time_problem
 from tests.support.native import native_errors
 
 TOKEN = "fake-token"
@@ -60,6 +66,10 @@ class Kind:
     namespaced: bool = True
     schema: Any = None  # crd_schema.CRDSchema for custom resources
     model: str | None = None  # kubernetes client model for native objects
+    # The kind's registry strategy (AllowUnconditionalUpdate, AllowCreateOnUpdate): an update (PUT) without a
+    # resourceVersion is done or refused with 422; a PUT to a name that does not exist creates it or is a 404.
+    unconditional_update: bool = True
+    create_on_update: bool = False
 
     @property
     def group_version(self) -> str:
@@ -76,6 +86,7 @@ ANSWER = "answer"  # answer `status` instead of doing the request
 CLOSE = "close"  # close the connection without an answer (FIN)
 RESET = "reset"  # reset the connection (RST) without an answer
 LATE = "late"  # answer `delay` seconds late
+SLOW = "slow"  # do the request `delay` seconds late, then answer (an overloaded server: commits after the client left)
 
 
 @dataclass
@@ -140,6 +151,7 @@ class FakeKube:
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._rv = 0
+        self.collected: list[str] = []  # `Kind/name` of what the garbage collector deleted: its owners were gone
         self.kinds = [
             Kind("Namespace", "", "v1", "namespaces", namespaced=False),
             Kind("Service", "", "v1", "services", model="V1Service"),
@@ -149,6 +161,15 @@ class FakeKube:
             Kind("Event", "", "v1", "events"),
             Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", model="V1PersistentVolumeClaim"),
             Kind("Secret", "", "v1", "secrets", model="V1Secret"),
+            Kind(
+                "Lease",
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                model="V1Lease",
+                unconditional_update=False,  # pkg/registry/coordination/lease/strategy.go
+                create_on_update=True,
+            ),
         ]
         if self.kueue:
             self.kinds.append(Kind("Workload", "kueue.x-k8s.io", "v1beta1", "workloads"))
@@ -299,6 +320,21 @@ class FakeKube:
         self.faults.append(fault)
         return fault
 
+    def slow(self, method: str, plural: str, seconds: float, times: int | None = 1, name: str | None = None) -> Fault:
+        """Take `seconds` before doing the request, then answer: an overloaded API server, which commits a create
+        after the client gave up waiting (its timeout, a signal) — the object appears then, whoever still listens."""
+        fault = Fault(method, plural, 200, "", "", times, mode=SLOW, delay=seconds, name=name)
+        self.faults.append(fault)
+        return fault
+
+    def backdate(self, plural: str, name: str, seconds: float, namespace: str = "ml") -> None:
+        """Make an object look `seconds` older (its creationTimestamp), as one left by an earlier command."""
+        kind = self.kind(plural)
+        with self._lock:
+            meta = self.objects[(kind.group_version, plural, namespace if kind.namespaced else None, name)]["metadata"]
+            then = datetime.now(timezone.utc).timestamp() - seconds
+            meta["creationTimestamp"] = datetime.fromtimestamp(then, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     def requests_to(self, method: str, path_end: str, dry_run: bool = False) -> int:
         """How many requests `method` to a path ending with `path_end` the server got (dry runs aside)."""
         return len(
@@ -371,11 +407,43 @@ class FakeKube:
             meta["resourceVersion"] = str(self._rv)
             meta["creationTimestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             meta["generation"] = 1
-            self.objects[(kind.group_version, kind.plural, namespace if kind.namespaced else None, meta["name"])] = obj
+            key = (kind.group_version, kind.plural, namespace if kind.namespaced else None, meta["name"])
+            self.objects[key] = obj
+            self._collect_soon(key)
             return copy.deepcopy(obj)
 
+    # --- the garbage collector: a dependent none of whose owners exists is deleted, a moment later ------------
+
+    GC_SECONDS = 0.1  # how long after a change the collector looks (kube-controller-manager's is as quick)
+
+    def _collect_soon(self, key: tuple) -> None:
+        refs = self.objects[key]["metadata"].get("ownerReferences")
+        if refs:
+            uid = self.objects[key]["metadata"]["uid"]
+            timer = threading.Timer(self.GC_SECONDS, self._collect, (key, uid))
+            timer.daemon = True
+            timer.start()
+
+    def _solid(self, ref: dict, namespace: str | None) -> bool:
+        """Whether the owner an ownerReference names exists (its uid, in the dependent's namespace or cluster-wide)."""
+        return any(
+            o["metadata"]["uid"] == ref.get("uid") and o["kind"] == ref.get("kind") and ns in (namespace, None)
+            for (_, _, ns, _), o in self.objects.items()
+        )
+
+    def _collect(self, key: tuple, uid: str) -> None:
+        with self._lock:
+            obj = self.objects.get(key)
+            if obj is None or obj["metadata"]["uid"] != uid:
+                return
+            refs = obj["metadata"].get("ownerReferences") or []
+            if refs and not any(self._solid(ref, key[2]) for ref in refs):
+                self.collected.append(f"{obj['kind']}/{obj['metadata']['name']}")
+                self._delete(key)
+
     def _delete(self, key: tuple) -> dict:
-        """Delete one object and, as the garbage collector would, everything it owns."""
+        """Delete one object and, as the garbage collector would (background propagation), everything it owned
+        that has no other owner left; a dependent with another owner loses the reference to this one."""
         with self._lock:
             obj = self.objects.pop(key)
             uid = obj["metadata"]["uid"]
@@ -385,7 +453,13 @@ class FakeKube:
                 if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))
             ]
             for k in owned:
-                if k in self.objects:
+                if k not in self.objects:
+                    continue
+                meta = self.objects[k]["metadata"]
+                others = [r for r in meta["ownerReferences"] if r.get("uid") != uid]
+                if others and any(self._solid(r, k[2]) for r in others):
+                    meta["ownerReferences"] = others
+                else:
                     self._delete(k)
             return obj
 
@@ -468,6 +542,9 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.mode == LATE:
                 time.sleep(fault.delay)
                 code, payload = answer.code, answer.payload
+            elif fault.mode == SLOW:
+                time.sleep(fault.delay)
+                code, payload = _answer(fake, method, url.path, query, body)
             else:
                 code, payload = fault.status, status(fault.status, fault.reason, fault.message)
                 if fault.retry_after is not None:
@@ -588,9 +665,13 @@ def _answer(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> t
         return _replace(fake, kind, key_ns, name, body)
     if method == "DELETE":
         key = (kind.group_version, kind.plural, key_ns, name)
-        if key not in fake.objects:
-            return 404, _not_found(kind, name)
-        fake._delete(key)
+        with fake._lock:
+            if key not in fake.objects:
+                return 404, _not_found(kind, name)
+            failed = _precondition_failed(kind, name, fake.objects[key], body)
+            if failed is not None:
+                return 409, failed
+            fake._delete(key)
         return 200, {
             "kind": "Status",
             "apiVersion": "v1",
@@ -724,13 +805,10 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
             "BadRequest",
             f"expected {kind.group_version} {kind.kind}, got {body.get('apiVersion')} {body.get('kind')}",
         )
-    errors = (
-        kind.schema.errors(body)
-        if kind.schema
-        else native_errors(body, kind.model)
-        if kind.model
-        else crd_schema.metadata_errors(meta)
-    )
+    undecodable = _undecodable(kind, body)
+    if undecodable:
+        return 400, status(400, "BadRequest", undecodable)
+    errors = _validate(kind, body)
     unknown = [e for e in errors if e.unknown]
     if unknown and query.get("fieldValidation") == "Strict":
         fields = ", ".join(f'unknown field "{e.field}"' for e in unknown)
@@ -766,26 +844,103 @@ def _create(fake: FakeKube, kind: Kind, ns: str | None, query: dict, body: Any) 
     return 201, stored
 
 
+# What an update (PUT) cannot change of an object's metadata: the server keeps its own.
+_SYSTEM_METADATA = ("name", "namespace", "uid", "creationTimestamp", "generation")
+
+
+def _conflict(kind: Kind, name: str, why: str) -> dict:
+    return status(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {kind.resource} "{name}": {why}',
+        {"name": name, "group": kind.group, "kind": kind.plural},
+    )
+
+
 def _replace(fake: FakeKube, kind: Kind, ns: str | None, name: str, body: Any) -> tuple[int, Any]:
-    """An update (PUT) of an object that exists, with the resourceVersion it was read at (else 409 Conflict)."""
+    """An update (PUT), as the API server's generic registry does it (store.go Update): the body replaces the
+    object's spec, data, labels, annotations and ownerReferences; its resourceVersion must be the stored one (409
+    Conflict), or may be left out where the kind allows an unconditional update (else 422); a name that does not
+    exist is a 404, or a create where the kind allows it (a Lease)."""
+    if not isinstance(body, dict):
+        return 400, status(400, "BadRequest", "the body must be an object")
+    meta = body.get("metadata") or {}
+    if meta.get("name") != name:
+        return 400, status(
+            400,
+            "BadRequest",
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+        )
     key = (kind.group_version, kind.plural, ns, name)
     with fake._lock:
         current = fake.objects.get(key)
+        sent = meta.get("resourceVersion")
         if current is None:
-            return 404, _not_found(kind, name)
-        sent = ((body or {}).get("metadata") or {}).get("resourceVersion")
-        if sent != current["metadata"].get("resourceVersion"):
-            return 409, status(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {kind.plural} "{name}": the object '
-                "has been modified; please apply your changes to the latest version and try again",
+            if not kind.create_on_update:
+                return 404, _not_found(kind, name)
+            if sent:
+                return 409, _conflict(kind, name, "the object has been deleted")
+            return _create(fake, kind, ns, {}, body)
+        if not sent and not kind.unconditional_update:
+            return 422, _invalid(
+                kind,
+                name,
+                [
+                    crd_schema.FieldError(
+                        "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update"
+                    )
+                ],
             )
+        if sent and sent != current["metadata"].get("resourceVersion"):
+            return 409, _conflict(
+                kind,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        undecodable = _undecodable(kind, body)
+        if undecodable:
+            return 400, status(400, "BadRequest", undecodable)
+        # validated as a create is: the server's own metadata (timestamps) is the server's to read
+        checked = {**body, "metadata": {k: v for k, v in meta.items() if k != "creationTimestamp"}}
+        errors = [e for e in _validate(kind, checked) if not e.unknown]
+        if errors:
+            return 422, _invalid(kind, name, errors)
         fake._rv += 1
         replaced = copy.deepcopy(body)
-        replaced["metadata"] = {**current["metadata"], "resourceVersion": str(fake._rv)}
+        kept = {k: current["metadata"][k] for k in _SYSTEM_METADATA if k in current["metadata"]}
+        replaced["metadata"] = {**copy.deepcopy(meta), **kept, "resourceVersion": str(fake._rv)}
+        replaced["apiVersion"], replaced["kind"] = kind.group_version, kind.kind
+        if "status" in current and kind.schema is not None:
+            replaced["status"] = current["status"]  # a custom resource's status is its subresource's
         fake.objects[key] = replaced
+        fake._collect_soon(key)
         return 200, copy.deepcopy(replaced)
+
+
+def _precondition_failed(kind: Kind, name: str, current: dict, body: Any) -> dict | None:
+    """The 409 of a delete whose DeleteOptions.preconditions (uid, resourceVersion) the object no longer meets."""
+    preconditions = (body or {}).get("preconditions") or {} if isinstance(body, dict) else {}
+    for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = preconditions.get(field_name)
+        have = current["metadata"].get(field_name)
+        if wanted is not None and wanted != have:
+            return _conflict(
+                kind, name, f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {have}"
+            )
+    return None
+
+
+def _validate(kind: Kind, body: dict) -> list:
+    if kind.schema:
+        return kind.schema.errors(body)
+    if kind.model:
+        return native_errors(body, kind.model)
+    return crd_schema.metadata_errors(body.get("metadata"))
+
+
+def _undecodable(kind: Kind, body: dict) -> str | None:
+    """The 400 of a body the server cannot even decode into its type (a Lease's times that are not MicroTimes)."""
+    return micro_time_problem(body) if kind.kind == "Lease" else None
 
 
 def _invalid(kind: Kind, name: str, errors: list) -> dict:
