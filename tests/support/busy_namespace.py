@@ -13,6 +13,7 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
+from vdk.plugin.ml_training.k8s.creation import owned_by
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime.watchdog import Stall
@@ -30,13 +31,22 @@ def kube(**options) -> FakeKube:
 
 
 def deploy(fake: FakeKube, spec, backend: str, created: str) -> dict:
-    """The run's objects as `vdk deploy` creates them (main object, Service, record), created at `created`."""
+    """The run's objects as `vdk deploy` creates them (its record, the main object owned by it, the Service; then
+    the record owned by the main object too: k8s/creation.py), created at `created`."""
     objects = render_run(spec, IMAGE, make_run(spec), "ml", backend, trainer_cluster("runtimePatches"))
-    main = None
     for obj in objects:
         obj["metadata"]["creationTimestamp"] = created
-        stored = fake.add(PLURALS[obj["kind"]], obj)
-        main = main or stored
+    main, *others = objects
+    (record,) = [o for o in others if o["kind"] == "ConfigMap"]
+    record = fake.add("configmaps", record)
+    main = fake.add(PLURALS[main["kind"]], owned_by(main, record))
+    for obj in others:
+        if obj["kind"] != "ConfigMap":
+            fake.add(PLURALS[obj["kind"]], owned_by(obj, main))
+    with fake._lock:
+        fake.objects[("v1", "configmaps", "ml", record["metadata"]["name"])]["metadata"]["ownerReferences"] = (
+            owned_by(record, main)["metadata"]["ownerReferences"]
+        )
     return main
 
 

@@ -263,3 +263,55 @@ def test_a_signal_while_a_run_is_created_leaves_nothing_behind(kube, tmp_path, s
     assert f"vdk execute interrupted by {signal.Signals(sig).name}." in err
     assert "Stopped before run " in err and "nothing of it is left in the cluster (deleted PyTorchJob/" in err
     assert out == "" and first["metadata"]["name"] in " ".join(before)
+
+
+@pytest.mark.parametrize("plural", ["pytorchjobs", "configmaps"])
+def test_a_signal_while_the_server_is_slow_to_create_leaves_no_run_behind(kube, tmp_path, plural):
+    """The server takes seconds to write what it was asked (an overloaded API server): SIGTERM comes first, and the
+    object appears after `vdk` ended. The run's PyTorchJob appears owned by a record that is gone: Kubernetes
+    deletes it. A record that appears alone (nothing owns it, it owns nothing) is removed by the job's next
+    command once no create can be under way any more."""
+    from vdk.plugin.ml_training.k8s import pending_records
+
+    kube.deploy(backend="pytorchjob")
+    before = kube.fake.run_objects()
+    creates = kube.fake.requests_to("POST", f"/{plural}")
+    kube.fake.slow("POST", plural, 4.0)  # written 4 s after it was asked, whoever still listens
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("vdk")), "execute", "--start", "-n", "mnist-ddp"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while kube.fake.requests_to("POST", f"/{plural}") == creates and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    (line,) = [line for line in err.splitlines() if line.startswith("Stopped before run ")]
+    run = line.split()[3]
+    if plural == "pytorchjobs":
+        assert line.endswith(
+            f"nothing of it is left in the cluster (deleted ConfigMap/{run}-record); PyTorchJob/{run}, which the API "
+            "server may still write, is deleted by Kubernetes as soon as it appears (its owner, the run's record, was "
+            "deleted): deploying again starts one run"
+        ), line
+        deadline = time.monotonic() + 10
+        while f"PyTorchJob/{run}" not in kube.fake.collected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"PyTorchJob/{run}" in kube.fake.collected  # it appeared, and its owner being gone, it went
+    else:
+        assert line.endswith(
+            f"nothing of it is left in the cluster; ConfigMap/{run}-record, which the API server may still write, "
+            "is removed by the job's next vdk deploy or vdk show"
+        ), line
+        deadline = time.monotonic() + 10
+        while f"ConfigMap/{run}-record" not in kube.fake.run_objects() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert kube.fake.run_objects() == sorted([*before, f"ConfigMap/{run}-record"])  # it appeared, alone
+        kube.fake.backdate("configmaps", f"{run}-record", pending_records.PENDING_SECONDS + 1)
+        listed = ok(vdk("show", "-n", "mnist-ddp"))
+        assert f"note: removed the record {run}-record of run {run}, whose creation never completed" in listed.stderr
+    assert kube.fake.run_objects() == before and out == ""

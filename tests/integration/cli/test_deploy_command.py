@@ -418,9 +418,9 @@ def test_a_deploy_stopped_while_its_run_is_created_leaves_nothing(
         [str(VDK), "deploy", "-p", str(job), "--skip-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 300
-    while not fake.run_objects() and time.monotonic() < deadline and process.poll() is None:
+    while not fake.stored("pytorchjobs") and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.05)
-    assert fake.run_objects()  # the PyTorchJob exists, its answer is under way
+    assert fake.stored("pytorchjobs")  # the PyTorchJob exists (after its record), its answer is under way
     process.send_signal(sig)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 128 + sig, err

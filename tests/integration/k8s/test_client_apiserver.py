@@ -67,7 +67,10 @@ def test_failure_in_the_middle_of_apply_leaves_nothing(cluster, spec, fast_retri
         client.apply(manifests)
     assert "etcdserver: request timed out" in e.value.problem
     assert f"tried {fast_retries.attempts} times" in e.value.problem
-    assert f"Nothing was left in the cluster: what was created was deleted again (Job/{run.name})" in e.value.problem
+    assert (
+        f"Nothing was left in the cluster: what was created was deleted again (Job/{run.name}, "
+        f"ConfigMap/{run.name}-record)" in e.value.problem
+    )
     assert fake.run_objects() == []
     assert ("DELETE", f"/apis/batch/v1/namespaces/ml/jobs/{run.name}") in [(m, p) for m, p, _ in fake.requests]
 
@@ -76,13 +79,13 @@ def test_failure_in_the_middle_of_apply_leaves_nothing(cluster, spec, fast_retri
     with pytest.raises(MLTrainingError):
         client.apply(manifests)
     assert fake.run_objects() == []
-    assert fake.requests_to("POST", "/configmaps") == 1  # a refusal is not worth another attempt
+    assert fake.requests_to("POST", "/configmaps") == 2  # one per apply: a refusal is not worth another attempt
 
 
 def test_failed_cleanup_names_what_remains(cluster, spec, fast_retries):
     fake, client = cluster()
     run, manifests = render(spec, "job")
-    fake.fail("POST", "configmaps", 500, "InternalError", "boom", times=None)
+    fake.fail("POST", "services", 500, "InternalError", "boom", times=None)
     fake.fail("DELETE", "jobs", 500, "InternalError", "still boom", times=None)
     with pytest.raises(MLTrainingError) as e:
         client.apply(manifests)

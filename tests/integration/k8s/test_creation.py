@@ -192,7 +192,97 @@ def test_a_lost_answer_that_cannot_be_looked_up_is_deleted_again(cluster, spec, 
     with pytest.raises(MLTrainingError) as e:
         client.apply(manifests)
     assert "403" in e.value.problem
-    assert f"Nothing was left in the cluster: what was created was deleted again (PyTorchJob/{run.name})" in (
-        e.value.problem
+    assert (
+        f"Nothing was left in the cluster: what was created was deleted again (PyTorchJob/{run.name}, "
+        f"ConfigMap/{run.name}-record)" in e.value.problem
     )
     assert fake.run_objects() == []
+
+
+# --- an API server that commits after the client gave up --------------------------------------------------------
+
+
+def wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture
+def two_attempts(monkeypatch):
+    from vdk.plugin.ml_training.k8s import retries
+
+    policy = retries.RetryPolicy(attempts=2, base_seconds=0.01, max_wait_seconds=0.05, budget_seconds=20)
+    monkeypatch.setattr(retries, "DEFAULT_POLICY", policy)
+    return policy
+
+
+def test_a_run_the_server_commits_after_the_client_gave_up_is_deleted_when_it_appears(cluster, spec, two_attempts):
+    """The overloaded server of the audit: every create of the PyTorchJob is answered after the client's timeout,
+    and done later still. The deploy fails, saying that the run may still appear and what happens to it then; when
+    it appears, its owner (the record) is gone and Kubernetes deletes it: no run is left without a record."""
+    fake, client = cluster(pytorchjob=True)
+    run, manifests = render(spec, "pytorchjob")
+    client.transport.timeout = (5, 0.5)
+    fake.slow("POST", "pytorchjobs", 4.0, times=None)
+    with pytest.raises(MLTrainingError) as e:
+        client.apply(manifests)
+    problem = e.value.problem
+    assert f"did not answer within 0.5 s to create PyTorchJob {run.name} in namespace ml (tried 2 times" in problem
+    assert (
+        f"Nothing was left in the cluster: what was created was deleted again (ConfigMap/{run.name}-record); "
+        f"PyTorchJob/{run.name}, which the API server may still write, is deleted by Kubernetes as soon as it appears "
+        "(its owner, the run's record, was deleted): deploying again starts one run"
+    ) in problem
+    assert fake.run_objects() == []
+    assert wait_for(lambda: f"PyTorchJob/{run.name}" in fake.collected, 5)  # it did appear, and went
+    time.sleep(0.8)  # the second attempt's commit too
+    assert fake.run_objects() == [] and fake.stored("pytorchjobs") == []
+    assert creates(fake, "pytorchjobs") == 2
+
+
+def test_a_run_whose_record_was_settled_is_kept_with_it(cluster, spec, fast_retries):
+    """The record and its run own each other once both exist: deleting either takes the other along."""
+    fake, client = cluster(pytorchjob=True)
+    run, manifests = render(spec, "pytorchjob")
+    main, record = client.apply(manifests)
+    assert [r["uid"] for r in main["metadata"]["ownerReferences"]] == [record["metadata"]["uid"]]
+    assert [r["uid"] for r in record["metadata"]["ownerReferences"]] == [main["metadata"]["uid"]]
+    time.sleep(0.3)  # the garbage collector looked: both have their owner
+    assert fake.run_objects() == run_objects(run, "pytorchjob")
+    client.delete(client.resource_type(record), record["metadata"]["name"], "ml")
+    assert fake.run_objects() == []  # the run went with its record
+
+
+def test_a_record_left_by_a_command_that_gave_up_is_settled_by_the_next(cluster, spec, fast_retries, capfd):
+    from vdk.plugin.ml_training.k8s import pending_records
+
+    fake, client = cluster(pytorchjob=True)
+    (run, manifests), (other, others) = render(spec, "pytorchjob"), render(spec, "pytorchjob")
+    # a command killed between the record's create and the run's: its record alone, owning nothing
+    client.create(*client.prepare(manifests[1]))
+    # one killed between the run's create and the record's completion: the run exists, owned by its record
+    record = client.create(*client.prepare(others[1]))
+    client.create(*client.prepare(creation_owned(others[0], record)))
+    assert pending_records.settle(client, spec.name) == [
+        f"run {other.name} was created after its command gave up: its record {other.name}-record is complete"
+    ]  # the record alone is young: its run may be being created right now
+    fake.backdate("configmaps", f"{run.name}-record", pending_records.PENDING_SECONDS + 1)
+    client.forget_job(spec.name)
+    assert pending_records.settle(client, spec.name) == [
+        f"removed the record {run.name}-record of run {run.name}, whose creation never completed"
+    ]
+    assert fake.run_objects() == run_objects(other, "pytorchjob")
+    stored = {o["metadata"]["name"]: o for o in fake.stored("configmaps")}
+    assert [r["kind"] for r in stored[f"{other.name}-record"]["metadata"]["ownerReferences"]] == ["PyTorchJob"]
+    err = capfd.readouterr().err
+    assert f"note: removed the record {run.name}-record of run {run.name}" in err
+
+
+def creation_owned(manifest: dict, owner: dict) -> dict:
+    from vdk.plugin.ml_training.k8s.creation import owned_by
+
+    return owned_by(manifest, owner)

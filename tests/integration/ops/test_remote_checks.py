@@ -84,6 +84,7 @@ def deploy_stopped_by(check: str, job: Path, mark: str) -> str:
         (("create", "pytorchjobs"), "you are not allowed to create pytorchjobs.kubeflow.org in namespace ml"),
         (("create", "configmaps"), "you are not allowed to create configmaps in namespace ml"),
         (("list", "pytorchjobs"), "you are not allowed to list pytorchjobs.kubeflow.org in namespace ml"),
+        (("update", "configmaps"), "you are not allowed to update configmaps in namespace ml"),  # its run owns it
     ],
 )
 def test_a_forbidden_create_or_read_stops_the_smoke_run(

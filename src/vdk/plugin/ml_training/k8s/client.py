@@ -88,6 +88,7 @@ class KubeClient:
         self.server = self.transport.server
         self.namespace: str = namespace or self.transport.default_namespace
         self._job_backends: dict[str, frozenset[str]] = {}
+        self._job_records: dict[str, dict] = {}  # job -> its records' metadata-only list
 
     def discover(self) -> Discovery:
         """What the cluster serves of the backends' APIs, and what each served backend needs to know."""
@@ -124,12 +125,13 @@ class KubeClient:
     def check_access(self, manifests: list[dict], verbs: tuple[str, ...] = ("get", "list")) -> None:
         """What `apply` of `manifests` needs, without creating anything: every manifest through the server's
         dry run (permission to create, schema, admission webhooks), and permission for `verbs` on each of
-        their resources (SelfSubjectAccessReviews; a server that cannot answer them is not blamed)."""
+        their resources, and to update the run's record (its run comes to own it) (SelfSubjectAccessReviews; a
+        server that cannot answer them is not blamed)."""
         prepared = [self.prepare(m) for m in manifests]
         for rtype, body in prepared:
             creation.create(self, rtype, body, dry_run=True)
         for rtype in dict.fromkeys(rtype for rtype, _ in prepared):
-            for verb in verbs:
+            for verb in verbs + (("update",) if rtype == CONFIG_MAP else ()):
                 self._check_allowed(rtype.action(verb, self.namespace if rtype.namespaced else None))
 
     def _check_allowed(self, action: Action) -> None:
@@ -236,18 +238,32 @@ class KubeClient:
         one metadata-only list, read once per client. A job's runs are then one list per backend it uses,
         not one per backend the cluster serves."""
         if job_name not in self._job_backends:
-            listing = self.transport.request(
-                "GET",
-                CONFIG_MAP.path(self.namespace),
-                query={"labelSelector": f"{LABEL_JOB}={job_name},{LABEL_RUN},{LABEL_MANAGED_BY}={MANAGED_BY}"},
-                action=CONFIG_MAP.action("list", self.namespace),
-                timeout=timeout,
-                accept=METADATA_ONLY,
-                retry=timeout != PROBE_TIMEOUT,  # the probe of a data-job command must not wait for retries
+            self._job_records[job_name] = (
+                self.transport.request(
+                    "GET",
+                    CONFIG_MAP.path(self.namespace),
+                    query={"labelSelector": f"{LABEL_JOB}={job_name},{LABEL_RUN},{LABEL_MANAGED_BY}={MANAGED_BY}"},
+                    action=CONFIG_MAP.action("list", self.namespace),
+                    timeout=timeout,
+                    accept=METADATA_ONLY,
+                    retry=timeout != PROBE_TIMEOUT,  # the probe of a data-job command must not wait for retries
+                )
+                or {}
             )
-            labels = [(item.get("metadata") or {}).get("labels") or {} for item in (listing or {}).get("items", [])]
+            items = self._job_records[job_name].get("items", [])
+            labels = [(item.get("metadata") or {}).get("labels") or {} for item in items]
             self._job_backends[job_name] = frozenset(filter(None, (lab.get(LABEL_BACKEND) for lab in labels)))
         return self._job_backends[job_name]
+
+    def job_records(self, job_name: str) -> list[dict]:
+        """The metadata of the run records of `job_name` (labels, owners, when each was made), read once with
+        its backends (`job_backends`)."""
+        self.job_backends(job_name)
+        return [item.get("metadata") or {} for item in self._job_records[job_name].get("items", [])]
+
+    def forget_job(self, job_name: str) -> None:
+        """Read the records of `job_name` again when next asked (another command may have started a run since)."""
+        self._job_backends.pop(job_name, None)
 
     def has_runs(self, job_name: str) -> bool:
         """Whether a run of `job_name` exists: one quick list of its run records. Decides whether `vdk

@@ -66,9 +66,12 @@ def current_state(
 
 
 def previous_runs(client: KubeClient, spec: MLJobSpec) -> list[RunSummary]:
-    """The runs of this job and team in the namespace, newest first."""
+    """The runs of this job and team in the namespace, newest first (records whose run's creation never completed
+    settled first: k8s/pending_records.py)."""
     from vdk.plugin.ml_training.job.teams import team_label
+    from vdk.plugin.ml_training.k8s import pending_records
 
+    pending_records.settle(client, spec.kubernetes_name())
     label = team_label(spec.team) if spec.team else None
     return client.list_runs(job_name=spec.kubernetes_name(), team=label, unteamed=label is None)
 

@@ -128,6 +128,7 @@ def select_runs(
     `reporter`: told the retries of the requests. A job name that no run can carry (not a job name of the
     naming grammar) is an error here, before it goes into a label selector."""
     from vdk.plugin.ml_training.job import names
+    from vdk.plugin.ml_training.k8s import pending_records
     from vdk.plugin.ml_training.k8s.selection import select_job
 
     verb, _, operation = command.partition(" ")
@@ -139,7 +140,9 @@ def select_runs(
         )
     names.kubernetes_job_name(name, Path(name), from_option=True)
     suggestion = f"vdk {verb}{' ' + operation if operation else ''} -n {name}"
-    return select_job(connected(scope, reporter), name, scope.team, suggestion, changes=changes, partial=partial)
+    client = connected(scope, reporter)
+    pending_records.settle(client, name)  # records whose run's creation never completed, before the runs
+    return select_job(client, name, scope.team, suggestion, changes=changes, partial=partial)
 
 
 def pick_run(
