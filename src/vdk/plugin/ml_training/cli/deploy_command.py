@@ -229,7 +229,8 @@ DEPLOY = verbs.Verb(
             ["--if-changed"],
             is_flag=True,
             help="ml-training: start a run only if the code, requirements, config, base image or a dataset changed "
-            "since the job's last successful run; else start nothing and exit 0.",
+            "since the job's last successful run and no run of the job that has not ended yet is the same; else "
+            "start nothing and exit 0. Concurrent invocations start one run (they take turns with a Lease).",
         ),
         click.Option(
             ["--backend"],

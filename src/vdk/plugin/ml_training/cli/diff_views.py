@@ -38,6 +38,12 @@ def changes_text(changes: Changes) -> str:
 
 @shown
 def unchanged_text(result: Unchanged) -> str:
+    if result.active:
+        return (
+            f"Run {result.active} of {result.job_name} (namespace {result.namespace}) is the same and has not ended "
+            f"yet ({result.active_phase}): code, requirements, configuration, base image and data are the same. "
+            "Nothing was started."
+        )
     return (
         f"Nothing changed since run {result.last_success} of {result.job_name} (namespace {result.namespace}), the "
         "last successful one: code, requirements, configuration, base image and data are the same. Nothing was "

@@ -58,3 +58,5 @@ KUEUE_WORKLOADS = (
 )
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PERSISTENT_VOLUME_CLAIM = ResourceType("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims")
+# The short-lived lock of concurrent deploys of one job (k8s/lease.py); served by every cluster since 1.14.
+LEASE = ResourceType("Lease", "coordination.k8s.io", "v1", "leases")

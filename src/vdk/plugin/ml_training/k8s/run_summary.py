@@ -21,6 +21,8 @@ SUSPENDED = "Suspended"
 RESTARTING = "Restarting"
 STALLED = "Stalled"  # failed because the stall watchdog stopped a rank that took no optimizer step
 FINISHED = (SUCCEEDED, FAILED)
+# A run that has not ended: it may yet succeed (`vdk deploy --if-changed` does not start its twin).
+NOT_ENDED = (PENDING, QUEUED, SUSPENDED, RUNNING, RESTARTING)
 
 # Extended resources that are accelerators, by prefix.
 AMD_GPU_RESOURCE = "amd.com/gpu"

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.attestations import Request
     from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.image.signing import SigningKey
+    from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 
 # The registry a dry run names when none is set: the plan shows where a build would push.
@@ -209,24 +210,48 @@ def execute(
     plan: DeployPlan,
     *,
     reporter: Reporter | None = None,
-) -> DeployResult:
+    if_changed: bool = False,
+) -> DeployResult | Unchanged:
     """Carry out a deploy's plan (`plan_deploy` with what a pre-flight found): say what the run changes since the
     job's last run (`reporter.changes`, before anything starts), push the image the plan assembled, then create the
-    plan's manifests, all or nothing (k8s/creation.py). A dry run's plan has nothing to push: an error says so."""
-    from vdk.plugin.ml_training.image.build import push
-
+    plan's manifests, all or nothing (k8s/creation.py). A dry run's plan has nothing to push: an error says so.
+    `if_changed`: all of it while this command holds the job's lease (k8s/lease.py), after the job's runs were
+    read again: an `Unchanged` when a run of the same state has started since the plan was made (another
+    `vdk deploy --if-changed` of the job, at the same time), so that concurrent invocations start one run."""
     reporter = or_quiet(reporter)
-    say = reporter.note
-
     client = plan.target.client
     if plan.build is None or client is None:
         raise MLTrainingError(
             f"the plan of {plan.spec.name} is a dry run's: no image was assembled and no cluster was checked",
             "deploy with ops.deploy.deploy(spec), which checks, plans and executes",
         )
+    if not if_changed:
+        return _push_and_create(plan, client, reporter)
+    from vdk.plugin.ml_training.k8s import lease
+    from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
+    from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
+    from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
+
+    spec, run = plan.spec, plan.run
+    name = f"{spec.kubernetes_name()}-deploy"
+    labels = {LABEL_JOB: spec.kubernetes_name(), LABEL_MANAGED_BY: MANAGED_BY}
+    with lease.hold(client, name, reporter.note, f"deploying {spec.name} with --if-changed", labels):
+        client.forget_job(spec.kubernetes_name())  # the runs as they are now: another deploy may have started one
+        state = deploy_changes.current_state(spec, run.data, run.dependencies, run.base_digest, dict(run.code_files))
+        changes = deploy_changes.changes(client, spec, state, with_active=True)
+        if changes.repeats is not None:
+            return _unchanged_result(spec, plan.target.namespace, changes)
+        return _push_and_create(dataclasses.replace(plan, changes=changes), client, reporter)
+
+
+def _push_and_create(plan: DeployPlan, client: KubeClient, reporter: Reporter) -> DeployResult:
+    from vdk.plugin.ml_training.image.build import push
+
+    say = reporter.note
     if plan.changes is not None:
         reporter.changes(plan.changes)
     build = plan.build
+    assert build is not None
     image = push(build.image, build.session, reporter.progress, build.attest, plan.run.provenance, build.started)
     _say_attached(build.attest, say)
     assert image.reference == plan.image.reference, "the image pushed is the one the plan's manifests run"
@@ -311,7 +336,7 @@ def deploy(
             return found.skipped
         attest = _attest(spec, provenance, found.data, key)
         plan = plan_deploy(spec, reason=reason, provenance=provenance, reporter=reporter, checked=found, attest=attest)
-        return execute(plan, reporter=reporter)
+        return execute(plan, reporter=reporter, if_changed=if_changed)
 
 
 def _session(spec: MLJobSpec, registry: str) -> BuildSession:
@@ -331,12 +356,19 @@ def _unchanged(spec: MLJobSpec, checks: Any, code: dict[str, str], session: Buil
     layer = checks.result(deploy_checks.DEPENDENCIES_CHECK)
     base = str(session.base().reference)
     state = deploy_changes.current_state(spec, data, layer.packages if layer is not None else (), base, code)
-    changes = deploy_changes.changes(target.client, spec, state)
-    if not changes.unchanged_since_success:
+    changes = deploy_changes.changes(target.client, spec, state, with_active=True)
+    if changes.repeats is None:
         say(_why_deploying(changes))
         return None
-    assert changes.last_success is not None
-    return Unchanged(spec.name, target.namespace, changes.last_success.name, changes)
+    return _unchanged_result(spec, target.namespace, changes)
+
+
+def _unchanged_result(spec: MLJobSpec, namespace: str, changes: Changes) -> Unchanged:
+    active = changes.same_active
+    success = changes.last_success.name if changes.last_success and changes.unchanged_since_success else None
+    if active is not None:
+        return Unchanged(spec.name, namespace, success, changes, active.name, active.phase)
+    return Unchanged(spec.name, namespace, success, changes)
 
 
 def _why_deploying(changes: Changes) -> str:

@@ -1,7 +1,8 @@
 """What a deploy changes: the state of the run about to start (its code layer's manifest, the packages of its
 dependency layer, its configuration, its base image by digest, its datasets pinned) against the job's last run
 and its last successful one, read from their records (ops/run_diff.py compares). `vdk deploy` shows the first
-before it starts the run; `vdk deploy --if-changed` starts nothing when the second shows no change.
+before it starts the run; `vdk deploy --if-changed` starts nothing when the second shows no change, or when a run
+that has not ended yet (pending, queued, running) is the same (`with_active`).
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ class Changes:
     since_last: RunDiff | None
     last_success: RunSummary | None
     since_success: RunDiff | None
+    same_active: RunSummary | None = None  # a run not ended yet that this deploy would repeat (`with_active`)
 
     @property
     def unchanged_since_success(self) -> bool:
         return self.since_success is not None and not self.since_success.changed
+
+    @property
+    def repeats(self) -> RunSummary | None:
+        """The run this deploy would repeat: one not ended yet of the same state, else the last successful one
+        when nothing changed since; None: something changed (or there is no run to compare with)."""
+        return self.same_active or (self.last_success if self.unchanged_since_success else None)
 
     def to_dict(self) -> dict:
         return {
@@ -42,6 +50,7 @@ class Changes:
             "since_last": self.since_last.to_dict() if self.since_last else None,
             "last_successful_run": self.last_success.name if self.last_success else None,
             "since_last_success": self.since_success.to_dict() if self.since_success else None,
+            "same_active_run": self.same_active.name if self.same_active else None,
         }
 
 
@@ -91,19 +100,28 @@ def run_state(client: KubeClient, run: RunSummary) -> RunState:
     return RunState.from_record(record, manifests)
 
 
-def changes(client: KubeClient, spec: MLJobSpec, state: RunState) -> Changes:
+def changes(client: KubeClient, spec: MLJobSpec, state: RunState, with_active: bool = False) -> Changes:
     """This deploy's `state` against the job's last run and last successful run (a run whose record cannot be
-    read is compared as unknown: every part changed)."""
+    read is compared as unknown: every part changed); `with_active`: also against each run that has not ended yet
+    (pending, queued, running), the first of the same state in `same_active`."""
+    from vdk.plugin.ml_training.k8s.run_summary import NOT_ENDED
     from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
 
     runs = previous_runs(client, spec)
     last = runs[0] if runs else None
     success = next((r for r in runs if r.phase == SUCCEEDED), None)
     since_last = _against(client, last, state) if last else None
+    same_active = None
+    if with_active:
+        for run in (r for r in runs if r.phase in NOT_ENDED):
+            diff = since_last if run is last else _against(client, run, state)
+            if diff is not None and not diff.changed:
+                same_active = run
+                break
     if success is None:
-        return Changes(last, since_last, None, None)
+        return Changes(last, since_last, None, None, same_active)
     since_success = since_last if success is last else _against(client, success, state)
-    return Changes(last, since_last, success, since_success)
+    return Changes(last, since_last, success, since_success, same_active)
 
 
 def _against(client: KubeClient, run: RunSummary, state: RunState) -> RunDiff:

@@ -114,22 +114,37 @@ class DeployResult:
 
 @dataclass(frozen=True)
 class Unchanged:
-    """`vdk deploy --if-changed` that started nothing: nothing changed since the job's last successful run."""
+    """`vdk deploy --if-changed` that started nothing: nothing changed since the job's last successful run, or a run
+    that has not ended yet (pending, queued, running: `active`) is the same."""
 
     job_name: str
     namespace: str
-    last_success: str  # the run it compared with
+    last_success: str | None  # the last successful run it compared with (None: there is none, `active` repeats)
     changes: Changes
+    active: str | None = None  # a run not ended yet that is the same (another deploy's, a moment ago, say)
+    active_phase: str | None = None
 
     started: ClassVar[Literal[False]] = False
+
+    @property
+    def repeats(self) -> str:
+        """The run this deploy would have repeated."""
+        return self.active or self.last_success or "?"
+
+    @property
+    def reason(self) -> str:
+        if self.active:
+            return f"run {self.active} ({self.active_phase}) is the same and has not ended yet"
+        return f"nothing changed since run {self.last_success}"
 
     def to_dict(self) -> dict:
         return {
             "job_name": self.job_name,
             "namespace": self.namespace,
             "started": False,
-            "reason": f"nothing changed since run {self.last_success}",
+            "reason": self.reason,
             "last_successful_run": self.last_success,
+            "active_run": self.active,
             "changes": self.changes.to_dict(),
         }
 
