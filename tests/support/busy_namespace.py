@@ -43,10 +43,9 @@ def deploy(fake: FakeKube, spec, backend: str, created: str) -> dict:
     for obj in others:
         if obj["kind"] != "ConfigMap":
             fake.add(PLURALS[obj["kind"]], owned_by(obj, main))
+    owners = owned_by(record, main)["metadata"]["ownerReferences"]
     with fake._lock:
-        fake.objects[("v1", "configmaps", "ml", record["metadata"]["name"])]["metadata"]["ownerReferences"] = (
-            owned_by(record, main)["metadata"]["ownerReferences"]
-        )
+        fake.objects[("v1", "configmaps", "ml", record["metadata"]["name"])]["metadata"]["ownerReferences"] = owners
     return main
 
 

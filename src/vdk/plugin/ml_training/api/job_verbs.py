@@ -207,17 +207,21 @@ def deploy(
         reason: why this deploy, kept in the run's audit trail.
         skip_smoke: do not run the smoke check first.
         if_changed: start nothing when neither the code, the requirements, the configuration, the base image
-            nor a dataset changed since the job's last successful run.
+            nor a dataset changed since the job's last successful run, or when a run of the job that has not ended
+            yet (pending, queued, running) is the same; concurrent calls start one run (they take turns with the
+            job's Lease, `<job>-deploy`).
         reporter: told the checks, the smoke run, the build's progress and what changed since the job's last
             run (`changes`, before anything starts).
 
     Returns:
         A `DeployResult` (the plan applied, the image, what was created, what changed), or with `if_changed`
-        an `Unchanged` when nothing did (`started` tells them apart).
+        an `Unchanged` when nothing did, or a run not ended yet is the same (its `active`, `reason`; `started`
+        tells them apart).
 
     Raises:
         MLTrainingError: any problem, before anything was created, saying so; what an interrupted create made is
-            deleted again (or named, with the command that deletes it).
+            deleted again (or named, with the command that deletes it), and a training object the API server
+            writes after it gave up is deleted by Kubernetes as it appears (its owner, the run's record, is gone).
     """
     from vdk.plugin.ml_training.ops import deploy as deploy_job
 
