@@ -47,6 +47,7 @@ NOT_FROM_A_KEY = {
     "overrides",
     "data",
     "_base_reference",  # base_image, parsed
+    "vdk_section",  # the plugin's [vdk] keys read with the spec, for the settings a verb reads after it
 }
 
 

@@ -36,6 +36,19 @@ def test_the_environment_then_the_vdk_section_then_the_default(tmp_path, monkeyp
     assert (value, origin) == ("from-env", "VDK_ML_TRAINING_NAMESPACE")
 
 
+def test_a_vdk_section_taken_already_is_used_and_config_ini_is_not_read_again(tmp_path, monkeypatch):
+    from vdk.plugin.ml_training.job.load import load_job_spec
+
+    job = write_job(tmp_path, extra="\n[vdk]\nml_training_run_mode = full\n")
+    spec = load_job_spec(job)
+    assert spec.vdk_settings == {"ml_training_run_mode": "full"}
+    (job / "config.ini").unlink()  # what the spec carries is what counts: nothing reads the file again
+    assert setting(configuration(), "ml_training_run_mode", job, spec.vdk_settings)[0] == "full"
+    monkeypatch.setenv("VDK_ML_TRAINING_RUN_MODE", "container")  # the environment still comes first
+    chosen = configuration(ml_training_run_mode="container")
+    assert setting(chosen, "ml_training_run_mode", job, spec.vdk_settings) == ("container", "VDK_ML_TRAINING_RUN_MODE")
+
+
 def test_vdk_core_s_own_reading_of_the_vdk_section_is_named_as_such(tmp_path):
     """Under `vdk run JOB` vdk-core has already put [vdk] into its configuration."""
     job = write_job(tmp_path, extra="\n[vdk]\nml_training_registry = 127.0.0.1:5000/ml\n")

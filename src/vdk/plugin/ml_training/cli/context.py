@@ -18,6 +18,33 @@ from vdk.plugin.ml_training.job.settings import job_settings
 
 _CONFIGS_KEY = "vdk_ml_training.job_configs"
 
+# `vdk run`'s config.ini as vdk_start read it, before click started (cli/preflight.py): the command's first ask
+# takes that reading over, if the file is still as it was read (tests run several commands in one process).
+_BEFORE_CLICK: dict[Path, tuple[tuple[int, ...], JobConfig]] = {}
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
+def keep_before_click(config: JobConfig) -> None:
+    """Keep a reading of config.ini taken before click started, for the command that follows."""
+    signature = _signature(config.path)
+    _BEFORE_CLICK.clear()
+    if signature is not None:
+        _BEFORE_CLICK[config.job_dir.resolve()] = (signature, config)
+
+
+def _taken_before_click(key: Path) -> JobConfig | None:
+    signature, config = _BEFORE_CLICK.pop(key, (None, None))
+    if config is None or signature != _signature(config.path):
+        return None
+    return config
+
 
 def configuration() -> Any | None:
     """VDK's configuration: vdk passes its CoreContext as the click context's obj."""
@@ -36,7 +63,7 @@ def job_config(job_dir: Path | str) -> JobConfig:
     configs = ctx.meta.setdefault(_CONFIGS_KEY, {})
     key = Path(job_dir).resolve()
     if key not in configs:
-        configs[key] = read_job_config(job_dir)
+        configs[key] = _taken_before_click(key) or read_job_config(job_dir)
     return configs[key]
 
 

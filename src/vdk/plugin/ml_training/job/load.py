@@ -49,6 +49,7 @@ from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
 from vdk.plugin.ml_training.job.names import mig_profile_is_possible
 from vdk.plugin.ml_training.job.placement_keys import read_placement
+from vdk.plugin.ml_training.job.settings import job_vdk_section
 from vdk.plugin.ml_training.job.sweep import read_sweep
 from vdk.plugin.ml_training.source.requirements import is_distribution_name
 from vdk.plugin.ml_training.units import format_bytes
@@ -202,6 +203,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         smoke_sample_files=keys.integer("smoke_sample_files", minimum=1, maximum=100_000),
         smoke_sample_size=keys.quantity("smoke_sample_size"),
         origins=tuple(origins.items()),
+        vdk_section=tuple(job_vdk_section(config).items()),
         **read_placement(keys, gpus),
     )
 

@@ -271,6 +271,10 @@ class MLJobSpec:
     # The [ml-training] keys given for this run only (`--set KEY=VALUE`, `--args`: job/overrides.py), as given;
     # their values are in the fields above. Kept in a deployed run's record.
     overrides: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The plugin's keys in [vdk] of config.ini as the spec was read with them (job/settings.job_vdk_section), for
+    # the VDK settings a verb reads after the spec (ml_training_run_mode): config.ini is not read again. None: a
+    # spec made otherwise, whose verbs read [vdk] from job_dir.
+    vdk_section: tuple[tuple[str, str], ...] | None = field(default=None, compare=False, repr=False)
     # `base_image` parsed, once: carried by dataclasses.replace (it is parsed again only when base_image changed).
     # Read it as `base_reference`.
     _base_reference: ImageReference | None = field(default=None, compare=False, repr=False)
@@ -297,6 +301,11 @@ class MLJobSpec:
         """The base image, parsed (registry, repository, tag, digest)."""
         assert self._base_reference is not None  # set by __post_init__
         return self._base_reference
+
+    @property
+    def vdk_settings(self) -> dict[str, str] | None:
+        """The plugin's [vdk] keys read with the spec (None: not read with it)."""
+        return None if self.vdk_section is None else dict(self.vdk_section)
 
     def origin(self, key: str) -> str | None:
         return dict(self.origins).get(key)
@@ -338,6 +347,7 @@ class MLJobSpec:
         data.pop("job_dir")
         data.pop("origins")
         data.pop("overrides")
+        data.pop("vdk_section")
         data.pop("_base_reference")
         data["entrypoint"] = str(self.entrypoint)
         data["nodes"] = str(self.nodes)

@@ -6,6 +6,7 @@ every verb (`setting`, `job_settings`).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from typing import Protocol
@@ -83,13 +84,18 @@ def job_vdk_section(job: Path | JobConfig | None) -> dict[str, str]:
 
 
 def setting(
-    configuration: ConfigurationLike | None, key: str, job: Path | JobConfig | None = None
+    configuration: ConfigurationLike | None,
+    key: str,
+    job: Path | JobConfig | None = None,
+    section: Mapping[str, str] | None = None,
 ) -> tuple[Any, str | None]:
     """(value, where it came from) of one VDK configuration key of the plugin, the same way for every verb: the
     environment (VDK_<KEY>), else [vdk] of the job's config.ini, else the key's default (origin None). An empty
     value counts as not set. VDK itself loads [vdk] only for `vdk run JOB`, under the environment; it is read
-    here for every verb that knows its job directory (`job`, or its config.ini read already)."""
-    return _setting(configuration, key, job_vdk_section(job), _directory(job))
+    here for every verb that knows its job directory (`job`, or its config.ini read already; `section`: its
+    [vdk] keys taken already, as a spec carries them, and then config.ini is not read)."""
+    found = dict(section) if section is not None else job_vdk_section(job)
+    return _setting(configuration, key, found, _directory(job))
 
 
 def _directory(job: Path | JobConfig | None) -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -48,11 +49,16 @@ LocalJobResult = Union[LocalRunResult, "SweepSmoke", "LocalSweep"]
 
 
 def run_mode(
-    configuration: Any, job_dir: Path | None = None, full: bool = False, container: bool = False
+    configuration: Any,
+    job_dir: Path | None = None,
+    full: bool = False,
+    container: bool = False,
+    section: Mapping[str, str] | None = None,
 ) -> tuple[str, bool]:
     """(smoke or full, whether in the job's image) from the flags (`full`, `container`), else
-    ml_training_run_mode (the environment, else [vdk] of the job's config.ini)."""
-    mode = str(setting(configuration, RUN_MODE, job_dir)[0] or protocol.SMOKE).strip().lower()
+    ml_training_run_mode (the environment, else [vdk] of the job's config.ini: `section`, its keys as the spec
+    carries them, or read from `job_dir`)."""
+    mode = str(setting(configuration, RUN_MODE, job_dir, section)[0] or protocol.SMOKE).strip().lower()
     if mode not in RUN_MODES:
         raise MLTrainingError(
             f"{variable('run_mode')} ({RUN_MODE}) is {mode!r}, which is not one of {', '.join(RUN_MODES)}",
@@ -81,7 +87,7 @@ def run_job(
     another (a `LocalSweep`; a sweep whose first trials all fail raises, saying why)."""
     reporter = or_quiet(reporter)
     configuration = or_environment(configuration)
-    mode, in_container = run_mode(configuration, spec.job_dir, full, container)
+    mode, in_container = run_mode(configuration, spec.job_dir, full, container, spec.vdk_settings)
     if spec.sweep is not None:
         return _run_sweep(spec, mode, in_container, check_imports, reporter)
     if spec.overrides:
