@@ -140,6 +140,7 @@ class FakeKube:
     namespaces: tuple[str, ...] = ("default", "ml")
     kueue: bool = False  # serve kueue.x-k8s.io/v1beta1 Workloads
     forbidden: set = field(default_factory=set)  # {(verb, plural)}
+    denied: set = field(default_factory=set)  # {(user, verb, plural[/sub], namespace)}: SubjectAccessReviews' denials
     faults: list = field(default_factory=list)
     objects: dict = field(default_factory=dict)  # (group_version, plural, namespace, name) -> obj
     requests: list = field(default_factory=list)  # (method, path, query)
@@ -157,6 +158,7 @@ class FakeKube:
             Kind("Service", "", "v1", "services", model="V1Service"),
             Kind("ConfigMap", "", "v1", "configmaps", model="V1ConfigMap"),
             Kind("Job", "batch", "v1", "jobs", model="V1Job"),
+            Kind("CronJob", "batch", "v1", "cronjobs", model="V1CronJob"),
             Kind("Pod", "", "v1", "pods", model="V1Pod"),
             Kind("Event", "", "v1", "events"),
             Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", model="V1PersistentVolumeClaim"),
@@ -610,6 +612,8 @@ def _route(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tu
 def _answer(fake: FakeKube, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
     if (method, path) == ("POST", SELF_SUBJECT_ACCESS_REVIEWS):
         return _access_review(fake, body)
+    if (method, path) == ("POST", SUBJECT_ACCESS_REVIEWS):
+        return _subject_access_review(fake, body)
     if method == "GET":
         discovery = _discovery(fake, path)
         if discovery is not None:
@@ -695,6 +699,27 @@ def _access_review(fake: FakeKube, body: Any) -> tuple[int, Any]:
     if not verb or not plural:
         return 422, status(422, "Invalid", "spec.resourceAttributes: verb and resource are required")
     allowed = (verb, plural) not in fake.forbidden
+    review = copy.deepcopy(body)
+    review["status"] = {"allowed": allowed, **({} if allowed else {"reason": ""})}
+    return 201, review
+
+
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+def _subject_access_review(fake: FakeKube, body: Any) -> tuple[int, Any]:
+    """Whether another user (a service account) may: allowed unless `denied` holds (user, verb, resource,
+    namespace); the asking user needs `create subjectaccessreviews` (`forbidden` may deny it)."""
+    if ("create", "subjectaccessreviews") in fake.forbidden:
+        return 403, status(403, "Forbidden", f'User "{USER}" cannot create resource "subjectaccessreviews"')
+    if not isinstance(body, dict) or body.get("kind") != "SubjectAccessReview":
+        return 400, status(400, "BadRequest", "expected a SubjectAccessReview")
+    spec = body.get("spec") or {}
+    attributes = spec.get("resourceAttributes") or {}
+    resource = attributes.get("resource", "")
+    if attributes.get("subresource"):
+        resource = f"{resource}/{attributes['subresource']}"
+    allowed = (spec.get("user"), attributes.get("verb"), resource, attributes.get("namespace")) not in fake.denied
     review = copy.deepcopy(body)
     review["status"] = {"allowed": allowed, **({} if allowed else {"reason": ""})}
     return 201, review

@@ -289,3 +289,35 @@ def trainer_status_server(trainer_status_tls, tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def control_service(tmp_path, monkeypatch, registry, base_image):
+    """control_service(**TestControlService options) -> (service, fake): a started test VDK Control Service
+    (tests/support/control_service.py) set up for ml-training (its entry `ml-training`, the launcher's switch and
+    the training namespace `ml` in its vdkOptions, this plugin's builder as a local process pushing to the tests'
+    registry), and the fake API server its data-job pods (namespace data-jobs) and their runs (namespace ml) use;
+    KUBECONFIG reaches the latter for the test."""
+    from tests.support.control_service import TestControlService
+    from tests.support.control_service_pods import local_builder
+    from vdk.plugin.ml_training.job.keys import variable
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    started = []
+
+    def start(**options):
+        fake = FakeKube(namespaces=("default", "ml", "data-jobs")).start()
+        monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / "kubeconfig-ml", namespace="ml")))
+        options.setdefault("supported", {"ml-training": {"baseImage": base_image, "vdkImage": "vdk/vdk-ml:1",
+                                                         "builderImage": "vdk/vdk-ml-training-builder:1"}})  # fmt: skip
+        options.setdefault("builder", local_builder())
+        options.setdefault("vdk_options", {variable("launcher"): "true", variable("namespace"): "ml"})
+        options.setdefault("kubeconfig", fake.kubeconfig(tmp_path / "kubeconfig-pod", namespace="data-jobs"))
+        service = TestControlService(tmp_path / "control-service", fake, f"{registry.host}/data-jobs", **options)
+        started.append((service.start(), fake))
+        return service, fake
+
+    yield start
+    for service, fake in started:
+        service.stop()
+        fake.stop()

@@ -8,7 +8,8 @@ a pod that fails is replaced (`backoffLimit` counts it) unless a podFailurePolic
 exit code, which fails the Job and stops its other pods; the Job's status (active, succeeded, failed, its
 Complete / Failed condition) as the API shows it. A Job deleted through the API (`vdk execute --cancel`, or its
 owner's deletion) stops its processes, as the kubelet stops the pods of a deleted Job. Per pod, as the kubelet
-does: the container's environment (`$(VAR)` and field references), the image's interpreter (`python`) as this
+does: the container's environment (`$(VAR)` and field references; an Indexed Job's rendezvous at rank 0's pod DNS
+name is this machine's loopback), the image's interpreter (`python`) as this
 one, the image's paths (the job directory, the output claim's subPath) as host directories, its output as its
 log line by line, its phase and exit code.
 """
@@ -242,6 +243,11 @@ class LocalJobController:
         addresses, listens = self._services(pod.labels)
         env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") and k != "PYTHONPATH"}
         env.update({k: _rewrite(_rewrite(v, paths), addresses) for k, v in resolved.items() if k != "PYTHONPATH"})
+        # An Indexed Job's rendezvous: rank 0's pod DNS name under its headless Service (`<job>-0.<service>`)
+        host, port = env.get("PET_MASTER_ADDR", ""), env.get("PET_MASTER_PORT", "")
+        for (service, number), local in self.ports.items():
+            if host.endswith(f".{service}") and port == str(number):
+                env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"] = "127.0.0.1", str(local)
         python = (container.get("command") or ["python"])[0]
         argv = [
             sys.executable if a == python else listens.get(a) or _rewrite(expand(a, resolved), paths)

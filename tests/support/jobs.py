@@ -81,3 +81,43 @@ def api_job(parent: Path, base_image: str, name: str = "api-job") -> Path:
         "gpus_per_node = 1\n",
         files={"train.py": API_TRAIN},
     )
+
+
+CS_TRAIN = """\
+import argparse
+import sys
+import time
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--fail", action="store_true")
+    args = parser.parse_args()
+    for step in range(args.steps):
+        print(f"step {step}: loss={1.0 / (step + 1):.3f}", flush=True)
+        time.sleep(args.sleep)
+    if args.fail:
+        print("Traceback (most recent call last):\\nRuntimeError: the loss diverged", file=sys.stderr, flush=True)
+        sys.exit(1)
+    print("training done", flush=True)
+"""
+
+
+def cs_job(
+    parent: Path, name: str = "cs-train", *, args: str = "--steps 3", extra: str = "", team: str = "ml-team"
+) -> Path:
+    """A job for deploys through the test Control Service: one CPU pod (backend `job`), no base image of its own
+    (the Control Service's ml-training entry gives it), its base described (Python 3.11 with torch), in a git
+    repository of its own (its commit travels with the upload); train.py prints steps (`--steps`, `--sleep`,
+    `--fail`)."""
+    import subprocess
+
+    ml = {"base_python_version": "3.11", "base_provides": "torch", "gpus_per_node": "0", "cpu": "1",
+          "memory": "1Gi", "backend": "job", "args": args, "smoke_timeout": "2m"}  # fmt: skip
+    job = write_job(parent, name, team=team, ml=ml, extra=extra, files={"train.py": CS_TRAIN})
+    git = ["git", "-c", "user.email=ada@example.com", "-c", "user.name=Ada"]
+    subprocess.run([*git, "init", "--quiet", str(parent)], check=True)
+    subprocess.run([*git, "add", "-A"], cwd=parent, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "the job"], cwd=parent, check=True)
+    return job

@@ -104,13 +104,15 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
         # what is attached to the pushed image, not what is in it
         "attestations",
+        # whether a scheduled execution through the Control Service starts a run, not what it trains
+        "if_changed",
     }  # fmt: skip
 
 
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 45
+    assert len(KEYS) == len(set(KEYS)) == 46
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -140,11 +142,15 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         "ml_training_service_account": None,
         # SBOM and provenance attached to pushed images (off for a registry that refuses artifacts)
         "ml_training_attestations": None,
+        # the VDK Control Service: the entry its operator set up, and the launcher's switch in its data-job pods
+        "ml_training_control_service_entry": "ml-training",
+        "ml_training_launcher": "False",
     }
     assert CONFIG_KEYS["ml_training_registry"][1].startswith("OCI registry (and path) that ml-training job images")
     # the settings of a job's keys have the key's name; the others are settings of `vdk`, not of a job
     assert {k.name for k in CATALOGUE if k.scope != keys.JOB} == {
         "team_namespaces", "team_queues", "run_mode", "container_engine", "container_run_options",
+        "control_service_entry", "launcher",
     }  # fmt: skip
 
 

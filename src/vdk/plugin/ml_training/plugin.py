@@ -57,3 +57,12 @@ def run_job(context):
     from vdk.plugin.ml_training.cli.run_command import run_ml_job
 
     return run_ml_job(context)
+
+
+@hookimpl(trylast=True)
+def vdk_exit(context, exit_code) -> None:
+    """The launcher's outcome (a `vdk run` in the VDK Control Service's data-job pod) as the container's
+    termination message: after vdk-core's own, which it replaces."""
+    from vdk.plugin.ml_training.cli.launcher_command import write_termination_message
+
+    write_termination_message(context.configuration)

@@ -74,7 +74,10 @@ def deploy_ml(
     ml_args: str | None = None,
     follow: bool = False,
     if_changed: bool = False,
+    rest_api_url: str | None = None,
 ) -> None:
+    from vdk.plugin.ml_training.cli import service_deploy
+
     as_json = (output or "text").lower() == "json"
     try:
         if dry_run and build_only:
@@ -96,6 +99,7 @@ def deploy_ml(
                 "drop one of them",
             )
         option, default_team = team_option(team)
+        overrides = api.parse_overrides(set_values or (), ml_args)
         spec = api.deploy_spec(
             job_config(job_path),  # read once: deciding it is for ML read it already
             name=name,
@@ -104,12 +108,26 @@ def deploy_ml(
             backend=backend,
             import_check=not skip_import_check,
             configuration=configuration(),
-            overrides=api.parse_overrides(set_values or (), ml_args),
+            overrides=overrides,
         )
         console = Console(runs_err=True)  # everything on stderr: stdout is the deploy's result
+        route = api.service_route(job_path, spec.team, rest_api_url, configuration())
         if dry_run:
             click.echo(api.plan_deploy(spec, reason=reason, reporter=console).to_yaml(), nl=False)
+            if route.endpoint is not None:
+                service_deploy.print_setup(spec, route)
             return
+        if route.through:
+            arguments = {**overrides, **({"backend": backend} if backend else {})}
+            if if_changed:
+                arguments["if_changed"] = "true"
+            service_deploy.deploy_through_service(
+                spec, route, reason=reason, skip_smoke=skip_smoke, build_only=build_only, arguments=arguments,
+                as_json=as_json, follow=follow, reporter=console,
+            )  # fmt: skip
+            return
+        if route.endpoint is not None:
+            console.note(f"note: deploying to Kubernetes directly, not through the VDK Control Service: {route.why}")
         result: DeployResult | Unchanged | None = None
         with interrupts.stop_on_signals():
             try:
@@ -188,7 +206,9 @@ DEPLOY = verbs.Verb(
         "and pushes the job's image, and starts distributed training on Kubernetes. --dry-run prints the "
         "manifests and contacts no cluster (a base image's registry once, to learn its Python and packages); "
         "--build-only pushes the image and prints its reference; --follow follows the run to its end. "
-        "--set KEY=VALUE and --args TEXT override [ml-training] keys for this run."
+        "--set KEY=VALUE and --args TEXT override [ml-training] keys for this run. With a VDK Control Service set up "
+        "for ml-training (its URL set), the deploy goes through it instead: the job's files uploaded, its image "
+        "built by the service's builder, an execution started; `vdk execute --logs` shows its run."
     ),
     params=[
         click.Option(
@@ -254,6 +274,11 @@ DEPLOY = verbs.Verb(
             [ARGS_OPTION, "ml_args"],
             metavar="TEXT",
             help='ml-training: the entrypoint\'s arguments for this run, instead of `args` (--args "--lr 1e-3").',
+        ),
+        click.Option(
+            ["-u", "--rest-api-url"],
+            help="The VDK Control Service's REST API URL [$VDK_CONTROL_SERVICE_REST_API_URL, else `vdk set-default "
+            "-u`]. ml-training: a deploy goes through it when its operator set it up for ml-training.",
         ),
     ],
     ml_only=(

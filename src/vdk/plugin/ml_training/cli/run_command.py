@@ -18,6 +18,7 @@ import click
 
 from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import interrupts
+from vdk.plugin.ml_training.cli import launcher_command
 from vdk.plugin.ml_training.cli import unexpected
 from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.context import is_ml_dir
@@ -137,6 +138,10 @@ def run_ml_job(context: Any) -> Any:
     with interrupts.stop_on_signals():
         try:
             options = _options.get()
+            configuration = context.core_context.configuration
+            if launcher_command.is_launcher(configuration):  # the VDK Control Service's data-job pod
+                launcher_command.launch_execution(context, options.arguments)
+                return _execution_result(context, "launcher", started, None)
             if options.arguments:
                 raise MLTrainingError(
                     "--arguments passes JSON arguments to a data job's steps; an ml-training job's entrypoint takes "
@@ -144,7 +149,6 @@ def run_ml_job(context: Any) -> Any:
                     f'give this run its arguments with {ARGS_OPTION} (`vdk run JOB {ARGS_OPTION} "--lr 1e-3"`), or '
                     "set `args = ...` in [ml-training] of config.ini",
                 )
-            configuration = context.core_context.configuration
             overrides = api.parse_overrides(options.sets, options.args)
             config = job_config(context.job_directory)  # read once: for the settings and the spec
             spec = api.job_spec(config, overrides=overrides, configuration=configuration)

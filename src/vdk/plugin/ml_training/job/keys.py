@@ -244,6 +244,11 @@ def _job_keys() -> tuple[Key, ...]:
             "that refuses OCI artifacts)", "false", default=True, verbs=(DEPLOY,), where_it_runs=True, setting=True,
             setting_meaning="`false`: ml-training job images are pushed without their SBOM and build provenance "
             "(OCI referrers), for a registry that refuses artifacts [true]"),
+        Key("if_changed", BOOLEAN,
+            "`true`: an execution through the VDK Control Service that its schedule started (`schedule_cron`) "
+            "starts no run when neither the code, the requirements, the configuration, the base image nor a dataset "
+            "changed since the job's last successful run, and says so in its log (as `vdk deploy --if-changed`)",
+            "true", default=False, verbs=(DEPLOY,), where_it_runs=True),
         Key("registry", REGISTRY, "registry (and path) the job image is pushed to", "registry.example.com/ml",
             verbs=(DEPLOY,), where_it_runs=True, setting=True,
             setting_meaning="OCI registry (and path) that ml-training job images are pushed to, e.g. "
@@ -281,6 +286,15 @@ def _vdk_settings() -> tuple[Key, ...]:
         Key("team_queues", TEAM_MAPPING,
             "each team's Kueue local queue, e.g. `vision:vision-gpus, nlp:nlp-gpus` (a job's `queue` key wins)",
             "vision:vision-gpus, nlp:nlp-gpus", verbs=(DEPLOY,), scope=TEAM),
+        Key("control_service_entry", TEXT,
+            "`vdk deploy` of an ml-training job goes through the VDK Control Service (when its URL is set) if the "
+            "service lists this key among its supported Python versions: the entry its operator set up for "
+            "ml-training (base, vdk and builder images)", "3.11-ml-training", default="ml-training",
+            verbs=(DEPLOY,), scope=VDK),
+        Key("launcher", BOOLEAN,
+            "`true` in the VDK Control Service's data-job pods (its operator sets it in vdkOptions): `vdk run` of an "
+            "ml-training job starts the job's run on the cluster, follows it into the execution's log and ends with "
+            "its result, instead of a smoke run", "true", default=False, verbs=(RUN,), scope=VDK),
         Key("run_mode", CHOICE,
             "`vdk run` of an ml-training job: smoke (a few optimizer steps on CPU), full (to completion) or "
             "container (the smoke run inside the job's image)", "full", default="smoke", verbs=(RUN,), scope=VDK),

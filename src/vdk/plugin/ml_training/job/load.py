@@ -186,6 +186,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         env=env,
         registry=keys.matching("registry", REGISTRY, "a registry address"),
         attestations=keys.boolean("attestations"),
+        if_changed=keys.boolean("if_changed"),
         namespace=namespace,
         kube_context=keys.raw("kube_context"),
         stall_timeout_seconds=_timeout(keys, "stall_timeout"),

@@ -241,6 +241,8 @@ class MLJobSpec:
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
     smoke_epoch_end: bool = default_of("smoke_epoch_end")  # smoke runs cut epochs and run the end of the first one
     import_check: bool = default_of("import_check")  # `vdk run` and `vdk deploy` check the job's imports first
+    # executions that the Control Service's schedule started run only when something changed (ops/cs_launch.py)
+    if_changed: bool = default_of("if_changed")
     # pushed images get their SBOM and build provenance attached (image/attestations.py)
     attestations: bool = default_of("attestations")
     # Local runs put requirements.txt, installed by uv, on the ranks' path (local/overlay.py); False: vdk's env as is

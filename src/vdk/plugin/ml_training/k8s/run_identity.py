@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ LABEL_SWEEP = "vdk.io/sweep"
 ANNOTATION_SWEEP = LABEL_SWEEP
 # The [ml-training] keys given for this run only (`--set`, `--args`), as `key=value, key='a b'`.
 ANNOTATION_OVERRIDES = "vdk.io/overrides"
+# The VDK Control Service's execution whose launcher started the run (ops/cs_launch.py).
+ANNOTATION_EXECUTION = "vdk.io/execution"
 
 
 def new_run_name(job_name: str) -> str:
@@ -58,6 +61,19 @@ def new_run_name(job_name: str) -> str:
             f"at most {MAX_JOB_NAME_LENGTH} characters",
         )
     run_id = "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(RUN_ID_LENGTH))
+    return f"{job_name}-{run_id}"
+
+
+def run_name_for(job_name: str, key: str) -> str:
+    """`<job name>-<8 [a-z0-9]>` as `new_run_name` makes it, the 8 characters derived from `key` (the VDK Control
+    Service's execution id): every attempt of one execution names the same run, and finds the run an earlier
+    attempt created instead of starting a second."""
+    new_run_name(job_name)  # the same checks of the job name
+    number = int.from_bytes(hashlib.sha256(key.encode()).digest(), "big")
+    run_id = ""
+    for _ in range(RUN_ID_LENGTH):
+        number, digit = divmod(number, len(RUN_ID_ALPHABET))
+        run_id += RUN_ID_ALPHABET[digit]
     return f"{job_name}-{run_id}"
 
 
@@ -90,6 +106,7 @@ class RunInfo:
     base_digest: str | None = None  # the base image by digest; None when unknown
     # [ml-training] keys given for this run only (`--set`, `--args`), as given
     overrides: tuple[tuple[str, str], ...] = ()
+    execution: str | None = None  # the Control Service's execution that started it, when one did
 
     @classmethod
     def create(
@@ -103,6 +120,7 @@ class RunInfo:
         data: tuple[DataPin, ...] = (),
         code_files: tuple[tuple[str, str], ...] = (),
         base_digest: str | None = None,
+        execution: str | None = None,
     ) -> RunInfo:
         """A new run of `spec` (a fresh run name unless `name` is given)."""
         job_name = spec.kubernetes_name()
@@ -119,6 +137,7 @@ class RunInfo:
             code_files=tuple(code_files),
             base_digest=base_digest,
             overrides=spec.overrides,
+            execution=execution,
         )
 
     def labels(self, backend: str) -> dict[str, str]:
@@ -151,5 +170,6 @@ class RunInfo:
             ANNOTATION_TEAM: self.team,
             ANNOTATION_FROM_SWEEP: self.from_sweep,
             ANNOTATION_OVERRIDES: describe_overrides(self.overrides) if self.overrides else None,
+            ANNOTATION_EXECUTION: self.execution,
         }
         return {key: value for key, value in values.items() if value}

@@ -11,6 +11,7 @@ it sees as it goes is the reporter's (ops/reporting.py): rank 0's lines (`log_li
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
 
 FAILED_TAIL_LINES = 20  # of a rank whose container failed
+
+
+class FollowTimeUp(Exception):
+    """Following stopped at its `until` time; the run goes on."""
 
 
 @dataclass(frozen=True)
@@ -66,11 +71,13 @@ def follow_run(
     *,
     selection: JobSelection | None = None,
     poll_seconds: float | None = None,
+    until: float | None = None,
 ) -> FollowedRun:
     """Follow `run` until it ends and every log was read: `reporter.following(run, selection)` first, then
     `log_line("0", line)` for each line rank 0 writes, `rank_failed(...)` once for each container of a rank that
     fails (with its last lines), a note why ranks have no log yet. KeyboardInterrupt (Ctrl-C) stops following;
-    the run goes on."""
+    the run goes on. With `until` (a time.time()), FollowTimeUp stops it at the first poll after that time (the run
+    goes on too)."""
     reporter = or_quiet(reporter)
     failures: list[RankFailure] = []
     reported: set[tuple[str, int]] = set()  # (pod, container instance) whose failure was shown
@@ -80,6 +87,11 @@ def follow_run(
             reporter.log_line(rank, line)
 
     def seen(ranks: list[RankState]) -> None:
+        if until is not None and time.time() >= until:
+            raise FollowTimeUp(run.name)
+        report(ranks)
+
+    def report(ranks: list[RankState]) -> None:
         for rank in ranks:
             for instance, ended, previous in _failed_instances(rank):
                 if (rank.pod, instance) in reported:
@@ -94,7 +106,7 @@ def follow_run(
     if final.phase == SUCCEEDED:
         return FollowedRun(final, failures, None)
     detail = observe.inspect_run(client, final)
-    seen(detail.ranks)  # a rank that failed after the last poll
+    report(detail.ranks)  # a rank that failed after the last poll
     return FollowedRun(final, failures, detail)
 
 

@@ -92,3 +92,41 @@ def collect(job_dir: Path | str, now: datetime | None = None) -> Provenance:
         deployer=_deployer(job_dir),
         created=created.isoformat().replace("+00:00", "Z"),
     )
+
+
+# The provenance a deploy through the VDK Control Service uploads with the job's files (ops/cs_deploy.py): the
+# service keeps the files in its own git repository, whose commit is not the job's, so the job's own commit and
+# dirty flag travel in this file of the job directory, which the builder and the launcher read back. No time: the
+# same code deployed again uploads the same bytes (the service then keeps its commit).
+UPLOADED_PROVENANCE = ".vdk-ml-training-provenance.json"
+_UPLOADED_FIELDS = ("git_commit", "git_dirty", "git_diff_sha256", "git_remote", "deployer")
+
+
+def uploaded_provenance(provenance: Provenance) -> bytes:
+    """The file UPLOADED_PROVENANCE of `provenance` (JSON, its fields but the time)."""
+    import json
+
+    values = {name: getattr(provenance, name) for name in _UPLOADED_FIELDS}
+    return (json.dumps(values, indent=1, sort_keys=True) + "\n").encode()
+
+
+def read_uploaded(job_dir: Path | str, now: datetime | None = None) -> Provenance | None:
+    """The provenance a deploy through the Control Service uploaded with the job (its time: `now`), None when the
+    job directory has none or it cannot be read as such."""
+    import json
+
+    try:
+        values = json.loads((Path(job_dir) / UPLOADED_PROVENANCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(values, dict) or not isinstance(values.get("deployer"), str):
+        return None
+    created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    return Provenance(
+        git_commit=values.get("git_commit") or None,
+        git_dirty=bool(values.get("git_dirty")),
+        git_diff_sha256=values.get("git_diff_sha256") or None,
+        git_remote=values.get("git_remote") or None,
+        deployer=values["deployer"],
+        created=created.isoformat().replace("+00:00", "Z"),
+    )
