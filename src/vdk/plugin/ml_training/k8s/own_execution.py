@@ -20,9 +20,11 @@ from vdk.plugin.ml_training.k8s.resources import POD
 # The Control Service's annotation of how an execution was started (`scheduled` by its CronJob, else `manual`).
 EXECUTION_TYPE = "com.vmware.taurus/execution-type"
 SCHEDULED = "scheduled"
-# The launcher leaves this long before the template's deadline (at most a tenth of it): the kubelet would kill it
-# there, and the Control Service would then count the execution as failed, with nothing said.
+# The launcher leaves this long before the template's deadline (a tenth of it, within these bounds, and never more
+# than half): the kubelet would kill it there, and the Control Service would then count the execution as failed,
+# with nothing said. The least covers a poll of the run (ops/follow.py) and writing the termination message.
 LEAVE_MARGIN_SECONDS = 300
+LEAVE_MARGIN_MIN_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,13 @@ class OwnJob:
         """When the launcher stops following (a time.time()): its margin before the deadline; None: no deadline."""
         if self.deadline_seconds is None or self.started is None:
             return None
-        margin = min(LEAVE_MARGIN_SECONDS, self.deadline_seconds / 10)
-        return self.started + self.deadline_seconds - margin
+        return self.started + self.deadline_seconds - leave_margin(self.deadline_seconds)
+
+
+def leave_margin(deadline_seconds: int) -> float:
+    """How long before a deadline of `deadline_seconds` the launcher leaves."""
+    margin = min(LEAVE_MARGIN_SECONDS, max(LEAVE_MARGIN_MIN_SECONDS, deadline_seconds / 10))
+    return min(margin, deadline_seconds / 2)
 
 
 def read_own_job(client: KubeClient, name: str) -> OwnJob | None:

@@ -157,7 +157,7 @@ def _follow(
     execution: Execution,
     views: Views,
 ) -> LaunchOutcome:
-    from vdk.plugin.ml_training.k8s.own_execution import LEAVE_MARGIN_SECONDS
+    from vdk.plugin.ml_training.k8s.own_execution import leave_margin
     from vdk.plugin.ml_training.ops.follow import FollowTimeUp
     from vdk.plugin.ml_training.ops.follow import follow_run
 
@@ -166,19 +166,21 @@ def _follow(
     try:
         followed = follow_run(client, summary, rank0=views.rank0, failed=views.failed, say=say, until=leave_at)
     except FollowTimeUp:
+        deadline = own.deadline_seconds if own is not None and own.deadline_seconds else 0
         why = (
-            f"the launcher's time is up (the data-job template's activeDeadlineSeconds, {own.deadline_seconds} s, "
-            f"less at most {LEAVE_MARGIN_SECONDS} s): run {summary.name} goes on, neither stopped nor started "
-            "again. The next execution of the job reports how it ended (and starts none while it runs); with a kube "
-            f"context: `vdk show -n {summary.job_name} -i {summary.name}`"
-        ) if own is not None else f"run {summary.name} goes on"  # fmt: skip
+            f"the launcher's time is up (the data-job template's activeDeadlineSeconds, {deadline} s, less "
+            f"{leave_margin(deadline):.0f} s): run {summary.name} goes on, neither stopped nor started again. The next "
+            "execution of the job says how it ended (and starts none while it runs); with a kube context: "
+            f"`vdk show -n {summary.job_name} -i {summary.name}`"
+        )
         say(why)
         return LaunchOutcome(USER_ERROR, summary.name, why)
     except MLTrainingError as e:
         return _failed(e, summary.name, say)
     except KeyboardInterrupt:
         if not _cancelled(own_client, execution):
-            say(f"the launcher was stopped; run {summary.name} goes on (the next attempt of the execution follows it)")
+            say(f"the launcher was stopped, not cancelled: run {summary.name} goes on (a new attempt of the execution, "
+                "or the next execution, follows it)")  # fmt: skip
             raise
         deleted = client.delete_run(summary.name, summary.backend)
         say(f"execution {execution.execution_id} was cancelled: run {summary.name} deleted ({', '.join(deleted)})")

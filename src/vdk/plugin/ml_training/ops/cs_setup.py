@@ -121,13 +121,13 @@ def _cluster_checks(spec: MLJobSpec) -> list[SetupCheck]:
 
 
 def _deadline(spec: MLJobSpec, deadline: int | None, backoff: int | None) -> SetupCheck:
-    from vdk.plugin.ml_training.k8s.own_execution import LEAVE_MARGIN_SECONDS
+    from vdk.plugin.ml_training.k8s.own_execution import leave_margin
     from vdk.plugin.ml_training.units import format_duration
 
     retries = f"; {backoff} retries of the launcher's pod (each finds the same run)" if backoff is not None else ""
     if deadline is None:
         return SetupCheck("the template's deadline", True, f"none: the launcher follows every run to its end{retries}")
-    leave = deadline - min(LEAVE_MARGIN_SECONDS, deadline / 10)
+    leave = deadline - leave_margin(deadline)
     longer = spec.max_runtime_seconds is None or spec.max_runtime_seconds > leave
     note = (
         f"activeDeadlineSeconds {deadline}: the launcher leaves after {format_duration(int(leave))}; a longer run "
