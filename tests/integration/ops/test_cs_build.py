@@ -66,9 +66,7 @@ def test_the_builder_pushes_the_tag_the_service_runs_with_the_jobs_own_commit(
     assert "Basic " + base64.b64encode(f"{GIT_USER}:{GIT_PASSWORD}".encode()).decode() in auth
 
 
-def test_the_jobs_own_problems_are_the_users_and_the_services_are_the_platforms(
-    control_service, tmp_path, base_image
-):
+def test_the_jobs_own_problems_are_the_users_and_the_services_are_the_platforms(control_service, tmp_path, base_image):
     service, _ = control_service()
     version, _ = uploaded(service, tmp_path, requirements="torch==2.13.0\nno-such-package-vdk-ml==9.9\n")
     code, log = build(service, version, base_image)

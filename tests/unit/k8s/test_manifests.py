@@ -365,3 +365,12 @@ def test_a_script_that_spawns_its_workers_gets_one_launcher_process_per_node(tmp
     # the launcher gets the node's GPUs, which its workers share
     container = containers_of(pytorchjob.render(spec, IMAGE, run, "ml")[0])["Master"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
+
+
+def test_a_run_named_after_an_execution_has_the_same_name_for_every_attempt():
+    from vdk.plugin.ml_training.k8s.run_identity import run_name_for
+
+    name = run_name_for("mnist-ddp", "mnist-ddp-1747130400")
+    assert name == run_name_for("mnist-ddp", "mnist-ddp-1747130400")  # a retry finds the first attempt's run
+    assert name != run_name_for("mnist-ddp", "mnist-ddp-1747130401")
+    assert re.fullmatch(r"mnist-ddp-[a-z0-9]{8}", name) and len(name) == len(new_run_name("mnist-ddp"))

@@ -36,6 +36,8 @@ from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
+from vdk.plugin.ml_training.job.config_file import closest
+from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.overrides import parse_overrides
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.ops.notes import Say
@@ -76,6 +78,13 @@ class Execution:
                 f"the execution's arguments are not a JSON object of [ml-training] keys: {self.arguments!r}",
                 'start it with `vdk execute --start -n JOB --arguments \'{"nodes": "2", "args": "--lr 1e-3"}\'`',
             )
+        for name in self.arguments:
+            if name not in KEYS:
+                close = closest(name, list(KEYS))
+                raise MLTrainingError(
+                    f"the execution's arguments name {name!r}, which is not a key of [ml-training]",
+                    f"did you mean {close!r}?" if close else f"the keys are: {', '.join(KEYS)}",
+                )
         args = self.arguments.get(ARGS_ARGUMENT)
         sets = [f"{key}={_text(value)}" for key, value in self.arguments.items() if key != ARGS_ARGUMENT]
         return parse_overrides(sets, None if args is None else _text(args))

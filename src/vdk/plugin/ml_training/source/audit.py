@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -104,8 +105,6 @@ _UPLOADED_FIELDS = ("git_commit", "git_dirty", "git_diff_sha256", "git_remote", 
 
 def uploaded_provenance(provenance: Provenance) -> bytes:
     """The file UPLOADED_PROVENANCE of `provenance` (JSON, its fields but the time)."""
-    import json
-
     values = {name: getattr(provenance, name) for name in _UPLOADED_FIELDS}
     return (json.dumps(values, indent=1, sort_keys=True) + "\n").encode()
 
@@ -113,8 +112,6 @@ def uploaded_provenance(provenance: Provenance) -> bytes:
 def read_uploaded(job_dir: Path | str, now: datetime | None = None) -> Provenance | None:
     """The provenance a deploy through the Control Service uploaded with the job (its time: `now`), None when the
     job directory has none or it cannot be read as such."""
-    import json
-
     try:
         values = json.loads((Path(job_dir) / UPLOADED_PROVENANCE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
