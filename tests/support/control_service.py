@@ -121,6 +121,7 @@ class TestControlService:
         deadline_seconds: int = 43200,
         backoff_limit: int = 3,
         service_account: str | None = "ml-launcher",
+        token: str | None = None,
     ):
         self.workdir = workdir
         self.fake = fake
@@ -133,6 +134,7 @@ class TestControlService:
         self.deadline_seconds = deadline_seconds
         self.backoff_limit = backoff_limit
         self.service_account = service_account
+        self.token = token  # when set, the API answers 401 to a request without `Authorization: Bearer <token>`
         self.jobs: dict[str, Job] = {}
         self.executions: dict[str, Execution] = {}
         self.builds: list[Build] = []
@@ -392,7 +394,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._git_file(url.path)
         from tests.support.control_service_api import answer
 
-        code, payload, headers = answer(self.state, method, url.path, parse_qs(url.query), body, self.headers)
+        if self.state.token and self.headers.get("Authorization") != f"Bearer {self.state.token}":
+            code, payload, headers = 401, None, {}
+        else:
+            code, payload, headers = answer(self.state, method, url.path, parse_qs(url.query), body, self.headers)
         data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(code)
         for name, value in {"Content-Type": "application/json", **headers}.items():

@@ -59,3 +59,73 @@ def test_a_deploy_goes_through_the_control_service_and_its_execution_reports_the
     lines = [line.split(" ", 1)[1] for line in log.splitlines()]
     assert "[rank 0] step 2: loss=0.333" in lines and "[rank 0] training done" in lines
     assert f"{deployed['run']} Succeeded" in lines
+
+
+def test_without_the_operators_set_up_a_deploy_goes_to_kubernetes_and_a_dry_run_says_what_is_missing(
+    control_service, tmp_path, base_image
+):
+    service, _ = control_service(supported={"3.11": {"baseImage": base_image}})
+    job = cs_job(tmp_path / "repo", extra=f"base_image = {base_image}\n")
+    dry = vdk("deploy", "-p", str(job), "-u", service.url, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "kind: Job" in dry.stdout  # the plan as before
+    assert "VDK Control Service set-up for ml-training (not used:" in dry.stderr
+    assert "  ok      the Control Service's URL: " + service.url in dry.stderr
+    assert (
+        "  MISSING the ml-training entry `ml-training` among its supported Python versions: it has 3.11" in dry.stderr
+    )
+    assert "Fix: add `ml-training` to the Helm value deploymentSupportedPythonVersions" in dry.stderr
+    direct = vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke")
+    assert "note: deploying to Kubernetes directly, not through the VDK Control Service: the Control Service at " in (
+        direct.stderr
+    )
+    assert "lack the entry ml-training" in direct.stderr
+    assert "no registry to push the image of cs-train to" in direct.output  # as before: it needs one
+    assert [path for method, path, _ in service.requests if method != "GET"] == []  # nothing was sent
+
+
+def test_the_services_refusals_and_what_it_cannot_take_are_said_with_their_fix(control_service, tmp_path):
+    service, _ = control_service(token="secret-token")
+    job = cs_job(tmp_path / "repo")
+    refused = vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke")
+    assert refused.exit_code == 1
+    assert f"the VDK Control Service at {service.url} did not accept your credentials" in refused.output
+    assert "log in with `vdk login`" in refused.output
+    service.token = None
+    short = vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke", "-n", "short")
+    assert short.exit_code == 1 and "takes job names of 6 to 50 characters" in short.output
+    assert "Fix: deploy it under another name with -n NAME" in short.output
+    teamless = cs_job(tmp_path / "other", team="")
+    assert "has no team" in vdk("deploy", "-p", str(teamless), "-u", service.url, "--skip-smoke").output
+    assert [p for m, p, _ in service.requests if m == "POST"] == []  # nothing was uploaded
+
+
+def test_an_operators_dry_run_reads_the_data_job_template_and_the_launchers_permissions(
+    control_service, tmp_path, monkeypatch, base_image
+):
+    service, fake = control_service(builder=lambda image, args, env: (0, ""))
+    job = cs_job(tmp_path / "repo", extra=f"base_image = {base_image}\n")
+    assert vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke", "--build-only").exit_code == 0
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig-pod"))  # the operator's: the data-jobs namespace
+    ready = vdk("deploy", "-p", str(job), "-u", service.url, "--dry-run").stderr
+    assert "(used: the Control Service at" in ready
+    assert "  ok      the launcher's switch in the data-job pods: VDK_ML_TRAINING_LAUNCHER=true" in ready
+    assert "  ok      the launcher's service account and its token: ml-launcher, token mounted" in ready
+    assert "  ok      the template's deadline: activeDeadlineSeconds 43200: the launcher leaves after" in ready
+    launcher = "system:serviceaccount:data-jobs:ml-launcher"
+    assert f"  ok      what the launcher ({launcher}) may do: everything, in namespace ml and data-jobs" in ready
+    service.vdk_options.pop("VDK_ML_TRAINING_LAUNCHER")
+    service.service_account = None
+    from tests.support.control_service_pods import write_cronjob
+
+    write_cronjob(service, service.jobs["cs-train"], "abc")
+    lacking = vdk("deploy", "-p", str(job), "-u", service.url, "--dry-run").stderr
+    assert "  MISSING the launcher's switch in the data-job pods: VDK_ML_TRAINING_LAUNCHER=(not set)" in lacking
+    assert "Fix: add `VDK_ML_TRAINING_LAUNCHER=true` under [default] of the Helm value vdkOptions" in lacking
+    assert "  MISSING the launcher's service account and its token: default, token not mounted" in lacking
+    default = "system:serviceaccount:data-jobs:default"
+    fake.denied.update({(default, "create", "jobs", "ml"), (default, "get", "pods/log", "ml")})
+    lacking = vdk("deploy", "-p", str(job), "-u", service.url, "--dry-run").stderr
+    assert (
+        f"  MISSING what the launcher ({default}) may do: it may not create jobs in ml, get pods/log in ml" in lacking
+    )

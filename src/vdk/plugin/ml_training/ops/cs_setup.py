@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.job.config_file import SECTION
 from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.ops.cs_deploy import ENTRY
 from vdk.plugin.ml_training.ops.cs_deploy import ServiceRoute
@@ -144,7 +145,11 @@ def _permissions(client, spec: MLJobSpec, template) -> list[SetupCheck]:
     from vdk.plugin.ml_training.k8s.backends import REGISTRY
     from vdk.plugin.ml_training.k8s.launcher_setup import may
 
-    training = spec.namespace or template.namespace
+    # the launcher's: the job's own key, else the data-job pods' setting (vdkOptions), else their namespace
+    own_key = (spec.origin("namespace") or "").startswith(f"[{SECTION}]")
+    training = (spec.namespace if own_key else None) or template.environment.get(variable("namespace")) or (
+        template.namespace
+    )
     kinds = [b.main for b in REGISTRY if spec.backend in ("auto", b.name)]
     asks = [(verb, rtype, training, "") for rtype in (*kinds, resources.CONFIG_MAP, resources.SERVICE)
             for verb in ("create", "get", "list", "delete")]  # fmt: skip
