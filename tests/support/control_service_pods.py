@@ -68,6 +68,32 @@ def local_builder(extra_env: dict[str, str] | None = None, timeout: float = 600)
     return run
 
 
+def podman_builder(podman_root: Path, image: str, cache: Path, timeout: float = 900) -> Builder:
+    """The builder as the Control Service runs it, a container of `image` (a base with git) through podman with the
+    tests' private store: this project and its environment mounted read-only where they are here (the builder
+    image's installation), the host's network (the tests' registry and git server are on loopback)."""
+    from tests.support.debian_base import RUN_OPTIONS
+    from tests.support.registry import podman_command
+
+    project = Path(__file__).resolve().parents[2]
+    python = Path(sys.base_prefix)
+
+    def run(builder_image: str, args: list[str], env: dict[str, str]) -> tuple[int, str]:
+        cache.mkdir(parents=True, exist_ok=True)
+        variables = {**env, "VDK_ML_TRAINING_CACHE_DIR": str(cache), "HOME": "/tmp"}
+        argv, engine_env = podman_command(
+            podman_root,
+            "run", "--rm", *RUN_OPTIONS,
+            "-v", f"{python}:{python}:ro", "-v", f"{project}:{project}:ro", "-v", f"{cache}:{cache}",
+            *(arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")),
+            image, sys.executable, "-m", BUILDER_MODULE, *args,
+        )  # fmt: skip
+        done = subprocess.run(argv, env=engine_env, capture_output=True, text=True, timeout=timeout)
+        return done.returncode, done.stdout + done.stderr
+
+    return run
+
+
 def write_cronjob(service: TestControlService, job: Job, version: str) -> dict:
     """The job's CronJob in the data-jobs namespace, as the service renders it from its data-job template: its
     schedule, the deadline and retries, the template's service account, the job's container (named after the job,
