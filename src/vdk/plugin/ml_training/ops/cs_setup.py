@@ -147,9 +147,8 @@ def _permissions(client, spec: MLJobSpec, template) -> list[SetupCheck]:
 
     # the launcher's: the job's own key, else the data-job pods' setting (vdkOptions), else their namespace
     own_key = (spec.origin("namespace") or "").startswith(f"[{SECTION}]")
-    training = (spec.namespace if own_key else None) or template.environment.get(variable("namespace")) or (
-        template.namespace
-    )
+    from_pods = template.environment.get(variable("namespace"))
+    training = (spec.namespace if own_key else None) or from_pods or template.namespace
     kinds = [b.main for b in REGISTRY if spec.backend in ("auto", b.name)]
     asks = [(verb, rtype, training, "") for rtype in (*kinds, resources.CONFIG_MAP, resources.SERVICE)
             for verb in ("create", "get", "list", "delete")]  # fmt: skip
