@@ -143,6 +143,9 @@ class LocalJobController:
         if run.succeeded >= completions:
             return self._end(run, job, "Complete", None)
         active = [p for p in run.pods if p.exit_code is None]
+        subdomain = (spec["template"].get("spec") or {}).get("subdomain")
+        if not active and subdomain and not self._has_service(subdomain):
+            return  # its pods resolve each other under the Service: they start once it exists (see start())
         done = {p.index for p in run.pods if p.exit_code == 0}
         busy = {p.index for p in active}
         for index in range(completions):
@@ -255,6 +258,10 @@ class LocalJobController:
         ]
         cwd = _rewrite(container.get("workingDir") or layout.JOB_DIR, paths)
         return argv, env, cwd
+
+    def _has_service(self, name: str) -> bool:
+        with self.fake._lock:
+            return ("v1", "services", self.namespace, name) in self.fake.objects
 
     def _services(self, labels: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
         """The one change, as local_cluster.py makes for the rendezvous: a Service's `name:port` is

@@ -38,6 +38,7 @@ from vdk.plugin.ml_training.job.config_file import JOB_TYPE
 from vdk.plugin.ml_training.job.config_file import is_ml_job
 from vdk.plugin.ml_training.ops.imports import ImportCheckFailed
 from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 
 # The service's markers in a builder's log.
@@ -123,6 +124,7 @@ def request_from(argv: list[str], environ: dict[str, str]) -> BuildRequest:
     )
 
 
+@checked
 def build_for_service(request: BuildRequest, workdir: Path, say: Say, progress=None) -> str:
     """Fetch the job at the requested version, build and push its image, tag it as the service expects; returns
     that reference. Raises UserError for a problem of the job, MLTrainingError for anything else; a job the

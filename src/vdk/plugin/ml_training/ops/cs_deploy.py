@@ -37,6 +37,7 @@ from vdk.plugin.ml_training.job.settings import setting
 from vdk.plugin.ml_training.ops.configuration import or_environment
 from vdk.plugin.ml_training.ops.notes import Say
 from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 
 ENTRY = key("control_service_entry").setting_name
@@ -104,6 +105,7 @@ class ServiceDeployResult:
         }
 
 
+@checked
 def service_route(
     job_dir: Any, team: str | None, rest_api_url: str | None = None, configuration: ConfigurationLike | None = None
 ) -> ServiceRoute:
@@ -162,6 +164,7 @@ def check_for_service(spec: MLJobSpec) -> str:
     return spec.team
 
 
+@checked
 def deploy_through_service(
     spec: MLJobSpec,
     route: ServiceRoute,
@@ -295,6 +298,7 @@ def _wait_deployed(
         time.sleep(poll_seconds)
 
 
+@checked
 def follow_execution(
     endpoint: Endpoint,
     team: str,

@@ -41,6 +41,7 @@ from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.overrides import parse_overrides
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ def job_directory(given: Path) -> Path:
     return image_job if (image_job / CONFIG_FILE).is_file() else Path(given)
 
 
+@checked
 def launch(execution: Execution, job_dir: Path, configuration: ConfigurationLike, views: Views) -> LaunchOutcome:
     """Start (or find again) the execution's run and follow it to its end, or to the launcher's deadline."""
     from vdk.plugin.ml_training.k8s.run_identity import run_name_for

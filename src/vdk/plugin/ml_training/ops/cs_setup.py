@@ -20,6 +20,7 @@ from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.ops.cs_deploy import ENTRY
 from vdk.plugin.ml_training.ops.cs_deploy import ServiceRoute
 from vdk.plugin.ml_training.ops.cs_deploy import check_for_service
+from vdk.plugin.ml_training.ops.typed_calls import checked
 
 ROLE_FIX = 'give it the Role of docs/control-service-operator.md ("The launcher\'s service account") there'
 
@@ -35,6 +36,7 @@ class SetupCheck:
         return dict(self.__dict__)
 
 
+@checked
 def check_setup(spec: MLJobSpec, route: ServiceRoute) -> list[SetupCheck]:
     """Every check that can be made from here, in order."""
     checks = _service_checks(spec, route)
