@@ -29,10 +29,11 @@ def test_the_control_service_clis_verbs_show_and_drive_the_executions_of_an_ml_j
     job = cs_job(tmp_path / "repo", args="--steps 3")
     ml_cluster = str(tmp_path / "kubeconfig-ml")  # what the test reads the runs with; the user has none
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
-    monkeypatch.setenv("VDK_CONTROL_SERVICE_REST_API_URL", service.url)
+    # the URL as an option: the Control Service CLI reads its variable into its options' defaults when its modules
+    # are first imported, which would leave this test's URL to the tests that come after it
 
     def cli(*args):
-        result = vdk(*args, control_cli=True)
+        result = vdk(*args, "-u", service.url, control_cli=True)
         return result, f"{result.stdout}\n{result.stderr}\n{result.exception!r}"
 
     controller = LocalJobController(fake, job, {}).start()
