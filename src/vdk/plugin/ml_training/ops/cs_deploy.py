@@ -120,7 +120,7 @@ def service_route(
             endpoint, entry, False, f"the job has no team, which the Control Service at {endpoint.url} needs"
         )
     try:
-        with ControlService(endpoint, access_token()) as service:
+        with ControlService(endpoint, access_token(), retry_waits=()) as service:  # a probe: asked once
             info = service.info(team)
     except ControlServiceError as e:
         if e.status in (401, 403):
