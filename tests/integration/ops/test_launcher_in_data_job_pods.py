@@ -101,7 +101,9 @@ def test_if_changed_skips_a_scheduled_execution_and_a_cancel_deletes_the_run(con
     assert [r.name for r in runs()] == [succeeded.name]
 
 
-def test_a_launcher_the_cluster_refuses_is_the_platforms_error_and_bad_arguments_the_users(control_service, tmp_path):
+def test_a_launcher_the_cluster_refuses_or_without_credentials_is_the_platforms_error_bad_arguments_the_users(
+    control_service, tmp_path
+):
     service, fake, job, data_job = deployed(control_service, tmp_path, "--steps 1")
     fake.forbidden.add(("create", "jobs"))
     refused = service.wait_finished(service.start_execution(data_job, "manual/test", {}).id)
@@ -111,3 +113,7 @@ def test_a_launcher_the_cluster_refuses_is_the_platforms_error_and_bad_arguments
     bad = service.wait_finished(service.start_execution(data_job, "manual/test", {"nodes": "zero"}).id)
     assert bad.status == "user_error"
     assert "nodes" in service.log(bad.id) and runs() == []
+    service.kubeconfig = tmp_path / "no-token"  # a pod without its account's token
+    tokenless = service.wait_finished(service.start_execution(data_job, "manual/test", {}).id)
+    assert tokenless.status == "platform_error", service.log(tokenless.id)
+    assert "automountServiceAccountToken: true in the data-job template" in service.log(tokenless.id)

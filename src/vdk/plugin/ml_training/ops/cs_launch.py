@@ -202,6 +202,25 @@ def _follow(
     return LaunchOutcome(USER_ERROR, summary.name, f"run {summary.name} {followed.run.phase}")
 
 
+class LauncherSetupError(MLTrainingError):
+    """What the launcher's pod lacks (its service account's token, its own pod): the platform's error."""
+
+
+def _client(spec: MLJobSpec, namespace: str | None = None) -> KubeClient:
+    """A client with the pod's credentials (its service account); their lack is the operator's to fix."""
+    from vdk.plugin.ml_training.k8s.client import KubeClient
+
+    try:
+        return KubeClient(spec.kube_context, namespace)
+    except MLTrainingError as e:
+        raise LauncherSetupError(
+            f"the launcher cannot reach the cluster: {e.problem}",
+            "the Control Service's operator gives data-job pods a service account and its token "
+            "(serviceAccountName, automountServiceAccountToken: true in the data-job template; "
+            "docs/control-service-operator.md)",
+        ) from None
+
+
 class _Skip(Exception):
     def __init__(self, why: str, run: str | None = None):
         self.why = why
@@ -212,10 +231,9 @@ class _Skip(Exception):
 def _own_job(spec: MLJobSpec, execution: Execution, say: Say) -> tuple[KubeClient, OwnJob | None]:
     """A client of the pod's own namespace, and the execution's Job there (None: none, or it cannot be read)."""
     from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-    from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.own_execution import read_own_job
 
-    own_client = KubeClient(spec.kube_context)
+    own_client = _client(spec)
     try:
         own = read_own_job(own_client, execution.execution_id)
     except KubeApiError as e:
@@ -229,17 +247,14 @@ def _own_job(spec: MLJobSpec, execution: Execution, say: Say) -> tuple[KubeClien
 def _attach_or_start(
     spec: MLJobSpec, execution: Execution, run_name: str, own: OwnJob | None, own_client: KubeClient, say: Say
 ) -> tuple[KubeClient, RunSummary]:
-    from vdk.plugin.ml_training.k8s.client import KubeClient
-    from vdk.plugin.ml_training.k8s.run_summary import summarize
-
-    client = KubeClient(spec.kube_context, spec.namespace)
+    client = _client(spec, spec.namespace)
     existing = _existing(client, run_name)
     if existing is not None:
         say(f"re-attached to run {run_name}: an earlier attempt of execution {execution.execution_id} started it")
         return client, existing
     _check_alone(client, spec, run_name, say)
     provenance = audit.read_uploaded(spec.job_dir) or audit.collect(spec.job_dir)
-    return _start(spec, execution, run_name, own, own_client, provenance, say, summarize)
+    return _start(spec, execution, run_name, own, own_client, provenance, say)
 
 
 def _existing(client: KubeClient, run_name: str) -> RunSummary | None:
@@ -278,18 +293,18 @@ def _start(
     own_client: KubeClient,
     provenance: audit.Provenance,
     say: Say,
-    summarize: Callable[[dict], RunSummary],
 ) -> tuple[KubeClient, RunSummary]:
     from vdk.plugin.ml_training.image.code_manifest import code_manifest
     from vdk.plugin.ml_training.k8s.own_execution import own_image
     from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.run_summary import summarize
     from vdk.plugin.ml_training.layout import JobImage
     from vdk.plugin.ml_training.ops import deploy_checks
     from vdk.plugin.ml_training.ops.deploy_plan import plan_run
 
     image = own_image(own_client, execution.attempt_id, spec.name)
     if image is None:
-        raise MLTrainingError(
+        raise LauncherSetupError(
             f"the launcher's pod {execution.attempt_id} is not in namespace {own_client.namespace}: the image to run "
             "is not known",
             "run the launcher as the VDK Control Service does (its data-job pod: ATTEMPT_ID is the pod's name)",
@@ -382,7 +397,8 @@ def _failed(error: MLTrainingError, run: str | None, say: Say) -> LaunchOutcome:
     say(f"error: {error.problem}")
     if error.fix:
         say(f"Fix: {error.fix}")
-    platform = isinstance(error, KubeApiError) and (error.status in (0, 401, 403) or error.status >= 500)
+    refused = isinstance(error, KubeApiError) and (error.status in (0, 401, 403) or error.status >= 500)
+    platform = refused or isinstance(error, LauncherSetupError)
     return LaunchOutcome(PLATFORM_ERROR if platform else USER_ERROR, run, error.problem)
 
 
