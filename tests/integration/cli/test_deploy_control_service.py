@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 import pytest
 import requests
@@ -84,20 +88,59 @@ def test_without_the_operators_set_up_a_deploy_goes_to_kubernetes_and_a_dry_run_
     assert [path for method, path, _ in service.requests if method != "GET"] == []  # nothing was sent
 
 
-def test_the_services_refusals_and_what_it_cannot_take_are_said_with_their_fix(control_service, tmp_path):
-    service, _ = control_service(token="secret-token")
+@pytest.fixture
+def token_server():
+    """An OAuth2 token endpoint: the refresh-token grant of an API token, as the Control Service CLI makes it."""
+    grants = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            grants.append(form)
+            ok = form.get("grant_type") == ["refresh_token"] and form.get("refresh_token") == ["api-token"]
+            body = json.dumps({"access_token": "secret-token", "expires_in": 1800} if ok else {}).encode()
+            self.send_response(200 if ok else 400)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/token", grants
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_services_refusals_and_what_it_cannot_take_are_said_with_their_fix(
+    control_service, tmp_path, monkeypatch, token_server
+):
+    service, _ = control_service(token="secret-token", builder=lambda image, args, env: (0, ""))
     job = cs_job(tmp_path / "repo")
     refused = vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke")
     assert refused.exit_code == 1
     assert f"the VDK Control Service at {service.url} did not accept your credentials" in refused.output
     assert "log in with `vdk login`" in refused.output
+    # an API token, exchanged at its authorization URL: the user's VDK credentials
+    url, grants = token_server
+    refused_requests = len(service.requests)
+    monkeypatch.setenv("VDK_API_TOKEN", "api-token")
+    monkeypatch.setenv("VDK_API_TOKEN_AUTHORIZATION_URL", url)
+    accepted = vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke", "--build-only")
+    assert accepted.exit_code == 0, accepted.output
+    sent = service.requests[refused_requests:]
+    assert grants and sent and all(h.get("Authorization") == "Bearer secret-token" for _, _, h in sent)
+    monkeypatch.delenv("VDK_API_TOKEN")
+    requests_before = len([m for m, _, _ in service.requests if m == "POST"])
     service.token = None
     short = vdk("deploy", "-p", str(job), "-u", service.url, "--skip-smoke", "-n", "short")
     assert short.exit_code == 1 and "takes job names of 6 to 50 characters" in short.output
     assert "Fix: deploy it under another name with -n NAME" in short.output
     teamless = cs_job(tmp_path / "other", team="")
     assert "has no team" in vdk("deploy", "-p", str(teamless), "-u", service.url, "--skip-smoke").output
-    assert [p for m, p, _ in service.requests if m == "POST"] == []  # nothing was uploaded
+    assert len([m for m, _, _ in service.requests if m == "POST"]) == requests_before  # nothing more was uploaded
 
 
 def test_an_operators_dry_run_reads_the_data_job_template_and_the_launchers_permissions(
