@@ -15,16 +15,26 @@ import pytest
 from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.api import job_verbs
 from vdk.plugin.ml_training.api import run_verbs
+from vdk.plugin.ml_training.api import service_verbs
 
 ROOT = Path(__file__).resolve().parents[3]
 # What reads a job or a setting, and does no work to be told about
-NOT_REPORTED = {"parse_overrides", "job_spec", "deploy_spec", "find_scope", "default_team", "set_default_team"}
+NOT_REPORTED = {
+    "parse_overrides",
+    "job_spec",
+    "deploy_spec",
+    "find_scope",
+    "default_team",
+    "set_default_team",
+    "service_route",
+    "check_service_setup",
+}
 
 
 def verbs() -> dict[str, object]:
     return {
         name: function
-        for module in (job_verbs, run_verbs)
+        for module in (job_verbs, run_verbs, service_verbs)
         for name, function in inspect.getmembers(module, inspect.isfunction)
         if function.__module__ == module.__name__ and not name.startswith("_")
     }

@@ -50,6 +50,12 @@ from vdk.plugin.ml_training.api.run_verbs import show_run
 from vdk.plugin.ml_training.api.run_verbs import show_sweep
 from vdk.plugin.ml_training.api.run_verbs import start_trial
 from vdk.plugin.ml_training.api.run_verbs import trial_log
+from vdk.plugin.ml_training.api.service_verbs import build_as_builder
+from vdk.plugin.ml_training.api.service_verbs import check_service_setup
+from vdk.plugin.ml_training.api.service_verbs import deploy_through_service
+from vdk.plugin.ml_training.api.service_verbs import follow_execution
+from vdk.plugin.ml_training.api.service_verbs import launch_execution
+from vdk.plugin.ml_training.api.service_verbs import service_route
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.diagnosis.finding import Finding as Finding
@@ -68,6 +74,10 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.local.launch_plan import LaunchPlan as LaunchPlan
     from vdk.plugin.ml_training.ops.compare_runs import Outcome as Outcome
     from vdk.plugin.ml_training.ops.compare_runs import RunComparison as RunComparison
+    from vdk.plugin.ml_training.ops.cs_deploy import ServiceDeployResult as ServiceDeployResult
+    from vdk.plugin.ml_training.ops.cs_deploy import ServiceRoute as ServiceRoute
+    from vdk.plugin.ml_training.ops.cs_launch import LaunchOutcome as LaunchOutcome
+    from vdk.plugin.ml_training.ops.cs_setup import SetupCheck as SetupCheck
     from vdk.plugin.ml_training.ops.deploy_changes import Changes as Changes
     from vdk.plugin.ml_training.ops.deploy_plan import DeployPlan as DeployPlan
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult as DeployResult
@@ -151,6 +161,10 @@ _TYPES = {
     "TrialRow": "ops.sweeps",
     "TrialLog": "ops.sweeps",
     "StartedTrial": "ops.sweeps",
+    "ServiceRoute": "ops.cs_deploy",
+    "ServiceDeployResult": "ops.cs_deploy",
+    "SetupCheck": "ops.cs_setup",
+    "LaunchOutcome": "ops.cs_launch",
 }
 
 __all__ = [
@@ -183,6 +197,12 @@ __all__ = [
     "show_sweep",
     "trial_log",
     "start_trial",
+    "service_route",
+    "deploy_through_service",
+    "follow_execution",
+    "check_service_setup",
+    "build_as_builder",
+    "launch_execution",
     # the types they take and return
     "MLTrainingError",
     "JobConfigError",
@@ -232,6 +252,10 @@ __all__ = [
     "TrialRow",
     "TrialLog",
     "StartedTrial",
+    "ServiceRoute",
+    "ServiceDeployResult",
+    "SetupCheck",
+    "LaunchOutcome",
 ]
 
 

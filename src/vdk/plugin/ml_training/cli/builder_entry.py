@@ -9,36 +9,29 @@ from __future__ import annotations
 import os
 import sys
 
-from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training import api
+from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.build_progress import StderrProgress
 
 
-def _say(text: str) -> None:
-    print(text, flush=True)
+class BuilderLog(api.Reporter):
+    """Everything on stdout, the log the service reads: the notes as they are (the markers must stay whole), the
+    build's stages and transfers as lines."""
+
+    def __init__(self) -> None:
+        self._progress = StderrProgress(sys.stdout)
+
+    @property
+    def progress(self) -> Progress:
+        return self._progress
+
+    def note(self, text: str) -> None:
+        print(text, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vdk.plugin.ml_training.image.build_progress import StderrProgress
-    from vdk.plugin.ml_training.ops import cs_build
-
     args = sys.argv[1:] if argv is None else argv
-    try:
-        request = cs_build.request_from(args, dict(os.environ))
-        with cs_build.temporary_workdir() as workdir:
-            from pathlib import Path
-
-            cs_build.build_for_service(request, Path(workdir), _say, StderrProgress(sys.stdout))
-    except cs_build.UserError as e:
-        _say(f"error: {e.problem}")
-        if e.fix:
-            _say(f"Fix: {e.fix}")
-        _say(cs_build.requirements_failed(e.message))
-        return 1
-    except MLTrainingError as e:
-        _say(f"error: {e.problem}")
-        if e.fix:
-            _say(f"Fix: {e.fix}")
-        return 1
-    return 0
+    return 0 if api.build_as_builder(args, dict(os.environ), reporter=BuilderLog()) else 1
 
 
 if __name__ == "__main__":

@@ -46,11 +46,12 @@ def follow_and_exit(follow: Follow, run_name: str | None = None, again: str | No
             f"  follow it again:  vdk execute --show {again} -i {run_name} --follow\n"
             f"  cancel it:        vdk execute --cancel {again} -i {run_name}",
         )
-    _ended(followed)
+    show_end(followed)
     raise click.exceptions.Exit(0 if followed.succeeded else 1)
 
 
-def _ended(followed: FollowedRun) -> None:
+def show_end(followed: FollowedRun) -> None:
+    """How a followed run ended, and the diagnosis of a failure, on stderr."""
     run = followed.run
     if followed.succeeded:
         click.echo(f"{run.name} Succeeded", err=True)

@@ -88,3 +88,7 @@ class Console(StderrReporter):
 
     def run_deleted(self, run: RunSummary) -> None:
         click.echo(f"Deleted {run.name}")
+
+    def execution_line(self, line: str) -> None:
+        self.lines += 1
+        click.echo(line)

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+from typing import TYPE_CHECKING
 from typing import Any
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli.cluster_follow import show_end
-from vdk.plugin.ml_training.cli.cluster_follow import show_failure
-from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.job.keys import key
 from vdk.plugin.ml_training.job.settings import setting
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.api import JobSelection
+    from vdk.plugin.ml_training.api import RunSummary
 
 LAUNCHER = key("launcher").setting_name
 # The data-job pod's team (the Control Service sets it from the job's team).
@@ -40,33 +44,26 @@ def launch_execution(context: Any, arguments: str | None) -> None:
     (the hook then returns a successful ExecutionResult: see above)."""
     from vdk.internal.core.statestore import CommonStoreKeys
 
-    from vdk.plugin.ml_training.ops import cs_launch
-
     state = context.core_context.state
-    say = _line
+    reporter = LauncherConsole()
     try:
-        execution = cs_launch.Execution(
-            execution_id=str(state.get(CommonStoreKeys.EXECUTION_ID)),
-            attempt_id=str(state.get(CommonStoreKeys.ATTEMPT_ID)),
-            job_name=context.job_directory.name,
-            team=os.environ.get(TEAM_VARIABLE) or None,
-            arguments=cs_launch.parse_arguments(arguments),
-        )
-        views = cs_launch.Views(say=say, rank0=lambda line: _line(f"[rank 0] {line}"), failed=show_failure,
-                                ended=show_end)  # fmt: skip
-        outcome = cs_launch.launch(
-            execution,
-            cs_launch.job_directory(context.job_directory),
+        outcome = api.launch_execution(
+            str(state.get(CommonStoreKeys.EXECUTION_ID)),
+            str(state.get(CommonStoreKeys.ATTEMPT_ID)),
+            context.job_directory.name,
+            os.environ.get(TEAM_VARIABLE) or None,
+            arguments,
+            context.job_directory,
             context.core_context.configuration,
-            views,
+            reporter=reporter,
         )
-    except MLTrainingError as e:
-        say(f"error: {e.problem}")
-        outcome = cs_launch.LaunchOutcome(cs_launch.USER_ERROR, None, e.problem)
     except KeyboardInterrupt:
-        _pending[:] = [cs_launch.PLATFORM_ERROR]  # stopped, not cancelled: the next attempt follows the run
+        # stopped, not cancelled: the next attempt follows the run
+        _pending[:] = [api.LaunchOutcome.interrupted().status]
         raise
-    say(f"execution ends: {outcome.status} ({outcome.why})")
+    if outcome.followed is not None:
+        show_end(outcome.followed)
+    reporter.note(f"execution ends: {outcome.status} ({outcome.why})")
     _pending[:] = [outcome.status]
 
 
@@ -87,6 +84,13 @@ def write_termination_message(configuration: Any) -> None:
         click.echo(f"vdk-ml-training launcher: cannot write the termination message to {path}: {e}", err=True)
 
 
-def _line(text: str) -> None:
-    click.echo(text)
-    sys.stdout.flush()
+class LauncherConsole(Console):
+    """Everything the launcher says goes into the pod's log, the execution's: its notes on stdout with rank 0's
+    lines (click.echo flushes each line)."""
+
+    def __init__(self) -> None:
+        super().__init__(runs_err=False, notes_err=False)
+
+    def following(self, run: RunSummary, selection: JobSelection | None) -> None:
+        self.followed = (run, selection)
+        self.note(f"following run {run.name}: rank 0's output, and the last lines of any rank that fails")

@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 import shlex
 from typing import TYPE_CHECKING
-from typing import Any
 
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli import interrupts
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.job import MLJobSpec
-    from vdk.plugin.ml_training.ops.cs_deploy import ServiceDeployResult
-    from vdk.plugin.ml_training.ops.cs_deploy import ServiceRoute
+    from vdk.plugin.ml_training.api import MLJobSpec
+    from vdk.plugin.ml_training.api import ServiceDeployResult
+    from vdk.plugin.ml_training.api import ServiceRoute
+    from vdk.plugin.ml_training.cli.console import Console
 
 
 def deploy_through_service(
@@ -29,16 +30,14 @@ def deploy_through_service(
     arguments: dict[str, str],
     as_json: bool,
     follow: bool,
-    watcher: Any,
+    reporter: Console,
 ) -> None:
-    from vdk.plugin.ml_training.ops import cs_deploy
-
-    click.echo(f"Through the VDK Control Service: {route.why}", err=True)
+    reporter.note(f"Through the VDK Control Service: {route.why}")
     with interrupts.stop_on_signals():
         try:
-            result = cs_deploy.deploy_through_service(
+            result = api.deploy_through_service(
                 spec, route, reason=reason, skip_smoke=skip_smoke, start=not build_only, arguments=arguments,
-                watcher=watcher,
+                reporter=reporter,
             )  # fmt: skip
         except KeyboardInterrupt as e:
             interrupts.exit_interrupted(
@@ -51,7 +50,7 @@ def deploy_through_service(
         return
     click.echo(_result_text(result, follow))
     if follow and result.started:
-        _follow(route, result)
+        _follow(route, result, reporter)
 
 
 def _again(result: ServiceDeployResult) -> str:
@@ -73,14 +72,12 @@ def _result_text(result: ServiceDeployResult, follow: bool) -> str:
     return "\n".join(lines)
 
 
-def _follow(route: ServiceRoute, result: ServiceDeployResult) -> None:
-    from vdk.plugin.ml_training.ops.cs_deploy import follow_execution
-
-    assert route.endpoint is not None and result.execution is not None
+def _follow(route: ServiceRoute, result: ServiceDeployResult, reporter: Console) -> None:
+    assert result.execution is not None
     click.echo(f"Following execution {result.execution} (Ctrl-C detaches; it goes on)", err=True)
     try:
         with interrupts.stop_on_signals():
-            state = follow_execution(route.endpoint, result.team, result.job_name, result.execution, click.echo)
+            state = api.follow_execution(route, result.team, result.job_name, result.execution, reporter=reporter)
     except KeyboardInterrupt as e:
         interrupts.exit_interrupted(
             e,
@@ -96,9 +93,7 @@ def _follow(route: ServiceRoute, result: ServiceDeployResult) -> None:
 
 def print_setup(spec: MLJobSpec, route: ServiceRoute) -> None:
     """The dry run's account of the Control Service's set-up for ml-training: each check, what is missing, the fix."""
-    from vdk.plugin.ml_training.ops.cs_setup import check_setup
-
-    checks = check_setup(spec, route)
+    checks = api.check_service_setup(spec, route)
     click.echo(f"VDK Control Service set-up for ml-training ({'used' if route.through else 'not used'}: {route.why}):",
                err=True)  # fmt: skip
     for check in checks:

@@ -37,7 +37,9 @@ from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import JOB_TYPE
 from vdk.plugin.ml_training.job.config_file import is_ml_job
 from vdk.plugin.ml_training.ops.imports import ImportCheckFailed
-from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 
@@ -125,10 +127,39 @@ def request_from(argv: list[str], environ: dict[str, str]) -> BuildRequest:
 
 
 @checked
-def build_for_service(request: BuildRequest, workdir: Path, say: Say, progress=None) -> str:
+def build_as_builder(argv: list[str], environ: dict[str, str], reporter: Reporter | None = None) -> bool:
+    """The builder's whole run, as the service starts it (`argv`: its eleven arguments; `environ`: its
+    variables): whether the image was pushed and tagged. Everything it says is a note of `reporter` (the log the
+    service reads): a problem with its fix, a problem of the job between the >requirements_failed< markers too."""
+    reporter = or_quiet(reporter)
+    say = reporter.note
+    try:
+        request = request_from(argv, environ)
+        with temporary_workdir() as workdir:
+            build_for_service(request, Path(workdir), reporter)
+    except UserError as e:
+        _say_error(e, say)
+        say(requirements_failed(e.message))
+        return False
+    except MLTrainingError as e:
+        _say_error(e, say)
+        return False
+    return True
+
+
+def _say_error(error: MLTrainingError, say: Say) -> None:
+    say(f"error: {error.problem}")
+    if error.fix:
+        say(f"Fix: {error.fix}")
+
+
+@checked
+def build_for_service(request: BuildRequest, workdir: Path, reporter: Reporter | None = None) -> str:
     """Fetch the job at the requested version, build and push its image, tag it as the service expects; returns
     that reference. Raises UserError for a problem of the job, MLTrainingError for anything else; a job the
     service's repository does not hold is said with JOB_NOT_FOUND."""
+    reporter = or_quiet(reporter)
+    say, progress = reporter.note, reporter.progress
     registry_type = request.arguments["registry_type"] or GENERIC_REGISTRY
     if registry_type != GENERIC_REGISTRY:
         raise MLTrainingError(
@@ -144,7 +175,7 @@ def build_for_service(request: BuildRequest, workdir: Path, say: Say, progress=N
     _check_job(spec, progress)
     from vdk.plugin.ml_training.ops.deploy import build
 
-    pushed = build(spec, skip_smoke=True, provenance=provenance, say=say, progress=progress)
+    pushed = build(spec, skip_smoke=True, provenance=provenance, reporter=reporter)
     _tag(request, pushed.digest)
     say(f"Pushed {pushed.reference}, tagged {request.tag}")
     return request.tag

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +34,9 @@ from vdk.plugin.ml_training.job.keys import key
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
 from vdk.plugin.ml_training.job.settings import setting
 from vdk.plugin.ml_training.ops.configuration import or_environment
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 
@@ -173,20 +173,22 @@ def deploy_through_service(
     skip_smoke: bool = False,
     start: bool = True,
     arguments: dict[str, str] | None = None,
-    say: Say = to_stderr,
-    watcher: Any = None,
+    reporter: Reporter | None = None,
     wait_seconds: float = DEPLOY_WAIT_SECONDS,
     poll_seconds: float = POLL_SECONDS,
 ) -> ServiceDeployResult:
     """Smoke-check, upload, schedule, deploy and (with `start`) start an execution with `arguments` ([ml-training]
-    keys for its run only). Raises MLTrainingError; nothing is uploaded when the smoke check fails."""
+    keys for its run only). `reporter` is told the smoke run and each step (notes). Raises MLTrainingError; nothing
+    is uploaded when the smoke check fails."""
     from vdk.plugin.ml_training.control_service.upload import sources_zip
     from vdk.plugin.ml_training.k8s.run_identity import run_name_for
 
     assert route.endpoint is not None
+    reporter = or_quiet(reporter)
+    say = reporter.note
     team = check_for_service(spec)
     if not skip_smoke:
-        _smoke(spec, say, watcher)
+        _smoke(spec, reporter)
     provenance = audit.collect(spec.job_dir)
     archive = sources_zip(spec.job_dir, spec.name, provenance)
     schedule, contacts = _schedule_and_contacts(spec)
@@ -219,14 +221,13 @@ def deploy_through_service(
     )
 
 
-def _smoke(spec: MLJobSpec, say: Say, watcher: Any) -> None:
+def _smoke(spec: MLJobSpec, reporter: Reporter) -> None:
     from vdk.plugin.ml_training.ops.deploy_checks import nothing_done
-    from vdk.plugin.ml_training.ops.local_run import QuietWatcher
     from vdk.plugin.ml_training.ops.local_run import smoke_check
 
-    say("Pre-flight: smoke check (skip with --skip-smoke)")
+    reporter.note("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
-    error = smoke_check(spec, again, watcher or QuietWatcher())
+    error = smoke_check(spec, again, reporter)
     if error is not None:
         raise nothing_done(error)
 
@@ -304,11 +305,12 @@ def follow_execution(
     team: str,
     job: str,
     execution: str,
-    line: Callable[[str], None],
+    reporter: Reporter | None = None,
     poll_seconds: float = POLL_SECONDS,
 ) -> dict:
-    """The execution's log as the Control Service serves it (its timestamps taken off), line by line until the
-    execution ends; returns the execution as last read (its `status`)."""
+    """The execution's log as the Control Service serves it (its timestamps taken off), each line told to
+    `reporter.execution_line` until the execution ends; returns the execution as last read (its `status`)."""
+    line = or_quiet(reporter).execution_line
     printed: list[str] = []
     with ControlService(endpoint, access_token()) as service:
         while True:

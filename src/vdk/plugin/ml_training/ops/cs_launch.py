@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -40,7 +39,9 @@ from vdk.plugin.ml_training.job.config_file import closest
 from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.overrides import parse_overrides
 from vdk.plugin.ml_training.job.settings import ConfigurationLike
-from vdk.plugin.ml_training.ops.notes import Say
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.source import audit
 
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.own_execution import OwnJob
     from vdk.plugin.ml_training.k8s.run_summary import RunSummary
     from vdk.plugin.ml_training.ops.follow import FollowedRun
-    from vdk.plugin.ml_training.ops.follow import RankFailure
 
 # How an execution ended, as the Control Service reads the `status` of the container's termination message.
 SUCCESS = "Success"
@@ -93,21 +93,18 @@ class Execution:
 
 @dataclass(frozen=True)
 class LaunchOutcome:
-    """How the execution ended (`status`: one of the statuses above), its run, and why, in one line."""
+    """How the execution ended (`status`: one of the statuses above), its run, why, in one line, and the run as
+    followed to its end (None when it was not: skipped, cancelled, failed before, or the deadline came)."""
 
     status: str
     run: str | None
     why: str
+    followed: FollowedRun | None = None
 
-
-@dataclass(frozen=True)
-class Views:
-    """Where the launcher's lines go (all of them into the execution's log)."""
-
-    say: Say
-    rank0: Callable[[str], None]
-    failed: Callable[[RankFailure], None]
-    ended: Callable[[FollowedRun], None]
+    @classmethod
+    def interrupted(cls) -> LaunchOutcome:
+        """The launcher was stopped (not cancelled): the platform's error; a new attempt follows the run."""
+        return cls(PLATFORM_ERROR, None, "the launcher was stopped")
 
 
 def job_directory(given: Path) -> Path:
@@ -118,12 +115,40 @@ def job_directory(given: Path) -> Path:
 
 
 @checked
-def launch(execution: Execution, job_dir: Path, configuration: ConfigurationLike, views: Views) -> LaunchOutcome:
-    """Start (or find again) the execution's run and follow it to its end, or to the launcher's deadline."""
+def launch_execution(
+    execution_id: str,
+    attempt_id: str,
+    job_name: str,
+    team: str | None,
+    arguments: str | None,
+    given: Path,
+    configuration: ConfigurationLike | None = None,
+    reporter: Reporter | None = None,
+) -> LaunchOutcome:
+    """`launch` of the execution vdk's ids name, started with `arguments` (its `--arguments` JSON); a problem with
+    them is the user's error, said with its fix."""
+    from vdk.plugin.ml_training.ops.configuration import or_environment
+
+    reporter = or_quiet(reporter)
+    try:
+        execution = Execution(execution_id, attempt_id, job_name, team, parse_arguments(arguments))
+    except MLTrainingError as e:
+        return _failed(e, None, reporter.note)
+    return launch(execution, job_directory(given), or_environment(configuration), reporter)
+
+
+@checked
+def launch(
+    execution: Execution, job_dir: Path, configuration: ConfigurationLike, reporter: Reporter | None = None
+) -> LaunchOutcome:
+    """Start (or find again) the execution's run and follow it to its end, or to the launcher's deadline.
+    `reporter` is told each step (notes), rank 0's lines (`log_line`) and each failed container (`rank_failed`):
+    all of it belongs in the execution's log."""
     from vdk.plugin.ml_training.k8s.run_identity import run_name_for
     from vdk.plugin.ml_training.ops.deploy import deploy_spec
 
-    say = views.say
+    reporter = or_quiet(reporter)
+    say = reporter.note
     try:
         spec = deploy_spec(
             job_dir,
@@ -157,7 +182,7 @@ def launch(execution: Execution, job_dir: Path, configuration: ConfigurationLike
             say(f"execution {execution.execution_id} was cancelled before run {run_name} started: nothing was left")
             return LaunchOutcome(CANCELLED, None, "cancelled")
         raise
-    return _follow(client, summary, own, own_client, execution, views)
+    return _follow(client, summary, own, own_client, execution, reporter)
 
 
 def _follow(
@@ -166,16 +191,16 @@ def _follow(
     own: OwnJob | None,
     own_client: KubeClient | None,
     execution: Execution,
-    views: Views,
+    reporter: Reporter,
 ) -> LaunchOutcome:
     from vdk.plugin.ml_training.k8s.own_execution import leave_margin
     from vdk.plugin.ml_training.ops.follow import FollowTimeUp
     from vdk.plugin.ml_training.ops.follow import follow_run
 
-    say = views.say
+    say = reporter.note
     leave_at = own.leave_at if own is not None else None
     try:
-        followed = follow_run(client, summary, rank0=views.rank0, failed=views.failed, say=say, until=leave_at)
+        followed = follow_run(client, summary, reporter, until=leave_at)
     except FollowTimeUp:
         deadline = own.deadline_seconds if own is not None and own.deadline_seconds else 0
         why = (
@@ -196,10 +221,9 @@ def _follow(
         deleted = client.delete_run(summary.name, summary.backend)
         say(f"execution {execution.execution_id} was cancelled: run {summary.name} deleted ({', '.join(deleted)})")
         return LaunchOutcome(CANCELLED, summary.name, "cancelled")
-    views.ended(followed)
     if followed.succeeded:
-        return LaunchOutcome(SUCCESS, summary.name, f"run {summary.name} succeeded")
-    return LaunchOutcome(USER_ERROR, summary.name, f"run {summary.name} {followed.run.phase}")
+        return LaunchOutcome(SUCCESS, summary.name, f"run {summary.name} succeeded", followed)
+    return LaunchOutcome(USER_ERROR, summary.name, f"run {summary.name} {followed.run.phase}", followed)
 
 
 class LauncherSetupError(MLTrainingError):

@@ -80,6 +80,12 @@ class Reporter:
     def run_deleted(self, run: RunSummary) -> None:
         """A run was deleted (one event per run, as each goes)."""
 
+    # --- an execution of the VDK Control Service, followed ------------------------------------------------------
+
+    def execution_line(self, line: str) -> None:
+        """A line of the execution's log as the Control Service serves it (its timestamp taken off; the launcher's
+        lines, rank 0's among them), or a note that its pod was started again."""
+
 
 QUIET = Reporter()
 
