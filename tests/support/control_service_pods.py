@@ -265,8 +265,9 @@ class LauncherPod:
                     break
         with service.lock:
             execution.end_time = _now()
-        service.fake.set_status("jobs", execution.id, {"active": 0, "conditions": [{"type": "Complete"}]},
-                                service.namespace)  # fmt: skip
+        if not self.cancelled:  # a cancel deleted the Job: no status to set
+            service.fake.set_status("jobs", execution.id, {"active": 0, "conditions": [{"type": "Complete"}]},
+                                    service.namespace)  # fmt: skip
 
     def _container(self, image_dir: Path, deadline: float) -> int:
         self.termination.parent.mkdir(parents=True, exist_ok=True)
