@@ -1,10 +1,10 @@
-"""The builder of the Control Service's ml-training entry (ops/cs_build.py, `vdk-ml-training-builder`) as the
-service starts it (its eleven positional arguments, its variables, the job in its git repository served over
-HTTP with basic authentication) and as the service judges it (tests/support/control_service.py's judge_builder,
-its DeploymentNotificationHelper's rules): the image pushed under the tag the service's CronJob runs, with the
-job's own commit; the job's own problems reported between the `>requirements_failed<` markers (the user's error,
-with the message the service reports); a job the repository lacks with `>data-job-not-found<`; a git server that
-refuses the builder's credentials is the platform's error."""
+"""The builder of the Control Service's ml-training entry (ops/cs_build.py, `vdk-ml-training-builder`) as the service
+starts it (its eleven positional arguments, its variables, the job in its git repository served over HTTP with basic
+authentication) and as the service judges it (tests/support/control_service.py's judge_builder, its
+DeploymentNotificationHelper's rules): the image pushed under the tag the service's CronJob runs, with the job's own
+commit and its SBOM and build provenance attached; the job's own problems reported between the
+`>requirements_failed<` markers (the user's error, with the message the service reports); a job the repository lacks
+with `>data-job-not-found<`; a git server that refuses the builder's credentials is the platform's error."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ from tests.support.control_service import judge_builder
 from tests.support.control_service_pods import local_builder
 from tests.support.jobs import cs_job
 from vdk.plugin.ml_training.control_service.upload import sources_zip
+from vdk.plugin.ml_training.image.attestations import KINDS
+from vdk.plugin.ml_training.image.build_progress import Progress
+from vdk.plugin.ml_training.image.referrers import ANNOTATION_PREDICATE
+from vdk.plugin.ml_training.image.referrers import list_referrers
+from vdk.plugin.ml_training.image.registry import TARGET
+from vdk.plugin.ml_training.image.registry import RegistryClient
 from vdk.plugin.ml_training.source import audit
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
@@ -61,6 +67,12 @@ def test_the_builder_pushes_the_tag_the_service_runs_with_the_jobs_own_commit(
     assert config["Labels"]["org.opencontainers.image.revision"] == commit  # the job's, not the service's
     assert commit != version
     assert f"from the job's commit {commit}" in log
+    # its SBOM and build provenance attached as a deploy's are: the image's referrers
+    assert "Attached to the image: SBOM and provenance" in log, log
+    with RegistryClient(host, Progress(), role=TARGET) as client:
+        listing = list_referrers(client, f"{repository}/cs-train", answer.headers["Docker-Content-Digest"])
+    predicates = sorted(r.annotations.get(ANNOTATION_PREDICATE, "") for r in listing.referrers)
+    assert predicates == sorted(predicate for _, predicate, _ in KINDS)
     # the git server saw the service's git credentials
     auth = [h.get("Authorization") for m, p, h in service.requests if p.startswith("/data-jobs.git/")]
     assert "Basic " + base64.b64encode(f"{GIT_USER}:{GIT_PASSWORD}".encode()).decode() in auth
