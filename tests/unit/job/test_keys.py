@@ -100,6 +100,8 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
         "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc", "data_cache_pvc",
         "smoke_data", "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
+        # how a run restarts and how its smoke run checks that (not what trains)
+        "resume", "termination_grace_period_seconds", "smoke_resume",
         # placement: which nodes, taints, pull secrets and service account (not what trains, not the image)
         "gpu_type", "gpu_type_label", "node_selector", "tolerations", "image_pull_secrets", "service_account",
         # what is attached to the pushed image, not what is in it
@@ -112,7 +114,7 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 46
+    assert len(KEYS) == len(set(KEYS)) == 49
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():

@@ -28,6 +28,12 @@ DEFAULT_SMOKE_TIMEOUT = 600
 # The most machines a run may ask for, and GPUs per machine (the largest nodes have 16).
 MAX_NODES = 4096
 MAX_GPUS_PER_NODE = 16
+# A pod told to stop has this long to save a checkpoint and exit, when the run has an output volume (output_pvc);
+# without one Kubernetes' own default (30 s) applies. Two minutes: a cloud's spot notice (AWS), and a checkpoint
+# of a few GB to a network volume.
+DEFAULT_TERMINATION_GRACE = 120
+RESUME_CHOICES = ("auto", "off")
+SMOKE_RESUME_CHOICES = ("check", "require", "off")
 
 # Where a key is written.
 JOB = "job"  # a key of [ml-training] (and, with `setting`, also a VDK setting that is its default)
@@ -183,6 +189,16 @@ def _job_keys() -> tuple[Key, ...]:
             where_it_runs=True, setting=True, default_text="the namespace's `default`",
             setting_meaning="the ServiceAccount ml-training runs' pods run as"),
         Key("max_restarts", INTEGER, "restarts before the job is failed", "5", default=3, verbs=(DEPLOY,)),
+        Key("resume", CHOICE,
+            "whether a Hugging Face `Trainer`, Lightning or Accelerate run resumes from the last checkpoint this run "
+            "(or the run it continues) wrote in its working directory, and saves one when it is told to stop "
+            "(SIGTERM: preemption, eviction, drain, `vdk execute --cancel`)",
+            "off", default="auto", where_it_runs=True, choices=lambda: RESUME_CHOICES),
+        Key("termination_grace_period", DURATION,
+            "how long a pod told to stop has to save its checkpoint and exit before it is killed "
+            "(the pods' `terminationGracePeriodSeconds`)", "5m", verbs=(DEPLOY,), where_it_runs=True,
+            default_text=f"`{format_duration(DEFAULT_TERMINATION_GRACE)}` with `output_pvc`, else Kubernetes' "
+            "(30 s)", maximum=86400),
         Key("max_runtime", DURATION, "the job is stopped after this long, e.g. `12h`", "12h", maximum=365 * 86400),
         Key("ttl_after_finished", DURATION, "how long finished jobs are kept", "1d", default=7 * 86400,
             verbs=(DEPLOY,), maximum=365 * 86400),
@@ -222,6 +238,10 @@ def _job_keys() -> tuple[Key, ...]:
         Key("smoke_epoch_end", BOOLEAN,
             "`false`: a smoke run stops after `smoke_steps` optimizer steps instead of running the end of the first "
             "epoch", "false", default=True, where_it_runs=True),
+        Key("smoke_resume", CHOICE,
+            "whether a smoke run, after its cut epoch, stops its ranks as a preemption would and starts them again in "
+            "the same working directory: `check` notes a script that starts over, `require` fails it, `off` skips "
+            "the second start", "require", default="check", where_it_runs=True, choices=lambda: SMOKE_RESUME_CHOICES),
         Key("smoke_data", DATA_PATHS,
             "local files a smoke run uses for a dataset of [ml-training.data] instead of a sample of it: "
             "`TARGET=PATH, ...` (PATH relative to the job directory, or absolute)", "data/train=samples/train",

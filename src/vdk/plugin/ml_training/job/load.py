@@ -29,6 +29,7 @@ from vdk.plugin.ml_training.job.entrypoint import spawn_call
 from vdk.plugin.ml_training.job.environment import read_env
 from vdk.plugin.ml_training.job.environment import read_secrets
 from vdk.plugin.ml_training.job.key_reader import KeyReader
+from vdk.plugin.ml_training.job.keys import DEFAULT_TERMINATION_GRACE
 from vdk.plugin.ml_training.job.keys import MAX_GPUS_PER_NODE
 from vdk.plugin.ml_training.job.keys import MAX_NODES
 from vdk.plugin.ml_training.job.keys import SETTING_PREFIX
@@ -153,6 +154,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
     mounts = parse_mounts(parser, path)
     data = parse_data(parser, path, mounts, entrypoint)
     base_image = keys.matching("base_image", IMAGE_REFERENCE, "an image reference") or default_of("base_image")
+    output_pvc = keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name")
     return MLJobSpec(
         name=job_dir.name,
         job_dir=job_dir,
@@ -181,6 +183,9 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         smoke_device_tracking=keys.boolean("smoke_device_tracking"),
         smoke_args=smoke_args,
         smoke_epoch_end=keys.boolean("smoke_epoch_end"),
+        resume=keys.choice("resume"),
+        termination_grace_period_seconds=_grace(keys, output_pvc),
+        smoke_resume=keys.choice("smoke_resume"),
         import_check=keys.boolean("import_check"),
         requirements_overlay=keys.boolean("requirements_overlay"),
         env=env,
@@ -194,7 +199,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         gpu_sample_period_seconds=_timeout(keys, "gpu_sample_period"),
         idle_timeout_seconds=_idle_timeout(keys),
         spawns_workers=spawn is not None,
-        output_pvc=keys.matching("output_pvc", DNS_1123_SUBDOMAIN, "a PersistentVolumeClaim name"),
+        output_pvc=output_pvc,
         mounts=mounts,
         secrets=read_secrets(parser, path),
         sweep=read_sweep(parser, path, args, smoke_args, env),
@@ -207,6 +212,15 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         vdk_section=tuple(job_vdk_section(config).items()),
         **read_placement(keys, gpus),
     )
+
+
+def _grace(keys: KeyReader, output_pvc: str | None) -> int | None:
+    """The pods' terminationGracePeriodSeconds: the key, else a default long enough to save a checkpoint when the run
+    has an output volume to save it in (without one, what a pod saves goes with it: Kubernetes' default)."""
+    seconds = keys.duration("termination_grace_period", minimum=1)
+    if seconds is None and output_pvc:
+        return DEFAULT_TERMINATION_GRACE
+    return seconds
 
 
 # --- values of their own grammar ------------------------------------------------------------------------------

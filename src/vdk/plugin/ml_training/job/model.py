@@ -240,6 +240,11 @@ class MLJobSpec:
     spawns_workers: bool = False
     smoke_args: tuple[str, ...] | None = None  # smoke runs' arguments instead of `args` (None: `args`)
     smoke_epoch_end: bool = default_of("smoke_epoch_end")  # smoke runs cut epochs and run the end of the first one
+    # Frameworks resume from this run's last checkpoint and save one when told to stop (runtime/resume.py): auto, off
+    resume: str = default_of("resume")
+    # Seconds a pod told to stop has to save and exit (terminationGracePeriodSeconds); None: Kubernetes' default
+    termination_grace_period_seconds: int | None = None
+    smoke_resume: str = default_of("smoke_resume")  # the smoke run's second start (ops/resume_check.py)
     import_check: bool = default_of("import_check")  # `vdk run` and `vdk deploy` check the job's imports first
     # executions that the Control Service's schedule started run only when something changed (ops/cs_launch.py)
     if_changed: bool = default_of("if_changed")
