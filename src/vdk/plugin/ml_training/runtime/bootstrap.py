@@ -89,6 +89,7 @@ def _run_in_image(entry: list[str]) -> int:
 
     rank = rank_process.global_rank()
     outputs = _enter_output_dir()
+    _install_resume()
     spawned_workers.install(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
     reporter = rank_process.start_progress() if rank == 0 else None
@@ -142,6 +143,26 @@ def _enter_output_dir() -> str | None:
             )
         )
         raise SystemExit(1) from None
+
+
+def _install_resume() -> None:
+    """Automatic resume and the checkpoint on the way out, when the run's `resume` is auto (runtime/resume.py)."""
+    from vdk.plugin.ml_training.runtime import post_import
+    from vdk.plugin.ml_training.runtime import resume
+
+    try:
+        if not resume.install():
+            return
+        from vdk.plugin.ml_training.runtime import accelerate_resume
+        from vdk.plugin.ml_training.runtime import hf_resume
+        from vdk.plugin.ml_training.runtime import lightning_resume
+
+        post_import.when_imported("transformers.trainer", hf_resume.patch)
+        for name in lightning_resume.TRAINER_MODULES:
+            post_import.when_imported(name, lightning_resume.patch)
+        post_import.when_imported("accelerate.accelerator", accelerate_resume.patch)
+    except Exception as e:  # noqa: BLE001 - no automatic resume, but the user's code runs as ever
+        _write_line(f"[vdk-ml-training] warning: no automatic resume ({type(e).__name__}: {e})")
 
 
 def _report_outputs(rank: int, outputs: str | None) -> None:
@@ -206,6 +227,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     # a script that spawns its own workers runs as one launcher process; its workers are the ranks
     name = protocol.LAUNCHER if os.environ.get(protocol.SPAWNED_WORKERS) else rank
+    _enter_output_dir()  # in the job's image (vdk run --container), as on a cluster; here it is the directory already
     rank_process.guard_writes(run_dir)
     report_argument_errors()
     rank_process.route_output(rank, run_dir)
@@ -220,19 +242,23 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
+    _install_resume()
     if mode == protocol.SMOKE:
         from vdk.plugin.ml_training.runtime import smoke_rank
+        from vdk.plugin.ml_training.runtime import smoke_resume
+        from vdk.plugin.ml_training.runtime.resume import StoppedToResume
         from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
         adaptations = smoke_rank.install_stand_ins(run_dir)
         counter = smoke_rank.step_counter(name)
+        smoke_resume.install(name)  # the resume check's first or second start (ops/resume_check.py)
         counter.listeners.insert(0, StepRecorder(report))  # a handful of steps: each one recorded
         if checksum is not None:
             counter.listeners.insert(0, checksum.on_step)  # before the step limit ends the script
         if metric is not None:
             metric.attach(counter)
         counters.append(counter)
-        stopped_at_limit = (SmokeStepsReached,)
+        stopped_at_limit = (SmokeStepsReached, StoppedToResume)  # the first start's planned end: a stop
     else:  # full: every rank counts its steps for the summary and runs the watchdog; rank 0 prints progress lines
         from vdk.plugin.ml_training.runtime import spawned_workers
 

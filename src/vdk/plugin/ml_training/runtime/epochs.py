@@ -147,6 +147,10 @@ class EpochWatch:
         last = self._last
         if self.framework is None and self.epoch_end is not None and last is not None and last.start > self.epoch_end:
             last.trained = True  # the second epoch's training pass
+            from vdk.plugin.ml_training.runtime import smoke_resume
+
+            if smoke_resume.preempt():  # the resume check's first start: SIGTERM, and this step goes on
+                return
             raise SmokeStepsReached(self.counter.steps)
 
     def after_step(self, counter: StepCounter, optimizer: Any) -> None:

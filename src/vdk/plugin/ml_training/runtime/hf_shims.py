@@ -144,6 +144,10 @@ def _patch_trainer(module, a: Adaptations, epoch_end: bool) -> None:
                 control.should_log = True
                 if not epoch_end:
                     return control
+                from vdk.plugin.ml_training.runtime import smoke_resume
+
+                if smoke_resume.preempt():  # the resume check's first start: SIGTERM, the Trainer saves and stops
+                    return control
                 control.should_save = True
                 control.should_evaluate = owner is not None and owner.eval_dataset is not None
                 self.forced_at = state.global_step

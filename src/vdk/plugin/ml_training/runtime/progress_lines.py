@@ -61,8 +61,10 @@ def format_line(
     eta_s: float | None = None,
     script: str | None = None,
     after_last_step_s: float | None = None,
+    resumed: str | None = None,
 ) -> str:
-    """One progress line; values never contain spaces, so `key=value` tokens split on whitespace."""
+    """One progress line; values never contain spaces, so `key=value` tokens split on whitespace. `resumed`: the
+    checkpoint this process resumed from and its step (`checkpoint-1200@1200`, runtime/resume.py)."""
     parts = [MARK, f"step={step}/{total}" if total else f"step={step}"]
     if loss is not None:
         parts.append(f"loss={loss:.6g}")
@@ -76,6 +78,8 @@ def format_line(
         parts.append(f"script={script}")
     if after_last_step_s is not None:
         parts.append(f"after_last_step={approximate_duration(after_last_step_s)}")
+    if resumed:
+        parts.append(f"resumed={resumed.replace(' ', '_')}")
     return " ".join(parts)
 
 
@@ -91,6 +95,7 @@ class Figures:
     eta_s: float | None = None
     script: str | None = None  # the last line's: how the script ended (finished, failed)
     after_last_step_s: float | None = None
+    resumed: str | None = None  # `checkpoint-1200@1200`: the checkpoint a framework resumed from (runtime/resume.py)
 
     def line(self) -> str:
         return format_line(**asdict(self))
@@ -103,6 +108,18 @@ class Follower(Protocol):
     def offer(self, figures: Figures) -> None: ...
 
     def close(self) -> None: ...
+
+
+_reporters: list = []  # weak references to this process's reporters, told when a framework resumes
+
+
+def note_resumed(checkpoint: str, step: int) -> None:
+    """A framework resumed from `checkpoint` at `step`: every line from now on says so, and counts steps from there
+    (unless a Trainer already told the reporter its steps done)."""
+    for ref in list(_reporters):
+        reporter = ref()
+        if reporter is not None:
+            reporter.resumed_from(checkpoint, step)
 
 
 class ProgressSettings:
@@ -156,6 +173,15 @@ class ProgressReporter:
         self._last_step_at: float | None = None  # the clock at the last optimizer step
         self._on = True
         self.followers: list[Follower] = []  # given each line's figures (runtime/kubeflow_status.py)
+        self._resumed: str | None = None  # `checkpoint-1200@1200` once a framework resumed (runtime/resume.py)
+        import weakref
+
+        _reporters.append(weakref.ref(self))
+
+    def resumed_from(self, checkpoint: str, step: int) -> None:
+        self._resumed = f"{checkpoint}@{step}"
+        if not self._offset:
+            self._offset = int(step) - (self.counter.steps if self.counter is not None else 0)
 
     def attach(self, counter: Any) -> ProgressReporter:
         if not self._on or self.counter is not None:
@@ -207,7 +233,7 @@ class ProgressReporter:
             eta = max(0, self.total_steps - step) / rate
         if script is not None and self._last_step_at is not None:
             after = max(0.0, now - self._last_step_at)
-        figures = Figures(step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script, after)
+        figures = Figures(step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script, after, self._resumed)
         self.last_line = figures.line()
         self._out.write(self.last_line + "\n")
         self._out.flush()
@@ -286,7 +312,10 @@ class Progress:
             parts.append(f"{self.fields['steps_per_s']} steps/s")
         known = {"step", "total_steps", "max_steps", "total", "loss", "eta", "eta_s", "eta_seconds", "steps_per_s"}
         names = {"after_last_step": "after the last step", "gpu_utilisation": "GPU utilisation"}
-        parts += [f"{names.get(k, k)} {v}" for k, v in self.fields.items() if k not in known]
+        parts += [f"{names.get(k, k)} {v}" for k, v in self.fields.items() if k not in known | {"resumed"}]
+        if self.fields.get("resumed"):
+            checkpoint, _, step = self.fields["resumed"].rpartition("@")
+            parts.append(f"resumed from {checkpoint} (step {step})" if checkpoint else f"resumed from {step}")
         if self.source == KUBEFLOW:
             parts.append("from the TrainJob's Kubeflow status" + (f" of {self.updated}" if self.updated else ""))
         return ", ".join(parts) or self.line

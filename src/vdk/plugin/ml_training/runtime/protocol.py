@@ -29,6 +29,19 @@ EPOCH_END = "VDK_ML_TRAINING_EPOCH_END"  # "0": a smoke run stops after smoke_st
 # Where the run's outputs go; the bootstrap makes it the working directory (runtime/output_workdir.py). Set for
 # cluster runs with an output claim (k8s/pod_template.py) and for local runs (their working directory).
 OUTPUT_DIR = "VDK_ML_TRAINING_OUTPUT_DIR"
+# Automatic resume and the checkpoint on the way out (runtime/resume.py): "auto" or "off" (absent: off). Set by the
+# renderers (k8s/pod_template.py) and the local launcher from the job's `resume` key.
+RESUME = "VDK_ML_TRAINING_RESUME"
+# The run whose checkpoints these are (a cluster run's name; a local run's directory): what a rank resumes from must
+# have been written by it, or by the run it continues (RESUME_FROM, empty for a new run), never by a stranger.
+RUN_NAME = "VDK_ML_TRAINING_RUN_NAME"
+RESUME_FROM = "VDK_ML_TRAINING_RESUME_FROM"
+# The smoke run's resume check (ops/resume_check.py): "stop" in its first start (the planned end is a stop, as a
+# preemption's SIGTERM), "resume" in its second; FIRST_START_DIR: the second start's way to the first one's files.
+SMOKE_RESUME = "VDK_ML_TRAINING_SMOKE_RESUME"
+SMOKE_STOP = "stop"
+SMOKE_RESTART = "resume"
+FIRST_START_DIR = "VDK_ML_TRAINING_FIRST_START_DIR"
 
 # Set by the user ([ml-training.env], or the shell for a local run); read by rank 0 of cluster and
 # full local runs.

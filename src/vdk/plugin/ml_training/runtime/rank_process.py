@@ -122,6 +122,28 @@ def dump_stacks_on_crash(path) -> None:
     faulthandler.register(signal.SIGTERM, file=f, all_threads=True, chain=True)
 
 
+def dump_stacks_now() -> None:
+    """Where every thread is, as faulthandler writes it on SIGTERM: for a Python handler of SIGTERM that replaced
+    faulthandler's (runtime/resume.py), so that a stopped rank's stack file says where it was all the same."""
+    if _stack_file is None:
+        return
+    import faulthandler
+
+    try:
+        faulthandler.dump_traceback(file=_stack_file, all_threads=True)
+    except (OSError, ValueError):
+        pass
+
+
+def dump_stacks_again_on(signum: int) -> None:
+    """A Python handler of `signum` (runtime/resume.py's SIGTERM) replaced faulthandler's: back to the stack dump."""
+    if _stack_file is None:
+        return
+    import faulthandler
+
+    faulthandler.register(signum, file=_stack_file, all_threads=True, chain=True)
+
+
 def start_progress():
     """Progress lines of this process (rank 0), or None when they are off."""
     from vdk.plugin.ml_training.runtime import progress_lines

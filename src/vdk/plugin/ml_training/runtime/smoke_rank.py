@@ -50,9 +50,10 @@ def install_stand_ins(run_dir: str):
     gpus = int(os.environ.get(protocol.SMOKE_GPUS) or os.environ.get("LOCAL_WORLD_SIZE") or "1")
     adaptations = cpu_shims.install(gpus, track_devices=os.environ.get(protocol.DEVICE_TRACKING) != "0")
     cut_epochs = os.environ.get(protocol.EPOCH_END) != "0"
-    hf_shims.install(adaptations, steps, os.path.join(run_dir, "hf-output"), cut_epochs)
+    home = os.environ.get(protocol.FIRST_START_DIR) or run_dir  # a second start resumes what the first wrote there
+    hf_shims.install(adaptations, steps, os.path.join(home, "hf-output"), cut_epochs)
     processes = int(os.environ.get("LOCAL_WORLD_SIZE") or "1")
-    lightning_shims.install(adaptations, processes, os.path.join(run_dir, "lightning"))
+    lightning_shims.install(adaptations, processes, os.path.join(home, "lightning"))
     _spawn_ranks(adaptations)
     # DTensor's warning about the CPU mesh that stands for the GPU mesh concerns the smoke run, not the code
     warnings.filterwarnings("ignore", message="DTensor random operators may not have complete support on cpu")
