@@ -58,6 +58,8 @@ class Console(StderrReporter):
         click.echo(format_summary(result.outcome, result.finding), err=self.runs_err)
         for line in result.turned_off:  # what the smoke run turned off, and how it was checked
             click.echo(f"  {line}", err=self.runs_err)
+        for line in result.resume.lines if result.resume is not None else []:  # the second start, after a stop
+            click.echo(f"  {line}", err=self.runs_err)
         if result.passed and result.debug:
             click.echo(f"  run files: {result.run.run_dir}", err=self.runs_err)
 

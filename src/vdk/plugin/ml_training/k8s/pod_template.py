@@ -21,6 +21,10 @@ RENDEZVOUS_PORT = 29500
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
 OUTPUT_VOLUME = "vdk-outputs"
+# torchrun's agent: how long it waits for its ranks after passing SIGTERM on, before it kills them (an older torch
+# that does not read it keeps its 30 s).
+TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+AGENT_EXIT_SECONDS = 5  # of the grace period, what the agent keeps to end after its ranks
 
 
 def torchrun_flags() -> list[str]:
@@ -82,9 +86,29 @@ def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     out: list[dict] = [{"name": name, "value": literal(value)} for name, value in layout.launch_env(spec).items()]
     if spec.output_pvc:
         out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
+    out += [{"name": name, "value": value} for name, value in resume_env(spec, run).items()]
     for secret in spec.secrets:
         out.append({"name": secret.name, "valueFrom": {"secretKeyRef": {"name": secret.secret, "key": secret.key}}})
     return out
+
+
+def resume_env(spec: MLJobSpec, run: RunInfo) -> dict[str, str]:
+    """What automatic resume and the checkpoint on the way out need (runtime/resume.py): the job's `resume`, the run
+    whose checkpoints the pods may resume from (a restarted pod is the same run), and, with a grace period, torchrun's
+    agent waits for its ranks to save that long (less the few seconds it needs to end) before it kills them (torch's
+    default, 30 s, would cut a longer save short)."""
+    env = {protocol.RESUME: spec.resume, protocol.RUN_NAME: run.name}
+    grace = spec.termination_grace_period_seconds
+    if grace:
+        env[TORCHRUN_SHUTDOWN_TIMEOUT] = str(max(1, grace - AGENT_EXIT_SECONDS))
+    return env
+
+
+def grace_fields(spec: MLJobSpec) -> dict:
+    """The pod spec's terminationGracePeriodSeconds, when the job has one (`termination_grace_period`, or its default
+    with an output volume)."""
+    grace = spec.termination_grace_period_seconds
+    return {"terminationGracePeriodSeconds": grace} if grace else {}
 
 
 def volumes(spec: MLJobSpec) -> list[dict]:
@@ -148,6 +172,7 @@ def pod_spec(
     out["containers"] = containers
     out["volumes"] = volumes(spec)
     out.update(placement_fields(spec))
+    out.update(grace_fields(spec))
     if spec.priority_class:
         out["priorityClassName"] = spec.priority_class
     return out

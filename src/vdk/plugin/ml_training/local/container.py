@@ -58,6 +58,7 @@ class ContainerStarter:
     gpus: int = 0  # > 0: every GPU of this machine is passed through
     name: str = ""
     _lifeline: Lifeline | None = None
+    _starts: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name or f"vdk-ml-{self.spec.name}-{secrets.token_hex(4)}"
@@ -110,6 +111,9 @@ class ContainerStarter:
 
     def start(self, attempt: Attempt) -> subprocess.Popen:
         _share(attempt.run_dir)
+        self._starts += 1
+        if self._starts > 1:  # a second start (the resume check): a container of its own, whatever is left of the first
+            self.name = f"{self.name.split('--', 1)[0]}--{self._starts}"
         self.release()  # a previous attempt's (another port)
         lifeline = self._lifeline = Lifeline()
         # The engine's client, under a guard that stops the container if vdk is killed (local/container_guard.py).

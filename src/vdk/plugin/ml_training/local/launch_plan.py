@@ -131,6 +131,7 @@ def smoke_plan(
             protocol.SMOKE_GPUS: str(smoke_gpus(spec)),
             protocol.DEVICE_TRACKING: "1" if spec.smoke_device_tracking else "0",
             protocol.EPOCH_END: "1" if spec.smoke_epoch_end else "0",
+            protocol.RESUME: spec.resume,
         }
     )
     if workers:
@@ -205,6 +206,7 @@ def full_plan(
     used = min(gpus, spec.gpus_per_node.devices if spec.spawns_workers else processes)  # the GPUs it samples
     env.update(SamplerSettings(spec.gpu_sample_period_seconds, spec.idle_timeout_seconds, used).env())
     env[protocol.MODE] = protocol.FULL
+    env[protocol.RESUME] = spec.resume
     notes += secret_notes(spec, env)
     return LaunchPlan(
         spec=spec,

@@ -39,6 +39,8 @@ from vdk.plugin.ml_training.vocabulary.wire import PROJECT
 
 AGENT_LOG = "agent.log"
 WORK_DIR = "work"  # the ranks' working directory inside a run directory
+OUTPUTS_DIR = "outputs"  # in the job's image: the directory of the run directory the ranks work in (resume check)
+RESTART_DIR = "restart-"  # a second start's run directory, inside the first start's
 # Where run directories go instead of the default (tests point it at a temporary directory).
 RUNS_DIR_ENV = "VDK_ML_TRAINING_RUNS_DIR"
 FULL_RUNS = "full"  # full runs' directories below VDK_ML_TRAINING_RUNS_DIR: kept, never pruned
@@ -212,32 +214,47 @@ class HostStarter:
 
 
 def launch(
-    plan: LaunchPlan, stdout: IO[str] | None = None, stderr: IO[str] | None = None, starter: Starter | None = None
+    plan: LaunchPlan,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    starter: Starter | None = None,
+    again: LocalRun | None = None,
 ) -> LocalRun:
-    """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first."""
+    """Run the plan to its end and return what happened. KeyboardInterrupt stops every process first. `again`: start
+    it where that run ran (its working directory, with what it wrote there, as a restarted pod finds its volume; its
+    run name), with result files of its own in that run's directory."""
     starter = starter or HostStarter()
     starter.check()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    runs = full_runs_dir() if plan.mode == protocol.FULL else runs_dir()
+    runs = again.run_dir if again is not None else full_runs_dir() if plan.mode == protocol.FULL else runs_dir()
     runs.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if plan.mode != protocol.FULL:
+    if plan.mode != protocol.FULL and again is None:
         _prune_old_runs(runs)
     for attempt in range(PORT_ATTEMPTS):
-        run = _launch_once(plan, runs, stdout, stderr, starter)
+        run = _launch_once(plan, runs, stdout, stderr, starter, again)
         if attempt + 1 == PORT_ATTEMPTS or not _lost_port_race(run):
             return run
         shutil.rmtree(run.run_dir, ignore_errors=True)  # nothing ran: try another port
     raise AssertionError("unreachable")
 
 
-def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str], starter: Starter) -> LocalRun:
+def outputs_dir(run: LocalRun) -> Path:
+    """Where the ranks of a run wrote what they wrote: their working directory on this machine, or, in the job's image,
+    the directory of the run directory that the image's job directory was linked into (`OUTPUTS_DIR`)."""
+    return run.work.path if run.work is not None else run.run_dir / OUTPUTS_DIR
+
+
+def _launch_once(
+    plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str], starter: Starter, again: LocalRun | None = None
+) -> LocalRun:
     started = time.monotonic()
     # full runs' directories are kept: the time in their name tells them apart
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-") if plan.mode == protocol.FULL else ""
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{plan.spec.name}-{stamp}", dir=runs))
+    prefix = RESTART_DIR if again is not None else f"{plan.spec.name}-{stamp}"
+    run_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=runs))
     try:
-        work = starter.prepare(plan, run_dir)
+        work = again.work if again is not None else starter.prepare(plan, run_dir)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -249,9 +266,15 @@ def _launch_once(plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str],
         _Console(stdout, stderr, run_dir, terminal=starter.engine is None) as console,
     ):
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
+        env[protocol.RUN_NAME] = (again.run_dir if again is not None else run_dir).name  # whose checkpoints
         if work is not None:
             env[protocol.JOB_DIR] = str(work.job_dir)
             env[protocol.OUTPUT_DIR] = str(work.path)  # as on a cluster: what the run writes, beside the code
+        elif protocol.SMOKE_RESUME in plan.env:  # in the image: a directory both starts see, as a pod's volume
+            outputs = (again.run_dir if again is not None else run_dir) / OUTPUTS_DIR
+            outputs.mkdir(mode=0o777, exist_ok=True)
+            os.chmod(outputs, 0o777)  # the image's user may be another uid
+            env[protocol.OUTPUT_DIR] = str(outputs)
         try:
             proc = starter.start(Attempt(plan, run_dir, free_port(), env, console.stdout_target, agent_log, work))
         except BaseException:

@@ -10,6 +10,7 @@ from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.outcome import RunOutcome
+from vdk.plugin.ml_training.ops.resume_check import ResumeCheck
 
 
 class LocalRunFailed(MLTrainingError):
@@ -28,6 +29,7 @@ class LocalRunResult:
     debug: bool  # `vdk -v DEBUG`: torchrun's log is shown and the run's files are kept
     # A smoke run: what it turned off that the cluster run will do, and how that was checked (ops/smoke_gaps.py)
     turned_off: list[str] = field(default_factory=list)
+    resume: ResumeCheck | None = None  # a smoke run's second start, after a stop as a preemption's (resume_check.py)
 
     @property
     def passed(self) -> bool:

@@ -112,7 +112,7 @@ def _smoke_check(spec: MLJobSpec, again: str, folder: Path, files: FileSet) -> S
         env = {**plan.env, wire.METRIC: sweep.metric, wire.METRIC_FILE: str(metric_file), wire.METRIC_SECONDS: "0"}
         plan = _with_env(plan, env)
         try:
-            run = run_plan(plan, QUIET, starter=starters[i], again=again, stdout=io.StringIO())
+            run = run_plan(plan, QUIET, starters[i], again, io.StringIO(), check_resume=False)
             outcomes[i] = (run, metric_file)
         except BaseException as e:  # noqa: BLE001 - reported with the others
             outcomes[i] = (e, metric_file)

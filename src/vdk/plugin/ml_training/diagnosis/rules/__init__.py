@@ -47,6 +47,7 @@ from vdk.plugin.ml_training.diagnosis.rules import starting
 from vdk.plugin.ml_training.diagnosis.rules import stopped
 from vdk.plugin.ml_training.diagnosis.rules import unexplained
 from vdk.plugin.ml_training.diagnosis.rules import untrained
+from vdk.plugin.ml_training.diagnosis.rules import wrapped_keys
 
 # Why a run failed (local or cluster): the first that answers.
 FAILURE: tuple[FailureRule, ...] = (
@@ -57,6 +58,7 @@ FAILURE: tuple[FailureRule, ...] = (
     device_mismatch.device_mismatch,
     gloo_limit.not_in_gloo,
     emulation_gap.cannot_emulate,
+    wrapped_keys.wrapped_keys,
     idle.stopped_idle,
     python_error.error_reported,
     untrained.no_step_taken,

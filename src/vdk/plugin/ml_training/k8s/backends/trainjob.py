@@ -139,6 +139,8 @@ def _pod_changes(spec: MLJobSpec, run: RunInfo, labels: dict[str, str], mechanis
     if mechanism == POD_SPEC_OVERRIDES:
         return [{"targetJobs": [{"name": NODE_JOB}], "volumes": volumes, "containers": containers, **placement}]
     pod_spec: dict = {"volumes": volumes, "containers": containers, **placement}
+    if mechanism == RUNTIME_PATCHES:  # the older fields take no terminationGracePeriodSeconds
+        pod_spec.update(pod_template.grace_fields(spec))
     metadata = {"labels": dict(labels)}
     if mechanism == POD_TEMPLATE_OVERRIDES:
         return [{"targetJobs": [{"name": NODE_JOB}], "metadata": metadata, "spec": pod_spec}]
@@ -165,6 +167,11 @@ def limitations(spec: MLJobSpec, mechanism: str) -> list[str]:
         notes.append("TrainJob cannot set a pod PriorityClass: priority_class is not applied")
     if spec.max_runtime_seconds and mechanism != RUNTIME_PATCHES:
         notes.append("this Trainer version has no activeDeadlineSeconds: max_runtime is not enforced")
+    if spec.termination_grace_period_seconds and mechanism != RUNTIME_PATCHES:
+        notes.append(
+            "this Trainer version cannot set the pods' terminationGracePeriodSeconds: a pod told to stop has the "
+            "runtime's (30 s unless it sets one) to save its checkpoint"
+        )
     if data_volumes.fetches(spec):
         notes.append(
             "TrainJob: the datasets are fetched, pinned, by the training container before torch's launcher "

@@ -1,0 +1,184 @@
+"""The smoke run's resume check: the code that runs when a run restarts is checked before any GPU is used.
+
+The smoke run's first start ends its cut epoch as a preemption would end it: at its planned end each rank gets
+SIGTERM when it handles it (a Hugging Face Trainer, Lightning or Accelerate then saves a checkpoint at the end of
+the step, runtime/resume.py; a script's own handler runs), else it stops there as SIGTERM would stop it. Then the
+ranks are started again in the same working directory, as a restarted pod finds its output volume, and the second
+start is watched (runtime/smoke_resume.py records what it began with):
+
+- it resumed (a framework said so, or the parameters it first steps are those the first start had after step N,
+  or its optimizer's state or its sampler's epoch went on): the check passed, `resume: checkpoint at step N ...`;
+- its resume code crashed (a DDP `module.` key mismatch, a device mismatch, a missing file): the smoke run fails
+  with the second start's traceback and a fix, as any other failure;
+- it started over: a note of what a preempted run would lose; `smoke_resume = require` makes it a failure.
+
+The cost: one more start of the script and its cut epoch, and only when the first start wrote something in its
+working directory (a script that writes nothing cannot resume: the note says so without a second start).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from dataclasses import field
+from typing import IO
+from typing import Any
+
+from vdk.plugin.ml_training.diagnosis.finding import FAILED
+from vdk.plugin.ml_training.diagnosis.finding import Finding
+from vdk.plugin.ml_training.local import outcome as outcomes
+from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
+from vdk.plugin.ml_training.local.launcher import LocalRun
+from vdk.plugin.ml_training.local.launcher import Starter
+from vdk.plugin.ml_training.local.launcher import launch
+from vdk.plugin.ml_training.local.launcher import outputs_dir
+from vdk.plugin.ml_training.local.outcome import RunOutcome
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.runtime import output_workdir
+from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime import smoke_resume
+
+OFF = "off"
+REQUIRE = "require"
+CHAPTER = "docs/resuming.md"
+# Where a smoke rank's frameworks write (runtime/smoke_rank.py): in the first start's run directory, for both starts.
+FRAMEWORK_DIRS = ("hf-output", "lightning")
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    """What the second start showed: the summary's lines; for a failure, the finding and the outcome to show (the
+    second start's, when it crashed)."""
+
+    lines: list[str] = field(default_factory=list)
+    finding: Finding | None = None
+    outcome: RunOutcome | None = None  # the second start's, when it failed
+    second: LocalRun | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.finding is not None or self.outcome is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lines": list(self.lines), "failed": self.failed}
+
+
+def applies(plan: LaunchPlan) -> bool:
+    return plan.mode == protocol.SMOKE and plan.spec.smoke_resume != OFF
+
+
+def first_start(plan: LaunchPlan) -> LaunchPlan:
+    """The plan whose planned end is a stop, as a preemption's SIGTERM (runtime/smoke_resume.py)."""
+    return dataclasses.replace(plan, env={**plan.env, protocol.SMOKE_RESUME: protocol.SMOKE_STOP})
+
+
+def second_start(
+    plan: LaunchPlan, first: RunOutcome, reporter: Reporter, starter: Starter, stdout: IO[str] | None = None
+) -> ResumeCheck:
+    """Start the ranks again where the first start (which passed) ran, and say whether they resumed."""
+    run = first.run
+    if any(r.status == protocol.FINISHED for r in first.ranks):
+        return ResumeCheck(["resume: not checked: the first start ran the script to its end (nothing left to resume)"])
+    written = files_written(run)
+    if not written:
+        why = "the first start wrote no file in its working directory: a second one has nothing to resume from"
+        return _started_over(plan, why, first.steps)
+    reporter.note(
+        "resume check: the ranks were stopped as a preemption stops them; starting them again in the same working "
+        f"directory, which holds {_some(written)}"
+    )
+    env = {**plan.env, protocol.SMOKE_RESUME: protocol.SMOKE_RESTART, protocol.FIRST_START_DIR: str(run.run_dir)}
+    again = dataclasses.replace(plan, env=env)
+    second = launch(again, stdout=stdout, starter=starter, again=run)
+    after = outcomes.analyse(second)
+    if not after.passed and not after.untrained:
+        return _crashed(after, second)
+    if after.untrained:
+        line = "resume: the second start took no optimizer step (its script ended at once)"
+        return ResumeCheck([line], second=second)
+    return _verdict(plan, first, smoke_resume.read_first(run.run_dir), smoke_resume.read_second(second.run_dir), second)
+
+
+def files_written(run: LocalRun) -> list[str]:
+    """What the first start wrote that a second start could resume from: regular files of its working directory that
+    are not the job's own, and of the frameworks' directories of its run directory."""
+    job = {f.path for f in _job_files(run)}
+    out = [path for path, _, _ in output_workdir.output_files(str(outputs_dir(run))) if path not in job]
+    for name in FRAMEWORK_DIRS:
+        directory = run.run_dir / name
+        if directory.is_dir():
+            out += [f"{name}/{path}" for path, _, _ in output_workdir.output_files(str(directory))]
+    return out
+
+
+def _job_files(run: LocalRun) -> tuple:
+    if run.work is None:
+        return ()  # in the image, the job's files are links into it: none is a regular file of the outputs
+    from vdk.plugin.ml_training.source.job_files import scan_job_dir
+
+    return scan_job_dir(run.plan.spec.job_dir).files
+
+
+def _verdict(plan: LaunchPlan, first: RunOutcome, before: dict, after: dict, second: LocalRun) -> ResumeCheck:
+    saved = before.get("on_stop") if isinstance(before.get("on_stop"), dict) else None
+    written = "written on stop" if saved else "written by the script"
+    step = resumed_step(before, after)
+    framework = after.get("framework") if isinstance(after.get("framework"), dict) else None
+    if step is None and framework is not None:
+        step = int(framework.get("step") or 0)
+    if step:
+        said = f", {framework['checkpoint']}" if framework and framework.get("checkpoint") else ""
+        return ResumeCheck(
+            [f"resume: checkpoint at step {step} {written}, resumed at step {step}{said} (the second start went on "
+             "from there)"], second=second)  # fmt: skip
+    epoch = after.get("epoch")
+    if isinstance(epoch, int) and epoch > 0:
+        return ResumeCheck([f"resume: the second start went on at epoch {epoch} (its sampler's epoch)"], second=second)
+    return dataclasses.replace(
+        _started_over(plan, "the second start, in the same working directory, began at step 0", first.steps),
+        second=second,
+    )
+
+
+def resumed_step(before: dict, after: dict) -> int | None:
+    """The step of the first start whose parameters the second start first stepped (None: none of them; 0: those it
+    began with), else the step count of the optimizer state it restored."""
+    first_step = after.get("first_step") if isinstance(after.get("first_step"), dict) else {}
+    prints = (before.get("fingerprints") or {}).get("0") or []
+    seen = first_step.get("fingerprint")
+    if seen and seen in prints:
+        return max(i for i, p in enumerate(prints) if p == seen)
+    restored = first_step.get("optimizer_step")
+    return int(restored) if isinstance(restored, int) and restored > 0 else None
+
+
+def _started_over(plan: LaunchPlan, why: str, steps: int | None = None) -> ResumeCheck:
+    taken = f" (the {steps} step{'s' if steps != 1 else ''} of this first start)" if steps else ""
+    what = (
+        f"resume: {why}: a run preempted or restarted after hours of training would start over and train them "
+        f"again{taken}"
+    )
+    fix = (
+        "resume from a checkpoint in the working directory (a Hugging Face Trainer, Lightning and Accelerate do it "
+        f"with `resume = auto`; a plain loop loads its own snapshot, see {CHAPTER}), or set `smoke_resume = check` "
+        "(a note) or `off` in [ml-training]"
+    )
+    if plan.spec.smoke_resume == REQUIRE:
+        return ResumeCheck([what], Finding(FAILED, what.removeprefix("resume: ") + " (smoke_resume = require)", fix))
+    return ResumeCheck([f"note: {what}. {fix[0].upper()}{fix[1:]}"])
+
+
+def _crashed(after: RunOutcome, second: LocalRun) -> ResumeCheck:
+    """The resume code crashed: the second start's failure, diagnosed as any other (ops/local_run.py), headed as the
+    restart's."""
+    headline = f"the second start, resuming from what the first start wrote (as a restarted pod does), {after.headline}"
+    line = (
+        "resume: the first start passed and was stopped as a preemption stops it; the second start, in the same "
+        "working directory, failed in the code that runs when a run resumes"
+    )
+    return ResumeCheck([line], outcome=dataclasses.replace(after, headline=headline), second=second)
+
+
+def _some(paths: list[str]) -> str:
+    shown = ", ".join(sorted(paths, key=lambda p: (p.count("/"), p))[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
