@@ -40,6 +40,7 @@ MATRIX = {
         "max_runtime": "12h",
         "max_restarts": "5",
         "ttl_after_finished": "1d",
+        "termination_grace_period": "5m",  # terminationGracePeriodSeconds where a backend takes it
     },
     # every placement key: a GPU model, node labels, taints, pull secrets, a service account
     "placement": {

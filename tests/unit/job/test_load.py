@@ -437,6 +437,18 @@ def test_epoch_ends_and_import_checks_are_on_unless_turned_off(tmp_path):
     assert spec.smoke_epoch_end is False and spec.import_check is False
 
 
+def test_a_run_resumes_and_its_smoke_run_checks_it_unless_turned_off_and_an_output_volume_gives_it_time(tmp_path):
+    spec = load_job_spec(make_job(tmp_path / "a"))
+    assert (spec.resume, spec.smoke_resume, spec.termination_grace_period_seconds) == ("auto", "check", None)
+    # with an output volume to save a checkpoint in, two minutes to do it (Kubernetes' 30 s without one)
+    assert load_job_spec(make_job(tmp_path / "b", "output_pvc = ml-outputs")).termination_grace_period_seconds == 120
+    keys = "resume = off\nsmoke_resume = require\ntermination_grace_period = 5m"
+    spec = load_job_spec(make_job(tmp_path / "c", keys))
+    assert (spec.resume, spec.smoke_resume, spec.termination_grace_period_seconds) == ("off", "require", 300)
+    error = error_of(make_job(tmp_path / "d", "smoke_resume = strict"))
+    assert "smoke_resume" in str(error) and "check, require, off" in str(error)
+
+
 def test_device_tracking_is_on_unless_turned_off(tmp_path):
     assert load_job_spec(make_job(tmp_path / "a")).smoke_device_tracking is True
     for value in ("false", "no", "off", "0", "False"):

@@ -92,3 +92,70 @@ def test_values_without_a_dollar_are_rendered_unchanged(tmp_path):
     assert {"name": "PLAIN", "value": "a b (c)"} in container["env"]
     assert container["command"] == layout.launch_command(spec, IMAGE.python, pod_template.torchrun_flags())
     assert pod_template.literal("$(X)") == "$$(X)" and pod_template.literal("no dollars") == "no dollars"
+
+
+def pod_specs(manifests: list[dict]) -> list[dict]:
+    """Every pod spec (or pod spec patch) that holds the training container."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if any(isinstance(c, dict) and "volumeMounts" in c for c in node.get("containers") or []):
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(manifests)
+    return found
+
+
+BACKENDS = [("pytorchjob", None), ("job", None), ("trainjob", "runtimePatches")]
+
+
+@pytest.mark.parametrize("backend, mechanism", BACKENDS)
+def test_with_an_output_volume_pods_get_two_minutes_to_save_and_torchrun_waits_for_its_ranks(
+    tmp_path, backend, mechanism
+):
+    spec = make_spec(tmp_path, nodes="2", gpus_per_node="1", output_pvc="ml-outputs")
+    run = make_run(spec)
+    cluster = trainer_cluster(mechanism) if mechanism else None
+    manifests = render_run(spec, IMAGE, run, "ml", backend, cluster=cluster)
+    assert [p["terminationGracePeriodSeconds"] for p in pod_specs(manifests)] == [120] * len(pod_specs(manifests))
+    for container in training_containers(manifests):
+        env = {v["name"]: v.get("value") for v in container["env"]}
+        # the agent ends its ranks 5 s before the kubelet would end it; the ranks resume from this run's checkpoints
+        assert env[pod_template.TORCHRUN_SHUTDOWN_TIMEOUT] == "115"
+        assert env["VDK_ML_TRAINING_RESUME"] == "auto" and env["VDK_ML_TRAINING_RUN_NAME"] == run.name
+
+
+@pytest.mark.parametrize("backend, mechanism", BACKENDS)
+def test_the_grace_period_is_the_key_s_and_without_an_output_volume_kubernetes_default(tmp_path, backend, mechanism):
+    cluster = trainer_cluster(mechanism) if mechanism else None
+    keyed = make_spec(tmp_path, "keyed", nodes="2", termination_grace_period="10m", resume="off")
+    manifests = render_run(keyed, IMAGE, make_run(keyed), "ml", backend, cluster=cluster)
+    assert {p["terminationGracePeriodSeconds"] for p in pod_specs(manifests)} == {600}
+    env = {v["name"]: v.get("value") for v in training_containers(manifests)[0]["env"]}
+    assert env[pod_template.TORCHRUN_SHUTDOWN_TIMEOUT] == "595" and env["VDK_ML_TRAINING_RESUME"] == "off"
+
+    plain = make_spec(tmp_path, "plain", nodes="2")
+    manifests = render_run(plain, IMAGE, make_run(plain), "ml", backend, cluster=cluster)
+    assert not any("terminationGracePeriodSeconds" in p for p in pod_specs(manifests))
+    env = {v["name"] for v in training_containers(manifests)[0]["env"]}
+    assert pod_template.TORCHRUN_SHUTDOWN_TIMEOUT not in env  # torch's own 30 s, as Kubernetes' grace
+
+
+@pytest.mark.parametrize("mechanism", ["podSpecOverrides", "podTemplateOverrides"])
+def test_a_trainer_whose_pod_changes_take_no_grace_period_says_so(tmp_path, mechanism):
+    from vdk.plugin.ml_training.k8s.manifests import limitations
+
+    spec = make_spec(tmp_path, nodes="2", output_pvc="ml-outputs")
+    manifests = render_run(spec, IMAGE, make_run(spec), "ml", "trainjob", cluster=trainer_cluster(mechanism))
+    assert pod_specs(manifests) and not any("terminationGracePeriodSeconds" in p for p in pod_specs(manifests))
+    notes = " ".join(limitations(spec, "trainjob", trainer_cluster(mechanism)))
+    assert "terminationGracePeriodSeconds" in notes
+    assert "terminationGracePeriodSeconds" not in " ".join(
+        limitations(spec, "trainjob", trainer_cluster("runtimePatches"))
+    )

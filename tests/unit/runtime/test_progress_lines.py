@@ -191,3 +191,15 @@ def test_the_reporter_s_followers_get_each_line_s_figures_and_are_closed_at_the_
     idle.followers.append(never)
     idle.finish("failed")  # no step, no line: closed all the same
     assert (never.offered, never.closed) == ([], 1)
+
+
+def test_after_a_framework_resumed_lines_count_from_its_step_and_say_where_it_resumed():
+    now, out, counter = [0.0], io.StringIO(), Steps()
+    reporter = progress_lines.ProgressReporter(period=0, out=out, clock=lambda: now[0]).attach(counter)
+    progress_lines.note_resumed("on-stop-step=1200.ckpt", 1200)  # Lightning: no total, its global step
+    counter.step(loss=0.25)
+    reporter.finish("finished")
+    last = parse_progress(out.getvalue().splitlines())
+    assert last.step == 1201 and last.fields["resumed"] == "on-stop-step=1200.ckpt@1200"
+    # what `vdk show` says of the run's last progress line
+    assert last.describe().endswith("resumed from on-stop-step=1200.ckpt (step 1200)")

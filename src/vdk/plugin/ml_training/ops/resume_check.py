@@ -53,7 +53,7 @@ class ResumeCheck:
     lines: list[str] = field(default_factory=list)
     finding: Finding | None = None
     outcome: RunOutcome | None = None  # the second start's, when it failed
-    second: LocalRun | None = None
+    run: LocalRun | None = None  # the second start's, when there was one
 
     @property
     def failed(self) -> bool:
@@ -95,8 +95,8 @@ def second_start(
         return _crashed(after, second)
     if after.untrained:
         line = "resume: the second start took no optimizer step (its script ended at once)"
-        return ResumeCheck([line], second=second)
-    return _verdict(plan, first, smoke_resume.read_first(run.run_dir), smoke_resume.read_second(second.run_dir), second)
+        return ResumeCheck([line], run=second)
+    return _verdict(plan, first, smoke_resume.read_first(run.run_dir), smoke_resume.read_second(second.run_dir), after)
 
 
 def files_written(run: LocalRun) -> list[str]:
@@ -119,25 +119,33 @@ def _job_files(run: LocalRun) -> tuple:
     return scan_job_dir(run.plan.spec.job_dir).files
 
 
-def _verdict(plan: LaunchPlan, first: RunOutcome, before: dict, after: dict, second: LocalRun) -> ResumeCheck:
+def _verdict(plan: LaunchPlan, first: RunOutcome, before: dict, after: dict, second: RunOutcome) -> ResumeCheck:
     saved = before.get("on_stop") if isinstance(before.get("on_stop"), dict) else None
-    written = "written on stop" if saved else "written by the script"
-    step = resumed_step(before, after)
     framework = after.get("framework") if isinstance(after.get("framework"), dict) else None
+    step = resumed_step(before, after)
     if step is None and framework is not None:
         step = int(framework.get("step") or 0)
+    took = f"a second start of {second.run.wall_seconds:.1f} s"
     if step:
-        said = f", {framework['checkpoint']}" if framework and framework.get("checkpoint") else ""
-        return ResumeCheck(
-            [f"resume: checkpoint at step {step} {written}, resumed at step {step}{said} (the second start went on "
-             "from there)"], second=second)  # fmt: skip
+        written = "written by the script"
+        if saved:
+            written = f"written on stop ({saved['checkpoint']})" if saved.get("checkpoint") else "written on stop"
+        lines = [f"resume: checkpoint at step {step} {written}, resumed at step {step} ({took})"]
+        return ResumeCheck(lines + _second_epoch(second), run=second.run)
     epoch = after.get("epoch")
     if isinstance(epoch, int) and epoch > 0:
-        return ResumeCheck([f"resume: the second start went on at epoch {epoch} (its sampler's epoch)"], second=second)
-    return dataclasses.replace(
-        _started_over(plan, "the second start, in the same working directory, began at step 0", first.steps),
-        second=second,
-    )
+        lines = [f"resume: the second start went on at epoch {epoch}, its sampler's ({took})"]
+        return ResumeCheck(lines + _second_epoch(second), run=second.run)
+    why = "the second start, in the same working directory, started over (it resumed from nothing the first one wrote)"
+    return dataclasses.replace(_started_over(plan, why, first.steps), run=second.run)
+
+
+def _second_epoch(second: RunOutcome) -> list[str]:
+    """What the second start's cut epoch ran (the first start's may have been cut short by the stop)."""
+    end = second.epoch_end
+    if end is None or not end.reached or not end.then:
+        return []
+    return [f"resume: the second start's epoch: reached its end, then {', '.join(end.then)}"]
 
 
 def resumed_step(before: dict, after: dict) -> int | None:
@@ -153,19 +161,16 @@ def resumed_step(before: dict, after: dict) -> int | None:
 
 
 def _started_over(plan: LaunchPlan, why: str, steps: int | None = None) -> ResumeCheck:
-    taken = f" (the {steps} step{'s' if steps != 1 else ''} of this first start)" if steps else ""
-    what = (
-        f"resume: {why}: a run preempted or restarted after hours of training would start over and train them "
-        f"again{taken}"
-    )
-    fix = (
-        "resume from a checkpoint in the working directory (a Hugging Face Trainer, Lightning and Accelerate do it "
-        f"with `resume = auto`; a plain loop loads its own snapshot, see {CHAPTER}), or set `smoke_resume = check` "
-        "(a note) or `off` in [ml-training]"
+    taken = f" (here: the {steps} step{'s' if steps != 1 else ''} of the first start)" if steps else ""
+    what = f"{why}: a run preempted or restarted after hours of training would start over and train them again{taken}"
+    how = (
+        "resume from a checkpoint in the working directory: a Hugging Face Trainer, Lightning and Accelerate do it "
+        f"with `resume = auto` (the default); a plain loop loads its own snapshot when it finds one (see {CHAPTER})"
     )
     if plan.spec.smoke_resume == REQUIRE:
-        return ResumeCheck([what], Finding(FAILED, what.removeprefix("resume: ") + " (smoke_resume = require)", fix))
-    return ResumeCheck([f"note: {what}. {fix[0].upper()}{fix[1:]}"])
+        fix = f"{how}; or set `smoke_resume = check` in [ml-training] to be told only"
+        return ResumeCheck([f"resume: {what}"], Finding(FAILED, f"{what} (smoke_resume = require)", fix))
+    return ResumeCheck([f"note: resume: {what}. To fix: {how}; `smoke_resume = off` skips this check"])
 
 
 def _crashed(after: RunOutcome, second: LocalRun) -> ResumeCheck:
@@ -176,7 +181,7 @@ def _crashed(after: RunOutcome, second: LocalRun) -> ResumeCheck:
         "resume: the first start passed and was stopped as a preemption stops it; the second start, in the same "
         "working directory, failed in the code that runs when a run resumes"
     )
-    return ResumeCheck([line], outcome=dataclasses.replace(after, headline=headline), second=second)
+    return ResumeCheck([line], outcome=dataclasses.replace(after, headline=headline), run=second)
 
 
 def _some(paths: list[str]) -> str:

@@ -60,13 +60,16 @@ def patch(module: Any) -> None:
         @functools.wraps(original)
         def __init__(self, *args, **kwargs):
             original(self, *args, **kwargs)
-            _run.accelerators.add(self)
+            if not _made_by_a_framework():
+                _run.accelerators.add(self)
 
         return __init__
 
     def make_save(original):
         @functools.wraps(original)
         def save_state(self, output_dir=None, *args, **kwargs):
+            if self not in _run.accelerators:
+                return original(self, output_dir, *args, **kwargs)  # a framework's (the Trainer's checkpoints)
             if _run.replaying:
                 return None  # the state was restored from this very checkpoint: nothing changed since
             from vdk.plugin.ml_training.runtime import epochs
@@ -123,6 +126,21 @@ def patch(module: Any) -> None:
     register_optimizer_step_post_hook(_after_step)
 
 
+def _made_by_a_framework() -> bool:
+    """Whether the Accelerator being made is a framework's own (the Hugging Face Trainer's, which hf_resume.py
+    resumes and stops): only the script's own loop is this module's."""
+    import sys
+
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return False
+        if str(frame.f_globals.get("__name__", "")).startswith(("transformers.", "trl.")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _after_step(*_: Any) -> None:
     _run.training = _run.last_yielder
     _run.since_step = 0
@@ -145,11 +163,14 @@ def _index(accelerator: Any, loader: Any) -> int:
 def _passes(loader: Any, original: Any):
     """One pass over a prepared DataLoader: resumed, fast-forwarded, watched for the stop."""
     accelerator = _owner(loader)
-    if accelerator is not None and not _run.started:
+    if accelerator is None:  # a framework's loader (the Trainer's), or one no Accelerator of the script prepared
+        yield from original(loader)
+        return
+    if not _run.started:
         _run.started = True
         resume.keep_training()  # from here on, SIGTERM waits for the end of a step
         _resume(accelerator)
-    index = _index(accelerator, loader) if accelerator is not None else -1
+    index = _index(accelerator, loader)
     this_pass = getattr(loader, "_vdk_started", 0)
     loader._vdk_started, loader._vdk_current = this_pass + 1, this_pass
     loader._vdk_batches, loader._vdk_ended = 0, False
