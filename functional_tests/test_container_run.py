@@ -1,6 +1,7 @@
 """`vdk run --container`: the smoke run inside the job's image, the one `vdk deploy` pushes, loaded into
 podman without a registry. What it catches that the smoke run on this machine cannot: a module the
-code imports that the image lacks (installed here, missing from requirements.txt)."""
+code imports that the image lacks (installed here, missing from requirements.txt). Its resume check runs in the
+image too: the second start is a container of its own, in the directory the first one wrote."""
 
 from __future__ import annotations
 
@@ -24,18 +25,24 @@ from vdk.plugin.ml_training.local.container_engine import RUN_LABEL
 
 pytestmark = pytest.mark.slow
 
-# A training loop that needs PyYAML (installed where vdk runs: transformers requires it).
-TRAIN_WITH_YAML = """import torch
+# A training loop that needs PyYAML (installed where vdk runs: transformers requires it), and saves its model after
+# every step: a restarted run goes on from it.
+TRAIN_WITH_YAML = """import os
+import torch
 import yaml
 
 if __name__ == "__main__":
     settings = yaml.safe_load("lr: 0.1\\nsteps: 3\\n")
     model = torch.nn.Linear(4, 1)
+    if os.path.exists("model.pt"):
+        model.load_state_dict(torch.load("model.pt"))
+        print("going on from model.pt", flush=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"])
     for _ in range(settings["steps"]):
         optimizer.zero_grad()
         model(torch.randn(8, 4)).pow(2).mean().backward()
         optimizer.step()
+        torch.save(model.state_dict(), "model.pt")
 """
 
 
@@ -80,6 +87,10 @@ def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_l
     output = listed.stdout + listed.stderr
     assert listed.returncode == 0, output
     assert "smoke run PASSED" in output and "rank 0: 2 steps" in output, output
+    # stopped after its 2 steps (the model of step 1 saved: the limit stops it inside the second), started again in
+    # a container of its own: it read what the first one wrote
+    assert "going on from model.pt" in output, output
+    assert "resume: checkpoint at step 1 written by the script, resumed at step 1" in output, output
     # the very image deploy pushes: same digest
     pushed = build_only(job, {**env, "VDK_ML_TRAINING_REGISTRY": f"{registry.host}/e2e"}, "--skip-smoke")
     tag = pushed["tag_reference"].rsplit(":", 1)[1]

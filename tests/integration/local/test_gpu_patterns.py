@@ -160,7 +160,8 @@ for epoch in range(2):
 
 
 def test_accelerate_gathers_2d_and_3d_tensors_for_metrics(tmp_path):
-    out = passed(vdk_run(job(tmp_path, "gather", GATHER_FOR_METRICS, requirements_txt="accelerate\n")))
+    ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_resume = off\n"  # one start: its evaluation pass only
+    out = passed(vdk_run(job(tmp_path, "gather", GATHER_FOR_METRICS, ml, requirements_txt="accelerate\n")))
     gathered = re.findall(r"gathered \((\d+), 3\) \((\d+), 2, 3\) rows \[([0-9, ]+)\]", out)
     assert len(gathered) == 2, out  # the evaluation pass is cut to smoke_steps batches, as the training pass
     for rows, cube_rows, indices in gathered:

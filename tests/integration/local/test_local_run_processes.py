@@ -156,6 +156,13 @@ def test_each_example_passes_after_exactly_smoke_steps_per_rank(example, monkeyp
     assert spec.smoke_processes == expected_processes
     assert ranks == {rank: spec.smoke_steps for rank in range(expected_processes)}, result.output
     assert "end of epoch: reached" in result.output
+    # then stopped as a preemption stops it, and started again in the same working directory
+    resumed = {
+        "ddp-nccl": "resume: checkpoint at step 2 written by the script, resumed at step 2",  # its snapshot.pt
+        "hf-trainer": "resume: checkpoint at step 2 written on stop (checkpoint-2), resumed at step 2",
+        "single-gpu-loop": "note: resume: the first start wrote nothing in its working directory to resume from",
+    }
+    assert resumed[example] in result.output
 
 
 def test_the_vdk_executable_runs_the_demo_example():
@@ -379,7 +386,7 @@ def test_full_runs_train_to_completion_without_stand_ins(tmp_path, monkeypatch):
     monkeypatch.delenv("VDK_ML_TRAINING_RUN_MODE")
     smoke = runner.invoke(["run", str(job)])  # the flag of the first invocation is not sticky
     assert smoke.exit_code == 0, smoke.output
-    assert "smoke run PASSED" in smoke.output and "working directory" not in smoke.output
+    assert "smoke run PASSED" in smoke.output and "  working directory: " not in smoke.output
     assert dict(RANK_LINE.findall(smoke.output)) == {"0": "1", "1": "1"}  # smoke stopped after its step
     assert sorted(p.name for p in job.iterdir()) == ["config.ini", "train.py"]
 

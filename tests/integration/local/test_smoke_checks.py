@@ -219,18 +219,20 @@ def test_a_hugging_face_trainer_whose_save_fails_fails_the_smoke_check(tmp_path)
     assert "rank 0 failed: RuntimeError: Some tensors share memory" in result.output
     assert "_save_checkpoint" in result.output and str(broken / "train.py") in result.output
 
+    env = {"LOGGED": str(tmp_path / "logged-untied.jsonl")}
     fixed = job(tmp_path, "hf-untied", HF_TRAINER.replace("TIE", "pass"), config, files, env)
     before = snapshot(fixed)
     result = vdk_run(fixed)
     assert result.exit_code == 0, result.output
-    assert "end of epoch: reached (the Hugging Face Trainer ended its training after smoke_steps steps), then " in (
-        result.output
-    )
-    assert "evaluation (" in result.output and "2 saves" in result.output  # its checkpoint, then save_model
-    # the last loss is the one the Trainer logs, not the value it passed to backward()
-    logged = [float(x) for x in (tmp_path / "logged.jsonl").read_text().split()]
+    # stopped at its planned end as a preemption stops it (the Trainer saves its checkpoint), started again: the
+    # second start resumes, trains smoke_steps more steps, then evaluates and saves (its checkpoint, save_model)
+    assert "end of epoch: reached, then 1 save" in result.output
+    assert "resume: the second start's epoch: reached its end, then evaluation (" in result.output
+    assert "2 saves" in result.output
+    # the last loss is the one the Trainer logs (the first start's last), not the value it passed to backward()
+    logged = [float(x) for x in (tmp_path / "logged-untied.jsonl").read_text().split()]
     shown = {rank: float(loss) for rank, steps, loss in RANK.findall(result.output)}
-    assert len(shown) == 2 and all(loss == pytest.approx(logged[-1], rel=1e-3) for loss in shown.values())
+    assert len(shown) == 2 and all(loss == pytest.approx(logged[0], rel=1e-3) for loss in shown.values())
     assert snapshot(fixed) == before  # checkpoints/ and final/ went to the run's working directory
 
 
@@ -496,7 +498,8 @@ WRITES = """
 
 
 def test_what_a_smoke_run_writes_never_reaches_the_job_directory(tmp_path):
-    writes = job(tmp_path, "writes", WRITES, "gpus_per_node = 0", {"notes.md": "# notes\n"})
+    # each run in a new directory (the resume check's second start, in the same one, finds the snapshot: off here)
+    writes = job(tmp_path, "writes", WRITES, "gpus_per_node = 0\nsmoke_resume = off", {"notes.md": "# notes\n"})
     before = snapshot(writes)
     for _ in range(2):  # the second run finds no snapshot of the first
         result = vdk_run(writes)

@@ -76,3 +76,17 @@ def test_a_full_run_passes_every_gpu_in(tmp_path, monkeypatch):
     at = docker.index("--entrypoint")
     command = [docker[at + 1], *docker[at + 3 :]]  # the entrypoint, then the arguments after the image
     assert command == layout.launch_command(spec, "python3", plan.torchrun_flags(tmp_path, 1))
+
+
+def test_a_second_start_s_container_sees_what_the_first_wrote(tmp_path):
+    spec = load_job_spec(write_job(tmp_path, "demo", ml={"gpus_per_node": "0"}))
+    plan = smoke_plan(spec, FORK, inherited=inherited_env(0))
+    first_dir = tmp_path / "run"
+    second_dir = first_dir / "restart-x"
+    env = {**plan.env, protocol.RUN_DIR: str(second_dir), protocol.FIRST_START_DIR: str(first_dir)}
+    starter = _starter(spec)
+    argv = starter.argv(plan, second_dir, 1, env)
+    # the first start's run directory holds the second's, the outputs both work in and the frameworks' directories
+    assert f"{first_dir}:{first_dir}:z" in argv and f"{second_dir}:{second_dir}:z" not in argv
+    passed = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-e")
+    assert passed[protocol.RUN_DIR] == str(second_dir)

@@ -45,7 +45,7 @@ def test_one_that_started_over_is_a_note_or_with_require_a_failure(tmp_path):
     plan, outcome = outcomes(tmp_path / "check")
     note = resume_check._verdict(plan, outcome, FIRST, {"first_step": {"fingerprint": "start"}}, outcome)
     assert not note.failed and note.lines[0].startswith("note: resume: the second start")
-    assert "would start over and train them again (here: the 2 steps of the first start)" in note.lines[0]
+    assert "a run preempted after 2 steps would lose them all and start over" in note.lines[0]
     assert "`smoke_resume = off` skips this check" in note.lines[0]
 
     plan, outcome = outcomes(tmp_path / "require", "require")

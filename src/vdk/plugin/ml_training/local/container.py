@@ -72,6 +72,8 @@ class ContainerStarter:
 
     def argv(self, plan: LaunchPlan, run_dir: Path, port: int, env: dict[str, str]) -> list[str]:
         engine = self.container_engine
+        # the run directory; a second start's (the resume check) is in the first's, whose files it reads
+        shared = env.get(protocol.FIRST_START_DIR) or str(run_dir)
         # As the pods start it (the image's interpreter, torch's launcher, the bootstrap), with the plan's
         # layout; a smoke run forks its ranks from torchrun as on this machine (FORK: 1-2 s faster per rank).
         command = [
@@ -97,7 +99,7 @@ class ContainerStarter:
             str(int(parse_quantity(self.spec.shm_size))),
             *(engine.gpu_options() if self.gpus else []),
             "-v",
-            f"{run_dir}:{run_dir}:z",
+            f"{shared}:{shared}:z",
             *(arg for d in plan.data for arg in ("-v", f"{d.path.resolve()}:{layout.JOB_DIR}/{d.target}:ro")),
             *(arg for name, value in container_env(env, self.spec).items() for arg in ("-e", f"{name}={value}")),
             "--entrypoint",

@@ -59,9 +59,6 @@ class ResumeCheck:
     def failed(self) -> bool:
         return self.finding is not None or self.outcome is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"lines": list(self.lines), "failed": self.failed}
-
 
 def applies(plan: LaunchPlan) -> bool:
     return plan.mode == protocol.SMOKE and plan.spec.smoke_resume != OFF
@@ -81,7 +78,7 @@ def second_start(
         return ResumeCheck(["resume: not checked: the first start ran the script to its end (nothing left to resume)"])
     written = files_written(run)
     if not written:
-        why = "the first start wrote no file in its working directory: a second one has nothing to resume from"
+        why = "the first start wrote nothing in its working directory to resume from"
         return _started_over(plan, why, first.steps)
     reporter.note(
         "resume check: the ranks were stopped as a preemption stops them; starting them again in the same working "
@@ -161,11 +158,13 @@ def resumed_step(before: dict, after: dict) -> int | None:
 
 
 def _started_over(plan: LaunchPlan, why: str, steps: int | None = None) -> ResumeCheck:
-    taken = f" (here: the {steps} step{'s' if steps != 1 else ''} of the first start)" if steps else ""
-    what = f"{why}: a run preempted or restarted after hours of training would start over and train them again{taken}"
+    lost = f"a run preempted after {steps} step{'s' if steps != 1 else ''} would lose them all" if steps else (
+        "a preempted run would lose every step it took"
+    )
+    what = f"{why}: {lost} and start over"
     how = (
-        "resume from a checkpoint in the working directory: a Hugging Face Trainer, Lightning and Accelerate do it "
-        f"with `resume = auto` (the default); a plain loop loads its own snapshot when it finds one (see {CHAPTER})"
+        "resume from a checkpoint in the working directory (a Hugging Face Trainer, Lightning and Accelerate do it "
+        f"with `resume = auto`, the default; a plain loop loads its own snapshot when it finds one: {CHAPTER})"
     )
     if plan.spec.smoke_resume == REQUIRE:
         fix = f"{how}; or set `smoke_resume = check` in [ml-training] to be told only"
