@@ -158,8 +158,10 @@ def resumed_step(before: dict, after: dict) -> int | None:
 
 
 def _started_over(plan: LaunchPlan, why: str, steps: int | None = None) -> ResumeCheck:
-    lost = f"a run preempted after {steps} step{'s' if steps != 1 else ''} would lose them all" if steps else (
-        "a preempted run would lose every step it took"
+    lost = (
+        f"a run preempted after {steps} step{'s' if steps != 1 else ''} would lose them all"
+        if steps
+        else ("a preempted run would lose every step it took")
     )
     what = f"{why}: {lost} and start over"
     how = (

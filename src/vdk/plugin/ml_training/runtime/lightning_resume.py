@@ -50,7 +50,6 @@ def patch(module: Any) -> None:
         def on_exception(self, trainer, pl_module, exception):
             if not isinstance(exception, sigterm) or trainer.state.fn != "fit":
                 return
-            resume.request()
             path = os.path.join(_checkpoint_dir(trainer), f"on-stop-step={trainer.global_step}.ckpt")
             trainer.save_checkpoint(path)
 

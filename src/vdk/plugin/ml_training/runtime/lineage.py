@@ -24,6 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.runtime import protocol
@@ -136,8 +137,6 @@ class Lineage:
             entry.update(on_stop=bool(on_stop), position=dict(position or {}))
             data["checkpoints"] = [*kept, entry]
             os.makedirs(self.directory, exist_ok=True)
-            from pathlib import Path
-
             protocol.write_json_atomically(Path(self.path), data)
         except (OSError, TypeError, ValueError):
             pass

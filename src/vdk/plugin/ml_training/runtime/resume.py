@@ -198,17 +198,6 @@ def _as_before(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def requested() -> bool:
-    return _state is not None and _state.requested
-
-
-def request() -> None:
-    """This rank is told to stop (the smoke run's first start, at its planned end, when no SIGTERM handler of ours
-    is armed yet; tests)."""
-    if _state is not None:
-        _state.requested = True
-
-
 def stopping() -> bool:
     """Whether the ranks agreed to stop at the end of this step (what `agreed` found, without asking again)."""
     return _state is not None and _state.agreed
