@@ -73,7 +73,7 @@ def test_a_module_missing_from_requirements_fails_in_the_image_and_passes_once_l
     missing = vdk("run", "--container", str(job), env=env)
     output = missing.stdout + missing.stderr
     assert missing.returncode != 0, output
-    assert "train.py:2: `import yaml` needs PyYAML" in output and "smoke run" not in output, output
+    assert "train.py:3: `import yaml` needs PyYAML" in output and "smoke run" not in output, output
     assert "add `PyYAML==" in output and f"to {job / 'requirements.txt'}" in output, output
     # and in the image itself, where the import check is skipped, it fails as it would on the cluster
     unchecked = vdk("run", "--container", "--skip-import-check", str(job), env=env)
@@ -235,7 +235,7 @@ def test_the_import_check_runs_again_once_the_base_is_read(local_bases, env, tmp
     done = vdk("run", "--container", str(job), env=fresh)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
-    assert "note: train.py:2: `import yaml` needs PyYAML" in output, output  # the first check: base unknown
+    assert "note: train.py:3: `import yaml` needs PyYAML" in output, output  # the first check: base unknown
     assert "recheck imports 1 module its image would not have" in output, output  # the second: base read
     assert "Dependencies:" not in output and "smoke run of" not in output, output  # before building anything
 

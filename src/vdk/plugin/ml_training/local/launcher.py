@@ -61,6 +61,8 @@ class LocalRun:
     engine: str | None = None  # the container engine that ran the job's image; None: this machine's Python
     work: workdir.WorkDir | None = None  # the ranks' working directory on this machine (None: the image's)
     peak_memory: Mapping[int | str, int] = field(default_factory=dict)  # rank -> peak resident bytes
+    # in the job's image, with the resume check: the directory of the first start's run directory the ranks worked in
+    outputs: Path | None = None
 
     @property
     def agent_log(self) -> Path:
@@ -239,10 +241,11 @@ def launch(
     raise AssertionError("unreachable")
 
 
-def outputs_dir(run: LocalRun) -> Path:
+def outputs_dir(run: LocalRun) -> Path | None:
     """Where the ranks of a run wrote what they wrote: their working directory on this machine, or, in the job's image,
-    the directory of the run directory that the image's job directory was linked into (`OUTPUTS_DIR`)."""
-    return run.work.path if run.work is not None else run.run_dir / OUTPUTS_DIR
+    the directory of the run directory that the image's job directory was linked into (`OUTPUTS_DIR`); None: the
+    image's own job directory, gone with its container."""
+    return run.work.path if run.work is not None else run.outputs
 
 
 def _launch_once(
@@ -267,6 +270,7 @@ def _launch_once(
     ):
         env = {**plan.env, protocol.RUN_DIR: str(run_dir), **console.env}
         env[protocol.RUN_NAME] = (again.run_dir if again is not None else run_dir).name  # whose checkpoints
+        outputs = None
         if work is not None:
             env[protocol.JOB_DIR] = str(work.job_dir)
             env[protocol.OUTPUT_DIR] = str(work.path)  # as on a cluster: what the run writes, beside the code
@@ -295,7 +299,8 @@ def _launch_once(
             finally:
                 starter.release()
     peaks = dict(memory.peaks) if isinstance(memory, MemoryWatch) else {}
-    return LocalRun(plan, run_dir, proc.returncode, time.monotonic() - started, timed_out, starter.engine, work, peaks)
+    wall = time.monotonic() - started
+    return LocalRun(plan, run_dir, proc.returncode, wall, timed_out, starter.engine, work, peaks, outputs)
 
 
 def free_port() -> int:

@@ -4,6 +4,7 @@ outcome as the evidence the diagnosis reads (`evidence`: what it means and the f
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 from dataclasses import dataclass
@@ -224,7 +225,11 @@ def _rank(
 
 
 def _job_paths(run: LocalRun, text: str) -> str:
-    return run.work.to_job_paths(text) if run.work is not None else text
+    if run.work is not None:
+        return run.work.to_job_paths(text)
+    if run.outputs is not None and text:  # in the image, the ranks ran the job's files linked into it
+        return text.replace(f"{run.outputs}{os.sep}", f"{run.plan.spec.job_dir}{os.sep}")
+    return text
 
 
 def _stall_in_job(run: LocalRun, stall: object) -> dict | None:

@@ -100,7 +100,8 @@ def files_written(run: LocalRun) -> list[str]:
     """What the first start wrote that a second start could resume from: regular files of its working directory that
     are not the job's own, and of the frameworks' directories of its run directory."""
     job = {f.path for f in _job_files(run)}
-    out = [path for path, _, _ in output_workdir.output_files(str(outputs_dir(run))) if path not in job]
+    where = outputs_dir(run)
+    out = [path for path, _, _ in output_workdir.output_files(str(where)) if path not in job] if where else []
     for name in FRAMEWORK_DIRS:
         directory = run.run_dir / name
         if directory.is_dir():
