@@ -162,7 +162,7 @@ def _install_resume() -> None:
             post_import.when_imported(name, lightning_resume.patch)
         post_import.when_imported("accelerate.accelerator", accelerate_resume.patch)
     except Exception as e:  # noqa: BLE001 - no automatic resume, but the user's code runs as ever
-        _write_line(f"[vdk-ml-training] warning: no automatic resume ({type(e).__name__}: {e})")
+        _write_line(wire.warning(f"no automatic resume ({type(e).__name__}: {e})"))
 
 
 def _report_outputs(rank: int, outputs: str | None) -> None:

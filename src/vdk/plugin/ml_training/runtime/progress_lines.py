@@ -233,7 +233,8 @@ class ProgressReporter:
             eta = max(0, self.total_steps - step) / rate
         if script is not None and self._last_step_at is not None:
             after = max(0.0, now - self._last_step_at)
-        figures = Figures(step, self.total_steps, self.counter.loss(), rate, now - self._started, eta, script, after, self._resumed)
+        loss, elapsed = self.counter.loss(), now - self._started
+        figures = Figures(step, self.total_steps, loss, rate, elapsed, eta, script, after, self._resumed)
         self.last_line = figures.line()
         self._out.write(self.last_line + "\n")
         self._out.flush()

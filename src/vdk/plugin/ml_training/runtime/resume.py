@@ -30,12 +30,13 @@ from typing import Any
 from vdk.plugin.ml_training.runtime import post_import
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.lineage import Lineage
+from vdk.plugin.ml_training.vocabulary import wire
 
 AUTO = "auto"
 OFF = "off"
 EXIT_CODE = 128 + signal.SIGTERM
-MARK = "[vdk-ml-training] resume:"
-STOP_MARK = "[vdk-ml-training] stop:"
+MARK = wire.mark(wire.RESUME)
+STOP_MARK = wire.mark(wire.STOP)
 
 
 class StoppedToResume(SystemExit):

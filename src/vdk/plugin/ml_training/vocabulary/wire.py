@@ -34,6 +34,8 @@ DATA = "data"  # the data step's steps, for people: datafetch/fetch_step.py
 DATA_FAILED = "data failed:"  # the data step's failure: datafetch/fetch_step.py
 DATA_MANIFEST = "data manifest"  # what a claim holds: datafetch/data_pins.py
 KUBEFLOW = "kubeflow:"  # rank 0's posts into a TrainJob's Kubeflow status, for people: runtime/kubeflow_status.py
+RESUME = "resume:"  # a framework resumed from a checkpoint (and a stranger's left alone), for people: runtime/resume.py
+STOP = "stop:"  # a rank told to stop, and the checkpoint it wrote on the way out, for people: runtime/resume.py
 WARNING = "warning:"  # something the plugin's processes could not do, the run goes on
 ERROR = "error:"  # something the plugin's processes could not do, the process ends
 
