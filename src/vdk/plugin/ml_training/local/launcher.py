@@ -241,13 +241,6 @@ def launch(
     raise AssertionError("unreachable")
 
 
-def outputs_dir(run: LocalRun) -> Path | None:
-    """Where the ranks of a run wrote what they wrote: their working directory on this machine, or, in the job's image,
-    the directory of the run directory that the image's job directory was linked into (`OUTPUTS_DIR`); None: the
-    image's own job directory, gone with its container."""
-    return run.work.path if run.work is not None else run.outputs
-
-
 def _launch_once(
     plan: LaunchPlan, runs: Path, stdout: IO[str], stderr: IO[str], starter: Starter, again: LocalRun | None = None
 ) -> LocalRun:

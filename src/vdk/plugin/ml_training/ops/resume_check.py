@@ -31,7 +31,6 @@ from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import Starter
 from vdk.plugin.ml_training.local.launcher import launch
-from vdk.plugin.ml_training.local.launcher import outputs_dir
 from vdk.plugin.ml_training.local.outcome import RunOutcome
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.runtime import output_workdir
@@ -100,7 +99,8 @@ def files_written(run: LocalRun) -> list[str]:
     """What the first start wrote that a second start could resume from: regular files of its working directory that
     are not the job's own, and of the frameworks' directories of its run directory."""
     job = {f.path for f in _job_files(run)}
-    where = outputs_dir(run)
+    # their working directory here; in the job's image, the run directory's that its job directory was linked into
+    where = run.work.path if run.work is not None else run.outputs
     out = [path for path, _, _ in output_workdir.output_files(str(where)) if path not in job] if where else []
     for name in FRAMEWORK_DIRS:
         directory = run.run_dir / name
@@ -149,7 +149,9 @@ def _second_epoch(second: RunOutcome) -> list[str]:
 def resumed_step(before: dict, after: dict) -> int | None:
     """The step of the first start whose parameters the second start first stepped (None: none of them; 0: those it
     began with), else the step count of the optimizer state it restored."""
-    first_step = after.get("first_step") if isinstance(after.get("first_step"), dict) else {}
+    first_step = after.get("first_step")
+    if not isinstance(first_step, dict):
+        first_step = {}
     prints = (before.get("fingerprints") or {}).get("0") or []
     seen = first_step.get("fingerprint")
     if seen and seen in prints:

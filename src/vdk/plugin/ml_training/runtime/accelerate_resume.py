@@ -86,7 +86,7 @@ def patch(module: Any) -> None:
                              _position(self))  # fmt: skip
             return location
 
-        save_state._vdk_resume = True  # type: ignore[attr-defined]
+        save_state._vdk_resume = True  # type: ignore[attr-defined]  # attribute of a function object
         return save_state
 
     def make_load(original):
@@ -130,8 +130,9 @@ def _made_by_a_framework() -> bool:
     """Whether the Accelerator being made is a framework's own (the Hugging Face Trainer's, which hf_resume.py
     resumes and stops): only the script's own loop is this module's."""
     import sys
+    from types import FrameType
 
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(8):
         if frame is None:
             return False

@@ -78,7 +78,7 @@ def patch(module: Any) -> None:
             with resume.training():
                 return original(*bound.args, **bound.kwargs)
 
-        train._vdk_resume = True  # type: ignore[attr-defined]
+        train._vdk_resume = True  # type: ignore[attr-defined]  # attribute of a function object
         return train
 
     def make_save(original):

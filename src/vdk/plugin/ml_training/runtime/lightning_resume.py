@@ -36,7 +36,7 @@ def patch(module: Any) -> None:
                             else f"{package}.utilities.exceptions", fromlist=["SIGTERMException"])  # fmt: skip
     sigterm = exceptions.SIGTERMException
 
-    class SaveOnStop(callback_base):  # type: ignore[misc, valid-type]
+    class SaveOnStop(callback_base):  # type: ignore[misc, valid-type]  # the Callback of the Lightning imported
         """Lightning stopped at the end of a step because of SIGTERM: the checkpoint to resume from."""
 
         def __init__(self, resumed_from: str | None):
@@ -76,7 +76,7 @@ def patch(module: Any) -> None:
                 except sigterm as stopped:
                     raise resume.StoppedToResume() from stopped
 
-        fit._vdk_resume = True  # type: ignore[attr-defined]
+        fit._vdk_resume = True  # type: ignore[attr-defined]  # attribute of a function object
         return fit
 
     def make_save(original):

@@ -158,12 +158,12 @@ class Lineage:
             step = int(entry.get("step") or 0)
         except (TypeError, ValueError):
             return None
-        position = entry.get("position") if isinstance(entry.get("position"), dict) else {}
+        position = entry.get("position")
         return Checkpoint(
             self._absolute(entry["path"]),
             str(entry.get("framework") or ""),
             str(entry.get("run") or ""),
             step,
             bool(entry.get("on_stop")),
-            position,
+            position if isinstance(position, dict) else {},
         )

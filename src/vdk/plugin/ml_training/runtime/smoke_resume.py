@@ -101,7 +101,7 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     try:
         _record_after(optimizer)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - as before the step
         pass
 
 
@@ -181,7 +181,7 @@ def _watch_sampler_epochs() -> None:
             _write(check, SECOND)
         return original(sampler, epoch)
 
-    DistributedSampler.set_epoch = set_epoch  # type: ignore[method-assign]
+    DistributedSampler.set_epoch = set_epoch  # type: ignore[assignment]  # a wrapper of the method, in its place
 
 
 def _write(check: _Check, name: str) -> None:
