@@ -4,7 +4,7 @@ code, named with the fix that fits the direction of the mismatch."""
 from tests.support.local_outcomes import make_run
 from vdk.plugin.ml_training.diagnosis.rules.wrapped_keys import prefix_mismatch
 from vdk.plugin.ml_training.local.outcome import analyse
-from vdk.plugin.ml_training.ops.local_run import diagnose
+from vdk.plugin.ml_training.ops.plan_runner import diagnose
 
 SAVED_WRAPPED = (
     'Error(s) in loading state_dict for Sequential:\n\tMissing key(s) in state_dict: "0.weight", "0.bias". \n\t'

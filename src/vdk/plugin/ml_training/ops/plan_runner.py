@@ -52,7 +52,7 @@ def run_plan(
         run = launch(resume_check.first_start(plan) if resuming else plan, stdout=stdout, starter=starter)
         outcome = analyse(run)
         if resuming and outcome.passed:
-            resumed = resume_check.second_start(plan, outcome, reporter, starter, stdout)
+            resumed = resume_check.second_start(plan, outcome, reporter.note, starter, stdout)
     except KeyboardInterrupt as e:
         reporter.run_interrupted(plan, e)
         raise

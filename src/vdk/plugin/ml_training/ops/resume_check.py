@@ -19,10 +19,10 @@ working directory (a script that writes nothing cannot resume: the note says so 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 from typing import IO
-from typing import Any
 
 from vdk.plugin.ml_training.diagnosis.finding import FAILED
 from vdk.plugin.ml_training.diagnosis.finding import Finding
@@ -32,7 +32,6 @@ from vdk.plugin.ml_training.local.launcher import LocalRun
 from vdk.plugin.ml_training.local.launcher import Starter
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import RunOutcome
-from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.runtime import output_workdir
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import smoke_resume
@@ -69,9 +68,10 @@ def first_start(plan: LaunchPlan) -> LaunchPlan:
 
 
 def second_start(
-    plan: LaunchPlan, first: RunOutcome, reporter: Reporter, starter: Starter, stdout: IO[str] | None = None
+    plan: LaunchPlan, first: RunOutcome, note: Callable[[str], None], starter: Starter, stdout: IO[str] | None = None
 ) -> ResumeCheck:
-    """Start the ranks again where the first start (which passed) ran, and say whether they resumed."""
+    """Start the ranks again where the first start (which passed) ran, and say whether they resumed; `note` tells
+    the restart (the reporter's, ops/reporting.py: it knows this module's result, so it is not imported here)."""
     run = first.run
     if any(r.status == protocol.FINISHED for r in first.ranks):
         return ResumeCheck(["resume: not checked: the first start ran the script to its end (nothing left to resume)"])
@@ -79,7 +79,7 @@ def second_start(
     if not written:
         why = "the first start wrote nothing in its working directory to resume from"
         return _started_over(plan, why, first.steps)
-    reporter.note(
+    note(
         "resume check: the ranks were stopped as a preemption stops them; starting them again in the same working "
         f"directory, which holds {_some(written)}"
     )
