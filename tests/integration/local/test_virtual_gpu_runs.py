@@ -292,7 +292,7 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("accelerator, devices", [("gpu", 2), ("cuda", 8), ("auto", 2)])
 def test_pytorch_lightning_forms_one_process_group_on_the_virtual_gpus(tmp_path, accelerator, devices):
     script = LIGHTNING.format(accelerator=accelerator, devices=devices)
-    # one start (the resume check's second is tests/integration/ops/test_resume_check.py's)
+    # one start (the resume check's second is tests/integration/ops/test_resume_check_scripts.py's)
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_resume = off\n"
     job = make_job(tmp_path, f"lightning-{accelerator}", script, ml, requirements="lightning\n")
     done = vdk_run(job)

@@ -2,7 +2,8 @@
 starts them again in the same working directory. Real scripts through the real `vdk run`: a DDP script whose resume
 code loads the wrapped model's keys into the bare model fails with its frame and the fix; one that never resumes
 gets the note; an Accelerate loop saves on the stop and resumes with no change to it. (The examples' resume checks,
-ddp-nccl's snapshot and the Hugging Face Trainer's checkpoint, are tests/integration/local/test_local_run.py's.)"""
+ddp-nccl's snapshot and the Hugging Face Trainer's checkpoint, are those of
+tests/integration/local/test_local_run_processes.py.)"""
 
 from __future__ import annotations
 
