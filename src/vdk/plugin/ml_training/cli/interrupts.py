@@ -56,22 +56,37 @@ def stop_on_signals() -> Iterator[None]:
         yield
         return
     received: list[int] = []
+    in_hook: list[bool] = []  # the main thread is in `dropped`: a signal handled there would be dropped again
+    ended = threading.Event()
 
     def interrupt(signum, frame) -> None:
-        if received:
+        if received or in_hook:
             return
         received.append(signum)
         raise Interrupted(signum)
+
+    def redeliver(signum: int) -> None:
+        """Send the signal again until the main thread took it outside a finalizer (or the block ended): one sent
+        while the main thread still starts this thread (Python code, where the handler runs) is ignored there,
+        as a loaded machine makes likely, so it is sent once more."""
+        main = threading.main_thread().ident
+        assert main is not None
+        while not ended.wait(REDELIVER_SECONDS) and not received:
+            signal.pthread_kill(main, signum)
 
     unraisable_before = sys.unraisablehook
 
     def dropped(unraisable) -> None:
         error = unraisable.exc_value
         if isinstance(error, Interrupted) and received:
-            received.clear()
-            # From another thread, a moment later: raised here or now, it would be dropped again.
-            main = threading.main_thread().ident
-            threading.Timer(REDELIVER_SECONDS, signal.pthread_kill, (main, error.signum)).start()
+            in_hook.append(True)
+            try:
+                received.clear()
+                # From another thread, a moment later: raised here or now, it would be dropped again.
+                name = "vdk-ml-training-redeliver"
+                threading.Thread(target=redeliver, args=(error.signum,), name=name, daemon=True).start()
+            finally:
+                in_hook.clear()
             return
         unraisable_before(unraisable)
 
@@ -83,6 +98,7 @@ def stop_on_signals() -> Iterator[None]:
     try:
         yield
     finally:
+        ended.set()
         sys.unraisablehook = unraisable_before
         for sig, handler in previous.items():
             signal.signal(sig, handler)
