@@ -60,6 +60,25 @@ def test_problems_found_within_the_grace_are_said_together_in_the_checks_order()
     assert error.problem.endswith("Nothing was built or deployed.")
 
 
+def test_the_import_check_is_said_with_a_remote_failure_however_long_it_takes_on_a_loaded_machine(monkeypatch):
+    monkeypatch.setattr(deploy_checks, "FAILURE_GRACE_SECONDS", 0.01)  # a machine so loaded the grace is over
+    registry_failed = threading.Event()
+
+    def push_refused():
+        registry_failed.set()
+        raise MLTrainingError("the registry 127.0.0.1:9 refuses connections", "start it")
+
+    def imports_late():
+        registry_failed.wait(5)
+        time.sleep(0.3)
+        raise MLTrainingError("train.py:1: `import yaml` needs PyYAML", "add PyYAML to requirements.txt")
+
+    checks = RemoteChecks({"registry": push_refused, "imports": imports_late}).start()
+    assert checks.first_failure() is not None
+    error = deploy_checks.failed_checks(checks)
+    assert "`import yaml` needs PyYAML" in error.problem and "refuses connections" in error.problem
+
+
 def test_one_problem_found_twice_is_said_once():
     def fails():
         raise MLTrainingError("the base image's registry does not resolve", "use a mirror")

@@ -61,6 +61,9 @@ class Preflight:
 
 # Seconds the other checks get, once one failed, to end: what they find is said with it.
 FAILURE_GRACE_SECONDS = 2.0
+# The import check is the job's own problem, found on this machine from a base known or read already: once another
+# check failed it is waited for (up to this), whatever the machine's load, so that it is said with the other one.
+IMPORTS_WAIT_SECONDS = 60.0
 
 
 def nothing_done(error: MLTrainingError) -> MLTrainingError:
@@ -71,6 +74,7 @@ def nothing_done(error: MLTrainingError) -> MLTrainingError:
 def failed_checks(checks: RemoteChecks) -> MLTrainingError:
     """The checks' failures as one error (each problem once, each with its fix), saying nothing was done."""
     seen: dict[str, MLTrainingError] = {}
+    checks.wait_for(IMPORTS_CHECK, IMPORTS_WAIT_SECONDS)  # not a race with a remote check that failed at once
     for _, error in checks.failures(FAILURE_GRACE_SECONDS):
         seen.setdefault(error.message, error)
     errors = list(seen.values())

@@ -121,6 +121,17 @@ class RemoteChecks:
                 return False
         return True
 
+    def wait_for(self, name: str, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for check `name` to end (absent: nothing to wait for); whether it has."""
+        future = self._futures.get(name)
+        if future is None:
+            return True
+        try:
+            future.exception(timeout=timeout)
+        except FutureTimeout:
+            return False
+        return True
+
     def pending(self) -> list[str]:
         """The checks still running."""
         return [name for name, future in self._futures.items() if not future.done()]
