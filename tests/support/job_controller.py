@@ -1,22 +1,27 @@
 """Kubernetes' Job controller and kubelet for the Jobs a test created in the fake API server, running each pod's
 command as a local process of this interpreter (the plugin's runtime is installed in it, as the image has it):
-what a sweep needs, its trials' Indexed Job and its study's Job, end to end without a cluster.
+what a sweep needs, its trials' Indexed Job and its study's Job, and a plain Job's run, end to end without a cluster.
 
 Per Job, as the controller does (pkg/controller/job): pods `<job>-<index>` with the completion index as label,
 annotation and JOB_COMPLETION_INDEX (Indexed), at most `parallelism` at a time until `completions` succeeded;
-a pod that fails is replaced (`backoffLimit` counts it) unless a podFailurePolicy rule with FailJob matches its
-exit code, which fails the Job and stops its other pods; the Job's status (active, succeeded, failed, its
-Complete / Failed condition) as the API shows it. A Job deleted through the API (`vdk execute --cancel`, or its
-owner's deletion) stops its processes, as the kubelet stops the pods of a deleted Job. Per pod, as the kubelet
-does: the container's environment (`$(VAR)` and field references; an Indexed Job's rendezvous at rank 0's pod DNS
-name is this machine's loopback), the image's interpreter (`python`) as this
-one, the image's paths (the job directory, the output claim's subPath) as host directories, its output as its
-log line by line, its phase and exit code.
+a pod that fails is replaced (`backoffLimit` counts it) unless a podFailurePolicy rule matches it (in order, the
+first that matches: FailJob on its exit code fails the Job and stops its other pods, Ignore on its DisruptionTarget
+condition replaces it without counting it: pod_failure_policy.go); the Job's status (active, succeeded, failed,
+its Complete / Failed condition) as the API shows it. `disrupt` stops a pod as the cluster does: the scheduler
+preempting it, the Eviction API, the kubelet under node pressure (k8s.io/api/core/v1 DisruptionTarget reasons):
+the condition, the event, SIGTERM; a pod being deleted (preemption, eviction) is gone from the API once the
+controller counted it (its finalizer removed), a pod the kubelet evicted stays Failed with reason Evicted. A Job
+deleted through the API (`vdk execute --cancel`, or its owner's deletion) stops its processes, as the kubelet stops
+the pods of a deleted Job. Per pod, as the kubelet does: the container's environment (`$(VAR)` and field
+references; an Indexed Job's rendezvous at rank 0's pod DNS name is this machine's loopback), the image's
+interpreter (`python`) as this one, the image's paths (the job directory, the output claim's subPath) as host
+directories, its output as its log line by line, its phase and exit code.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
+from tests.support import cluster_state
 from tests.support.controllers import Pod
 from tests.support.fake_apiserver import FakeKube
 from tests.support.local_cluster import expand
@@ -36,6 +42,24 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 _POLL = 0.2
 
 
+DISRUPTION_TARGET = "DisruptionTarget"
+# What each DisruptionTarget reason's component does (kube-scheduler, the Eviction API, the kubelet): its
+# condition message, the event it records on the pod (reason, message), and whether the pod is deleted.
+DISRUPTIONS = {
+    "PreemptionByScheduler": (
+        "default-scheduler: preempting to accommodate a higher priority pod",
+        ("Preempted", "Preempted by pod 3f0c2d8e-5f7a-4a4e-9c1e-0d1f2e3a4b5c on node localhost"),
+        True,
+    ),
+    "EvictionByEvictionAPI": ("Eviction API: evicting", None, True),
+    "TerminationByKubelet": (
+        "The node was low on resource: memory.",
+        ("Evicted", "The node was low on resource: memory."),
+        False,
+    ),
+}
+
+
 @dataclass
 class PodProcess:
     name: str
@@ -43,6 +67,7 @@ class PodProcess:
     process: subprocess.Popen
     thread: threading.Thread
     exit_code: int | None = None
+    disruption: str | None = None  # the DisruptionTarget reason it was stopped with
 
 
 @dataclass
@@ -134,10 +159,16 @@ class LocalJobController:
                 self._pod_status(pod, "Succeeded" if pod.exit_code == 0 else "Failed")
                 if pod.exit_code == 0:
                     run.succeeded += 1
-                else:
-                    run.failed += 1
-                    if _fails_the_job(spec, pod.exit_code):
-                        return self._end(run, job, "Failed", f"pod {pod.name} exited with {pod.exit_code}")
+                    continue
+                action = _policy_action(spec, pod.exit_code, pod.disruption is not None)
+                if pod.disruption is not None and DISRUPTIONS[pod.disruption][2]:
+                    with self.fake._lock:  # being deleted: gone once counted (its finalizer removed)
+                        self.fake.objects.pop(("v1", "pods", self.namespace, pod.name), None)
+                if action == "Ignore":
+                    continue  # not counted: its index gets a new pod
+                run.failed += 1
+                if action == "FailJob":
+                    return self._end(run, job, "Failed", f"pod {pod.name} exited with {pod.exit_code}")
         if run.failed > int(spec.get("backoffLimit", 6)):
             return self._end(run, job, "Failed", "BackoffLimitExceeded")
         if run.succeeded >= completions:
@@ -156,6 +187,23 @@ class LocalJobController:
             active.append(self._start_pod(run, job, index if indexed else 0, indexed))
             busy.add(index)
         self._job_status(job, run, len(active))
+
+    def disrupt(self, pod: PodProcess, reason: str = "PreemptionByScheduler") -> None:
+        """Stop `pod` as the cluster's component for `reason` does: the DisruptionTarget condition (and, for the
+        scheduler and the kubelet, their event) on the pod, then SIGTERM to its processes (a pod being deleted,
+        or the kubelet's eviction, gives its grace period: the training saves and ends)."""
+        message, event, deleted = DISRUPTIONS[reason]
+        condition = {"type": DISRUPTION_TARGET, "status": "True", "reason": reason, "message": message}
+        with self.fake._lock:
+            stored = self.fake.objects.get(("v1", "pods", self.namespace, pod.name))
+            if stored is not None:
+                stored["status"].setdefault("conditions", []).append({**condition, "lastTransitionTime": _now()})
+                if deleted:
+                    stored["metadata"]["deletionTimestamp"] = _now()
+        if event is not None:
+            self.fake.add("events", cluster_state.event("Pod", pod.name, *event, last=_now()), self.namespace)
+        pod.disruption = reason
+        os.killpg(pod.process.pid, signal.SIGTERM)
 
     def _end(self, run: JobRun, job: dict, outcome: str, message: str | None) -> None:
         for pod in run.pods:
@@ -299,23 +347,31 @@ class LocalJobController:
                 "reason": "Completed" if pod.exit_code == 0 else "Error",
                 "finishedAt": _now(),
             }
+            conditions = stored["status"].get("conditions") or []
             stored["status"] = {
                 "phase": phase,
                 "containerStatuses": [
                     {"name": name, "ready": False, "restartCount": 0, "state": {"terminated": terminated}}
                 ],
+                "conditions": conditions,
             }
+            if pod.disruption is not None and not DISRUPTIONS[pod.disruption][2]:  # the kubelet evicted it
+                stored["status"].update(reason="Evicted", message=DISRUPTIONS[pod.disruption][0])
 
 
-def _fails_the_job(spec: dict, code: int) -> bool:
+def _policy_action(spec: dict, code: int, disrupted: bool) -> str:
+    """The action of the first podFailurePolicy rule that matches a failed pod (Count when none does): onExitCodes
+    on its container's non-zero exit code, onPodConditions on its DisruptionTarget condition."""
     for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
         on = rule.get("onExitCodes")
-        if rule.get("action") != "FailJob" or not on:
-            continue
-        inside = code in on.get("values", [])
-        if inside == (on.get("operator") == "In"):
-            return True
-    return False
+        if on:
+            inside = code in on.get("values", [])
+            if inside == (on.get("operator") == "In"):
+                return rule["action"]
+        for pattern in rule.get("onPodConditions") or []:
+            if disrupted and pattern.get("type") == DISRUPTION_TARGET and pattern.get("status", "True") == "True":
+                return rule["action"]
+    return "Count"
 
 
 def _rewrite(text: str, paths: dict[str, str]) -> str:

@@ -149,17 +149,39 @@ def _job_rules(obj: dict) -> list[FieldError]:
         )
     containers = {c.get("name") for c in (spec.get("template") or {}).get("spec", {}).get("containers") or []}
     for i, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
-        codes = rule.get("onExitCodes") or {}
-        if codes.get("containerName") and codes["containerName"] not in containers:
-            errors.append(
-                FieldError(
-                    f"spec.podFailurePolicy.rules[{i}].onExitCodes.containerName", "Invalid value: no such container"
-                )
-            )
+        errors += _failure_rule(rule, f"spec.podFailurePolicy.rules[{i}]", containers)
     for key in ("completions", "parallelism", "backoffLimit", "ttlSecondsAfterFinished", "activeDeadlineSeconds"):
         value = spec.get(key)
         if value is not None and (not isinstance(value, int) or value < 0):
             errors.append(FieldError(f"spec.{key}", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+    return errors
+
+
+def _failure_rule(rule: dict, where: str, containers: set) -> list[FieldError]:
+    """A podFailurePolicy rule as pkg/apis/batch/validation/validation.go (validatePodFailurePolicyRule) checks it:
+    an action of the Job's (FailIndex only with backoffLimitPerIndex, which the plugin never sets), exactly one of
+    onExitCodes and onPodConditions, exit codes In (never 0) or NotIn, conditions with a type and a status."""
+    errors = []
+    if rule.get("action") not in ("FailJob", "Ignore", "Count"):
+        errors.append(FieldError(f"{where}.action", f"Unsupported value: {rule.get('action')!r}"))
+    codes, conditions = rule.get("onExitCodes"), rule.get("onPodConditions")
+    if (codes is None) == (conditions is None):
+        errors.append(FieldError(where, "Invalid value: specify exactly one of onExitCodes and onPodConditions"))
+    if codes is not None:
+        if codes.get("containerName") and codes["containerName"] not in containers:
+            errors.append(FieldError(f"{where}.onExitCodes.containerName", "Invalid value: no such container"))
+        values = codes.get("values") or []
+        if codes.get("operator") not in ("In", "NotIn"):
+            errors.append(FieldError(f"{where}.onExitCodes.operator", f"Unsupported value: {codes.get('operator')!r}"))
+        if not values or len(set(values)) != len(values) or (codes.get("operator") == "In" and 0 in values):
+            errors.append(FieldError(f"{where}.onExitCodes.values", f"Invalid value: {values!r}"))
+    for j, pattern in enumerate(conditions or []):
+        if not pattern.get("type"):
+            errors.append(FieldError(f"{where}.onPodConditions[{j}].type", "Required value"))
+        if pattern.get("status", "True") not in ("True", "False", "Unknown"):
+            errors.append(
+                FieldError(f"{where}.onPodConditions[{j}].status", f"Unsupported value: {pattern['status']!r}")
+            )
     return errors
 
 

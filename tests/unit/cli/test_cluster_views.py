@@ -1,11 +1,15 @@
 """How runs look on the terminal: the loss sparkline of `vdk show`."""
 
 import math
+from datetime import datetime
+from datetime import timezone
 
 from vdk.plugin.ml_training.cli.cluster_views import SPARK_WIDTH
 from vdk.plugin.ml_training.cli.cluster_views import jobs_text
 from vdk.plugin.ml_training.cli.cluster_views import loss_text
+from vdk.plugin.ml_training.cli.cluster_views import restarts_table
 from vdk.plugin.ml_training.cli.cluster_views import sparkline
+from vdk.plugin.ml_training.k8s.restarts import Restart
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 
 
@@ -59,3 +63,26 @@ def test_vdk_list_has_a_progress_column_when_a_latest_run_s_status_says_its_prog
     assert lines[1].split()[-2:] == ["RUNS", "PROGRESS"]
     assert lines[2].split()[-1] == "-" and lines[3].split()[-3:] == ["12%", "ETA", "6m14s"]
     assert "PROGRESS" not in jobs_text([entry("bert")], "namespace ml")  # no status says any: no column
+
+
+def test_the_restarts_table_says_each_cause_whether_it_counted_and_the_steps_redone():
+    now = datetime(2026, 1, 2, 4, 0, 0, tzinfo=timezone.utc)
+    rows = [
+        Restart(
+            "0",
+            "run-0-a",
+            "preempted",
+            "PreemptionByScheduler: x",
+            "2026-01-02T03:58:00Z",
+            False,
+            reached=42,
+            resumed=40,
+        ),
+        Restart("1", "run-master-0", "OOMKilled", "OOMKilled (exit code 137)", "2026-01-02T03:30:00Z", True, times=3),
+        Restart("?", "run-node-0-1", "evicted", "Evicted: low on memory", None, None),
+    ]
+    lines = restarts_table(rows, now).splitlines()
+    assert lines[0].split() == ["AGE", "RANK", "POD", "CAUSE", "COUNTED", "STEPS", "REDONE", "WHAT", "SAID", "SO"]
+    assert lines[1].split()[:7] == ["2m", "0", "run-0-a", "preempted", "no", "2", "(42"]
+    assert "OOMKilled x3" in lines[2] and " yes " in lines[2] and lines[2].split()[6] == "-"
+    assert "runtime's policy" in lines[3]

@@ -114,7 +114,7 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
     assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 49
+    assert len(KEYS) == len(set(KEYS)) == 50
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():

@@ -150,3 +150,56 @@ def test_a_job_s_own_namespace_and_queue_win_over_its_team_s(tmp_path):
     main = render_run(spec, IMAGE, make_run(spec), spec.namespace, "pytorchjob")[0]
     assert main["metadata"]["namespace"] == "ml-own"
     assert main["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "own-queue"
+
+
+# --- the failure rules: what each backend can say about a disruption -----------------------------------------
+
+
+def test_the_plain_job_s_failure_rules_ignore_a_disruption_first_and_the_server_takes_them(specs):
+    job = render_run(specs["gpu-4x8"], IMAGE, make_run(specs["gpu-4x8"]), "ml", "job")[0]
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert [(r["action"], "onPodConditions" in r) for r in rules] == [("Ignore", True), ("FailJob", False)]
+    assert native_errors(job, "V1Job") == []
+    # what the server would refuse, and the shape checks find: both matchers in one rule, a condition without a
+    # type, an exit code 0 that In would match, an action the Job does not know
+    rules[0]["onExitCodes"] = {"containerName": "pytorch", "operator": "In", "values": [0]}
+    rules[1]["onPodConditions"] = [{"status": "True"}]
+    rules[1]["action"] = "Restart"
+    fields = {e.field for e in native_errors(job, "V1Job")}
+    assert fields == {
+        "spec.podFailurePolicy.rules[0]",
+        "spec.podFailurePolicy.rules[0].onExitCodes.values",
+        "spec.podFailurePolicy.rules[1]",
+        "spec.podFailurePolicy.rules[1].onPodConditions[0].type",
+        "spec.podFailurePolicy.rules[1].action",
+        "type",  # the kubernetes model says it too: V1PodFailurePolicyOnPodConditionsPattern requires a type
+    }
+
+
+def test_pytorchjob_restarts_in_place_and_the_crd_takes_its_restart_policy(specs):
+    # OnFailure: the operator's backoffLimit counts restarts of containers in place (a bug, an OOM kill); a pod a
+    # disruption deleted is created again, uncounted. ExitCode would make every code failure final and count none.
+    manifest = render_run(specs["gpu-4x8"], IMAGE, make_run(specs["gpu-4x8"]), "ml", "pytorchjob")[0]
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert {r["restartPolicy"] for r in replicas.values()} == {"OnFailure"}
+    assert manifest["spec"]["runPolicy"]["backoffLimit"] == specs["gpu-4x8"].max_restarts
+    assert schema_errors(manifest) == []
+
+
+def test_a_trainjob_cannot_carry_failure_rules_its_runtime_holds_them(specs):
+    """Why the TrainJob backend leaves disruptions to its runtime: runtimePatches (Trainer v2.3.0's CRD) patches
+    the JobSet's replicated jobs' pod templates only; the JobSet's failurePolicy and the Jobs' podFailurePolicy are
+    not fields of it, so a server with fieldValidation=Strict refuses them."""
+    manifest = render_run(specs["gpu-4x8"], IMAGE, make_run(specs["gpu-4x8"]), "ml", "trainjob")[0]
+    assert schema_errors(manifest) == []
+    template = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
+    template["spec"]["failurePolicy"] = {
+        "rules": [{"name": "disruptions", "action": "RestartJobSetAndIgnoreMaxRestarts"}]
+    }
+    job_spec = template["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job_spec["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+    unknown = sorted(e.field for e in schema_errors(manifest) if e.unknown)
+    assert unknown == [
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.failurePolicy",
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.podFailurePolicy",
+    ]

@@ -72,3 +72,21 @@ def test_a_process_without_a_run_name_has_no_lineage(monkeypatch, tmp_path):
     monkeypatch.setenv("VDK_ML_TRAINING_RESUME_FROM", "mnist-m7d1c0zz")
     found = Lineage.of_this_process()
     assert (found.run, found.continues, found.directory) == ("mnist-k3x9p2qa", "mnist-m7d1c0zz", str(tmp_path))
+
+
+def test_each_start_of_a_run_is_counted_beside_its_checkpoints_and_a_restarted_pod_goes_on_counting(tmp_path):
+    first = Lineage(str(tmp_path), "mnist-k3x9p2qa")
+    assert [first.started(), first.started()] == [1, 2]
+    first.record(str(tmp_path / "checkpoint-10"), lineage.TRANSFORMERS, 10)  # a checkpoint keeps the count
+    again = Lineage(str(tmp_path), "mnist-k3x9p2qa")  # the pod that replaced it: the same run
+    assert again.started() == 3
+    other = Lineage(str(tmp_path), "mnist-m7d1c0zz", continues="mnist-k3x9p2qa")  # a run that continues it
+    assert other.started() == 1
+    runs = json.loads((tmp_path / lineage.FILE).read_text())["runs"]
+    assert runs == {
+        "mnist-k3x9p2qa": {"from": None, "starts": 3},
+        "mnist-m7d1c0zz": {"from": "mnist-k3x9p2qa", "starts": 1},
+    }
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / lineage.FILE).mkdir()  # cannot be written: the start is not held back
+    assert Lineage(str(tmp_path / "ro"), "mnist-k3x9p2qa").started() == 0

@@ -13,6 +13,7 @@ from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
 from vdk.plugin.ml_training.k8s.observe import RunDetail
+from vdk.plugin.ml_training.k8s.restarts import Restart
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.run_summary import shape_text
 from vdk.plugin.ml_training.ops.outputs import format_size
@@ -120,6 +121,8 @@ def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Ru
     if detail.ranks:
         rows = [[r.rank, r.pod, r.state, r.node or "-", str(r.restarts)] for r in detail.ranks]
         lines += ["", _indent(table(["RANK", "POD", "STATE", "NODE", "RESTARTS"], rows))]
+    if detail.restarts:
+        lines += ["", "Restarts:", _indent(restarts_table(detail.restarts, now))]
     if detail.gpus is not None:
         lines += ["", *gpu_panel(detail.gpus, detail.startup)]
     for kind, title in (("waiting", "Why it waits"), ("failed", "Why it failed"), ("advice", "What to change")):
@@ -146,6 +149,18 @@ def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Ru
         lines.append(_indent(table(["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)))
     lines += [f"note: {n}" for n in detail.notes]
     return "\n".join(lines)
+
+
+def restarts_table(restarts: list[Restart], now: datetime | None = None) -> str:
+    """Each restart: when, which rank's pod, its cause and what said so, whether max_restarts counts it, the
+    steps it redid."""
+    rows = []
+    for r in restarts:
+        counted = {True: "yes", False: "no", None: "runtime's policy"}[r.counted]
+        redone = "-" if r.steps_redone is None else f"{r.steps_redone} ({r.reached} -> {r.resumed})"
+        cause = r.cause + (f" x{r.times}" if r.times > 1 else "")
+        rows.append([age(r.at, now), r.rank, r.pod, cause, counted, redone, r.detail[:60]])
+    return table(["AGE", "RANK", "POD", "CAUSE", "COUNTED", "STEPS REDONE", "WHAT SAID SO"], rows)
 
 
 # --- the loss curve ---------------------------------------------------------------------------------

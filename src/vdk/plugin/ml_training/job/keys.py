@@ -189,6 +189,10 @@ def _job_keys() -> tuple[Key, ...]:
             where_it_runs=True, setting=True, default_text="the namespace's `default`",
             setting_meaning="the ServiceAccount ml-training runs' pods run as"),
         Key("max_restarts", INTEGER, "restarts before the job is failed", "5", default=3, verbs=(DEPLOY,)),
+        Key("max_disruptions", INTEGER,
+            "restarts after a preemption, an eviction or a lost node, which `max_restarts` does not count, before "
+            "the run stops restarting (counted in the output directory: with `output_pvc`)", "100", default=20,
+            verbs=(DEPLOY,)),
         Key("resume", CHOICE,
             "whether a Hugging Face `Trainer`, Lightning or Accelerate run resumes from the last checkpoint this run "
             "(or the run it continues) wrote in its working directory, and saves one when it is told to stop "

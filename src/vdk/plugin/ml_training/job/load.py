@@ -175,6 +175,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         queue=queue,
         priority_class=keys.matching("priority_class", DNS_1123_SUBDOMAIN, "a PriorityClass name"),
         max_restarts=keys.integer("max_restarts", minimum=0, maximum=1000),
+        max_disruptions=keys.integer("max_disruptions", minimum=0, maximum=10000),
         max_runtime_seconds=keys.duration("max_runtime", minimum=1),
         ttl_after_finished_seconds=keys.duration("ttl_after_finished", minimum=0) or 0,
         smoke_steps=keys.integer("smoke_steps", minimum=1, maximum=100_000),

@@ -245,6 +245,8 @@ class MLJobSpec:
     # Seconds a pod told to stop has to save and exit (terminationGracePeriodSeconds); None: Kubernetes' default
     termination_grace_period_seconds: int | None = None
     smoke_resume: str = default_of("smoke_resume")  # the smoke run's second start (ops/resume_check.py)
+    # Restarts after disruptions, which max_restarts does not count (runtime/lineage.py counts a run's starts)
+    max_disruptions: int = default_of("max_disruptions")
     import_check: bool = default_of("import_check")  # `vdk run` and `vdk deploy` check the job's imports first
     # executions that the Control Service's schedule started run only when something changed (ops/cs_launch.py)
     if_changed: bool = default_of("if_changed")

@@ -27,6 +27,7 @@ from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s import gpu_measure
 from vdk.plugin.ml_training.k8s import pod_states
+from vdk.plugin.ml_training.k8s import restarts as run_restarts
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import brief
@@ -34,6 +35,7 @@ from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.gpu_measure import RunGpus
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.pod_states import RankState
+from vdk.plugin.ml_training.k8s.restarts import Restart
 from vdk.plugin.ml_training.k8s.run_evidence import rank_explanation
 from vdk.plugin.ml_training.k8s.run_evidence import run_evidence
 from vdk.plugin.ml_training.k8s.run_evidence import stalled_in_log
@@ -73,6 +75,7 @@ class RunDetail:
     outputs: dict | None = None
     gpus: RunGpus | None = None  # its nodes' GPU figures (k8s/gpu_measure.py)
     startup: Startup | None = None  # from its start to its first optimizer step
+    restarts: list[Restart] = field(default_factory=list)  # every restart the cluster still shows, with its cause
 
     @property
     def stall(self) -> Stall | None:
@@ -93,6 +96,7 @@ class RunDetail:
             "outputs": self.outputs,
             "gpus": self.gpus.to_dict() if self.gpus is not None else None,
             "startup": dataclasses.asdict(self.startup) if self.startup is not None else None,
+            "restarts": [r.to_dict() for r in self.restarts],
         }
 
 
@@ -141,7 +145,10 @@ def inspect_run(client: KubeClient, run: RunSummary, pods: list[dict] | None = N
     startup = gpu_measure.startup(run.started, gpus.first_step, ranks, pods, events) if gpus is not None else None
     if gpus is not None and not gpus.live and run.finished:
         findings += sizing.advise(_sizing_evidence(run, gpus, startup, progress, pods))
-    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs, gpus, startup)
+    restarts = run_restarts.run_restarts(pods, run.backend, events)
+    if restarts:
+        restarts = run_restarts.with_steps(restarts, pods, run.backend, tail)
+    detail = RunDetail(run, phase, ranks, findings, events, progress, notes, curve, outputs, gpus, startup, restarts)
     if run.phase == run_summary.FAILED and detail.stall is not None:
         detail.phase = run_summary.STALLED
     return detail

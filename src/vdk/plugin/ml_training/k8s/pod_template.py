@@ -98,6 +98,7 @@ def resume_env(spec: MLJobSpec, run: RunInfo) -> dict[str, str]:
     agent waits for its ranks to save that long (less the few seconds it needs to end) before it kills them (torch's
     default, 30 s, would cut a longer save short)."""
     env = {protocol.RESUME: spec.resume, protocol.RUN_NAME: run.name}
+    env[protocol.MAX_STARTS] = str(1 + spec.max_restarts + spec.max_disruptions)
     grace = spec.termination_grace_period_seconds
     if grace:
         env[TORCHRUN_SHUTDOWN_TIMEOUT] = str(max(1, grace - AGENT_EXIT_SECONDS))

@@ -24,6 +24,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import pod_template
+from vdk.plugin.ml_training.k8s.backends.base import DISRUPTION_TARGET
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
 from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_SWEEP
@@ -106,7 +107,7 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
                         "values": [wire.STOP_EXIT_CODE],
                     },
                 },
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                {"action": "Ignore", "onPodConditions": [{"type": DISRUPTION_TARGET}]},
             ]
         },
         "ttlSecondsAfterFinished": spec.ttl_after_finished_seconds,

@@ -89,6 +89,8 @@ def _run_in_image(entry: list[str]) -> int:
 
     rank = rank_process.global_rank()
     outputs = _enter_output_dir()
+    if outputs is not None and rank == 0:
+        _count_start()
     _install_resume()
     spawned_workers.install(reports_progress=rank == 0)
     adaptations = _adapt_to_cpu() if protocol.switched_on(protocol.ADAPT_TO_CPU) else None
@@ -143,6 +145,29 @@ def _enter_output_dir() -> str | None:
             )
         )
         raise SystemExit(1) from None
+
+
+def _count_start() -> None:
+    """One more start of the run in its output directory; past MAX_STARTS (1 + max_restarts + max_disruptions) it
+    stops here, saying why: a run preempted again and again would otherwise restart for ever (a disruption's restart
+    is not counted by the cluster)."""
+    from vdk.plugin.ml_training.runtime import protocol
+    from vdk.plugin.ml_training.runtime.lineage import Lineage
+
+    lineage = Lineage.of_this_process()
+    most = os.environ.get(protocol.MAX_STARTS, "")
+    if lineage is None or not most.isdigit():
+        return
+    starts = lineage.started()
+    if starts > int(most):
+        _write_line(
+            wire.error(
+                f"this run started {starts} times in {lineage.directory} (at most {most}: 1 + max_restarts + "
+                "max_disruptions), so it stops restarting. Check `vdk show` for why its pods keep being stopped "
+                "(preempted, evicted, a node lost); raise max_disruptions, or start it again with vdk execute --start"
+            )
+        )
+        raise SystemExit(1)
 
 
 def _install_resume() -> None:

@@ -11,9 +11,12 @@ run A continued, and so on, as the file's `runs` say. A new run continues none. 
 a preemption is the same run: it resumes from what it wrote before.
 
     {"format": 1,
-     "runs": {"mnist-k3x9p2qa": {"from": null}, "mnist-m7d1c0zz": {"from": "mnist-k3x9p2qa"}},
+     "runs": {"mnist-k3x9p2qa": {"from": null, "starts": 3}, "mnist-m7d1c0zz": {"from": "mnist-k3x9p2qa"}},
      "checkpoints": [{"path": "outputs/checkpoint-1200", "framework": "transformers", "run": "mnist-k3x9p2qa",
                       "step": 1200, "on_stop": true, "position": {}}]}
+
+A cluster run's `starts` count the starts of its global rank 0 there (each restart of its pods is one more): the cap on
+the restarts the cluster does not count (a disruption's: `max_disruptions`), which the bootstrap enforces.
 
 Paths are relative to the working directory (absolute when outside it). Writer and reader here; standard library only.
 """
@@ -120,6 +123,21 @@ class Lineage:
             if checkpoint is not None and checkpoint.run in mine and os.path.realpath(checkpoint.path) == target:
                 return True
         return False
+
+    def started(self) -> int:
+        """One more start of this run here (global rank 0, as it starts): how many there have been, this one
+        included (a restarted pod is the same run: its `starts` go on); 0 when the file cannot be written (the
+        start is not held back for it)."""
+        try:
+            data = self.read() or {"format": FORMAT}
+            data["format"] = FORMAT
+            entry = data.setdefault("runs", {}).setdefault(self.run, {"from": self.continues})
+            entry["starts"] = int(entry.get("starts") or 0) + 1
+            os.makedirs(self.directory, exist_ok=True)
+            protocol.write_json_atomically(Path(self.path), data)
+            return entry["starts"]
+        except (OSError, TypeError, ValueError, AttributeError):
+            return 0
 
     def record(
         self, path: str, framework: str, step: int, on_stop: bool = False, position: dict[str, Any] | None = None

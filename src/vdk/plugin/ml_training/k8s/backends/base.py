@@ -26,6 +26,9 @@ from vdk.plugin.ml_training.runtime.progress_lines import Progress
 # The index of a pod of an Indexed Job (a label, and an annotation on older clusters); the JobSet
 # under a TrainJob makes Indexed Jobs too.
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# The pod condition Kubernetes (1.26+) sets on a pod it stops for a reason other than the pod's own: preemption,
+# an eviction (the Eviction API, a drain, the kubelet under node pressure), a taint-based eviction, a lost node.
+DISRUPTION_TARGET = "DisruptionTarget"
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class Backend(ABC):
     install: ClassVar[str] = ""  # what to install when the cluster does not serve it
     # Its place among the ready backends when a job asks for `backend = auto` (lower first).
     auto_preference: ClassVar[int] = 100
+    # Whether a disruption (DisruptionTarget: preemption, eviction, a lost node) of one of its pods is replaced
+    # without counting against max_restarts; False where the runtime's own failure policy decides (TrainJob).
+    disruptions_free: ClassVar[bool] = True
 
     @property
     def title(self) -> str:

@@ -2,7 +2,9 @@
 
 Pod `<run>-<i>` gets node rank i from its completion index; rank 0 hosts torch's static
 rendezvous, reached as `<run>-0.<run>` through the headless Service. Any failed process fails
-the whole Job (podFailurePolicy FailJob), so no rank waits for a dead peer. Needs Kubernetes 1.27+.
+the whole Job (podFailurePolicy FailJob), so no rank waits for a dead peer; a pod stopped by a disruption
+(DisruptionTarget: preemption, eviction, a lost node) is replaced without counting against `backoffLimit`
+(podFailurePolicy Ignore). Needs Kubernetes 1.27+.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.backends.base import COMPLETION_INDEX
+from vdk.plugin.ml_training.k8s.backends.base import DISRUPTION_TARGET
 from vdk.plugin.ml_training.k8s.backends.base import Backend
 from vdk.plugin.ml_training.k8s.backends.base import Discovery
 from vdk.plugin.ml_training.k8s.backends.base import as_int
@@ -55,17 +58,10 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
         "completionMode": "Indexed",
         "completions": nodes,
         "parallelism": nodes,
-        # A pod lost before training starts (eviction, node failure) is replaced and rejoins the
-        # waiting rendezvous; a process that exits non-zero fails the Job at once.
+        # A pod that failed before its container ran (it never started) is replaced within backoffLimit; a
+        # process that exits non-zero fails the Job at once.
         "backoffLimit": spec.max_restarts,
-        "podFailurePolicy": {
-            "rules": [
-                {
-                    "action": "FailJob",
-                    "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]},
-                }
-            ]
-        },
+        "podFailurePolicy": failure_policy(),
         "ttlSecondsAfterFinished": spec.ttl_after_finished_seconds,
         "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
     }
@@ -99,6 +95,17 @@ def render(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str) -> li
     return [job, service]
 
 
+def failure_policy() -> dict:
+    """The rules, first match wins: a disruption first (its container, told to stop, ends with 143 after saving a
+    checkpoint: the exit code rule would fail the Job), then any exit code but 0."""
+    return {
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}},
+        ]
+    }
+
+
 def limitations(spec: MLJobSpec) -> list[str]:
     notes = []
     if spec.nodes.elastic:
@@ -109,6 +116,11 @@ def limitations(spec: MLJobSpec) -> list[str]:
     notes.append(
         "a plain Job cannot restart all nodes together: a failed process fails the run "
         "(max_restarts covers pods lost before start)"
+        + (
+            "; a preempted or evicted pod is replaced uncounted, but its peers on the other nodes fail with it"
+            if spec.nodes.max > 1
+            else ""
+        )
     )
     return notes
 

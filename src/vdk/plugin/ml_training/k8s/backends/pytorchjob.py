@@ -39,7 +39,9 @@ REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 PORT_NAME = "pytorchjob-port"
 PORT = 23456
-# OnFailure restarts a failed container in place; backoffLimit bounds how often.
+# OnFailure restarts a failed container in place; backoffLimit bounds how often (the operator counts the restarts
+# of containers in place: a bug, an OOM kill). A pod that a disruption deleted (preemption, an eviction, a lost node)
+# is created again and not counted. ExitCode would make every exit code of 1-127 final and count nothing.
 RESTART_POLICY = "OnFailure"
 
 

@@ -162,7 +162,10 @@ def limitations(spec: MLJobSpec, mechanism: str) -> list[str]:
             f"(use backend = pytorchjob for {spec.nodes})"
         )
     notes.append("TrainJob has no TTL: the finished TrainJob stays until `vdk delete` removes it")
-    notes.append("TrainJob restarts follow the runtime's failure policy, not max_restarts")
+    notes.append(
+        "TrainJob restarts follow the runtime's failure policy, not max_restarts: a preemption or an eviction counts "
+        "against its maxRestarts unless the runtime's rules say otherwise (docs: Preemption, restarts and resuming)"
+    )
     if spec.priority_class:
         notes.append("TrainJob cannot set a pod PriorityClass: priority_class is not applied")
     if spec.max_runtime_seconds and mechanism != RUNTIME_PATCHES:
@@ -309,6 +312,7 @@ class TrainJobBackend(Backend):
     auto_preference = 10  # first: Trainer v2 is where Kubeflow training goes
     install = INSTALL
     records_start_time = False  # its status has conditions and its jobs' counts, no start time
+    disruptions_free = False  # its runtime's JobSet failurePolicy decides (runtimePatches cannot carry one)
 
     def render(
         self, spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, cluster: Discovery | None
