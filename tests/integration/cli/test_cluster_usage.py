@@ -112,12 +112,13 @@ def test_gpu_hours_and_waste_by_team_and_job(namespace):
     assert text.startswith("GPU-hours in namespace ml (context fake), ")
     lines = text.splitlines()
     assert lines[2].split() == [
-        "TEAM", "RUNS", "GPU-HOURS", "UTIL", "USED", "IDLE", "START-UP", "AFTER", "LAST", "STEP", "FAILED", "STALLED",
-        "CANCELLED", "RUNNING", "WASTED",
+        "TEAM", "RUNS", "GPU-HOURS", "UTIL", "USED", "IDLE", "START-UP", "AFTER", "LAST", "STEP", "REDONE", "FAILED",
+        "STALLED", "CANCELLED", "RUNNING", "WASTED",
     ]  # fmt: skip
     assert lines[3].split()[:3] == ["nlp", "3", "30.0"]
     assert lines[4].split() == [
-        "vision", "2", "168.0", "50%", "102.0", "34.0", "16.0", "8.0", "8.0", "0.0", "0.0", "0.0", "66.0", "(39%)"
+        "vision", "2", "168.0", "50%", "102.0", "34.0", "16.0", "8.0", "0.0", "8.0", "0.0", "0.0", "0.0", "66.0",
+        "(39%)",
     ]  # fmt: skip
     assert lines[5].split()[:2] == ["total", "5"]
     assert "mnist" in text and "a MIG slice counts as its share of a GPU" in text

@@ -173,6 +173,7 @@ def test_waste_by_cause_of_a_measured_run(tmp_path):
         "idle": pytest.approx(17),
         "startup": pytest.approx(8),
         "after_last_step": pytest.approx(4),
+        "redone": 0.0,  # it never restarted
         "failed": 0.0,
         "stalled": 0.0,
         "cancelled": 0.0,
@@ -191,6 +192,35 @@ def test_waste_by_cause_of_a_measured_run(tmp_path):
     # a deleted run's usage record keeps what was measured
     record = gpu_hours.usage_record(measured, "ml", "ada", NOW)
     assert gpu_hours.parse_usage_record(record)[0] == measured
+
+
+def test_the_steps_a_restart_redid_are_wasted_at_the_rate_the_ended_attempt_trained(tmp_path):
+    runs = Runs(tmp_path)
+    # 1 node x 8 GPUs for 10 h, its pod preempted at step 1400 (2 steps/s) after its last checkpoint at step 1000:
+    # the next pod resumed at 1000, so 400 steps (200 s) were trained again; a pod that failed at step 700 (its
+    # rate 1 step/s) before it, whose next pod started over: 700 s more
+    stopped = cs.terminated(143, finished=5 * HOUR, message=progress_lines.format_line(1400, 5000, 0.4, 2.0))
+    stopped["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    failed = cs.terminated(1, finished=HOUR, message=progress_lines.format_line(700, 5000, 0.9, 1.0))
+    started_over = progress_lines.format_line(1300, 5000, 0.5, 2.0)
+    resumed = progress_lines.format_line(5000, 5000, 0.25, 2.0, 36000, None, "finished", 0, "checkpoint-1000@1000")
+    pods = [failed, cs.terminated(143, finished=5 * HOUR, message=started_over), stopped]
+    pods = [(0, {**state}) for state in pods] + [
+        (0, cs.terminated(0, "Completed", finished=10 * HOUR, message=resumed))
+    ]
+    runs.run("llm", "job", "Succeeded", 0, 10 * HOUR, nodes="1", gpus_per_node="8", pods=pods)
+    for i, pod in enumerate(runs.pods):  # created in that order
+        pod["metadata"]["creationTimestamp"] = cs.ts(i * 60)
+    report = gpu_hours.report(runs.summaries, runs.pods, [], NOW)
+    (usage,) = report.runs
+    causes = usage.causes(report.since, report.now)
+    # 700 s (the first pod's steps at 1 step/s; its next began again) + 1300 steps at 2/s of the second (the third
+    # began again) + 400 steps at 2/s of the third (the last resumed at 1000)
+    assert usage.redone == pytest.approx(700 + 650 + 200)
+    assert causes["redone"] == pytest.approx(8 * 1550 / HOUR)
+    assert causes["used"] == pytest.approx(80 - 8 * 1550 / HOUR)
+    assert report.totals().redone == pytest.approx(8 * 1550 / HOUR) and report.totals().wasted == causes["redone"]
+    assert gpu_hours.parse_usage_record(gpu_hours.usage_record(usage, "ml", "ada", NOW))[0].redone == usage.redone
 
 
 def test_a_window_cuts_the_causes_where_they_fall(tmp_path):

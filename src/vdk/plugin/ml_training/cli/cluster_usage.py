@@ -21,7 +21,7 @@ MIG_RULE = (
 )
 WASTE_RULE = (
     "allocated = used + idle (SM activity under 5%) + start-up (start to first optimizer step) + after the last "
-    "step + failed, stalled and cancelled runs; wasted: all but used"
+    "step + redone (steps trained again after a restart) + failed, stalled and cancelled runs; wasted: all but used"
 )
 UTIL_RULE = "UTIL: SM-activity-weighted GPU-hours over the allocated ones, of the runs whose GPUs were measured"
 
@@ -34,7 +34,8 @@ def usage_text(report: UsageReport, where: str, team: str | None = None) -> str:
     if not report.runs:
         return f"{heading}: no run held GPUs.\n" + "\n".join(f"note: {n}" for n in report.notes)
     running = report.totals().running > 0
-    headers = ["RUNS", "GPU-HOURS", "UTIL", "USED", "IDLE", "START-UP", "AFTER LAST STEP", "FAILED", "STALLED"]
+    headers = ["RUNS", "GPU-HOURS", "UTIL", "USED", "IDLE", "START-UP", "AFTER LAST STEP", "REDONE", "FAILED"]
+    headers += ["STALLED"]
     headers += ["CANCELLED", *(["RUNNING"] if running else []), "WASTED"]
     lines = [f"{heading}:", ""]
     teams = report.by_team()
@@ -54,7 +55,7 @@ def _cells(totals: Totals, running: bool) -> list[str]:
     share = f" ({totals.wasted_share:.0%})" if totals.wasted_share is not None else ""
     utilisation = f"{totals.utilisation:.0%}" if totals.utilisation is not None else "-"
     cells = [str(totals.runs), _hours(totals.gpu_hours), utilisation]
-    cells += [_hours(getattr(totals, cause)) for cause in ("used", "idle", "startup", "after_last_step")]
+    cells += [_hours(getattr(totals, cause)) for cause in ("used", "idle", "startup", "after_last_step", "redone")]
     cells += [_hours(totals.failed), _hours(totals.stalled), _hours(totals.cancelled)]
     if running:
         cells.append(_hours(totals.running))

@@ -4,14 +4,16 @@ namespace (dicts and RunSummaries in, dataclasses out).
 A run holds `nodes x GPUs per node` GPUs (a MIG slice counts as its share of a GPU, `gpu_share`) from
 its start to its end, or to now while it runs. Those GPU-hours are, by cause:
 
-    allocated = used + idle + start-up + after the last step + failed + stalled + cancelled (+ running)
+    allocated = used + idle + start-up + after the last step + redone + failed + stalled + cancelled (+ running)
 
 Every GPU-hour of a run that failed, stalled or was cancelled is wasted under that cause. Of a run that ended
 well: start-up is from its start to its first optimizer step, after the last step how long the script ran on
-(rank 0's last progress line), and the time between is used, less the share its GPUs sat below the idle
-threshold (idle). The measured utilisation is the SM-activity-weighted GPU-hours over the allocated ones. The
-figures come from each node's GPU totals in its container's termination message (k8s/gpu_measure.py); a run
-without them (no NVML) counts its time between start and the last step as used, and no utilisation.
+(rank 0's last progress line), and the time between is used, less the training its restarts redid (redone: the
+steps each ended attempt of rank 0 took past where the next one went on from, at its rate; from the containers'
+termination messages, k8s/restarts.py) and the share its GPUs sat below the idle threshold (idle). The measured
+utilisation is the SM-activity-weighted GPU-hours over the allocated ones. The figures come from each node's GPU
+totals in its container's termination message (k8s/gpu_measure.py); a run without them (no NVML) counts its time
+between start and the last step as used, and no utilisation.
 
 A run deleted by `vdk delete` or `vdk execute --cancel` leaves a usage record (`usage_record`, read by
 `parse_usage_record`): a ConfigMap `<run>-usage`, kept as long as the run would have been kept after it
@@ -32,6 +34,7 @@ from datetime import timezone
 
 from vdk.plugin.ml_training.k8s import gpu_measure
 from vdk.plugin.ml_training.k8s import pod_states
+from vdk.plugin.ml_training.k8s import restarts
 from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -46,7 +49,7 @@ STALLED = "stalled"
 CANCELLED = "cancelled"
 WASTED = (FAILED, STALLED, CANCELLED)  # every GPU-hour of such a run was wasted
 # What allocated GPU-hours were, by cause (Totals' fields and the columns of `vdk list --usage`).
-CAUSES = ("used", "idle", "startup", "after_last_step", FAILED, STALLED, CANCELLED, RUNNING)
+CAUSES = ("used", "idle", "startup", "after_last_step", "redone", FAILED, STALLED, CANCELLED, RUNNING)
 
 # A usage record: the ConfigMap a deleted run leaves behind (labelled run_identity.LABEL_USAGE_OF).
 USAGE_SUFFIX = "-usage"
@@ -84,6 +87,7 @@ class RunUsage:
     startup: float | None = None  # seconds from its start to its first optimizer step (measured runs)
     idle_share: float | None = None  # of the time between its first and last step, the share its GPUs sat idle
     utilisation: float | None = None  # SM-activity-weighted GPU-hours over the allocated ones
+    redone: float | None = None  # seconds of training its restarts redid (k8s/restarts.py: steps at their rate)
 
     def hours(self, since: datetime, now: datetime) -> float:
         """GPU-hours held between `since` and `now`."""
@@ -114,8 +118,12 @@ class RunUsage:
         startup = min(startup, total)
         after = min(after, total - startup)
         window = total - startup - after
+        redone = 0.0
+        if self.redone and self.end is not None and self.end > self.start:  # its share of what the window holds
+            redone = min(window, total * self.redone / (self.end - self.start).total_seconds())
+        window -= redone
         idle = window * self.idle_share if self.idle_share is not None else 0.0
-        out.update(used=window - idle, idle=idle, startup=startup, after_last_step=after)
+        out.update(used=window - idle, idle=idle, startup=startup, after_last_step=after, redone=redone)
         return out
 
     def busy(self, since: datetime, now: datetime) -> float | None:
@@ -134,6 +142,7 @@ class RunUsage:
             "wasted_gpu_hours": round(self.wasted(since, now), 4),
             "after_last_step_seconds": self.after_last_step,
             "startup_seconds": self.startup,
+            "redone_seconds": self.redone,
             "idle_share": _rounded(self.idle_share),
             "utilisation": _rounded(self.utilisation),
             "gpu_hours_by_cause": {k: round(v, 4) for k, v in self.causes(since, now).items()},
@@ -156,6 +165,7 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
     if outcome != RUNNING and end is None:
         end = now  # finished, but its operator wrote no time: counted to now, which the report would overstate
     measured = gpu_measure.run_gpus(ranks) if outcome != RUNNING else None
+    redone = restarts.redone_seconds(pods, run.backend) if outcome == SUCCEEDED else None
     first_step = measured.first_step if measured is not None else None
     return RunUsage(
         run=run.name,
@@ -172,6 +182,7 @@ def run_usage(run: RunSummary, pods: list[dict], now: datetime) -> RunUsage | No
         startup=max(0.0, first_step - start.timestamp()) if first_step is not None else None,
         idle_share=measured.idle_share if measured is not None else None,
         utilisation=measured.utilisation(((end or now) - start).total_seconds()) if measured is not None else None,
+        redone=redone,
     )
 
 
@@ -235,6 +246,7 @@ def parse_usage_record(configmap: dict) -> tuple[RunUsage, datetime | None] | No
             startup=data.get("startup"),
             idle_share=data.get("idle_share"),
             utilisation=data.get("utilisation"),
+            redone=data.get("redone"),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -255,6 +267,7 @@ class Totals:
     idle: float = 0.0
     startup: float = 0.0
     after_last_step: float = 0.0
+    redone: float = 0.0  # trained again after restarts: the steps an attempt took past where the next went on from
     failed: float = 0.0
     stalled: float = 0.0
     cancelled: float = 0.0

@@ -161,6 +161,33 @@ def with_steps(restarts: list[Restart], pods: Iterable[dict], backend: str | Non
     return out
 
 
+def redone_seconds(pods: list[dict], backend: str | None) -> float | None:
+    """Seconds of training the restarts of rank 0 redid: for each, the steps redone at the rate its ended attempt
+    trained (`steps_per_s` of its last progress line), read from the containers' termination messages (each
+    attempt's last progress line, `resumed=` included: no log request). None when no restart's steps are known."""
+
+    def message(pod_name: str, container: str, previous: bool) -> tuple[str | None, str | None]:
+        pod = next(p for p in pods if (p.get("metadata") or {}).get("name") == pod_name)
+        state = pod_states.pod_state(pod, backend)
+        ended = state.previous if previous else state.terminated
+        return (ended.message if ended is not None else None), None
+
+    known = [r for r in with_steps(run_restarts(pods, backend), pods, backend, message) if r.steps_redone is not None]
+    seconds = [_seconds(r, message) for r in known]
+    found = [s for s in seconds if s is not None]
+    return sum(found) if found else None
+
+
+def _seconds(restart: Restart, message: LogTail) -> float | None:
+    text, _ = message(restart.pod, "", restart.in_place)
+    progress = parse_progress((text or "").splitlines())
+    try:
+        rate = float(progress.fields.get("steps_per_s") or 0) if progress is not None else 0.0
+    except ValueError:
+        return None
+    return (restart.steps_redone or 0) / rate if rate > 0 else None
+
+
 def _steps(tail: LogTail, pod: str, previous: bool, container: str, first: bool = False) -> int | None:
     """The step of the log's last progress line; `first`: where the attempt went on from (its first line's
     `resumed=` step, 0 when it has none: it started over); None when the log has no progress line."""
