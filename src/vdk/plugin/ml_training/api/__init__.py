@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.observe import RankLog as RankLog
     from vdk.plugin.ml_training.k8s.observe import RunDetail as RunDetail
     from vdk.plugin.ml_training.k8s.pod_states import RankFailure as RankFailure
+    from vdk.plugin.ml_training.k8s.restarts import Restart as Restart
     from vdk.plugin.ml_training.k8s.run_summary import RunSummary as RunSummary
     from vdk.plugin.ml_training.k8s.selection import JobSelection as JobSelection
     from vdk.plugin.ml_training.local.launch_plan import LaunchPlan as LaunchPlan
@@ -148,6 +149,7 @@ _TYPES = {
     "RankLog": "k8s.observe",
     "JobSelection": "k8s.selection",
     "RankFailure": "k8s.pod_states",
+    "Restart": "k8s.restarts",
     "UsageReport": "k8s.gpu_hours",
     "FollowedRun": "ops.follow",
     "ProvenanceReport": "ops.image_audit",
@@ -239,6 +241,7 @@ __all__ = [
     "RankLog",
     "JobSelection",
     "RankFailure",
+    "Restart",
     "UsageReport",
     "FollowedRun",
     "ProvenanceReport",
