@@ -265,26 +265,34 @@ def run_outputs(
 
 
 def rerun(
-    scope: Scope, run_id: str | None = None, *, reason: str | None = None, reporter: Reporter | None = None
+    scope: Scope,
+    run_id: str | None = None,
+    *,
+    reason: str | None = None,
+    from_run: str | None = None,
+    reporter: Reporter | None = None,
 ) -> Rerun:
-    """`vdk execute --start`: a past run again exactly (same image digest and manifests), under a new name.
+    """`vdk execute --start`: a past run again exactly (same image digest, manifests and dataset versions), under a
+    new name; with `from_run` (`--from RUN`), continuing that run: the new run's working directory begins with its
+    outputs and checkpoints, on the same claim, and its frameworks resume from them.
 
     Args:
         scope: the job (`find_scope`).
-        run_id: the run: its name, or the part after the job's name (-i RUN); default the latest.
+        run_id: the run: its name, or the part after the job's name (-i RUN); default the latest, or `from_run`.
         reason: why, kept in the new run's audit trail.
+        from_run: the ended run to continue: its name, or the part after the job's name.
         reporter: told what an interrupted create left (notes).
 
     Returns:
-        A `Rerun`: the new run's name, the run it repeats, what was created.
+        A `Rerun`: the new run's name, the run it repeats, the run it continues, what was created.
 
     Raises:
-        MLTrainingError: no cluster configured or reachable, no such run of the job (of the team), a request
-            the cluster refused.
+        MLTrainingError: no cluster configured or reachable, no such run of the job (of the team), a run to
+            continue that kept no outputs, has not ended or wrote to another claim, a request the cluster refused.
     """
     from vdk.plugin.ml_training.ops import runs
 
-    return runs.rerun(scope, run_id, reason, reporter)
+    return runs.rerun(scope, run_id, reason, reporter, from_run)
 
 
 def cancel_run(scope: Scope, run_id: str | None = None, *, reporter: Reporter | None = None) -> CancelledRun:

@@ -56,6 +56,7 @@ def execute_ml(
     trial: str | None = None,
     nodes: int | None = None,
     force: bool = False,
+    from_run: str | None = None,
 ) -> None:
     if operation not in OPERATIONS:
         raise click.UsageError("choose what to do: --start, --cancel, --list, --show, --logs or --outputs")
@@ -69,6 +70,8 @@ def execute_ml(
         raise click.UsageError("--nodes goes with --start --trial: the nodes of a sweep's trial run in full")
     if force and (trial is None or operation != "start"):
         raise click.UsageError("--force goes with --start --trial: a trial that did not complete, started all the same")
+    if from_run is not None and (operation != "start" or trial is not None):
+        raise click.UsageError("--from goes with --start: a new run that continues RUN, beginning with its outputs")
     as_json = (output or "text").lower() == "json"
     if follow and as_json:
         raise click.UsageError("--follow prints lines as they come; it has no JSON form")
@@ -91,7 +94,7 @@ def execute_ml(
     elif operation == "outputs":
         _outputs(scope, execution_id, as_json, to)
     elif operation == "start":
-        _start(scope, execution_id, reason, as_json)
+        _start(scope, execution_id, reason, as_json, from_run)
     else:
         _cancel(scope, execution_id, as_json)
 
@@ -181,14 +184,16 @@ def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | No
     click.echo(f"Copied {len(written)} file(s), {format_size(outputs.size)}, to {outputs.copied_to}")
 
 
-def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: bool) -> None:
+def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: bool, from_run: str | None) -> None:
     """Run a past run again exactly: its record's image digest and manifests, a new run name."""
-    started = api.rerun(scope, execution_id, reason=reason, reporter=Console())
+    started = api.rerun(scope, execution_id, reason=reason, from_run=from_run, reporter=Console())
     if as_json:
         print_json(started.to_dict())
         return
     selection = started.selection
     what = f"a re-run of {started.source.name} ({started.record.backend}, namespace {selection.client.namespace})"
+    if started.continues:
+        what += f", continuing {started.continues} from its outputs and checkpoints"
     say_started(selection, started.run_name, what, started.record.image)
 
 
@@ -214,8 +219,8 @@ EXECUTE = verbs.Verb(
         "the run to its end); --logs [-i RUN] [--follow] the logs of every rank (pending ranks say why); --outputs "
         "[-i RUN] [--to DIR] lists (copies) the files it wrote to its output claim; --start [-i RUN] runs a past run "
         "again exactly "
-        "(same image digest and manifests; default the latest); --cancel [-i RUN] stops and deletes a run (default the "
-        "latest, if it has not ended). "
+        "(same image digest and manifests; default the latest), with --from RUN continuing RUN; --cancel [-i RUN] "
+        "stops and deletes a run (default the latest, if it has not ended). "
         "RUN is the run name or its last part."
     ),
     params=[
@@ -250,13 +255,20 @@ EXECUTE = verbs.Verb(
             help="ml-training sweeps, with --start --trial: the nodes of the full run [the job's nodes].",
         ),
         click.Option(
+            ["--from", "from_run"],
+            metavar="RUN",
+            help="ml-training, with --start: a new run that continues RUN (ended, with output_pvc): its working "
+            "directory begins with RUN's outputs and checkpoints on the same claim; RUN's manifests and dataset "
+            "versions unless -i names another run's.",
+        ),
+        click.Option(
             ["--force"],
             is_flag=True,
             help="ml-training sweeps, with --start --trial N: start a trial that did not complete (failed, pruned, "
             "no metric) all the same.",
         ),
     ],
-    ml_only=("job_path", "follow", "reason", "to", "trial", "nodes", "force"),
+    ml_only=("job_path", "follow", "reason", "to", "trial", "nodes", "force", "from_run"),
     is_ml=names_ml_job,
     run_ml=ml_errors(execute_ml),
 )

@@ -323,6 +323,8 @@ def _audit(run: RunSummary) -> list[tuple[str, str]]:
         out.append(("reason", run.reason))
     if run.rerun_of:
         out.append(("re-run of", run.rerun_of))
+    if run.continues:
+        out.append(("continues", f"{run.continues} (began with its outputs and checkpoints)"))
     if run.overrides:
         out.append(("overrides", f"{run.overrides} (--set, over config.ini)"))
     if run.queue:

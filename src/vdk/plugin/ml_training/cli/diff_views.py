@@ -84,6 +84,7 @@ def comparison_text(comparison: RunComparison) -> str:
         ("step", lambda o: "-" if o.step is None else str(o.step)),
         ("duration", lambda o: _duration(o.seconds)),
         ("GPU-hours", lambda o: _number(o.gpu_hours)),
+        ("continues", lambda o: o.continues or "-"),
     ):
         lines.append(f"  {label:<{WIDTH}}{value(before):<{width + 2}}{value(after)}")
     for name in sorted(set(before.metrics) | set(after.metrics)):

@@ -41,6 +41,7 @@ ANNOTATION_IMAGE_DIGEST = "vdk.io/image-digest"
 ANNOTATION_SPEC_HASH = "vdk.io/spec-sha256"
 ANNOTATION_TEAM = "vdk.io/team"
 ANNOTATION_RERUN_OF = "vdk.io/rerun-of"
+ANNOTATION_CONTINUES = "vdk.io/continues"  # the run whose outputs this run began with (vdk execute --start --from)
 ANNOTATION_FROM_SWEEP = "vdk.io/from-sweep"  # a run of a sweep's trial: {"sweep", "trial", "params"} (JSON)
 # "true" on a sweep's objects and pods; on its trials' Job, also the annotation of its settings (JSON).
 LABEL_SWEEP = "vdk.io/sweep"
@@ -49,6 +50,12 @@ ANNOTATION_SWEEP = LABEL_SWEEP
 ANNOTATION_OVERRIDES = "vdk.io/overrides"
 # The VDK Control Service's execution whose launcher started the run (ops/cs_launch.py).
 ANNOTATION_EXECUTION = "vdk.io/execution"
+
+
+def is_run_of(run_name: str, job_name: str) -> bool:
+    """Whether `run_name` is a run name `new_run_name(job_name)` could have made."""
+    suffix = run_name.removeprefix(f"{job_name}-")
+    return suffix != run_name and len(suffix) == RUN_ID_LENGTH and all(c in RUN_ID_ALPHABET for c in suffix)
 
 
 def new_run_name(job_name: str) -> str:

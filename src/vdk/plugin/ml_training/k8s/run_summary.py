@@ -47,6 +47,7 @@ class RunSummary:
     git_dirty: bool | None = None
     deployed_at: str | None = None
     rerun_of: str | None = None
+    continues: str | None = None  # the run whose outputs it began with (vdk execute --start --from)
     queue: str | None = None
     nodes: str | None = None  # "4", or "2:8" for an elastic range
     gpus_per_node: int = 0
@@ -135,6 +136,7 @@ def summarize(obj: dict) -> RunSummary:
         git_dirty=None if dirty is None else dirty == "true",
         deployed_at=annotations.get(run_meta.ANNOTATION_DEPLOYED_AT),
         rerun_of=annotations.get(run_meta.ANNOTATION_RERUN_OF),
+        continues=annotations.get(run_meta.ANNOTATION_CONTINUES),
         queue=queue,
         nodes=nodes,
         gpus_per_node=gpus,

@@ -43,6 +43,7 @@ class Outcome:
     ended: str | None
     seconds: float | None  # from start to end (or to now while it runs)
     gpu_hours: float | None  # None: it never started, or holds no accelerator
+    continues: str | None = None  # the run whose outputs and checkpoints it began with (vdk execute --start --from)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -110,4 +111,5 @@ def outcome(client: KubeClient, run: RunSummary) -> Outcome:
         ended=run.ended,
         seconds=seconds,
         gpu_hours=hours,
+        continues=run.continues,
     )

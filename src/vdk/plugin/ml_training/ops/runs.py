@@ -9,6 +9,7 @@ ops/outputs.py, GPU-hours: ops/usage.py.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
@@ -31,6 +32,7 @@ from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import connected
 from vdk.plugin.ml_training.ops.scope import execute_command
+from vdk.plugin.ml_training.ops.scope import named_run
 from vdk.plugin.ml_training.ops.scope import pick_run
 from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.typed_calls import checked
@@ -190,6 +192,7 @@ class Rerun:
     run_name: str
     record: RunRecord  # the source's
     created: list[str]  # Kind/name of what was created
+    continues: str | None = None  # the run whose outputs it begins with (--from)
 
     def to_dict(self) -> dict:
         return {
@@ -197,6 +200,7 @@ class Rerun:
             "job_team": self.selection.team_name,
             "run": self.run_name,
             "rerun_of": self.source.name,
+            "continues": self.continues,
             "backend": self.record.backend,
             "image": self.record.image,
             "namespace": self.selection.client.namespace,
@@ -206,23 +210,101 @@ class Rerun:
 
 @checked
 def rerun(
-    scope: Scope, run_id: str | None = None, reason: str | None = None, reporter: Reporter | None = None
+    scope: Scope,
+    run_id: str | None = None,
+    reason: str | None = None,
+    reporter: Reporter | None = None,
+    from_run: str | None = None,
 ) -> Rerun:
-    """Run a past run of the scope's job again exactly (default the latest): same image digest and manifests,
-    a new run name; `reason` goes to its audit trail. Created exactly once or not at all, as a deploy's run
-    (what an interruption left is a note of `reporter`)."""
+    """Run a past run of the scope's job again exactly (default the latest; with `from_run`, that run): same image
+    digest, manifests and dataset versions, a new run name; `reason` goes to its audit trail. With `from_run`, the
+    new run continues that ended run: its working directory begins with that run's outputs (on the same claim) and
+    its frameworks resume from that run's checkpoints. Created exactly once or not at all, as a deploy's run (what
+    an interruption left is a note of `reporter`)."""
+    from vdk.plugin.ml_training.k8s import run_continuation
     from vdk.plugin.ml_training.k8s import run_record
     from vdk.plugin.ml_training.k8s.run_identity import new_run_name
     from vdk.plugin.ml_training.source import audit
 
-    selection, source = pick_run(scope, execute_command("start", run_id), run_id, reporter=reporter)
+    command = execute_command("start", run_id) + (f" --from {from_run}" if from_run is not None else "")
+    selection = select_runs(scope, command, reporter=reporter)
+    gone = from_run is not None and _gone(selection, from_run)
+    source = named_run(selection, run_id if from_run is None or run_id or gone else from_run, command)
+    continued = None
+    if from_run is not None and gone:  # cancelled or deleted: only its outputs on the claim may be left
+        continued = _continued_gone(selection, from_run, source, reporter)
+    elif from_run is not None:
+        continued = named_run(selection, from_run, command)
+        _can_continue(continued, source, selection.job_name)
     client, name = selection.client, selection.job_name
     rec = client.read_run_record(source.name)
     run_name = new_run_name(name)
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     manifests = run_record.rerun_manifests(rec, run_name, audit.deployer(), now, reason)
+    if continued is not None:
+        manifests = run_continuation.continuing(manifests, run_name, continued.name)
     created = client.apply(manifests, or_quiet(reporter).note)
-    return Rerun(selection, source, run_name, rec, [f"{m['kind']}/{m['metadata']['name']}" for m in created])
+    kinds = [f"{m['kind']}/{m['metadata']['name']}" for m in created]
+    return Rerun(selection, source, run_name, rec, kinds, continued.name if continued is not None else None)
+
+
+def _gone(selection: JobSelection, from_run: str) -> bool:
+    """Whether `from_run` names no run the cluster still has (of this team or another's)."""
+    wanted = from_run if from_run.startswith(f"{selection.job_name}-") else f"{selection.job_name}-{from_run}"
+    runs = [*selection.runs, *(run for other in selection.others for run in other.runs)]
+    return bool(from_run.strip()) and all(run.name != wanted for run in runs)
+
+
+def _continued_gone(
+    selection: JobSelection, from_run: str, source: RunSummary, reporter: Reporter | None
+) -> RunSummary:
+    """A run that is gone (`vdk execute --cancel` deleted it with its record): its name as a run of this job, its
+    outputs where `source`'s manifests write (the same claim), a note that says so."""
+    from vdk.plugin.ml_training.k8s.run_identity import is_run_of
+
+    name = selection.job_name
+    wanted = from_run if from_run.startswith(f"{name}-") else f"{name}-{from_run}"
+    if not is_run_of(wanted, name):
+        raise MLTrainingError(
+            f"{from_run!r} names no run of {selection.describe()}, in the cluster or gone",
+            f"name a run of it, in full or the part after `{name}-` (`vdk execute --list -n {name}` lists those "
+            "still in the cluster)",
+        )
+    if source.outputs is None:
+        raise MLTrainingError(
+            f"{source.name}'s manifests keep no outputs (no output_pvc): a run started from them cannot begin with "
+            f"{wanted}'s",
+            f"name a run deployed with output_pvc with -i, e.g. `vdk execute --start -n {name} -i RUN --from {wanted}`",
+        )
+    claim = source.outputs.get("claim")
+    or_quiet(reporter).note(
+        f"{wanted} is not in the cluster any more (cancelled or deleted): the new run begins with what its directory "
+        f"of claim {claim} still holds (nothing, if it is gone too)"
+    )
+    return dataclasses.replace(source, name=wanted, phase="Gone")
+
+
+def _can_continue(continued: RunSummary, source: RunSummary, job: str) -> None:
+    """A run continues one that ended and kept its outputs, on the claim it writes to itself."""
+    if continued.outputs is None:
+        raise MLTrainingError(
+            f"{continued.name} kept no outputs (it ran without output_pvc): there is nothing to continue from",
+            f"start it again from the first step: `vdk execute --start -n {job} -i {continued.name}`; set output_pvc "
+            "so that later runs can be continued",
+        )
+    if not continued.finished:
+        raise MLTrainingError(
+            f"{continued.name} has not ended ({continued.phase}): a run that continues it would begin with outputs "
+            "it is still writing",
+            f"wait for it to end, or stop it first: `vdk execute --cancel -n {job} -i {continued.name}`",
+        )
+    if source.outputs is None or source.outputs.get("claim") != continued.outputs.get("claim"):
+        where = f"claim {source.outputs['claim']}" if source.outputs else "no output claim"
+        raise MLTrainingError(
+            f"{source.name}'s manifests write to {where}, {continued.name}'s outputs are on claim "
+            f"{continued.outputs.get('claim')}: a run begins with another's outputs on the same claim only",
+            f"continue it from its own manifests: `vdk execute --start -n {job} --from {continued.name}` (without -i)",
+        )
 
 
 @dataclass(frozen=True)

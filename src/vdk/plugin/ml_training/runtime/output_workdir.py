@@ -46,6 +46,11 @@ def enter_output_dir(target: str | None = None) -> str | None:
     if os.path.realpath(code) == os.path.realpath(target):
         return None
     os.makedirs(target, exist_ok=True)
+    from vdk.plugin.ml_training.runtime import earlier_outputs
+
+    source = earlier_outputs.source_dir()
+    if source is not None:  # a run that continues another begins with its outputs (vdk execute --start --from)
+        earlier_outputs.begin_with(source, target)
     link_tree(code, target)
     os.chdir(target)
     return target
