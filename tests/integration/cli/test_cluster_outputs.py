@@ -49,7 +49,7 @@ def test_outputs_lists_what_the_run_wrote_and_removes_its_pod(outputs_run):
     done = vdk("execute", "--outputs", "-n", "mnist-ddp")
     assert done.exit_code == 0, done.output
     assert "checkpoints/final.safetensors" in done.stdout and "snapshot.pt" in done.stdout
-    assert "100.0 KB" in done.stdout and "3 file(s), 100.0 KB" in done.stdout
+    assert "100.0 KB" in done.stdout and "3 files, 100.0 KB" in done.stdout
     assert "train.py" not in done.stdout and "pyc" not in done.stdout
     assert f"PersistentVolumeClaim ml-outputs, directory {run.name}/" in done.stderr
     assert fake.stored("pods") == []  # the copy pod is gone

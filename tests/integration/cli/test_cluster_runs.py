@@ -774,7 +774,7 @@ def test_delete_asks_then_removes_every_run_of_the_job(kube):
     other = kube.deploy(job="bert-ft")
     declined = vdk("delete", "-n", "mnist-ddp", "-t", "Vision Research", input="n\n")
     assert declined.exit_code == 1
-    assert "Delete these 2 run(s) of mnist-ddp of team Vision Research, their pods" in declined.stderr
+    assert "Delete these 2 runs of mnist-ddp of team Vision Research, their pods" in declined.stderr
     assert len(kube.run_names()) == 3
     kube.fake.requests.clear()
     ok(vdk("delete", "-n", "mnist-ddp", "-t", "Vision Research", input="y\n"))

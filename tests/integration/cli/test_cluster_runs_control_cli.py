@@ -73,7 +73,7 @@ def test_ml_names_go_to_the_plugin_without_team_prompts(ml_run):
     logs = cs_vdk("execute", "--logs", "-n", "mnist-ddp")
     assert logs.exit_code == 0 and logs.stdout == "[rank 0] hello from rank 0\n"
     declined = cs_vdk("delete", "-n", "mnist-ddp", input="n\n")
-    assert declined.exit_code == 1 and "Delete these 1 run(s) of mnist-ddp" in declined.stderr
+    assert declined.exit_code == 1 and "Delete this 1 run of mnist-ddp" in declined.stderr
     assert "data job" not in declined.stderr  # the plugin's question, not the Control Service's
     deleted = cs_vdk("delete", "-n", "mnist-ddp", "--yes")
     assert deleted.exit_code == 0 and client.list_runs() == []
@@ -94,7 +94,7 @@ def test_the_control_service_cli_s_default_team_selects_ml_runs(ml_run, tmp_path
     assert [r["name"] for r in json.loads(shown.stdout)["runs"]] == [theirs]
     deleted = cs_vdk("delete", "-n", "mnist-ddp", "--yes")
     assert deleted.exit_code == 0, everything(deleted)
-    assert "Deleting 1 run(s) of mnist-ddp of team beta (--yes)" in deleted.stderr
+    assert "Deleting 1 run of mnist-ddp of team beta (--yes)" in deleted.stderr
     assert [r.name for r in client.list_runs()] == [run["metadata"]["name"]]  # the other team's run is kept
 
 

@@ -143,7 +143,7 @@ def test_show_and_logs_work_on_the_named_team(two_teams):
     shown = json.loads(ok(vdk("show", "-n", "mnist", "-t", "alpha", "-o", "json")).stdout)
     assert shown["job_team"] == "alpha" and [r["name"] for r in shown["runs"]] == [two_teams.alpha]
     out = ok(vdk("show", "-n", "mnist", "-t", "alpha")).stdout
-    assert out.startswith("mnist of team alpha: 1 run(s) in namespace ml (context fake)\n")
+    assert out.startswith("mnist of team alpha: 1 run in namespace ml (context fake)\n")
     assert f"Latest run {two_teams.alpha}" in out and two_teams.beta not in out.split("note:")[0]
     assert "note: mnist also has team beta (1 run): vdk show -n mnist -t beta" in out
     assert "Logs of every rank: vdk execute --logs -n mnist -t alpha" in out
@@ -233,19 +233,19 @@ def test_delete_removes_only_the_default_team_s_runs_and_says_whose(two_teams):
     ok(vdk("set-default", "-t", "alpha"))
     declined = vdk("delete", "-n", "mnist", input="n\n")
     assert declined.exit_code == 1
-    assert "Delete these 2 run(s) of mnist of team alpha, their pods (running ones stop) and run records?" in (
+    assert "Delete these 2 runs of mnist of team alpha, their pods (running ones stop) and run records?" in (
         declined.stderr
     )
     two_teams.fake.requests.clear()
     result = ok(vdk("delete", "-n", "mnist", "--yes"))
-    assert "Deleting 2 run(s) of mnist of team alpha (--yes)" in result.stderr
+    assert "Deleting 2 runs of mnist of team alpha (--yes)" in result.stderr
     assert "Kept: mnist's runs of team beta (1 run)" in result.stderr
     assert sorted(result.stdout.split()) == sorted(["Deleted", two_teams.alpha, "Deleted", second_alpha])
     assert two_teams.runs() == {"beta": [two_teams.beta]}
     assert two_teams.run_lists() == 1  # the runs were listed once: one list of the one backend the job uses
     # another team's runs: only when named
     result = ok(vdk("delete", "-n", "mnist", "-t", "beta", "--yes"))
-    assert "Deleting 1 run(s) of mnist of team beta (--yes)" in result.stderr
+    assert "Deleting 1 run of mnist of team beta (--yes)" in result.stderr
     assert two_teams.runs() == {}
 
 

@@ -466,7 +466,7 @@ def test_a_smoke_run_that_takes_no_optimizer_step_fails_and_says_why(tmp_path):
     assert "smoke run FAILED" in result.output and "rank 1: 0 steps, the script ended" in result.output
     message = str(result.exception)
     assert "no optimizer step was taken: the script ended without calling step()" in message
-    assert "more GPUs than the smoke run's node has (2 virtual GPU(s): raise `smoke_processes`" in message
+    assert "more GPUs than the smoke run's node has (2 virtual GPUs: raise `smoke_processes`" in message
 
     (job / "config.ini").write_text(
         "[job]\ntype = ml-training\n[ml-training]\ngpus_per_node = 8\nsmoke_processes = 8\n"

@@ -72,10 +72,10 @@ def test_a_requirement_that_conflicts_with_vdk_s_own_goes_into_the_overlay_and_v
     assert shown.group(1) == OLD, out  # the ranks import the overlay's, ahead of site-packages
     overlay = Path(shown.group(2)).parents[1]
     assert overlay.parent.parent == cache / "overlays" and overlay.name == "packages"
-    assert "1 packages in the run's overlay (installed in" in out
+    assert "1 package in the run's overlay (installed in" in out
     # uv's steps as they come (progress on the wait), none of its per-package chatter
     assert re.search(r"dependency overlay: resolved \d+ packages? in", out), out
-    assert "dependency overlay: installed 1 packages in" in out, out
+    assert "dependency overlay: installed 1 package in" in out, out
     assert "Using CPython" not in out and " + python-dateutil==" not in out
 
     # vdk's environment: the same python-dateutil, and pip check as clean as before
@@ -86,7 +86,7 @@ def test_a_requirement_that_conflicts_with_vdk_s_own_goes_into_the_overlay_and_v
     again = vdk_run(job, cache)  # unchanged requirements: the overlay is taken from the cache, uv does not run
     assert again.returncode == 0, again.stdout
     assert "into the run's dependency overlay" not in again.stdout
-    assert "1 packages in the run's overlay (from the cache)" in again.stdout
+    assert "1 package in the run's overlay (from the cache)" in again.stdout
     assert f"dateutil {OLD} from {shown.group(2)}" in again.stdout
 
     full = vdk_run(job, cache, "--full")  # a full local run uses it too

@@ -100,7 +100,7 @@ def test_a_long_start_up_names_its_largest_part():
         "start-up took 25m of the run's 1h30m (28%) before the first optimizer step: waiting for nodes 1m, "
         "pulling the image 20m, loading before the first step 4m"
     )
-    assert advice.fix.startswith("the image (9.5 GiB) was pulled on 4 node(s) for this run")
+    assert advice.fix.startswith("the image (9.5 GiB) was pulled on 4 nodes for this run")
     loading = Startup(2400, waiting=30, pulling=None, loading=2370)
     (advice,) = sizing.advise(evidence(node(), seconds=7200, startup=loading))
     assert "the code loaded its data and model before the first step" in advice.fix

@@ -300,7 +300,8 @@ def test_lists_too_long_for_the_pods_variable_are_refused_naming_the_parameter(t
     long_words = ", ".join(f"w{i:04d}" + "x" * 60 for i in range(1500))  # ~100 KB as JSON
     error = error_of(sweep_job(tmp_path, f"lr = uniform(0, 1)\nword = {long_words}\ntrials = 5\nmetric = loss\n"
                                "algorithm = random\n", args="--lr ${lr} --w ${word}"))  # fmt: skip
-    assert error.key == "word" and "KiB" in error.problem and "128 KiB" in error.problem
+    assert error.key == "word" and "more than the 65.5 KB a pod's variable" in error.problem
+    assert "a variable of 131.1 KB" in error.problem
 
 
 @pytest.mark.parametrize(

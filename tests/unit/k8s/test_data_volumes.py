@@ -142,7 +142,7 @@ def test_without_a_cache_claim_each_pod_fetches_into_its_own_directory(tmp_path)
     }
     assert "--claim" not in pod["initContainers"][0]["command"]
     (note,) = limitations(spec, "pytorchjob")  # the deploy says what that costs
-    assert "no data_cache_pvc: each of the run's 2 pod(s) fetches its datasets itself" in note
+    assert "no data_cache_pvc: each of the run's 2 pods fetches its datasets itself" in note
     assert limitations(spec_of(tmp_path / "cached", data_cache_pvc="ml-data-cache"), "pytorchjob") == []
 
 

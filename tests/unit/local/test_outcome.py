@@ -192,7 +192,7 @@ def test_a_smoke_run_without_any_optimizer_step_fails_and_says_what_to_check(tmp
         "no optimizer step was taken: the script ended without calling step() on a torch.optim optimizer"
     )
     fix = failure_fix(outcome)
-    assert "needs more GPUs than the smoke run's node has (2 virtual GPU(s)" in fix and "returns early" in fix
+    assert "needs more GPUs than the smoke run's node has (2 virtual GPUs" in fix and "returns early" in fix
     assert "raise `smoke_processes`" in fix
     summary = format_summary(outcome)
     assert "smoke run FAILED" in summary and "rank 0: 0 steps, the script ended" in summary

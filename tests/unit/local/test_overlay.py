@@ -69,7 +69,7 @@ def test_the_overlay_goes_first_on_the_ranks_path_of_smoke_and_full_runs(tmp_pat
     for plan in (smoke_plan(spec, inherited=inherited, overlay=deps), full_plan(spec, 0, inherited, overlay=deps)):
         assert plan.env["PYTHONPATH"] == f"{packages}{os.pathsep}/mine"
         assert plan.env["PATH"] == f"{packages / 'bin'}{os.pathsep}/usr/bin"  # its console scripts
-        assert f"requirements.txt: 1 packages in the run's overlay (from the cache): {packages}" in plan.notes
+        assert f"requirements.txt: 1 package in the run's overlay (from the cache): {packages}" in plan.notes
     without = smoke_plan(spec, inherited=inherited)
     assert without.env["PYTHONPATH"] == "/mine" and not any("overlay" in n for n in without.notes)
 

@@ -110,7 +110,7 @@ def test_too_many_big_bytes_to_copy_stop_before_anything_is_made(tmp_path, monke
         write(job, name, b"w" * 3000)
     with pytest.raises(MLTrainingError) as caught:
         workdir.prepare(job, tmp_path / "work", protected=False)
-    assert caught.value.problem.startswith(f"{job} holds 0.0 MB in 4 files over 0.0 MB (a.bin (0.0 MB), ")
+    assert caught.value.problem.startswith(f"{job} holds 12.0 KB in 4 files over 1.0 KB (a.bin (3.0 KB), ")
     assert ", ...); a local run copies them" in caught.value.problem
     assert "move data out of the job directory" in caught.value.fix and ".vdkignore" in caught.value.fix
     assert not (tmp_path / "work").exists()

@@ -27,6 +27,8 @@ from vdk.plugin.ml_training.cli.cluster_scope import stderr
 from vdk.plugin.ml_training.cli.cluster_scope import team_option
 from vdk.plugin.ml_training.cli.cluster_scope import verb_scope
 from vdk.plugin.ml_training.cli.console import Console
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.api import Scope
@@ -169,7 +171,6 @@ def _follow_run(scope: Scope, execution_id: str | None) -> None:
 def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | None) -> None:
     """List the files the run wrote to its output claim, or copy them into `to`, through a copy pod."""
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.ops.outputs import format_size
 
     outputs = api.run_outputs(scope, execution_id, to=to, reporter=Console())
     if as_json:
@@ -181,7 +182,7 @@ def _outputs(scope: Scope, execution_id: str | None, as_json: bool, to: str | No
             stderr(f"Copy them: vdk execute --outputs -n {scope.job_name} -i {outputs.run.name} --to DIR")
         return
     written = outputs.written or []
-    click.echo(f"Copied {len(written)} file(s), {format_size(outputs.size)}, to {outputs.copied_to}")
+    click.echo(f"Copied {counted(len(written), 'file')}, {size_text(outputs.size)}, to {outputs.copied_to}")
 
 
 def _start(scope: Scope, execution_id: str | None, reason: str | None, as_json: bool, from_run: str | None) -> None:

@@ -36,6 +36,7 @@ from vdk.plugin.ml_training.cli.cluster_scope import team_args
 from vdk.plugin.ml_training.cli.cluster_scope import team_option
 from vdk.plugin.ml_training.cli.cluster_scope import verb_scope
 from vdk.plugin.ml_training.cli.console import Console
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 KIND_DATA = "data-job"  # `kind` of the Control Service's data jobs in `vdk list -o json`
 SHOW_RUNS = 10  # runs in `vdk show`'s table (all with -o json and `vdk execute --list`)
@@ -189,7 +190,7 @@ def show_ml(
     selection, detail, runs = job.selection, job.latest, job.runs
     name = selection.job_name
     again = f"-n {name}{team_args(selection)}"
-    click.echo(f"{selection.heading()}: {len(runs)} run(s) in {where(selection.client)}\n")
+    click.echo(f"{selection.heading()}: {counted(len(runs), 'run')} in {where(selection.client)}\n")
     click.echo(cluster_views.runs_text(runs[:SHOW_RUNS], {detail.run.name: detail.phase}))
     if len(runs) > SHOW_RUNS:
         click.echo(f"... and {len(runs) - SHOW_RUNS} older: vdk execute --list {again}")
@@ -249,13 +250,19 @@ def delete_ml(name: str | None, team: str | None, job_path: str | None, yes: boo
     from vdk.plugin.ml_training.k8s.selection import where
 
     def confirm(selection: api.JobSelection) -> bool:
-        what = f"{len(selection.runs)} run(s) of {selection.describe()}"
+        one = len(selection.runs) == 1
+        what = f"{counted(len(selection.runs), 'run')} of {selection.describe()}"
         stderr(f"Runs of {selection.heading()} in {where(selection.client)}:")
         stderr(cluster_views.runs_text(selection.runs))
         if yes:
             stderr(f"Deleting {what} (--yes)")
         else:
-            click.confirm(f"Delete these {what}, their pods (running ones stop) and run records?", abort=True, err=True)
+            these, records = (
+                ("this", "its pods (running ones stop) and run record")
+                if one
+                else ("these", "their pods (running ones stop) and run records")
+            )
+            click.confirm(f"Delete {these} {what}, {records}?", abort=True, err=True)
         return True
 
     done = api.delete_runs(verb_scope(name, team, job_path, "delete"), confirm=confirm, reporter=Console())

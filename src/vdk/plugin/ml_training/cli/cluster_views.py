@@ -16,13 +16,14 @@ from vdk.plugin.ml_training.k8s.observe import RunDetail
 from vdk.plugin.ml_training.k8s.restarts import Restart
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.k8s.run_summary import shape_text
-from vdk.plugin.ml_training.ops.outputs import format_size
 from vdk.plugin.ml_training.runtime.gpu_lines import GIB
 from vdk.plugin.ml_training.runtime.gpu_lines import SOURCES
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.outputs_stream import display
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 RECENT_EVENTS = 10
 
@@ -347,13 +348,13 @@ def output_files_text(files) -> str:
     rows = [
         [
             display(f.path),  # never raw: a name may hold terminal escape sequences
-            format_size(f.size),
+            size_text(f.size),
             datetime.fromtimestamp(f.mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         ]
         for f in files
     ]
     total = sum(f.size for f in files)
-    return table(["PATH", "SIZE", "WRITTEN (UTC)"], rows) + f"\n{len(files)} file(s), {format_size(total)}"
+    return table(["PATH", "SIZE", "WRITTEN (UTC)"], rows) + f"\n{counted(len(files), 'file')}, {size_text(total)}"
 
 
 @shown
@@ -362,4 +363,5 @@ def outputs_text(outputs: dict) -> str:
     where = f"PersistentVolumeClaim {outputs['claim']}, directory {outputs['directory']}/"
     if outputs.get("files") is None:
         return f"{where} (vdk execute --outputs lists them)"
-    return f"{where}: {outputs['files']} files, {format_size(int(outputs['bytes']))} when rank 0's script ended"
+    files, size = counted(int(outputs["files"]), "file"), size_text(int(outputs["bytes"]))
+    return f"{where}: {files}, {size} when rank 0's script ended"

@@ -35,6 +35,7 @@ from vdk.plugin.ml_training.job import ml_config_problem
 from vdk.plugin.ml_training.job import teams
 from vdk.plugin.ml_training.job.overrides import ARGS_OPTION
 from vdk.plugin.ml_training.job.overrides import SET_OPTION
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.api import DeployResult
@@ -150,7 +151,10 @@ def _built(spec: MLJobSpec, image: PushedImage, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(image.to_dict(), indent=2))
         return
-    click.echo(f"Built {spec.name}: {len(image.dependencies)} dependencies, {len(image.layers)} layers", err=True)
+    click.echo(
+        f"Built {spec.name}: {counted(len(image.dependencies), 'dependency')}, {counted(len(image.layers), 'layer')}",
+        err=True,
+    )
     click.echo(image.reference)
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.diagnosis.finding import Finding
-from vdk.plugin.ml_training.diagnosis.rules.memory import memory_size
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.outcome import LAUNCHER_RANK
 from vdk.plugin.ml_training.local.outcome import MISSING
@@ -21,6 +20,8 @@ from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 from vdk.plugin.ml_training.runtime.watchdog import STALL_EXIT_CODE
 from vdk.plugin.ml_training.units import format_duration
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 
 def format_start(plan: LaunchPlan) -> str:
@@ -29,18 +30,18 @@ def format_start(plan: LaunchPlan) -> str:
     if plan.mode == protocol.SMOKE:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
         virtual = int(plan.env.get(protocol.SMOKE_GPUS) or 0)
-        gpus = _count(virtual, "virtual GPU") if virtual else "no GPU"
+        gpus = counted(virtual, "virtual GPU") if virtual else "no GPU"
         processes = (
-            f"1 launcher process spawning {_count(plan.workers, 'worker')} on {gpus}"
+            f"1 launcher process spawning {counted(plan.workers, 'worker')} on {gpus}"
             if plan.workers
-            else f"{_count(plan.processes, 'process')} on {gpus}"
+            else f"{counted(plan.processes, 'process')} on {gpus}"
         )
         text = (
             f"ml-training smoke run of {spec.name}: {spec.entrypoint} on CPU, {processes}, "
             f"{steps}{' each' if plan.ranks > 1 else ''}{limit}"
         )
     else:
-        text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {_count(plan.processes, 'process')}{limit}"
+        text = f"ml-training full run of {spec.name}: {spec.entrypoint}, {counted(plan.processes, 'process')}{limit}"
     return "\n".join([text, *(f"  {d.line()}" for d in plan.data), *(f"  note: {n}" for n in plan.notes)])
 
 
@@ -52,7 +53,7 @@ def format_summary(outcome: RunOutcome, finding: Finding | None = None) -> str:
     mode = run.plan.mode
     lines = [""]
     if outcome.passed:
-        lines.append(f"{mode} run PASSED in {run.wall_seconds:.1f} s ({_count(len(outcome.ranks), 'process')})")
+        lines.append(f"{mode} run PASSED in {run.wall_seconds:.1f} s ({counted(len(outcome.ranks), 'process')})")
         lines += [f"  {_rank_line(r, mode)}" for r in outcome.ranks]
         adapted = outcome.adaptations()
         if outcome.launcher is not None:
@@ -144,7 +145,7 @@ def _log_lines(outcome: RunOutcome) -> list[str]:
 def _rank_line(rank: RankOutcome, mode: str) -> str:
     facts = []
     if rank.steps is not None and (rank.steps or rank.rank != LAUNCHER_RANK):
-        facts.append(_count(rank.steps, "step"))
+        facts.append(counted(rank.steps, "step"))
     if isinstance(rank.last_loss, (int, float)):
         facts.append(f"last loss {rank.last_loss:.4g}")
     elif rank.last_loss:
@@ -152,7 +153,7 @@ def _rank_line(rank: RankOutcome, mode: str) -> str:
     if rank.died_abruptly:
         status = rank.death()
         if rank.peak_memory:
-            facts.append(f"peak memory {memory_size(rank.peak_memory)}")
+            facts.append(f"peak memory {size_text(rank.peak_memory)}")
     else:
         status = {
             protocol.STOPPED: "stopped as planned" if mode == protocol.SMOKE else "stopped",
@@ -203,8 +204,3 @@ def _tail(path: Path, lines: int) -> list[str]:
         return path.read_text(encoding="utf-8", errors="replace").rstrip().splitlines()[-lines:]
     except OSError:
         return []
-
-
-def _count(n: int, noun: str) -> str:
-    plural = noun + ("es" if noun.endswith("s") else "s")
-    return f"{n} {noun if n == 1 else plural}"

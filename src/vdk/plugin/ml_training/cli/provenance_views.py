@@ -13,6 +13,7 @@ from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
 from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.text_table import shown
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.api import ProvenanceReport
@@ -48,7 +49,8 @@ def provenance_text(report: ProvenanceReport) -> str:
         builder = ", ".join(f"{k} {v}" for k, v in (s.get("builder") or {}).items())
         who = f" for {s['built_by']}" if s.get("built_by") else ""
         lines.append(f"  built by       {builder}{who} (SLSA Build L1)")
-        lines.append(f"  when           {s.get('started')} to {s.get('finished')}, {s.get('layers')} layers")
+        layers = counted(int(s.get("layers") or 0), "layer")
+        lines.append(f"  when           {s.get('started')} to {s.get('finished')}, {layers}")
     signed = s.get("signed")
     verified = s.get("verified")
     if signed and verified:
@@ -65,8 +67,8 @@ def provenance_text(report: ProvenanceReport) -> str:
         shown = ", ".join(packages[:_PACKAGES_SHOWN]) + (f" and {len(packages) - _PACKAGES_SHOWN} more" if len(
             packages) > _PACKAGES_SHOWN else "")  # fmt: skip
         lines.append(
-            f"  SBOM           {sbom['format']}: {len(packages)} packages in the dependency layer, "
-            f"{sbom['base_packages']} in the base, {sbom['code_files']} code files"
+            f"  SBOM           {sbom['format']}: {counted(len(packages), 'package')} in the dependency layer, "
+            f"{sbom['base_packages']} in the base, {counted(sbom['code_files'], 'code file')}"
         )
         if packages:
             lines.append(f"  packages       {shown}")

@@ -69,7 +69,8 @@ def _start(
         return
     what = (
         f"trial {started.trial.number} of the sweep {started.sweep.name} ({params_text(started.trial.params)}; "
-        f"its metric {number(started.trial.metric)}), {started.nodes} node(s), {started.backend}, "
+        f"its metric {number(started.trial.metric)}), {started.nodes} node{'' if started.nodes == '1' else 's'}, "
+        f"{started.backend}, "
         f"namespace {started.selection.client.namespace}"
     )
     say_started(started.selection, started.run_name, what, started.image)

@@ -10,6 +10,7 @@ from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
 from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.wire import with_fix
 
 if TYPE_CHECKING:
@@ -46,6 +47,23 @@ def summary_text(summary: dict | None) -> str:
     return f"sweep {counts} of {summary['trials']}{best}{stopped}"
 
 
+def list_phase(phase: str, summary: dict) -> str:
+    """A sweep's phase in `vdk list`, short: `Running (3/8 done, 2 at a time, best 0.412)`; `vdk show` has the
+    rest (pruned, failed, which trial, why it stopped)."""
+    parts = []
+    if summary.get("why"):
+        parts.append("trials not known yet")
+    elif summary.get("trials") is not None:
+        parts.append(f"{summary.get('done', 0)}/{summary['trials']} done")
+    if summary.get("parallel"):
+        parts.append(f"{summary['parallel']} at a time")
+    if summary.get("best_metric") is not None:
+        parts.append(f"best {number(summary['best_metric'])}")
+    if summary.get("stopped"):
+        parts.append("stopped early")
+    return f"{phase} ({', '.join(parts)})" if parts else phase
+
+
 @shown
 def trial_table_text(trials: SweepTable) -> str:
     rows = []
@@ -71,7 +89,7 @@ def trial_table_text(trials: SweepTable) -> str:
             f"* best: trial {best.number}, {trials.metric} {number(best.metric)} ({goal}): {params_text(best.params)}"
         )
     lines.append(
-        f"Pruning saved about {trials.saved_gpu_hours:.3f} GPU-hours ({trials.count('pruned')} trial(s) "
+        f"Pruning saved about {trials.saved_gpu_hours:.3f} GPU-hours ({counted(trials.count('pruned'), 'trial')} "
         "stopped before the typical complete trial's time)"
     )
     if trials.stopped:

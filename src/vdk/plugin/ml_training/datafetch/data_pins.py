@@ -28,6 +28,8 @@ from urllib.parse import quote
 from urllib.parse import unquote
 
 from vdk.plugin.ml_training.vocabulary import wire
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 S3 = "s3"
 HF = "hf"
@@ -109,15 +111,15 @@ class DataPin:
         if self.scheme == S3:
             if self.fingerprint is None:
                 return "unresolved"
-            what = f"{self.files} object{'' if self.files == 1 else 's'}, {human_size(self.bytes or 0)}"
+            what = f"{counted(self.files or 0, 'object')}, {size_text(self.bytes or 0)}"
             if self.versioned:
                 return f"object versions as of {self.as_of} ({what}, list {self.fingerprint[:12]})"
             return f"object list {self.fingerprint[:12]} ({what}; the bucket is not versioned)"
         if self.manifest:
             partial = ", first files only" if self.manifest.get("partial") else ""
             return (
-                f"{NOT_VERSIONED}; manifest {self.manifest['sha256'][:12]} ({self.manifest['files']} files, "
-                f"{human_size(self.manifest['bytes'])}{partial})"
+                f"{NOT_VERSIONED}; manifest {self.manifest['sha256'][:12]} ({counted(self.manifest['files'], 'file')}, "
+                f"{size_text(self.manifest['bytes'])}{partial})"
             )
         return f"{NOT_VERSIONED} (its manifest is reported by the run's pods)"
 
@@ -196,10 +198,3 @@ def parse_manifests(lines: Iterable[str]) -> dict[str, dict]:
                 "partial": bool(match.group(5)),
             }
     return found
-
-
-def human_size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

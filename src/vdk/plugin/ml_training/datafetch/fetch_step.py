@@ -22,6 +22,8 @@ from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.data_pins import scheme_of
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
 from vdk.plugin.ml_training.vocabulary import wire
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 Say = Callable[[str], None]
 SOURCES = {S3: s3_source, HF: hf_source}
@@ -85,7 +87,7 @@ def fetch_one(cache: Path, pin: DataPin, claim: str | None, say: Say) -> Path:
         started = time.monotonic()
         _source(pin.scheme).fetch(pin, entry, _progress_lines(pin, say))
         data_cache.mark_complete(cache, pin)
-        say(f"{PREFIX} {pin.target}: fetched {pin.files} files in {time.monotonic() - started:.0f} s")
+        say(f"{PREFIX} {pin.target}: fetched {counted(pin.files or 0, 'file')} in {time.monotonic() - started:.0f} s")
     return entry
 
 
@@ -95,7 +97,9 @@ def _progress_lines(pin: DataPin, say: Say) -> Callable[[int, int], None]:
     def progress(files: int, size: int) -> None:
         if time.monotonic() - last[0] >= PROGRESS_SECONDS:
             last[0] = time.monotonic()
-            say(f"{PREFIX} {pin.target}: {files} of {pin.files} files, {size} of {pin.bytes} bytes")
+            say(
+                f"{PREFIX} {pin.target}: {files} of {pin.files} files, {size_text(size)} of {size_text(pin.bytes or 0)}"
+            )
 
     return progress
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 from vdk.plugin.ml_training.vocabulary.local_cache import CACHE_DIR
 
 
@@ -80,7 +81,7 @@ def disk_full_error(*places: str | Path) -> DiskFullError:
     if not free:
         return DiskFullError(str(places[0]), "no space free")
     room, where = min(free)
-    return DiskFullError(where, f"{room / 1e6:.1f} MB free once the unfinished install was removed")
+    return DiskFullError(where, f"{size_text(room)} free once the unfinished install was removed")
 
 
 def uv_cache_dir(uv_env: Mapping[str, str]) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+
 _RESOLVED = re.compile(r"^Resolved (\d+) packages? in (\S+)")
 _DOWNLOADING = re.compile(r"^Downloading (\S+) \(([\d.]+)\s*([KMGT]?i?B)\)")
 _DOWNLOADED = re.compile(r"^\s*Downloaded (\S+)")
@@ -53,7 +55,7 @@ class UvProgress:
         if match := _RESOLVED.match(line):
             count, took = match.groups()
             then = "" if self.resolving_only else "; downloading what is not cached"
-            self.activity.step(f"resolved {count} package{'s' if count != '1' else ''} in {took}{then}")
+            self.activity.step(f"resolved {counted(int(count), 'package')} in {took}{then}")
         elif match := _DOWNLOADING.match(line):
             name, amount, unit = match.groups()
             size = int(float(amount) * _UNITS.get(unit, 1))
@@ -65,11 +67,11 @@ class UvProgress:
             self.activity.advance(self.sizes.pop(name, 0))
             self.activity.step(f"downloaded {name}")
         elif match := _PREPARED.match(line):
-            self.activity.step(f"prepared {match.group(1)} packages in {match.group(2)}; installing")
+            self.activity.step(f"prepared {counted(int(match.group(1)), 'package')} in {match.group(2)}; installing")
         elif match := _INSTALLED.match(line):
-            self.activity.step(f"installed {match.group(1)} packages in {match.group(2)}")
+            self.activity.step(f"installed {counted(int(match.group(1)), 'package')} in {match.group(2)}")
         elif match := _AUDITED.match(line):
-            self.activity.step(f"checked {match.group(1)} packages in {match.group(2)}")
+            self.activity.step(f"checked {counted(int(match.group(1)), 'package')} in {match.group(2)}")
 
 
 def is_progress(line: str) -> bool:

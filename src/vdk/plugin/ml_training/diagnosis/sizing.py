@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.runtime.gpu_lines import GIB
 from vdk.plugin.ml_training.runtime.gpu_lines import NONE
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.nvidia import SLICES
 
 # Below this mean SM activity (percent) a run's GPUs wait for something.
@@ -206,7 +207,7 @@ _PARTS = {"waiting": "waiting for nodes", "pulling": "pulling the image", "loadi
 def _startup_fix(cause: str, startup: Startup) -> str:
     if cause == "pulling":
         size = f" ({startup.image_bytes / GIB:.1f} GiB)" if startup.image_bytes else ""
-        nodes = f" on {startup.pulled_nodes} node(s)" if startup.pulled_nodes else ""
+        nodes = f" on {counted(startup.pulled_nodes, 'node')}" if startup.pulled_nodes else ""
         return (
             f"the image{size} was pulled{nodes} for this run: every run on a new node pulls it again. Keep the base "
             "image cached on the GPU nodes (a pre-pull DaemonSet, or nodes with a larger image cache), or choose a "

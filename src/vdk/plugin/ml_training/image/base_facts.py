@@ -19,6 +19,7 @@ from vdk.plugin.ml_training.image.build_errors import BaseImageError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job.image_reference import DOCKER_HUB
 from vdk.plugin.ml_training.job.image_reference import ImageReference
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 DEFAULT_WHEEL_PLATFORM = "x86_64-manylinux_2_28"  # glibc 2.28: what nearly every Linux image has
 MUSL_PLATFORM = "x86_64-unknown-linux-musl"
@@ -73,7 +74,9 @@ class BaseInfo:
     def describe(self) -> str:
         more = len(self.provides) - 10
         shown = ", ".join(self.provides[:10]) + (f" and {more} more" if more > 0 else "")
-        provided = f"{len(self.provides)} packages: {shown}" if self.provides else "nothing the job needs to skip"
+        provided = (
+            f"{counted(len(self.provides), 'package')}: {shown}" if self.provides else "nothing the job needs to skip"
+        )
         return f"Python {self.python_version}, {self.wheel_platform} wheels; base provides {provided} ({self.source})"
 
 

@@ -40,6 +40,8 @@ from vdk.plugin.ml_training.image.rootfs import Node
 from vdk.plugin.ml_training.image.rootfs import RootFS
 from vdk.plugin.ml_training.image.rootfs import read_layer
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 NAMES = ("python", "python3")  # what a launch command may start, in order of preference
 # Where interpreters live when the image's PATH does not lead to one (conda, venvs, source builds).
@@ -325,7 +327,7 @@ def read_base(client: RegistryClient, base: BaseImage, progress: Progress) -> Ba
         total = sum(int(d.get("size", 0)) for d in base.layers)
         progress.stage(
             f"Reading base image {base.reference.registry}/{base.reference.repository} to find its Python and "
-            f"packages ({len(base.layers)} layers, {total / 1e6:.1f} MB; once per base image)"
+            f"packages ({counted(len(base.layers), 'layer')}, {size_text(total)}; once per base image)"
         )
         fs = RootFS()
         for number, descriptor in enumerate(base.layers, 1):

@@ -51,6 +51,8 @@ from vdk.plugin.ml_training.job import keys
 from vdk.plugin.ml_training.job.image_reference import ImageReference
 from vdk.plugin.ml_training.source import audit
 from vdk.plugin.ml_training.source.job_files import FileSet
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 PARALLEL_BLOBS = 4
 
@@ -202,14 +204,15 @@ def assemble(
     runtime_blob = layer_tarball.write_layer(layout.LIB_DIR, inputs.runtime.files, session.tmp)
     code_blob = layer_tarball.write_layer(layout.JOB_DIR, inputs.code.files, session.tmp)
     excluded = f", {len(inputs.code.excluded)} excluded" if inputs.code.excluded else ""
-    progress.stage(f"Code: {len(inputs.code.files)} files, {inputs.code.total_bytes / 1e6:.2f} MB{excluded}")
+    progress.stage(f"Code: {counted(len(inputs.code.files), 'file')}, {size_text(inputs.code.total_bytes)}{excluded}")
     ours: list[tuple[str, layer_tarball.LayerBlob, str]] = []
     if dep_layer is not None:
         ours.append(
             (
                 "dependencies",
                 dep_layer.blob,
-                f"vdk-ml-training: requirements.txt ({len(dep_layer.packages)} packages) in {layout.DEPS_DIR}",
+                f"vdk-ml-training: requirements.txt ({counted(len(dep_layer.packages), 'package')}) in "
+                f"{layout.DEPS_DIR}",
             )
         )
     ours.append(("runtime", runtime_blob, f"vdk-ml-training: runtime package in {layout.LIB_DIR}"))
@@ -329,7 +332,9 @@ def _push(image: AssembledImage, session: BuildSession, progress: Progress) -> P
     digest = pusher.put_manifest(repo, target.tag or "latest", image.manifest, image.media_type)
     moved = sum(layer.size for layer in pushed if layer.action in ("uploaded", "copied"))
     reused = sum(1 for layer in pushed if layer.action in ("present", "mounted"))
-    progress.stage(f"Pushed {target.registry}/{repo}@{digest} ({moved / 1e6:.2f} MB sent, {reused} layers reused)")
+    progress.stage(
+        f"Pushed {target.registry}/{repo}@{digest} ({size_text(moved)} sent, {counted(reused, 'layer')} reused)"
+    )
     return PushedImage(
         reference=f"{target.registry}/{repo}@{digest}",
         digest=digest,

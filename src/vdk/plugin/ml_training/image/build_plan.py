@@ -40,6 +40,8 @@ from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
 from vdk.plugin.ml_training.source.requirements import RequirementsFile
 from vdk.plugin.ml_training.source.requirements import requirement_name
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 FIXED_CREATED = "1970-01-01T00:00:01Z"  # matches the files' mtime; see `created_timestamp`
 _FORMAT = "image-v1"  # part of every tag: bump when the image layout changes
@@ -134,7 +136,7 @@ class ImagePlan:
             "  layers on top of the base:",
         ]
         for layer in self.layers:
-            size = "" if layer.files is None else f"{layer.files} files, {_size(layer.bytes or 0)}"
+            size = "" if layer.files is None else f"{counted(layer.files, 'file')}, {size_text(layer.bytes or 0)}"
             text = "; ".join(t for t in (size, layer.detail) if t)
             lines.append(f"    {layer.name:<13}{layer.directory:<19}{text}")
         if self.excluded:
@@ -157,16 +159,9 @@ class ImagePlan:
 def large_file_warning(f: SourceFile) -> str:
     """What the dry run and the build say about a file over LARGE_FILE_BYTES."""
     return (
-        f"{f.path} is {_size(f.size)}: files over {_size(LARGE_FILE_BYTES)} make every deploy slower; "
+        f"{f.path} is {size_text(f.size)}: files over {size_text(LARGE_FILE_BYTES)} make every deploy slower; "
         "put data in object storage (or list it in .vdkignore)"
     )
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 @dataclass(frozen=True)
@@ -281,7 +276,7 @@ def plan_image(
         detail += f"the data step's {', '.join(tools)}, " if tools else ""
         detail += f"{' and '.join(extra)} (the GPU sampler's NVML binding, the plugin's), " if extra else ""
         detail += (
-            f"cached: {len(cached.packages)} packages, {_size(cached.blob.size)}"
+            f"cached: {counted(len(cached.packages), 'package')}, {size_text(cached.blob.size)}"
             if cached
             else "resolved at build time"
         )

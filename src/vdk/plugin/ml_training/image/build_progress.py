@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
+
 BAR_THRESHOLD = 4 * 1024 * 1024  # smaller transfers finish before a bar is worth drawing
 HEARTBEAT_SECONDS = 10.0  # in a log: a line after this long without one, while an activity lasts
 REDRAW_SECONDS = 0.5  # on a terminal: how often an activity's line shows the time it has taken
@@ -81,7 +83,7 @@ class StderrProgress(Progress):
             return Transfer()
         if self.terminal():
             return _BarTransfer(f"{action[0]} {label}", total, self.stream)
-        self.stage(f"  {action[0]} {label} ({total / 1e6:.1f} MB)")
+        self.stage(f"  {action[0]} {label} ({size_text(total)})")
         return _LineTransfer(self, f"{action[1]} {label}", total)
 
     def activity(self, label: str) -> Activity:
@@ -111,7 +113,7 @@ class _BarTransfer(Transfer):
         from tqdm import tqdm
 
         self.bar = tqdm(
-            total=total, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1024, file=stream, leave=False
+            total=total, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1000, file=stream, leave=False
         )
 
     def advance(self, nbytes: int) -> None:
@@ -129,7 +131,7 @@ class _LineTransfer(Transfer):
         self.owner, self.done, self.total = owner, done, total
 
     def close(self) -> None:
-        self.owner.stage(f"  {self.done} ({self.total / 1e6:.1f} MB)")
+        self.owner.stage(f"  {self.done} ({size_text(self.total)})")
 
 
 class _LineActivity(Activity):
@@ -173,7 +175,7 @@ class _BarActivity(Activity):
         from tqdm import tqdm
 
         self.label = label
-        self.bar = tqdm(total=None, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1024, file=stream,
+        self.bar = tqdm(total=None, desc=f"  {label}", unit="B", unit_scale=True, unit_divisor=1000, file=stream,
                         leave=False, bar_format="{desc} {elapsed}{postfix}")  # fmt: skip
         self._lock = threading.Lock()
         self._done = threading.Event()

@@ -46,6 +46,8 @@ from vdk.plugin.ml_training.image.layer_inputs import layer_input
 from vdk.plugin.ml_training.image.layer_inputs import requirements_file
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.job_files import SourceFile
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 _FORMAT = "deps-v4"  # bump when the layer's layout (or what layer.json keeps) changes: old entries are not reused
@@ -136,7 +138,7 @@ def dependency_layer(
 
 
 def _size_text(layer: DependencyLayer) -> str:
-    return f"{len(layer.packages)} packages, {layer.blob.size / 1e6:.1f} MB compressed"
+    return f"{counted(len(layer.packages), 'package')}, {size_text(layer.blob.size)} compressed"
 
 
 def _origin(layer: DependencyLayer) -> str:

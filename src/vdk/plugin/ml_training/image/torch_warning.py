@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 from vdk.plugin.ml_training.image.base_facts import BaseInfo
 from vdk.plugin.ml_training.image.base_facts import public_version
 from vdk.plugin.ml_training.job import DEFAULT_BASE_IMAGE
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 # torch, its compiler and the CUDA runtime wheels it depends on (not NVML's small Python bindings).
 _TORCH_STACK = re.compile(r"^(torch|triton|pytorch-triton(-.*)?|nvidia-(?!ml-py).*|cuda-.*)$")
@@ -53,7 +54,8 @@ def layer_warning(
     if others:
         what += f"{' and ' if what else ''}{others} CUDA/compiler wheels (nvidia-*, triton)"
     return (
-        f"the dependency layer carries {what}: {_size(installed)} installed, {_size(compressed)} compressed, because "
+        f"the dependency layer carries {what}: {size_text(installed)} installed, {size_text(compressed)} compressed, "
+        "because "
         f"base image {base_image} does not have them. Every node pulls them, and every change of requirements.txt "
         f"uploads them again. A PyTorch base has them already: set {pytorch_base_for(versions.get('torch'))} "
         "in [ml-training], or use your platform's PyTorch image (requirements.txt may keep torch: what the base "
@@ -79,7 +81,7 @@ def layer_notice(
     if marker is not None and marker.exists():
         stack, installed = carried(packages, sizes)
         return (
-            f"note: the dependency layer carries {len(stack)} torch/CUDA wheels ({_size(installed)} installed), as "
+            f"note: the dependency layer carries {len(stack)} torch/CUDA wheels ({size_text(installed)} installed), as "
             f"said the first time; a PyTorch base ({pytorch_base_for(dict(stack).get('torch'))}) leaves them out"
         )
     if marker is not None:
@@ -101,10 +103,3 @@ def requirements_warning(names: Iterable[str], base: BaseInfo, base_image: str) 
         "layer will carry it, and on Linux torch brings its CUDA wheels (2.7 GB for torch 2.13). A PyTorch base has "
         f"them already: set {pytorch_base_for(None)} in [ml-training], or use your platform's PyTorch image"
     )
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

@@ -52,6 +52,7 @@ from vdk.plugin.ml_training.runtime.sweep_protocol import NAME
 from vdk.plugin.ml_training.runtime.sweep_protocol import TPE
 from vdk.plugin.ml_training.runtime.sweep_protocol import references
 from vdk.plugin.ml_training.runtime.sweep_protocol import substitute
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 DEFAULT_STOP_AFTER_FAILURES = 3
 # The most trials a sweep runs, and why: `vdk run` checks every trial's arguments (a forked process each, some
@@ -364,10 +365,10 @@ def _settings(path: Path, settings: dict[str, str], parameters: tuple[Parameter,
         raise _error(
             path,
             largest.name,
-            f"the sweep's parameters take {size // 1024} KiB as its pods receive them (one environment variable, the "
-            f"sweep as JSON), more than the {MAX_SPEC_BYTES // 1024} KiB a pod's variable may hold (Linux refuses "
-            "to start a process with a variable of 128 KiB); the longest is "
-            f"{largest.name}, {len(largest.describe()) // 1024} KiB",
+            f"the sweep's parameters take {size_text(size)} as its pods receive them (one environment variable, the "
+            f"sweep as JSON), more than the {size_text(MAX_SPEC_BYTES)} a pod's variable may hold (Linux refuses "
+            f"to start a process with a variable of {size_text(128 * 1024)}); the longest is "
+            f"{largest.name}, {size_text(len(largest.describe()))}",
             "list fewer values (a range such as `int(1, 5000)` or `loguniform(...)` takes a few bytes), or shorter "
             "ones",
         )

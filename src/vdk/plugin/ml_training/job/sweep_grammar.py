@@ -27,6 +27,7 @@ from vdk.plugin.ml_training.runtime.sweep_protocol import LOGUNIFORM
 from vdk.plugin.ml_training.runtime.sweep_protocol import UNIFORM
 from vdk.plugin.ml_training.runtime.sweep_protocol import format_value
 from vdk.plugin.ml_training.runtime.sweep_protocol import parameter_values
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 _CALL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*$", re.S)
 _ITEM = re.compile(r"""\s*('[^']*'|"[^"]*"|[^,]*?)\s*(?:,|$)""")
@@ -113,7 +114,7 @@ def _distribution(name: str, kind: str, items: list) -> Parameter:
         return Parameter(name, CHOICE, tuple(items))
     if len(items) != 2:
         raise GrammarError(
-            f"{kind}(...) takes two bounds, not {len(items)} value(s)",
+            f"{kind}(...) takes two bounds, not {counted(len(items), 'value')}",
             f"write `{kind}(LOW, HIGH)`, e.g. {_example(kind)}",
         )
     low, high = items

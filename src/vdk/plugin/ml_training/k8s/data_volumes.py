@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.data_pins import encode_pins
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 FETCH_CONTAINER = "vdk-data"
 CACHE_VOLUME = "vdk-data-cache"
@@ -133,7 +134,8 @@ def notes(spec: MLJobSpec) -> list[str]:
     """What to know of the job's datasets on the cluster, for the deploy to say."""
     if fetches(spec) and not spec.data_cache_pvc:
         return [
-            f"no data_cache_pvc: each of the run's {spec.nodes.max} pod(s) fetches its datasets itself, in every run; "
+            f"no data_cache_pvc: each of the run's {counted(spec.nodes.max, 'pod')} fetches its datasets itself, in "
+            "every run; "
             "set data_cache_pvc (a ReadWriteMany claim) to fetch each version once"
         ]
     return []

@@ -39,6 +39,7 @@ from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.nvidia import mig_name
 from vdk.plugin.ml_training.vocabulary.nvidia import mig_profile_of
 
@@ -394,9 +395,11 @@ def report(
         )
     running = sum(1 for u in usages if u.outcome == RUNNING)
     if running:
-        notes.append(f"{running} run(s) still running: counted to now, split by cause once they end")
+        notes.append(f"{counted(running, 'run')} still running: counted to now, split by cause once they end")
     if waiting:
-        notes.append(f"{waiting} run(s) not started (queued or waiting for their operator): they hold no GPUs yet")
+        notes.append(
+            f"{counted(waiting, 'run')} not started (queued or waiting for their operator): they hold no GPUs yet"
+        )
     return UsageReport(since, now, complete_from, usages, notes)
 
 

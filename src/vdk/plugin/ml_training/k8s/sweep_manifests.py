@@ -37,6 +37,7 @@ from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 BACKEND = "job"  # a sweep's trials are an Indexed Job: listed, observed and deleted as a run of that backend
 TRIAL_CONTAINER = "trial"
@@ -184,8 +185,8 @@ def limitations(spec: MLJobSpec) -> list[str]:
     notes = []
     if spec.nodes.max > 1:
         notes.append(
-            f"each trial runs on one node ({spec.procs_per_node} process(es)); nodes = {spec.nodes} is for the full "
-            "run of the best trial (`vdk execute --start -n JOB --trial best`)"
+            f"each trial runs on one node ({counted(spec.procs_per_node, 'process')}); nodes = {spec.nodes} is for "
+            "the full run of the best trial (`vdk execute --start -n JOB --trial best`)"
         )
     return notes
 

@@ -27,6 +27,7 @@ from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 from vdk.plugin.ml_training.source.job_files import FileSet
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.wire import ENV_PREFIX
 
 ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
@@ -178,7 +179,8 @@ def full_plan(
         notes.append(f"{spec.entrypoint} starts its own workers (mp.spawn): torchrun runs it as one launcher process")
     if spec.nodes.max > 1:
         notes.append(
-            f"runs one node of the job's {spec.nodes} ({wanted} processes); the cluster runs {spec.nodes} × {wanted}"
+            f"runs one node of the job's {spec.nodes} ({counted(wanted, 'process')}); the cluster runs "
+            f"{spec.nodes} × {wanted}"
         )
     env = _user_env(spec, inherited, overlay)
     if overlay is not None:
@@ -186,7 +188,7 @@ def full_plan(
     if gpus:
         processes = min(wanted, gpus)
         if processes < wanted:
-            notes.append(f"procs_per_node = {wanted}, but this machine has {gpus} GPU(s): running {processes}")
+            notes.append(f"procs_per_node = {wanted}, but this machine has {counted(gpus, 'GPU')}: running {processes}")
     else:
         cores = os.cpu_count() or 1
         processes = min(wanted, cores)
@@ -197,7 +199,7 @@ def full_plan(
         # the shell's own value wins.
         env.setdefault(ACCELERATE_USE_CPU, "true")
         notes.append(
-            f"no GPU on this machine: running on CPU with {processes} process(es){capped}, "
+            f"no GPU on this machine: running on CPU with {counted(processes, 'process')}{capped}, "
             f"{ACCELERATE_USE_CPU}={env[ACCELERATE_USE_CPU]} (with true, HF Trainer and Accelerate train "
             "distributed on CPU); code that hard-codes CUDA or NCCL needs a GPU (the smoke run, the default, "
             "adapts it to CPU)"

@@ -33,6 +33,7 @@ from vdk.plugin.ml_training.dependencies.uv_progress import Activity
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.source.requirements import REQUIREMENTS
 from vdk.plugin.ml_training.source.requirements import RequirementsFile
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 OVERLAYS = "overlays"  # below the cache root
@@ -63,7 +64,7 @@ class Overlay:
 
     def summary(self) -> str:
         how = "from the cache" if self.from_cache else f"installed in {self.seconds:.1f} s"
-        return f"requirements.txt: {len(self.packages)} packages in the run's overlay ({how}): {self.path}"
+        return f"requirements.txt: {counted(len(self.packages), 'package')} in the run's overlay ({how}): {self.path}"
 
 
 def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | None = None) -> Overlay | None:

@@ -30,6 +30,8 @@ from vdk.plugin.ml_training.source.job_files import Excluded
 from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.source.job_files import SourceFile
 from vdk.plugin.ml_training.source.job_files import scan_job_dir
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 COPY_LIMIT = 4 * 1024 * 1024  # bytes: copied up to this size, cloned, linked or copied above it
 BIG_FILES_LIMIT = 2 * 1024**3  # bytes of big files a run copies where it cannot protect the job directory
@@ -109,11 +111,12 @@ def _check_copy_size(job_dir: Path, files: list[SourceFile]) -> None:
     total = sum(f.size for f in big)
     if total <= BIG_FILES_LIMIT:
         return
-    named = ", ".join(f"{f.path} ({_size(f.size)})" for f in big[:3]) + (", ..." if len(big) > 3 else "")
+    named = ", ".join(f"{f.path} ({size_text(f.size)})" for f in big[:3]) + (", ..." if len(big) > 3 else "")
     raise MLTrainingError(
-        f"{job_dir} holds {_size(total)} in {len(big)} files over {_size(COPY_LIMIT)} ({named}); a local run copies "
-        "them into its working directory here, because this machine cannot give the run the job directory "
-        f"read-only (no mount namespaces), and copies at most {_size(BIG_FILES_LIMIT)}",
+        f"{job_dir} holds {size_text(total)} in {counted(len(big), 'file')} over {size_text(COPY_LIMIT)} ({named}); "
+        "a local run copies them into its working directory here, because this machine cannot give the run the job "
+        "directory "
+        f"read-only (no mount namespaces), and copies at most {size_text(BIG_FILES_LIMIT)}",
         "move data out of the job directory and read it from its path (or, on the cluster, a mount: "
         "docs/data.md), or leave it out of the job with .vdkignore; they also go into the job's image as they are",
     )
@@ -134,7 +137,3 @@ def _clone(source: Path, target: Path) -> bool:
         if e.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.EBADF, errno.ENOSYS):
             return False
         raise
-
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"

@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.local.launch_plan import visible_gpus
 from vdk.plugin.ml_training.ops.imports import check_job_imports
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_progress import Progress
@@ -61,7 +62,7 @@ def prepare(
     image, digest = load_image(spec, engine, progress, recheck_imports)
     plan, gpus = container_plan(spec, mode)
     where = f"in the job's image {image.reference} ({digest}: the image `vdk deploy` pushes), with {engine.name}"
-    gpu_note = [f"{gpus} GPU(s) passed into the container"] if gpus else []
+    gpu_note = [f"{counted(gpus, 'GPU')} passed into the container"] if gpus else []
     limits = (
         [f"this machine's limits, which it cannot raise to {engine.name}'s defaults: {' '.join(engine.host_options)}"]
         if engine.host_options

@@ -12,12 +12,12 @@ import os
 from collections.abc import Callable
 
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
-from vdk.plugin.ml_training.datafetch.data_pins import human_size as format_bytes
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.job import DATA_SECTION
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.ops import data_tools
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 Note = Callable[[str], None]
 RESOLVE_TIMEOUT = 900  # listing a prefix of millions of objects takes minutes
@@ -76,15 +76,15 @@ def _check_cache_size(spec: MLJobSpec, client, pins: list[DataPin]) -> None:
     largest = max(pins, key=lambda p: p.bytes or 0)
     source = next(d for d in spec.data if d.target == largest.target)
     what = (
-        f"{largest.source} is {format_bytes(largest.bytes or 0)}"
+        f"{largest.source} is {size_text(largest.bytes or 0)}"
         if len(pins) == 1
-        else f"the datasets are {format_bytes(total)} together (the largest, {largest.source}, "
-        f"{format_bytes(largest.bytes or 0)})"
+        else f"the datasets are {size_text(total)} together (the largest, {largest.source}, "
+        f"{size_text(largest.bytes or 0)})"
     )
     raise JobConfigError(
         spec.config_path,
-        f"{what}: more than the data cache claim {spec.data_cache_pvc} holds ({format_bytes(capacity)})",
-        f"use a bigger claim for data_cache_pvc (at least {format_bytes(total)}, more to keep earlier versions), "
+        f"{what}: more than the data cache claim {spec.data_cache_pvc} holds ({size_text(capacity)})",
+        f"use a bigger claim for data_cache_pvc (at least {size_text(total)}, more to keep earlier versions), "
         "or a narrower prefix",
         DATA_SECTION,
         source.target,

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
-from vdk.plugin.ml_training.datafetch.data_pins import human_size
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.image.build_progress import Progress
@@ -24,6 +23,8 @@ from vdk.plugin.ml_training.ops import data_tools
 from vdk.plugin.ml_training.ops.data_resolution import source_error
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.units import parse_quantity
+from vdk.plugin.ml_training.vocabulary.human_units import counted
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 SAMPLE_TIMEOUT = 600
 FULL_TIMEOUT = 7 * 86400  # a whole dataset may take long; the progress says how it goes
@@ -99,7 +100,8 @@ def _samples(spec: MLJobSpec, schemes: set[str], refs: str, env: dict[str, str])
     for item in data_tools.run(schemes, arguments, env, SAMPLE_TIMEOUT):
         whole = "all of it" if item["complete"] else "its first files only"
         caps = f"smoke_sample_files = {spec.smoke_sample_files}, smoke_sample_size = {spec.smoke_sample_size}"
-        what = f"a sample of {item['source']}: {item['files']} files, {human_size(item['bytes'])} ({whole}; {caps})"
+        files = counted(item["files"], "file")
+        what = f"a sample of {item['source']}: {files}, {size_text(item['bytes'])} ({whole}; {caps})"
         out.append(LocalDataset(item["target"], Path(item["path"]), what))
     return out
 
@@ -110,7 +112,7 @@ def _whole(schemes: set[str], refs: str, env: dict[str, str], progress: Progress
     def advance(line: dict) -> None:
         target = line["target"]
         if target not in transfers:
-            label = f"{target} ({line.get('total_files')} files)"
+            label = f"{target} ({counted(int(line.get('total_files') or 0), 'file')})"
             transfers[target] = (
                 progress.transfer(label, int(line.get("total_bytes") or 0), ("fetching", "fetched")),
                 0,

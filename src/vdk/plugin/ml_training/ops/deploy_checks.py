@@ -28,6 +28,7 @@ from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import Say
 from vdk.plugin.ml_training.source import audit
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.datafetch.data_pins import DataPin
@@ -228,7 +229,10 @@ def _sweep_smoke_check(spec: MLJobSpec, again: str, say: Say, files: FileSet) ->
     from vdk.plugin.ml_training.ops.sweep_smoke import smoke_check_sweep
 
     checked = smoke_check_sweep(spec, again, files)
-    say(f"sweep smoke check: {len(checked.trials)} trials' arguments checked, {len(checked.runs)} extreme trial(s) ran")
+    say(
+        f"sweep smoke check: the arguments of {counted(len(checked.trials), 'trial')} checked, "
+        f"{counted(len(checked.runs), 'extreme trial')} ran"
+    )
     return checked.error
 
 

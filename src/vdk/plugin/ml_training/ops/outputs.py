@@ -23,6 +23,7 @@ from vdk.plugin.ml_training.ops.scope import pick_run
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputFile
 from vdk.plugin.ml_training.runtime.outputs_stream import display
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 
 @dataclass(frozen=True)
@@ -95,16 +96,6 @@ def run_outputs(
     return RunOutputs(run, location, reader.files, into, reader.written if into is not None else None)
 
 
-def format_size(size: int) -> str:
-    """Bytes as people read them: 512 B, 3.4 MB, 1.2 GB."""
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{size} B"
-
-
 class CopyProgress:
     """Progress of a copy: each file as it completes, big ones in between at most every 2 s."""
 
@@ -118,8 +109,8 @@ class CopyProgress:
         now = self._clock()
         path = display(path)  # a file name is never printed raw (terminal escape sequences)
         if done >= size:
-            self._say(f"  {path}  {format_size(size)}")
+            self._say(f"  {path}  {size_text(size)}")
             self._last = now
         elif now - self._last >= self._interval:
-            self._say(f"  {path}  {format_size(done)} of {format_size(size)} ({100 * done // max(size, 1)}%)")
+            self._say(f"  {path}  {size_text(done)} of {size_text(size)} ({100 * done // max(size, 1)}%)")
             self._last = now

@@ -14,6 +14,7 @@ from vdk.plugin.ml_training.diagnosis.finding import container_ending
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
 from vdk.plugin.ml_training.diagnosis.finding import rank_failure
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 
 OOM_KILLED = "OOMKilled"
 
@@ -62,8 +63,8 @@ def _local(evidence: Evidence, local: LocalFacts) -> Finding | None:
     machine = local.machine_memory
     had = ""
     if peaks:
-        had = f": the ranks had up to {memory_size(max(peaks))} each ({memory_size(sum(peaks))} together"
-        had += f"; this machine has {memory_size(machine)})" if machine else ")"
+        had = f": the ranks had up to {size_text(max(peaks))} each ({size_text(sum(peaks))} together"
+        had += f"; this machine has {size_text(machine)})" if machine else ")"
     if local.mode != protocol.SMOKE:
         return local_failure(
             evidence,
@@ -99,11 +100,3 @@ def _smaller_batch(arguments: tuple[str, ...]) -> list[str] | None:
             out[i + 1] = str(max(1, int(out[i + 1]) // 4))
             return out
     return None
-
-
-def memory_size(n: int) -> str:
-    """A size in memory as the local run's messages write it: 1.5 GB, 300.0 MB, 12 KB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n / 1e3:.0f} KB"

@@ -24,8 +24,9 @@ def queued(evidence: Evidence) -> Finding | None:
                 queue_fix(workload.quota_message or ""),
             )
         if workload.pending_checks:
+            checks = "check" if len(workload.pending_checks) == 1 else "checks"
             names = ", ".join(workload.pending_checks)
-            return Finding(WAITING, f"quota reserved in Kueue; waiting for the admission check(s) {names}", None)
+            return Finding(WAITING, f"quota reserved in Kueue; waiting for the admission {checks} {names}", None)
     if not cluster.queued:
         return None
     pending = [
