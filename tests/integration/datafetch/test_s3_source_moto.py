@@ -158,7 +158,47 @@ def test_credentials_the_store_refuses_stop_the_deploy_naming_the_line(tmp_path)
     finally:
         store.stop()
     assert "cannot be read with the credentials given" in info.value.problem
-    assert "[ml-training.secrets]" in info.value.fix and info.value.key == "data/train"
+    # resolved without a cluster, as a local run does: the credentials were the shell's, and the fix says so
+    assert info.value.fix.startswith(
+        "the credentials exported in your shell (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+    )
+    assert "map the credentials" not in info.value.fix and info.value.key == "data/train"
+
+
+def test_a_smoke_sample_says_what_the_deploy_says_of_a_mistyped_prefix_and_sizes_in_human_units(tmp_path, s3_store):
+    """A prefix with nothing below it is that, for the smoke run's sample as for the deploy (it said "no object of
+    at most 67108864 bytes" and to raise smoke_sample_size); only objects too big for the sample are the cap's;
+    a local run without credentials in its shell is told which to export."""
+    fill(s3_store, "typo", False, {"a.bin": b"a", "b.bin": b"b"})
+    mistyped = job_of(tmp_path, s3_store, "data/train = s3://typo/trian", name="mistyped")
+    for where in ("sample", "deploy"):
+        with pytest.raises(JobConfigError) as info:
+            if where == "sample":
+                local_datasets(mistyped, protocol.SMOKE, shell=SHELL)
+            else:
+                resolve_data(mistyped, print, shell=SHELL)
+        assert info.value.problem.endswith("s3://typo/trian holds no objects (nothing below `trian/` in bucket typo)")
+        assert info.value.fix.startswith("did you mean s3://typo/train? (`aws s3 ls s3://typo/` lists"), where
+        assert "smoke_sample_size" not in info.value.fix
+
+    s3_store.create_bucket("large")
+    s3_store.put("large", "train/shard-0.bin", b"x" * 1_500_000)
+    s3_store.put("large", "train/shard-1.bin", b"x" * 2_500_000)
+    large = job_of(tmp_path, s3_store, "data/train = s3://large/train", name="large", ml={"smoke_sample_size": "1Mi"})
+    with pytest.raises(JobConfigError) as info:
+        local_datasets(large, protocol.SMOKE, shell=SHELL)
+    assert info.value.problem.endswith(
+        "every object of s3://large/train is larger than a smoke run's sample may be (1.0 MB, smoke_sample_size): "
+        "the smallest, shard-0.bin, is 1.5 MB"
+    )
+    assert info.value.fix.startswith(
+        "raise smoke_sample_size in [ml-training] to at least 1.5 MB (`smoke_sample_size = 2Mi`)"
+    )
+
+    with pytest.raises(JobConfigError) as info:  # the shell has no credentials; config.ini maps them already
+        local_datasets(large, protocol.SMOKE, shell={})
+    assert info.value.problem.endswith("no credentials to read s3://large/train")
+    assert info.value.fix.startswith("export AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... in this shell")
 
 
 # --- keys that alias: S3 keys are names, a file system's paths are not ------------------------------------------

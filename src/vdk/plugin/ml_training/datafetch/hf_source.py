@@ -22,15 +22,16 @@ from vdk.plugin.ml_training.datafetch.source_errors import NOT_FOUND
 from vdk.plugin.ml_training.datafetch.source_errors import UNREACHABLE
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
 from vdk.plugin.ml_training.datafetch.source_errors import missing_tool
+from vdk.plugin.ml_training.datafetch.source_errors import too_big_to_sample
 
 DATASETS = "datasets"
 MODELS = "models"
 DEFAULT_REVISION = "main"
 _HF_CACHE = ".cache"  # what snapshot_download keeps in its local_dir to resume; no data
-TOKEN_FIX = (
-    "map a token that may read it in [ml-training.secrets] (`HF_TOKEN = hf-credentials/token`), and accept the "
-    "repository's conditions on the Hub if it is gated"
-)
+CREDENTIALS = ("HF_TOKEN = hf-credentials/token",)  # the variable of the token, as [ml-training.secrets] maps it
+# Right in a pod (the data step reads the Secrets); a local run's is ops/data_resolution.py's.
+TOKEN_FIX = f"map a token that may read it in [ml-training.secrets] (`{CREDENTIALS[0]}`)"
+GATED = "accept the repository's conditions on the Hub if it is gated"
 
 
 def parse(source: str) -> tuple[str, str, str]:
@@ -105,6 +106,7 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
     chosen: list[tuple[str, int]] = []
     total = 0
     complete = True
+    smallest: tuple[str, int] | None = None  # of those too big for the sample
     for sibling in sorted(info.siblings or [], key=lambda s: s.rfilename):
         size = int(getattr(sibling, "size", None) or 0)
         if len(chosen) >= max_files:
@@ -112,17 +114,21 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
             break
         if total + size > max_bytes:
             complete = False
+            if smallest is None or size < smallest[1]:
+                smallest = (sibling.rfilename, size)
             continue
         chosen.append((sibling.rfilename, size))
         total += size
-    if not chosen:
+    if not chosen and smallest is None:
         raise SourceError(
-            f"{source} has no file of at most {max_bytes} bytes for a smoke run's sample",
-            "raise smoke_sample_size in [ml-training], or give the smoke run a few files of your own with "
-            f"`smoke_data = {target}=PATH`",
+            f"{source} holds no files at revision {info.sha}",
+            "check the repository and revision (`@main` when unsure): the Hub's page of the repository lists its files",
             NOT_FOUND,
             target,
         )
+    if not chosen:
+        assert smallest is not None  # files there, none small enough
+        raise too_big_to_sample(target, source, "file", smallest[0], smallest[1], max_bytes)
     staging = dest.with_name(dest.name + ".hub")
     hub = _hub()
     try:
@@ -156,7 +162,14 @@ def _translate(error: Exception, target: str, source: str) -> SourceError:
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     _, repo_id, revision = parse(source)
     if "GatedRepoError" in names:
-        return SourceError(f"{source} is gated: the token given may not read it", TOKEN_FIX, DENIED, target)
+        return SourceError(
+            f"{source} is gated: the token given may not read it",
+            f"{TOKEN_FIX}, and {GATED}",
+            DENIED,
+            target,
+            CREDENTIALS,
+            TOKEN_FIX,
+        )
     if "RevisionNotFoundError" in names:
         return SourceError(
             f"{repo_id} has no revision {revision!r} at {endpoint}",
@@ -168,13 +181,23 @@ def _translate(error: Exception, target: str, source: str) -> SourceError:
         token = "with the token given" if _token() else "without a token"
         return SourceError(
             f"{source}: no such repository at {endpoint}, or it is private and cannot be read {token}",
-            f"correct the name (hf://datasets/ORG/NAME for a dataset, hf://models/ORG/NAME for a model); {TOKEN_FIX}",
+            "correct the name (hf://datasets/ORG/NAME for a dataset, hf://models/ORG/NAME for a model); if it is "
+            f"private, {TOKEN_FIX}, and {GATED}",
             NOT_FOUND,
             target,
+            CREDENTIALS,
+            TOKEN_FIX,
         )
     status = getattr(getattr(error, "response", None), "status_code", None)
     if status in (401, 403):
-        return SourceError(f"{source} cannot be read with the token given ({status})", TOKEN_FIX, DENIED, target)
+        return SourceError(
+            f"{source} cannot be read with the token given ({status})",
+            f"{TOKEN_FIX}, and {GATED}",
+            DENIED,
+            target,
+            CREDENTIALS,
+            TOKEN_FIX,
+        )
     if "ConnectError" in names or "ConnectionError" in names or "Timeout" in name or "OfflineModeIsEnabled" in names:
         return SourceError(
             f"the Hub at {endpoint} cannot be reached ({name})",

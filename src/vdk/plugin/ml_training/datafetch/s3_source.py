@@ -17,6 +17,7 @@ boto3 is imported inside the functions: this module runs in the image's and the 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -40,16 +41,20 @@ from vdk.plugin.ml_training.datafetch.source_errors import NOT_FOUND
 from vdk.plugin.ml_training.datafetch.source_errors import UNREACHABLE
 from vdk.plugin.ml_training.datafetch.source_errors import SourceError
 from vdk.plugin.ml_training.datafetch.source_errors import missing_tool
+from vdk.plugin.ml_training.datafetch.source_errors import too_big_to_sample
 
 Progress = Callable[[int, int], None]  # (files done, bytes done) so far
 PARALLEL = 8
 CHUNK = 1 << 20
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "ExpiredToken", "InvalidToken"}
 _NO_BUCKET = {"NoSuchBucket", "404"}
+# The variables boto3 reads its credentials from, as [ml-training.secrets] maps them (its example).
+CREDENTIALS = ("AWS_ACCESS_KEY_ID = s3-credentials/access-key", "AWS_SECRET_ACCESS_KEY = s3-credentials/secret-key")
+# Right in a pod (the data step reads the Secrets); a local run's is ops/data_resolution.py's.
 CREDENTIAL_FIX = (
-    "map the credentials in [ml-training.secrets] (`AWS_ACCESS_KEY_ID = s3-credentials/access-key`, "
-    "`AWS_SECRET_ACCESS_KEY = s3-credentials/secret-key`) to a Secret that may read the bucket, and the endpoint of "
-    "an S3-compatible store in [ml-training.env] (`AWS_ENDPOINT_URL = https://...`)"
+    f"map the credentials in [ml-training.secrets] (`{CREDENTIALS[0]}`, `{CREDENTIALS[1]}`) to a Secret that may "
+    "read the bucket, and the endpoint of an S3-compatible store in [ml-training.env] (`AWS_ENDPOINT_URL = "
+    "https://...`)"
 )
 
 
@@ -158,12 +163,7 @@ def resolve(target: str, source: str) -> DataPin:
             as_of = None
             objects = list(_objects(s3, bucket, prefix))
     if not objects:
-        raise SourceError(
-            f"{source} holds no objects (nothing below `{prefix or '/'}` in bucket {bucket})",
-            "check the prefix (`aws s3 ls s3://" + f"{bucket}/{prefix}` lists what is there)",
-            NOT_FOUND,
-            target,
-        )
+        raise empty_prefix(s3, target, source)
     check_paths(objects, target, source)
     return DataPin(
         target=target,
@@ -297,6 +297,7 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
     chosen: list[S3Object] = []
     total = 0
     complete = True
+    smallest: S3Object | None = None  # of those too big for the sample
     with _errors(target, source):
         _versioned(s3, bucket)  # a missing bucket or refused credentials: the same error as at deploy
         for obj in _objects(s3, bucket, prefix):
@@ -304,17 +305,16 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
                 complete = False
                 if len(chosen) >= max_files:
                     break
+                if smallest is None or obj.size < smallest.size:
+                    smallest = obj
                 continue  # too big for what is left of the cap: a later, smaller one may fit
             chosen.append(obj)
             total += obj.size
+        if smallest is None and not chosen:
+            raise empty_prefix(s3, target, source)  # as the deploy says it: there is nothing to sample
     if not chosen:
-        raise SourceError(
-            f"{source} has no object of at most {max_bytes} bytes for a smoke run's sample",
-            "raise smoke_sample_size in [ml-training], or give the smoke run a few files of your own with "
-            f"`smoke_data = {target}=PATH`",
-            NOT_FOUND,
-            target,
-        )
+        assert smallest is not None  # objects there, none small enough
+        raise too_big_to_sample(target, source, "object", smallest.key, smallest.size, max_bytes)
     check_paths(chosen, target, source)
     _keep_only(dest, {o.path for o in chosen})
     index = dest.with_name(dest.name + ".json")  # the ETags of the sample's files, beside them
@@ -325,6 +325,29 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
     download(s3, bucket, prefix, chosen, dest, target, source, False, None, known)
     index.write_text(json.dumps({o.key: o.etag for o in chosen}))
     return {"files": len(chosen), "bytes": total, "complete": complete}
+
+
+def empty_prefix(s3: Any, target: str, source: str) -> SourceError:
+    """A prefix with no objects, as the deploy and a smoke run's sample both say it: with the prefixes beside it
+    that come closest to the one written (`s3://b/trian` when `train/` is there), when the bucket may be listed."""
+    bucket, prefix = location(source)
+    parent = posixpath.dirname(prefix.rstrip("/"))
+    parent = f"{parent}/" if parent else ""
+    near: list[str] = []
+    if prefix:
+        try:
+            pages = s3.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=parent, Delimiter="/", PaginationConfig={"MaxItems": 1000}
+            )
+            beside = [p["Prefix"].rstrip("/") for page in pages for p in page.get("CommonPrefixes") or []]
+            near = difflib.get_close_matches(prefix.rstrip("/"), beside, n=1, cutoff=0.6)
+        except Exception:  # noqa: BLE001 - a listing refused or failing only loses the suggestion
+            near = []
+    listing = f"`aws s3 ls s3://{bucket}/{parent}` lists what is there"
+    fix = f"did you mean s3://{bucket}/{near[0]}? ({listing})" if near else f"check the prefix ({listing})"
+    return SourceError(
+        f"{source} holds no objects (nothing below `{prefix or '/'}` in bucket {bucket})", fix, NOT_FOUND, target
+    )
 
 
 def current_at(entries: list[tuple], as_of: datetime) -> list[S3Object]:
@@ -424,7 +447,12 @@ def _translate(error: Exception, target: str, source: str) -> SourceError:
             )
         if code in _DENIED:
             return SourceError(
-                f"{source} cannot be read with the credentials given ({code})", CREDENTIAL_FIX, DENIED, target
+                f"{source} cannot be read with the credentials given ({code})",
+                CREDENTIAL_FIX,
+                DENIED,
+                target,
+                CREDENTIALS,
+                CREDENTIAL_FIX,
             )
         if code in ("PreconditionFailed", "412"):
             return SourceError(
@@ -435,7 +463,9 @@ def _translate(error: Exception, target: str, source: str) -> SourceError:
             )
         return SourceError(f"{source}: {code}: {error}", "check the bucket and the endpoint", target=target)
     if name in ("NoCredentialsError", "PartialCredentialsError"):
-        return SourceError(f"no credentials to read {source}", CREDENTIAL_FIX, DENIED, target)
+        return SourceError(
+            f"no credentials to read {source}", CREDENTIAL_FIX, DENIED, target, CREDENTIALS, CREDENTIAL_FIX
+        )
     if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ReadTimeoutError"):
         return SourceError(
             f"the S3 endpoint {endpoint} cannot be reached ({error})",

@@ -29,9 +29,16 @@ DATA_VARIABLES = ("AWS_", "HF_", "HUGGING_FACE_HUB_TOKEN")
 LOG_HEAD_BYTES = 65536  # where the data step's lines are, at the start of a training container's log
 
 
-def secret_values(client: KubeClient, spec: MLJobSpec, note: Callable[[str], None], shell: dict[str, str]) -> dict:
+def secret_values(
+    client: KubeClient,
+    spec: MLJobSpec,
+    note: Callable[[str], None],
+    shell: dict[str, str],
+    from_secrets: set[str] | None = None,
+) -> dict:
     """The values of the job's Secrets that the data step uses, as the pods get them; where the Secret cannot be
-    read here (no permission), the variable of `shell` of the same name, with a note."""
+    read here (no permission), the variable of `shell` of the same name, with a note. `from_secrets`: gets the
+    names of the variables whose values were the Secrets'."""
     values: dict[str, str] = {}
     for secret in spec.secrets:
         if not secret.name.startswith(DATA_VARIABLES):
@@ -67,6 +74,8 @@ def secret_values(client: KubeClient, spec: MLJobSpec, note: Callable[[str], Non
                 f"name one of its keys (`{secret.name} = {secret.secret}/KEY`), or add it to the Secret",
             )
         values[secret.name] = base64.b64decode(encoded).decode("utf-8", "replace")
+        if from_secrets is not None:
+            from_secrets.add(secret.name)
     return values
 
 

@@ -72,7 +72,7 @@ def local_datasets(
         else:
             found += _whole(schemes, refs, env, progress or Progress())
     except SourceError as e:
-        raise source_error(spec, e) from None
+        raise source_error(spec, e, shell) from None  # a local run's credentials: the shell's
     order = [s.target for s in spec.data]
     return tuple(sorted(found, key=lambda d: order.index(d.target))), notes
 
