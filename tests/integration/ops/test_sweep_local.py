@@ -108,8 +108,14 @@ def test_a_full_local_sweep_runs_its_trials_one_after_another_finds_the_best_and
     assert isinstance(local, LocalSweep) and local.passed and local.error is None
     assert told.notes[0] == "Sweep of lr-local: 3 trials on this machine, one after another"
     assert any(n.startswith("trial 0: lr=") for n in told.notes)  # each trial's values, then how it ended
-    assert sum(bool(re.fullmatch(r"trial \d (complete|pruned) \(\d of 3\)", n)) for n in told.notes) == 3
-    assert len(told.named("run_starting")) == len(told.named("run_ended")) == 3  # each trial a full run
+    ended = [n for n in told.notes if re.fullmatch(r"trial \d (complete|pruned at step \d+ .*) \(\d of 3\)", n)]
+    assert len(ended) == 3, told.notes
+    # a pruned trial is the sweep working: one line that says so, no summary of a stopped run, no diagnosis of it
+    # as a crash (it said "died without a Python error ... often the out-of-memory killer", with a stack)
+    for note in ended[1:]:
+        assert re.match(r"trial \d pruned at step \d+ \(val_score [\d.]+\): the pruner stopped it", note), note
+    assert len(told.named("run_starting")) == 3 and len(told.named("run_ended")) == 1  # each trial a full run
+    assert all(result.passed for (result,) in told.named("run_ended"))
     trials = local.snapshot["trials"]
     assert len(trials) == 3 and local.study.is_file()
     # seed 1 runs lr=1e-3 first: the two after it are worse than it whatever steps each reported at

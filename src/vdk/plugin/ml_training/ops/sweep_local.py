@@ -1,8 +1,9 @@
 """`vdk run --full` of a sweep: its trials on this machine, one after another, each a full run of the job with the
 trial's values (local/launch_plan.full_plan), searched by Optuna as on the cluster (runtime/sweep_study.py: the
 same sampler, pruner and metric), the study in an SQLite file beside the full runs' directories. A trial the
-pruner stops is stopped at once (its processes), a failed one is recorded and the sweep goes on; the first
-trials all failing stop it, saying why."""
+pruner stops is stopped at once (its processes) and said in one line: the sweep working, not a failure (no
+diagnosis of the run it stopped); a failed one is recorded and the sweep goes on; the first trials all failing
+stop it, saying why."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image.build_progress import Progress
+    from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
+    from vdk.plugin.ml_training.ops.local_result import LocalRunResult
     from vdk.plugin.ml_training.ops.sweeps import SweepTable
 
 POLL_SECONDS = 1.0
@@ -86,6 +90,31 @@ def run_sweep(spec: MLJobSpec, reporter: Reporter | None = None) -> LocalSweep:
     return LocalSweep(spec, sweep_study.snapshot(study, wire_sweep), study_file)
 
 
+class _TrialReporter(Reporter):
+    """The caller's reporter for a trial's run, but for the end of a run the pruner stopped: that is the sweep
+    working, said in one line by the sweep, not a run that died (no summary, no diagnosis of its stopped ranks)."""
+
+    def __init__(self, inner: Reporter, pruned: threading.Event):
+        self.inner, self.pruned = inner, pruned
+
+    @property
+    def progress(self) -> Progress:
+        return self.inner.progress
+
+    def note(self, text: str) -> None:
+        self.inner.note(text)
+
+    def run_starting(self, plan: LaunchPlan) -> None:
+        self.inner.run_starting(plan)
+
+    def run_interrupted(self, plan: LaunchPlan, error: KeyboardInterrupt) -> None:
+        self.inner.run_interrupted(plan, error)
+
+    def run_ended(self, result: LocalRunResult) -> None:
+        if not self.pruned.is_set():
+            self.inner.run_ended(result)
+
+
 def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Reporter) -> str:
     engine = sweep_study.optuna()
     params = dict(trial.params)
@@ -109,7 +138,7 @@ def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Re
     follower = threading.Thread(target=follow, daemon=True)
     follower.start()
     try:
-        result = run_plan(plan, reporter, starter=starter)
+        result = run_plan(plan, _TrialReporter(reporter, pruned), starter=starter)
     finally:
         done.set()
         follower.join()
@@ -118,7 +147,11 @@ def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Re
     last = reports.last
     if pruned.is_set():
         study.tell(trial, state=engine.trial.TrialState.PRUNED)
-        return sweep_study.PRUNED
+        at = f" at step {last[0]} ({sweep.metric} {last[1]:.6g})" if last is not None else ""
+        return (
+            f"{sweep_study.PRUNED}{at}: the pruner stopped it, its {sweep.metric} worse than the median of the "
+            "completed trials at that step"
+        )
     if not result.passed:
         why = result.finding.what if result.finding is not None else "the run failed"
         trial.set_user_attr(sweep_study.WHY, why)
