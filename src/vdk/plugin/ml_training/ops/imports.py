@@ -34,11 +34,12 @@ def check_job_imports(spec: MLJobSpec, base_provides: Iterable[str] | None) -> l
         spec.import_root,
         requirements if requirements.is_file() else None,
         base_provides,
+        spec.base_provides,  # named by the user: they count even before the base is read
     )
     if result.passed:
         return []
-    if not result.base_known:
-        return [f"note: {_site(item)} is not in {REQUIREMENTS}; {_from_base(spec)}" for item in result.undeclared]
+    if not result.base_known:  # notes, for the caller to show (as notes: without a `note:` of their own)
+        return [f"{_site(item)} is not in {REQUIREMENTS}; {_from_base(spec)}" for item in result.undeclared]
     raise failure(spec, result)
 
 

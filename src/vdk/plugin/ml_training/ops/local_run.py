@@ -99,7 +99,7 @@ def run_job(
         notes = check_imports_locally(spec)
         base_unknown = bool(notes)  # what the base provides is not known: checked again once it is read
         for note in notes:
-            reporter.note(note)
+            reporter.note(f"note: {note}")
     if in_container:
         from vdk.plugin.ml_training.ops import container_run
 
@@ -126,7 +126,7 @@ def _run_sweep(
         )
     if check_imports:
         for note in check_imports_locally(spec):
-            reporter.note(note)
+            reporter.note(f"note: {note}")
     if mode == protocol.FULL:
         from vdk.plugin.ml_training.ops.sweep_local import run_sweep
 

@@ -55,7 +55,9 @@ def check_gaps(
         requirements = spec.job_dir / REQUIREMENTS
         entry = spec.entrypoint_file.relative_to(spec.job_dir).as_posix()
         sites = [ImportSite(entry, 0, module, what) for what, module in modules.items()]
-        result = check_sites(sites, requirements if requirements.is_file() else None, base_provides)
+        result = check_sites(
+            sites, requirements if requirements.is_file() else None, base_provides, declared_by_user=spec.base_provides
+        )
         lacking = {item.site.module: item.distribution for item in result.undeclared}
         for what, module in modules.items():
             if module not in lacking:

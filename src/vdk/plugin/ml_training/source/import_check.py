@@ -173,12 +173,14 @@ def check_imports(
     search_root: Path,
     requirements: Path | None,
     base_provides: Iterable[str] | None,
+    declared_by_user: Iterable[str] = (),
 ) -> ImportCheck:
     """Check the imports of `entry_file` and the job's modules it imports; `search_root` is the directory
     absolute imports are found in (the script's directory; the job directory for `-m`); `base_provides`
-    are the base image's packages (None: not known)."""
+    are the base image's packages (None: not known); `declared_by_user` those the job's `base_provides` names,
+    which count whether or not the base was read."""
     sites, files = collect_imports(job_dir, entry_file, search_root)
-    return check_sites(sites, requirements, base_provides, files)
+    return check_sites(sites, requirements, base_provides, files, declared_by_user)
 
 
 def check_sites(
@@ -186,12 +188,14 @@ def check_sites(
     requirements: Path | None,
     base_provides: Iterable[str] | None,
     files: Iterable[str] = (),
+    declared_by_user: Iterable[str] = (),
 ) -> ImportCheck:
     """Whether the modules of `sites` will be in the image: listed in `requirements` (or a dependency of what is),
-    or among `base_provides` (None: not known). `check_imports` reads them from the job's source; other callers
-    name modules that a library imports by name (a Trainer's `report_to=wandb`)."""
+    or among `base_provides` (None: not known) or `declared_by_user` (the job's `base_provides`: the user said
+    so, known or not). `check_imports` reads them from the job's source; other callers name modules that a
+    library imports by name (a Trainer's `report_to=wandb`)."""
     declared = RequirementsFile.read(requirements)
-    provided = {canonicalize_name(n) for n in base_provides or ()}
+    provided = {canonicalize_name(n) for n in [*(base_provides or ()), *declared_by_user]}
     installed = _Installed()
     closure: set[str] | None = None
     undeclared: dict[str, Undeclared] = {}
