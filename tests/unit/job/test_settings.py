@@ -70,3 +70,13 @@ def test_an_unknown_plugin_key_in_the_vdk_section_is_an_error(tmp_path):
         job_settings(configuration(), job)
     assert "[vdk] ml_training_regsitry: unknown VDK configuration key" in error.value.message
     assert "did you mean `ml_training_registry`?" in error.value.message
+
+
+def test_a_plugin_key_with_its_prefix_misspelt_is_an_error_and_other_plugins_keys_are_not(tmp_path):
+    job = write_job(tmp_path / "a", extra="\n[vdk]\nml_trainig_registry = x\n")
+    with pytest.raises(JobConfigError) as error:
+        job_settings(configuration(), job)
+    assert "[vdk] ml_trainig_registry: unknown VDK configuration key" in error.value.message
+    assert "did you mean `ml_training_registry`?" in error.value.message
+    other = write_job(tmp_path / "b", extra="\n[vdk]\ningest_method_default = file\nlog_level_vdk = DEBUG\n")
+    assert "registry" not in job_settings(configuration(), other)

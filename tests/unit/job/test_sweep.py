@@ -160,6 +160,21 @@ def test_every_bad_sweep_is_one_error_naming_the_key_and_the_fix(tmp_path, sweep
         assert word in error.message, error.message
 
 
+def test_a_misspelt_setting_is_said_so_and_never_turned_into_a_parameter(tmp_path):
+    error = error_of(sweep_job(tmp_path / "a", "lr = 1e-3, 1e-4\nmetrc = val_loss\ntrials = 2\n", args="--lr ${lr}"))
+    assert error.key == "metrc" and "'metrc' is not a setting of [ml-training.sweep]" in error.problem
+    assert error.fix.startswith("did you mean `metric = val_loss`?")
+    assert "${metrc}" not in error.fix.split("?")[0] and "--metrc" not in error.fix  # the typo is not spread
+    # used as a parameter, a key spelt like a setting is one
+    spec = load_job_spec(
+        sweep_job(tmp_path / "b", "lr = 1, 2\nseeds = 1, 2\nmetric = loss\n", args="--lr ${lr} ${seeds}")
+    )
+    assert spec.sweep is not None and spec.sweep.names == ["lr", "seeds"]
+    # a key of [ml-training] written in the sweep's section is told where it goes
+    moved = error_of(sweep_job(tmp_path / "c", "lr = 1, 2\nsmoke_steps = 3\nmetric = loss\n", args="--lr ${lr}"))
+    assert moved.key == "smoke_steps" and moved.fix.startswith("move `smoke_steps = 3` to [ml-training]")
+
+
 def test_a_reference_in_an_env_value_counts_and_an_unknown_one_names_the_variable(tmp_path):
     load_job_spec(sweep_job(tmp_path, "lr = 1, 2\nmetric = loss\n", args="", env={"LR": "${lr}"}))
     error = error_of(

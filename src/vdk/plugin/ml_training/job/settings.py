@@ -5,6 +5,7 @@ every verb (`setting`, `job_settings`).
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,8 +62,9 @@ def variable(key: str) -> str:
 
 def job_vdk_section(job: Path | JobConfig | None) -> dict[str, str]:
     """The plugin's keys in [vdk] of a job's config.ini (`ml_training_*`, lower-cased as VDK reads them); an
-    unknown `ml_training_*` key there is an error (VDK would ignore it silently). `job`: the job directory, or its
-    config.ini read already."""
+    unknown `ml_training_*` key there is an error (VDK would ignore it silently), and so is one spelt like a key of
+    the plugin with its prefix misspelt (`ml_trainig_registry`). `job`: the job directory, or its config.ini read
+    already."""
     if job is None:
         return {}
     config = job_config(job)
@@ -73,6 +75,15 @@ def job_vdk_section(job: Path | JobConfig | None) -> dict[str, str]:
         for name, value in config.parser.items(section):
             key = name.strip().lower()
             if not key.startswith(keys.SETTING_PREFIX) and not key.startswith(keys.SETTING_PREFIX.replace("_", "-")):
+                meant = difflib.get_close_matches(key.replace("-", "_"), list(CONFIG_KEYS), n=1, cutoff=0.85)
+                if meant:  # another plugin's keys are not near ours: this one is ours, misspelt
+                    raise JobConfigError(
+                        config.path,
+                        f"unknown VDK configuration key {name!r}",
+                        f"did you mean `{meant[0]}`?",
+                        section,
+                        name,
+                    )
                 continue
             key = key.replace("-", "_")
             if key not in CONFIG_KEYS:

@@ -37,11 +37,13 @@ from vdk.plugin.ml_training.job.config_file import closest
 from vdk.plugin.ml_training.job.config_file import inline_comment
 from vdk.plugin.ml_training.job.keys import CHOICE
 from vdk.plugin.ml_training.job.keys import INTEGER
+from vdk.plugin.ml_training.job.keys import KEYS
 from vdk.plugin.ml_training.job.keys import RUN_AND_DEPLOY
 from vdk.plugin.ml_training.job.keys import TEXT
 from vdk.plugin.ml_training.job.keys import Key
 from vdk.plugin.ml_training.job.sweep_grammar import GrammarError
 from vdk.plugin.ml_training.job.sweep_grammar import Parameter
+from vdk.plugin.ml_training.job.sweep_grammar import misplaced_key
 from vdk.plugin.ml_training.job.sweep_grammar import parse_parameter
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime.sweep_protocol import ALGORITHMS
@@ -226,6 +228,8 @@ def read_sweep(
     raw = dict(parser.items(SWEEP_SECTION))
     settings: dict[str, str] = {}
     parameters: list[Parameter] = []
+    texts = [" ".join(args), " ".join(smoke_args or ()), *(value for _, value in env)]
+    referenced = {name for text in texts for name in references(text)}  # where parameters are used
     for key, value in raw.items():
         name = key.strip()
         start = inline_comment(value)
@@ -242,6 +246,8 @@ def read_sweep(
         if name.lower() in _SETTINGS:
             settings[name.lower()] = value.strip()
             continue
+        if name not in referenced and (typo := misplaced_key(name, value, list(_SETTINGS), KEYS)) is not None:
+            raise _error(path, name, typo.problem, typo.fix)  # `metrc = val_loss`: a setting misspelt, no parameter
         if not NAME.fullmatch(name):
             raise _error(
                 path,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,3 +201,25 @@ def _no_duplicates(values: list) -> None:
         if value in seen:
             raise GrammarError(f"{format_value(value)} is listed twice", f"list {format_value(value)} once")
         seen.append(value)
+
+
+def misplaced_key(name: str, value: str, settings: list[str], job_keys: Collection[str]) -> GrammarError | None:
+    """A key of [ml-training.sweep] that no value references is a mistake, not a parameter, when it is spelt like
+    one of the sweep's `settings` (`metrc = val_loss`) or is a key of [ml-training] (`job_keys`): said so, with the
+    setting meant or where the key goes, before it is read as a parameter (whose fix would spread the typo:
+    `--metrc ${metrc}`). None: a parameter (that no value uses, which the sweep says next)."""
+    if name.lower() in job_keys:
+        return GrammarError(
+            f"{name} is a key of [ml-training], not a setting of the sweep, and no value references it as a "
+            f"parameter (`${{{name}}}`)",
+            f"move `{name} = {value.strip()}` to [ml-training]; to search over it, write `${{{name}}}` where its "
+            "value goes (in args, or an [ml-training.env] value)",
+        )
+    meant = difflib.get_close_matches(name.lower(), settings, n=1, cutoff=0.75)
+    if not meant:
+        return None
+    return GrammarError(
+        f"{name!r} is not a setting of [ml-training.sweep], and no value references it as a parameter (`${{{name}}}`)",
+        f"did you mean `{meant[0]} = {value.strip()}`? The settings are: {', '.join(settings)}; every other key is "
+        "a parameter, written `${name}` where its value goes",
+    )
