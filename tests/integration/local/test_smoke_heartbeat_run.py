@@ -33,7 +33,9 @@ def test_a_quiet_smoke_run_says_how_far_it_got_while_it_waits(tmp_path, monkeypa
     job = write_job(tmp_path, "slow-start", ml={"smoke_steps": "2"}, files={"train.py": SLOW_START})
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
     assert result.exit_code == 0, result.output
-    quiet = re.findall(r"smoke run: (\d+) s so far, (.*); stopped at smoke_timeout \(10m\)\n", result.output)
+    quiet = re.findall(
+        r"smoke run: (\d+) s so far, (.*); still running, smoke_timeout stops it in \S+ \(at 10m\)\n", result.output
+    )
     assert quiet, result.output
     assert all(
         where in ("no rank has started its script yet", "no optimizer step yet (1 rank started)") for _, where in quiet

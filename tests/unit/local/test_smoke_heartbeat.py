@@ -19,11 +19,13 @@ def write_steps(run_dir, rank: int, steps: int | None) -> None:
 
 def test_the_line_says_each_rank_s_steps_and_when_the_run_is_stopped():
     assert quiet_line(15.4, {}, 2, 600) == (
-        "smoke run: 15 s so far, no rank has started its script yet; stopped at smoke_timeout (10m)"
+        "smoke run: 15 s so far, no rank has started its script yet; still running, smoke_timeout stops it in "
+        "9m44s (at 10m)"
     )
     assert quiet_line(31, {0: 0, 1: 0}, 2, None) == "smoke run: 31 s so far, no optimizer step yet (2 ranks started)"
     assert quiet_line(47, {0: 1, 1: 0}, 2, 90) == (
-        "smoke run: 47 s so far, rank 0: 1 of 2 steps, rank 1: 0 of 2 steps; stopped at smoke_timeout (1m30s)"
+        "smoke run: 47 s so far, rank 0: 1 of 2 steps, rank 1: 0 of 2 steps; still running, smoke_timeout stops "
+        "it in 43s (at 1m30s)"
     )
 
 
@@ -47,11 +49,17 @@ def test_it_speaks_only_after_a_quiet_spell_and_again_after_each(tmp_path, monke
     assert said == []
     clock[0] += 1
     heartbeat.tick()
-    assert said == ["smoke run: 15 s so far, no optimizer step yet (1 rank started); stopped at smoke_timeout (10m)"]
+    assert said == [
+        "smoke run: 15 s so far, no optimizer step yet (1 rank started); still running, smoke_timeout stops it in "
+        "9m45s (at 10m)"
+    ]
     write_steps(tmp_path, 0, 1)
     clock[0] += smoke_heartbeat.QUIET_SECONDS
     heartbeat.tick()  # a new step: quiet starts again
     assert len(said) == 1
     clock[0] += smoke_heartbeat.QUIET_SECONDS
     heartbeat.tick()
-    assert said[-1] == "smoke run: 45 s so far, rank 0: 1 of 2 steps; stopped at smoke_timeout (10m)"
+    assert (
+        said[-1]
+        == "smoke run: 45 s so far, rank 0: 1 of 2 steps; still running, smoke_timeout stops it in 9m15s (at 10m)"
+    )

@@ -29,9 +29,9 @@ def why_failed(evidence: Evidence) -> Finding | None:
 def error_notes(evidence: Evidence) -> list[str]:
     """What the Python error of the blamed rank means beyond its fix."""
     error = evidence.blame.rank.error if evidence.blame is not None else None
-    if not error:
+    if not error or evidence.local is None:
         return []
-    return [note for rule in rules.ERROR_NOTES if (note := rule(error))]
+    return [note for rule in rules.ERROR_NOTES if (note := rule(error, evidence.local))]
 
 
 def why_waiting(evidence: Evidence) -> list[Finding]:

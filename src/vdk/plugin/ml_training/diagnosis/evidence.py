@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.runtime.protocol import SMOKE
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.source.job_files import Excluded
 
@@ -115,6 +116,7 @@ class LocalFacts:
     headline: str  # what happened, as the outcome of the run says it (local/outcome.py)
     again: str  # how a fix ends: what to run again once it is applied
     gpus: int = 0  # GPUs the ranks could use (full runs)
+    adapted: bool = False  # a full run that asked for the smoke run's CPU stand-ins (VDK_ML_TRAINING_ADAPT_TO_CPU)
     ranks: int = 1  # training processes planned
     smoke_gpus: str = "?"  # smoke runs: virtual GPUs of the node
     timeout_setting: str = "smoke_timeout"
@@ -127,6 +129,11 @@ class LocalFacts:
     # What the job's image leaves out of a path of the job directory (None: kept); None: the run had no
     # working copy of the job directory (it ran in the image)
     left_out: Callable[[str], Excluded | None] | None = None
+
+    @property
+    def stand_ins(self) -> bool:
+        """The ranks ran on the CPU stand-ins (virtual GPUs, gloo for NCCL): a smoke run, or an adapted full run."""
+        return self.mode == SMOKE or self.adapted
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,9 @@ FailureRule = Callable[[Evidence], "Finding | None"]
 RunWaitingRule = Callable[[Evidence], "Finding | None"]
 # Why one rank waits: the first rule of the list that answers.
 RankWaitingRule = Callable[[RankEvidence], "Waiting | None"]
-# What a Python error a rank reported means beyond its fix (a note beside its traceback).
-ErrorNote = Callable[["Mapping[str, Any] | None"], "str | None"]
+# What a Python error a local rank reported means beyond its fix (a note beside its traceback), said for the run it
+# was (smoke or full, on the CPU stand-ins or not).
+ErrorNote = Callable[["Mapping[str, Any] | None", LocalFacts], "str | None"]
 
 
 def rank_failure(blame: Blame, what: str, fix: str | None) -> Finding:

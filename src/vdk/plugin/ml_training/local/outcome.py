@@ -367,6 +367,7 @@ def evidence(outcome: RunOutcome, again: str | None = None) -> Evidence:
         headline=outcome.headline,
         again=again or f"run `vdk run{container}{full} {plan.spec.job_dir}` again",
         gpus=plan.gpus,
+        adapted=plan.mode == protocol.FULL and protocol.switched_on(protocol.ADAPT_TO_CPU, dict(plan.env)),
         ranks=plan.ranks,
         smoke_gpus=plan.env.get(protocol.SMOKE_GPUS, "?"),
         timeout_setting=plan.timeout_setting,

@@ -21,14 +21,16 @@ def steps_so_far(run_dir: Path) -> dict[int, int]:
 
 
 def quiet_line(elapsed: float, steps: dict[int, int], planned: int, timeout: int | None) -> str:
-    """`smoke run: 45 s so far, rank 0: 1 of 2 steps, rank 1: 0 of 2 steps; stopped at smoke_timeout (10m)`."""
+    """`smoke run: 45 s so far, rank 0: 1 of 2 steps, rank 1: 0 of 2 steps; still running, smoke_timeout stops it
+    in 9m15s (at 10m)`: it goes on, and when it would be stopped (it read as if it had stopped)."""
     if not steps:
         where = "no rank has started its script yet"
     elif not any(steps.values()):
         where = f"no optimizer step yet ({len(steps)} rank{'s' if len(steps) != 1 else ''} started)"
     else:
         where = ", ".join(f"rank {rank}: {taken} of {planned} steps" for rank, taken in steps.items())
-    end = f"; stopped at smoke_timeout ({format_duration(timeout)})" if timeout else ""
+    left = format_duration(max(0, int(timeout - elapsed))) if timeout else ""
+    end = f"; still running, smoke_timeout stops it in {left} (at {format_duration(timeout)})" if timeout else ""
     return f"smoke run: {elapsed:.0f} s so far, {where}{end}"
 
 

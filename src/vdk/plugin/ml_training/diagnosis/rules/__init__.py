@@ -102,4 +102,4 @@ LOG_HINTS: tuple[Fix, ...] = (
 )
 
 # What a Python error a local rank reported means beyond its fix (a note beside its traceback).
-ERROR_NOTES: tuple[ErrorNote, ...] = (gloo_limit.gloo_limit, emulation_gap.limit_note)
+ERROR_NOTES: tuple[ErrorNote, ...] = (gloo_limit.gloo_note, emulation_gap.limit_note)

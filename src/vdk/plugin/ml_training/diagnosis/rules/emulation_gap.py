@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
+from vdk.plugin.ml_training.diagnosis.evidence import LocalFacts
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.diagnosis.finding import local_failure
 from vdk.plugin.ml_training.diagnosis.finding import reported_error
@@ -83,6 +84,24 @@ GAPS: tuple[Gap, ...] = (
 
 def emulation_gap(error: Mapping[str, Any] | None) -> tuple[str, str] | None:
     """(what cannot be emulated, said as a limit of the smoke check; the narrowest switch), or None."""
+    found = construct_of(error)
+    if found is None:
+        return None
+    construct, switch = found
+    return f"{construct} cannot run on the smoke run's virtual GPUs (CPU kernels, gloo for NCCL): {SMOKE_LIMIT}", switch
+
+
+SMOKE_LIMIT = "this is a limit of the smoke check, not a bug in your code"
+# A full run on CPU that asked for the smoke run's stand-ins (VDK_ML_TRAINING_ADAPT_TO_CPU): their limit, not the
+# smoke check's.
+ADAPTED_LIMIT = (
+    f"the virtual GPUs that stand in for CUDA in this full run on CPU ({protocol.ADAPT_TO_CPU}=1; CPU kernels, gloo "
+    "for NCCL): a limit of those stand-ins, not a bug in your code"
+)
+
+
+def construct_of(error: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(what the code used that the virtual GPUs cannot emulate, the narrowest switch), or None."""
     message = (error or {}).get("message", "")
     traceback = (error or {}).get("traceback", "")
     for gap in GAPS:
@@ -91,12 +110,7 @@ def emulation_gap(error: Mapping[str, Any] | None) -> tuple[str, str] | None:
             continue
         if gap is GAPS[0] and not _CPU_KERNEL.search(match.group(1)):
             continue  # an operator DTensor lacks on GPUs too: the code's, not the smoke check's
-        construct = gap.construct.format(*match.groups(), library=_library(traceback))
-        return (
-            f"{construct} cannot run on the smoke run's virtual GPUs (CPU kernels, gloo for NCCL): this is a "
-            "limit of the smoke check, not a bug in your code",
-            gap.switch,
-        )
+        return gap.construct.format(*match.groups(), library=_library(traceback)), gap.switch
     return None
 
 
@@ -115,10 +129,17 @@ def _library(traceback: str) -> str:
     return "a CUDA API the virtual GPUs do not stand in for"
 
 
-def limit_note(error: Mapping[str, Any] | None) -> str | None:
-    """The gap, as a note beside the traceback."""
-    gap = emulation_gap(error)
-    return gap[0] if gap is not None else None
+def limit_note(error: Mapping[str, Any] | None, local: LocalFacts) -> str | None:
+    """The gap, as a note beside the traceback, said as the limit of what the run used: the smoke run's virtual
+    GPUs, or a full run's on CPU (VDK_ML_TRAINING_ADAPT_TO_CPU); none for a full run that used none (its code met
+    CUDA itself: the needs_gpu rule says what to do)."""
+    if not local.stand_ins:
+        return None
+    if local.mode == protocol.SMOKE:
+        gap = emulation_gap(error)
+        return gap[0] if gap is not None else None
+    found = construct_of(error)
+    return f"{found[0]} cannot run on {ADAPTED_LIMIT}" if found is not None else None
 
 
 def cannot_emulate(evidence: Evidence) -> Finding | None:
