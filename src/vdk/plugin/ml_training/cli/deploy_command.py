@@ -1,8 +1,9 @@
-"""`vdk deploy -p JOB` for ml-training jobs: the options, one function of the API (`api.deploy`, its dry run
-`api.plan_deploy`, or a build only `api.build`), and its result on stdout: the manifests of `--dry-run`, the image
-reference of `--build-only`, the run of a deploy (what changed since the job's last run is said on stderr before
-it starts), `--if-changed`'s "nothing changed" (exit 0), or JSON with `-o json`; progress and notes go to stderr
-(cli/console.py). SIGINT, SIGTERM and SIGHUP stop it with every process it started (cli/interrupts.py).
+"""`vdk deploy JOB` (or `-p JOB`, or `vdk deploy` in the job's directory, as `vdk run JOB` and `vdk show` take it)
+for ml-training jobs: the options, one function of the API (`api.deploy`, its dry run `api.plan_deploy`, or a build
+only `api.build`), and its result on stdout: the manifests of `--dry-run`, the image reference of `--build-only`,
+the run of a deploy (what changed since the job's last run is said on stderr before it starts), `--if-changed`'s
+"nothing changed" (exit 0), or JSON with `-o json`; progress and notes go to stderr (cli/console.py). SIGINT,
+SIGTERM and SIGHUP stop it with every process it started (cli/interrupts.py).
 
 Heavy modules (kubernetes, the image builder, torch's launcher) are imported when a deploy runs, not when vdk
 starts: every vdk command imports this module.
@@ -43,8 +44,30 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image import PushedImage
 
 
+def _data_job_operation(kwargs: dict[str, Any]) -> bool:
+    """The Control Service CLI's deploy asked for an operation on a deployed data job (by -n: --show, --remove,
+    --update, --enable, --disable): `vdk deploy` with one of them, in an ml-training job's directory, is meant for
+    that data job, not for the directory's."""
+    return kwargs.get("operation") not in (None, "create") or kwargs.get("enabled") is not None
+
+
+def job_directory(kwargs: dict[str, Any]) -> str | None:
+    """The job a deploy is about: -p, else JOB (the positional argument, as `vdk run JOB` takes it), else the
+    directory it runs in when that is an ml-training job's (or one meant as such: its problem is then said), unless
+    a Control Service operation on a deployed data job was asked. None: no job."""
+    option, argument = kwargs.get("job_path"), kwargs.get("job_directory")
+    if option and argument and Path(option).resolve() != Path(argument).resolve():
+        raise click.UsageError(f"the job is given twice, as -p {option} and as {argument}: give it once")
+    if option or argument:
+        return option or argument
+    if _data_job_operation(kwargs):
+        return None
+    here = Path.cwd()
+    return str(here) if is_ml_dir(here) or ml_config_problem(here) is not None else None
+
+
 def _is_ml(kwargs: dict[str, Any]) -> bool:
-    path = kwargs.get("job_path")
+    path = job_directory(kwargs)
     if not path or is_ml_dir(path):
         return bool(path)
     problem = ml_config_problem(Path(path))  # meant as ml-training, but broken or misnamed
@@ -54,14 +77,17 @@ def _is_ml(kwargs: dict[str, Any]) -> bool:
 
 
 def _not_ml_reason(kwargs: dict[str, Any]) -> str:
-    path = kwargs.get("job_path")
+    path = job_directory(kwargs)
     if not path:
-        return "Missing option -p/--job-path: the job directory to deploy."
+        return (
+            "Missing the job to deploy: `vdk deploy JOB` (its directory, or -p JOB), or `vdk deploy` inside the "
+            "job's directory."
+        )
     return f"{path} is not an ml-training job (its config.ini has no `[job] type = ml-training`)."
 
 
 def deploy_ml(
-    job_path: str,
+    job_path: str | None,
     name: str | None,
     team: str | None,
     reason: str | None,
@@ -76,10 +102,12 @@ def deploy_ml(
     follow: bool = False,
     if_changed: bool = False,
     rest_api_url: str | None = None,
+    job_directory: str | None = None,
 ) -> None:
     from vdk.plugin.ml_training.cli import service_deploy
 
     as_json = (output or "text").lower() == "json"
+    job_path = job_path or job_directory or str(Path.cwd())  # -p, JOB, or the job directory it runs in
     try:
         if dry_run and build_only:
             raise MLTrainingError(
@@ -206,7 +234,8 @@ DEPLOY = verbs.Verb(
     name="deploy",
     help="Deploy an ml-training job: smoke check, build and push its image, start it on Kubernetes.",
     ml_help=(
-        "ml-training jobs (config.ini `[job] type = ml-training`): `vdk deploy -p JOB` runs the smoke check, builds "
+        "ml-training jobs (config.ini `[job] type = ml-training`): `vdk deploy JOB` (or -p JOB, or `vdk deploy` in "
+        "the job's directory) runs the smoke check, builds "
         "and pushes the job's image, and starts distributed training on Kubernetes. --dry-run prints the "
         "manifests and contacts no cluster (a base image's registry once, to learn its Python and packages); "
         "--build-only pushes the image and prints its reference; --follow follows the run to its end. "
@@ -219,6 +248,12 @@ DEPLOY = verbs.Verb(
             ["-p", "--job-path"],
             type=click.Path(exists=True, file_okay=False, dir_okay=True, resolve_path=True),
             help="Path to the job directory.",
+        ),
+        click.Argument(
+            ["job_directory"],
+            required=False,
+            metavar="[JOB]",
+            type=click.Path(exists=True, file_okay=False, dir_okay=True, resolve_path=True),
         ),
         click.Option(["-n", "--name"], help="The job name [the job directory's name]."),
         click.Option(
@@ -286,6 +321,7 @@ DEPLOY = verbs.Verb(
         ),
     ],
     ml_only=(
+        "job_directory",
         "dry_run",
         "skip_smoke",
         "build_only",

@@ -88,12 +88,17 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
                 return verb.run_ml(**{k: v for k, v in kwargs.items() if k in ours})
         ctx = click.get_current_context()
         misplaced = [
-            p.opts[0]
+            p
             for p in added
             if p.name in verb.ml_only and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT
         ]
         if misplaced:
-            raise click.UsageError(f"{', '.join(misplaced)} applies to ml-training jobs only")
+            names = ", ".join(
+                p.opts[0] if isinstance(p, click.Option) else str(p.human_readable_name) for p in misplaced
+            )
+            positional = any(isinstance(p, click.Argument) for p in misplaced)
+            hint = " (a data job's directory is given with -p)" if positional else ""
+            raise click.UsageError(f"{names} applies to ml-training jobs only{hint}")
         passthrough = {k: v for k, v in kwargs.items() if k not in added_names}
         passthrough = _interact(ctx, deferred, passthrough)
         assert original.callback is not None  # a command of the Control Service CLI: it has one
