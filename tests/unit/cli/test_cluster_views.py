@@ -86,3 +86,22 @@ def test_the_restarts_table_says_each_cause_whether_it_counted_and_the_steps_red
     assert lines[1].split()[:7] == ["2m", "0", "run-0-a", "preempted", "no", "2", "(42"]
     assert "OOMKilled x3" in lines[2] and " yes " in lines[2] and lines[2].split()[6] == "-"
     assert "runtime's policy" in lines[3]
+
+
+def test_vdk_list_says_a_sweep_is_a_sweep_and_keeps_its_phase_short():
+    sweep = {
+        "trials": 8, "parallel": 2, "done": 3, "running": 2, "pruned": 1, "failed": 0, "metric": "val_loss",
+        "best_trial": 4, "best_metric": 0.41234, "stopped": None,
+    }  # fmt: skip
+    row = {
+        "job_name": "lr-sweep", "job_team": "vision", "latest_run": "lr-sweep-k3x9p2qa", "backend": "job",
+        "phase": "Running", "created": None, "nodes": 2, "nodes_min": 2, "gpus_per_node": 1,
+        "gpu_resource": "nvidia.com/gpu", "runs": 1, "progress": None, "sweep": sweep,
+    }  # fmt: skip
+    line = jobs_text([row], "namespace ml").splitlines()[2]
+    assert line.split()[3] == "sweep"  # its trials are a batch Job: `-o json` says `job`, the table what it is
+    assert "1 x 1 GPU per trial" in line and "2 x 1 GPU" not in line  # its 2 pods are 2 trials, not 2 nodes
+    phase = "Running (3/8 done, 2 at a time, best 0.41234)"
+    assert phase in line and "pruned" not in line  # the whole tally is vdk show's: the cell was ~100 characters
+    unknown = dict(row, sweep={"trials": 8, "parallel": 2, "why": "its study has not printed its table yet"})
+    assert "Running (trials not known yet, 2 at a time)" in jobs_text([unknown], "namespace ml")

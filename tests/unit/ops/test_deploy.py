@@ -45,3 +45,24 @@ def test_a_dry_run_s_plan_is_printed_not_executed(tmp_path, no_network):
     assert plan.build is None and plan.changes is None and plan.target.client is None
     with pytest.raises(MLTrainingError, match="is a dry run's: no image was assembled and no cluster was checked"):
         execute(plan)
+
+
+def test_a_sweep_is_said_as_its_trials_and_runs_as_an_indexed_job_whatever_the_backend(tmp_path):
+    from tests.support.jobs import write_job
+    from vdk.plugin.ml_training.cli.deploy_command import _shape
+    from vdk.plugin.ml_training.job import load_job_spec
+    from vdk.plugin.ml_training.ops.deploy_plan import offline_target
+    from vdk.plugin.ml_training.ops.deploy_plan import where_it_runs
+
+    sweep = "[ml-training.sweep]\nlr = 0.1, 0.01, 0.001, 0.0001\ntrials = 4\nparallel = 2\nmetric = loss\n"
+    ml = {"args": "--lr ${lr}", "gpus_per_node": "1g.10gb", "backend": "pytorchjob"}
+    spec = load_job_spec(write_job(tmp_path, "lr-sweep", ml=ml, extra=sweep))
+    said: list[str] = []
+    target = offline_target(spec, said.append)
+    assert target.backend == "job" and said == []  # no note about `auto`: a sweep's trials are an Indexed Job
+    assert "  sweep: 4 trials, 2 at a time, each on 1 node with a MIG slice 1g.10gb" in where_it_runs(spec, target)
+    assert _shape(spec) == "sweep: 4 trials, 2 at a time, each on 1 node with a MIG slice 1g.10gb"
+    plain = load_job_spec(write_job(tmp_path, "ddp", ml={"nodes": "2", "gpus_per_node": "8"}))
+    assert _shape(plain) == "2 nodes with 8 GPUs each, 8 processes per node"
+    one = load_job_spec(write_job(tmp_path, "one", ml={"gpus_per_node": "1"}))
+    assert _shape(one) == "1 node with 1 GPU, 1 process per node"

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 from datetime import timezone
 
-from vdk.plugin.ml_training.cli.sweep_views import summary_text
+from vdk.plugin.ml_training.cli.sweep_views import list_phase
 from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
@@ -54,8 +54,8 @@ def jobs_text(entries: list[dict], where: str, team: str | None = None, now: dat
             e["job_name"] or "?",
             e["job_team"] or NO_TEAM_TEXT,
             e["latest_run"],
-            e["backend"] or "?",
-            e["phase"] + (f" ({summary_text(e['sweep'])})" if e.get("sweep") else ""),
+            "sweep" if e.get("sweep") else e["backend"] or "?",  # its trials' Indexed Job: `-o json` says `job`
+            list_phase(e["phase"], e["sweep"]) if e.get("sweep") else e["phase"],
             age(e["created"], now),
             _shape(e),
             str(e["runs"]),
@@ -77,9 +77,16 @@ def _progress_cell(progress: dict | None) -> str:
 
 
 def _shape(entry: dict) -> str:
+    if entry.get("sweep"):  # its Indexed Job's pods are trials at a time (the phase says how many), not nodes
+        return trial_shape(entry["gpus_per_node"], entry["gpu_resource"])
     low, high = entry["nodes_min"], entry["nodes"]
     nodes = None if high is None else (f"{low}:{high}" if low != high else str(high))
     return shape_text(nodes, entry["gpus_per_node"], entry["gpu_resource"])
+
+
+def trial_shape(gpus_per_node: int, gpu_resource: str | None) -> str:
+    """A sweep's shape: each trial's, one node (`1 x 1 GPU per trial`)."""
+    return f"{shape_text('1', gpus_per_node, gpu_resource)} per trial"
 
 
 # --- vdk show / execute --list / --show ------------------------------------------------------------
@@ -93,8 +100,8 @@ def runs_text(runs: list[RunSummary], phases: dict[str, str] | None = None, now:
             r.name,
             phases.get(r.name, r.phase),
             age(r.created, now),
-            r.backend or "?",
-            r.shape,
+            "sweep" if r.sweep else r.backend or "?",
+            trial_shape(r.gpus_per_node, r.gpu_resource) if r.sweep else r.shape,
             r.deployer or "-",
             (r.reason or "-")[:40],
         ]

@@ -196,14 +196,23 @@ def _started(result: DeployResult | Unchanged, default_team: str | None, as_json
     plan = result.plan
     spec, run, target = plan.spec, plan.run, plan.target
     lines = [
-        f"Started run {run.name} of {spec.name} ({target.backend}, namespace {target.namespace}): "
-        f"{spec.nodes} node(s) x {spec.gpus_per_node} GPU(s), {spec.procs_per_node} process(es) per node",
+        f"Started run {run.name} of {spec.name} ({target.backend}, namespace {target.namespace}): {_shape(spec)}",
         f"  image   {result.image.reference}",
         f"  created {', '.join(result.created)}",
     ]
     if not follow:
         lines.append(_follow_hint(spec, default_team))
     click.echo("\n".join(lines))
+
+
+def _shape(spec: MLJobSpec) -> str:
+    """What the run holds: `sweep: 8 trials, 2 at a time, each on 1 node with 1 GPU`, or `2 nodes with 8 GPUs
+    each, 8 processes per node`."""
+    if spec.sweep is not None:
+        return spec.sweep_text()
+    nodes = f"{spec.nodes} node{'s' if spec.nodes.max != 1 else ''}"
+    each = " each" if spec.nodes.max != 1 else ""
+    return f"{nodes} with {spec.gpus_per_node.describe()}{each}, {counted(spec.procs_per_node, 'process')} per node"
 
 
 def _again(spec: MLJobSpec, default_team: str | None) -> str:

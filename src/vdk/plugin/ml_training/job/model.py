@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_arguments
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_env
 from vdk.plugin.ml_training.job.literal_secrets import refuse_secret_parameters
 from vdk.plugin.ml_training.job.names import kubernetes_job_name
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
 from vdk.plugin.ml_training.vocabulary.nvidia import mig_resource
 
@@ -92,6 +93,14 @@ class Accelerators:
 
     def __str__(self) -> str:
         return self.mig_profile or str(self.count)
+
+    def describe(self) -> str:
+        """What a node gets, in words: `1 GPU`, `8 GPUs`, `a MIG slice 1g.10gb`, `no GPU`."""
+        if self.mig_profile:
+            return f"a MIG slice {self.mig_profile}"
+        if not self.count:
+            return "no GPU"
+        return f"{self.count} GPU" + ("s" if self.count != 1 else "")
 
 
 @dataclass(frozen=True)
@@ -374,6 +383,13 @@ class MLJobSpec:
         data["tolerations"] = [str(t) for t in self.tolerations]
         data["image_pull_secrets"] = list(self.image_pull_secrets)
         return data
+
+    def sweep_text(self) -> str:
+        """`sweep: 8 trials, 2 at a time, each on 1 node with 1 GPU` (how a deploy, its dry run and its result say a
+        sweep)."""
+        assert self.sweep is not None  # asked of a sweep's spec
+        trials = counted(self.sweep.trials, "trial")
+        return f"sweep: {trials}, {self.sweep.parallel} at a time, each on 1 node with {self.gpus_per_node.describe()}"
 
     def trial(self, params: dict[str, Any]) -> MLJobSpec:
         """The spec of one trial of the sweep: `params` in place of their `${name}` in args, smoke_args and

@@ -425,10 +425,11 @@ def _say_where(spec: MLJobSpec, target: Target, say: Say) -> None:
 
     client = target.client
     assert client is not None and target.discovery is not None
-    say(
-        f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; "
-        f"{describe_choice(target.discovery, spec.backend, target.backend)}"
-    )
+    if spec.sweep is not None:
+        how = f"backend {target.backend} (a sweep: its trials are an Indexed Job, one pod per trial)"
+    else:
+        how = describe_choice(target.discovery, spec.backend, target.backend)
+    say(f"Cluster: {client.context or 'in-cluster'}, namespace {client.namespace}; {how}")
     say(where_it_runs(spec, target))
 
 

@@ -187,7 +187,10 @@ def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Ta
     discovery = client.discover()
     client.check_namespace()
     check_claims(client, spec, lambda text: say(f"note: {text}"))
-    chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
+    if spec.sweep is not None:  # its trials are an Indexed Job whatever the job's backend (no operator needed)
+        from vdk.plugin.ml_training.k8s.sweep_manifests import BACKEND as chosen
+    else:
+        chosen = choose_backend(discovery, spec.backend, spec.nodes.elastic)
     placeholder = JobImage(f"{spec.registry}/{spec.name}:vdk-preflight", spec.base_python or "python3")
     run = RunInfo.create(spec, provenance)
     client.check_access(render_run(spec, placeholder, run, client.namespace, chosen, discovery))

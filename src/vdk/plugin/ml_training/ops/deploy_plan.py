@@ -98,6 +98,8 @@ class DeployResult:
             "job_team": spec.team,
             "run": self.plan.run.name,
             "backend": target.backend,
+            # a sweep: its trials and how many run at a time (its backend is the trials' Indexed Job's)
+            "sweep": {"trials": spec.sweep.trials, "parallel": spec.sweep.parallel} if spec.sweep else None,
             "namespace": target.namespace,
             "context": target.client.context if target.client is not None else None,
             "image": self.image.reference,
@@ -173,7 +175,9 @@ def offline_target(spec: MLJobSpec, say: Say) -> Target:
     """Where a dry run says the run goes, asking no cluster: the job's namespace, else the kube context's as the
     kubeconfig file says, else "default"; `backend = auto` shows as DRY_RUN_AUTO_BACKEND (with a note)."""
     backend = spec.backend
-    if backend == AUTO_BACKEND:
+    if spec.sweep is not None:  # its trials are an Indexed Job whatever the job's backend
+        from vdk.plugin.ml_training.k8s.sweep_manifests import BACKEND as backend
+    elif backend == AUTO_BACKEND:
         backend = DRY_RUN_AUTO_BACKEND
         say(
             f"note: backend = auto is decided by what the cluster serves; a dry run asks no cluster, so it shows "
@@ -203,6 +207,8 @@ def where_it_runs(spec: MLJobSpec, target: Target) -> str:
     team = f"{spec.team}  ({spec.origin('team')})" if spec.team else "none (no -t, [owner] team or default team)"
     lines = ["Where it runs:", f"  team       {team}"]
     lines.append(f"  namespace  {target.namespace}  ({spec.origin('namespace') or target.namespace_origin})")
+    if spec.sweep is not None:
+        lines.append(f"  {spec.sweep_text()}")
     if spec.queue:
         lines.append(f"  queue      {spec.queue}  ({spec.origin('queue')})")
     lines += [f"  {line}" for line in describe(spec)]

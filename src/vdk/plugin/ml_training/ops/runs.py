@@ -113,7 +113,10 @@ def _sweep_summary(client, run: RunSummary) -> dict | None:
     if run.sweep is None:
         return None
     detail = sweeps.sweep_detail(client, run)
-    return detail.table.summary() if detail.table is not None else {"why": detail.why}
+    settings = {"parallel": run.sweep.get("parallel")}  # how many trials at a time, as it was deployed
+    if detail.table is None:
+        return {**settings, "trials": run.sweep.get("trials"), "why": detail.why}
+    return {**detail.table.summary(), **settings}
 
 
 # --- vdk show, vdk execute --list / --show -----------------------------------------------------------------

@@ -27,6 +27,7 @@ from vdk.plugin.ml_training.ops.scope import select_runs
 from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.runtime.sweep_protocol import MAX
+from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 BEST = "best"
 _ORDER = {
@@ -329,7 +330,8 @@ def start_trial(
         how = f"{row.state}" + (f": {row.why}" if row.why else "") + ("" if finite else ", no metric")
         raise MLTrainingError(
             f"trial {row.number} of {sweep_run.name} did not complete ({how}); started in full it would take "
-            f"{spec.nodes.max} node(s) x {spec.gpus_per_node} GPU(s) for values that failed on one node already",
+            f"{counted(spec.nodes.max, 'node')} with {spec.gpus_per_node.describe()}"
+            f"{' each' if spec.nodes.max > 1 else ''} for values that failed on one node already",
             f"start the best trial (`--trial best`) or another complete one (`vdk show -n {selection.job_name}` lists "
             f"them); to start this one all the same, add --force",
         )
