@@ -164,7 +164,9 @@ def test_one_backend_s_runs_that_cannot_be_listed_cost_only_those(kube, fast_ret
     result = ok(vdk("show", "-n", "mnist-ddp"))
     assert mine["metadata"]["name"] in result.stdout
     assert [n.split(" (tried")[0] for n in notes(result.stdout)] == [
-        "note: runs of backend trainjob (TrainJob) could not be listed (500): etcd down"
+        "note: runs of backend trainjob (TrainJob) could not be listed (500): etcd down",
+        f"note: the datasets it trained on: its run record cannot be read (the Kubernetes API server failed to get "
+        f"ConfigMap {mine['metadata']['name']}-record in namespace ml: 500 InternalError: etcd down",
     ]
     # when nothing could be listed, the command fails, saying why and how often it tried
     kube.fake.fail("GET", "pytorchjobs", 500, "InternalError", "etcd down", times=None)

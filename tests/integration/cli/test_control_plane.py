@@ -1,7 +1,7 @@
 """The verbs' requests to the API server do not grow with the runs of a namespace or the pods of a run
 (benchmarks/control_plane.py prints them for 1,000 runs): `vdk list` sends one list per backend, `vdk
-show` five requests (the job's run records, its backend's runs, pods, events, rank 0's log) plus the
-log of the rank that failed."""
+show` six requests (the job's run records, its backend's runs, pods, events, rank 0's log, and the shown run's
+record: the data it trained on) plus the log of the rank that failed."""
 
 import json
 
@@ -49,12 +49,15 @@ def test_no_verb_sends_a_request_per_run_or_per_pod(counted):
     for verb in VERBS:
         assert len(few[verb]) == len(many[verb]), verb
     assert len(many["list"]) == len(many["list of a team"]) == 3  # one list per backend
-    assert len(many["show"]) == len(many["show of a 64-node run"]) == 5
+    assert len(many["show"]) == len(many["show of a 64-node run"]) == 6
     kinds = sorted(path.rsplit("/", 1)[-1] for _, path, _ in many["show of a 64-node run"])
-    assert kinds == ["configmaps", "events", "log", "pods", "pytorchjobs"]
+    record = f"{busy_namespace.BIG_JOB}-"  # the shown run's record, by name
+    assert sorted(k if not k.startswith(record) else "record" for k in kinds) == [
+        "configmaps", "events", "log", "pods", "pytorchjobs", "record"
+    ]  # fmt: skip
     # a failed run: the log of the rank that failed first (the stalled one), and rank 0's for its progress
     failed = many["show of a failed 64-node run"]
-    assert len(failed) - len(logs(failed)) == 4 and len(logs(failed)) == 2
+    assert len(failed) - len(logs(failed)) == 5 and len(logs(failed)) == 2
     assert any(f"-worker-{busy_namespace.STALLED_RANK - 1}/log" in path for path in logs(failed))
     # logs of every rank: one request per pod, as the API has no request for the logs of several pods
     assert len(logs(many["execute --logs of a 64-node run"])) == 64

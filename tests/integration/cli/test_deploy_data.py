@@ -136,6 +136,20 @@ def test_a_changed_file_in_the_bucket_makes_if_changed_start_a_run_and_the_diff_
     assert "outcome" in as_text.stdout and "Succeeded" in as_text.stdout and "GPU-hours" in as_text.stdout
     assert "files 1 changed: b.jpg" in as_text.stdout
 
+    # vdk show says which data version each run trained on, not only vdk diff
+    shown = vdk("show", "-n", "vision", "-t", "ml-platform", "-i", run_1["run"], "-o", "json")
+    assert shown.exit_code == 0, shown.output
+    (trained_on,) = json.loads(shown.stdout)["latest"]["data"]
+    assert trained_on["fingerprint"] == pin["fingerprint"] and trained_on["as_of"] == pin["as_of"]
+    assert trained_on["objects"] is None  # the list of files is vdk diff's
+    text = vdk("show", "-n", "vision", "-t", "ml-platform")
+    assert text.exit_code == 0, text.output
+    (second,) = run_2["data"]
+    assert (
+        f"  data       data/train: s3://vision-data/train at object versions as of {second['as_of']} (3 objects, "
+        in (text.stdout)
+    )
+
 
 def test_code_and_config_changes_are_named_and_an_unknown_run_says_which_exist(
     tmp_path, base_image, s3_store, data_cluster

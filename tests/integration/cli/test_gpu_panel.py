@@ -107,9 +107,10 @@ def test_a_finished_run_shows_each_node_s_gpus_its_start_up_and_what_to_change(k
     )
     assert "start-up took 40m of the run's 2h (33%) before the first optimizer step" in advice
     assert "-> the image (9.5 GiB) was pulled on 2 nodes for this run" in advice
-    # no request of its own: the job's records, the run, its pods, the events, rank 0's log
+    # no request of its own: the job's records, the run, its pods, the events, rank 0's log, the run's record
     kinds = sorted(p.rsplit("/", 1)[-1] for _, p, _ in fake.requests)
-    assert kinds == ["configmaps", "events", "jobs", "log", "pods"]
+    kinds = sorted("record" if k.startswith("llm-") and k.endswith("-record") else k for k in kinds)
+    assert kinds == ["configmaps", "events", "jobs", "log", "pods", "record"]
 
     latest = json.loads(vdk("show", "-n", "llm", "-o", "json").stdout)["latest"]
     nodes = latest["gpus"]["nodes"]

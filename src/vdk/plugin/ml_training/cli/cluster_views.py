@@ -118,6 +118,8 @@ def detail_text(detail: RunDetail, now: datetime | None = None, title: str = "Ru
         + (f" — {run.message}" if run.message and detail.phase == run.phase else "")
     ]
     lines += [f"  {k:<10} {v}" for k, v in _audit(run)]
+    for pin in detail.data or ():  # what it trained on, as `vdk diff` compares it
+        lines.append(f"  {'data':<10} {pin.target}: {pin.source} at {pin.describe_version()}")
     if detail.progress is not None:
         lines.append(f"  {'progress':<10} {detail.progress.describe()}")
     if len(detail.loss_curve) >= 2:

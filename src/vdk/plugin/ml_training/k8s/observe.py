@@ -16,6 +16,7 @@ from datetime import datetime
 from datetime import timezone
 from typing import Any
 
+from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.diagnosis import engine
 from vdk.plugin.ml_training.diagnosis import sizing
 from vdk.plugin.ml_training.diagnosis.evidence import Event
@@ -76,6 +77,7 @@ class RunDetail:
     gpus: RunGpus | None = None  # its nodes' GPU figures (k8s/gpu_measure.py)
     startup: Startup | None = None  # from its start to its first optimizer step
     restarts: list[Restart] = field(default_factory=list)  # every restart the cluster still shows, with its cause
+    data: tuple[DataPin, ...] | None = None  # the datasets it trained on, as its record pinned them (None: not read)
 
     @property
     def stall(self) -> Stall | None:
@@ -97,6 +99,8 @@ class RunDetail:
             "gpus": self.gpus.to_dict() if self.gpus is not None else None,
             "startup": dataclasses.asdict(self.startup) if self.startup is not None else None,
             "restarts": [r.to_dict() for r in self.restarts],
+            # each dataset at the version the run trained on (its list of files is `vdk diff`'s)
+            "data": [dict(pin.to_dict(), objects=None) for pin in self.data] if self.data is not None else None,
         }
 
 

@@ -157,7 +157,8 @@ def show_job(scope: Scope, run_id: str | None = None, reporter: Reporter | None 
     command = "show" + (f" -i {run_id}" if run_id else "")
     selection, run = pick_run(scope, command, run_id, partial=True, reporter=reporter)
     sweep = sweeps.sweep_detail(selection.client, run) if run.sweep is not None else None
-    return JobDetail(selection, _with_notes(inspect_run(selection.client, run), selection.notes), sweep)
+    detail = _with_data(selection.client, inspect_run(selection.client, run))
+    return JobDetail(selection, _with_notes(detail, selection.notes), sweep)
 
 
 @checked
@@ -174,7 +175,20 @@ def show_run(scope: Scope, run_id: str | None = None, reporter: Reporter | None 
     """One run's detail with its diagnosis: `run_id` is its name or the part after the job name; default
     the latest run."""
     selection, run = pick_run(scope, execute_command("show", run_id), run_id, partial=True, reporter=reporter)
-    return _with_notes(inspect_run(selection.client, run), selection.notes)
+    return _with_notes(_with_data(selection.client, inspect_run(selection.client, run)), selection.notes)
+
+
+def _with_data(client, detail: RunDetail) -> RunDetail:
+    """`detail` with the datasets its run trained on, each at the version its record pinned (one request: the
+    record); a record that cannot be read is a note, and the rest is shown."""
+    from vdk.plugin.ml_training.ops.run_diff import RunState
+
+    try:
+        record = client.read_run_record(detail.run.name)
+    except MLTrainingError as e:
+        detail.notes.append(f"the datasets it trained on: its run record cannot be read ({e.problem})")
+        return detail
+    return dataclasses.replace(detail, data=RunState.from_record(record).data)
 
 
 def _with_notes(detail: RunDetail, notes: list[str]) -> RunDetail:
