@@ -92,10 +92,16 @@ def test_logs_of_every_rank_go_on_past_one_that_cannot_be_read(kube):
         result.stderr
     )
     kube.fake.forbidden.add(("get", "pods/log"))
-    result = ok(vdk("execute", "--logs", "-n", "mnist-ddp", "-o", "json"))
-    ranks = json.loads(result.stdout)["ranks"]
+    result = vdk("execute", "--logs", "-n", "mnist-ddp", "-o", "json")
+    ranks = json.loads(result.stdout)["ranks"]  # what could be said, said
     assert [r["unavailable"].split(":")[0] for r in ranks] == ["its log could not be read"] * 2
     assert 'cannot get resource "pods/log"' in ranks[1]["unavailable"]
+    # no rank's log could be read: that is a failure of the command (it exited 0), with each rank's reason
+    assert result.exit_code == 1, result.output
+    assert "no rank's log of mnist-ddp-" in result.stderr and "rank 0: its log could not be read" in result.stderr
+    assert "Fix: `vdk show -n mnist-ddp` says why its ranks have no log yet" in result.stderr
+    text = vdk("execute", "--logs", "-n", "mnist-ddp")
+    assert text.exit_code == 1 and "[rank 1] no log: its log could not be read" in text.stderr
 
 
 # --- pods, events, Kueue ------------------------------------------------------------------------------------
@@ -116,9 +122,27 @@ def test_a_pods_list_that_keeps_failing_costs_only_the_ranks(kube, fast_retries)
     assert result.stderr.count("note: the Kubernetes API server answered 500 InternalError to list pods") == (
         fast_retries.attempts - 1
     )
-    result = ok(vdk("execute", "--logs", "-n", "mnist-ddp"))
-    assert "has no pods" not in result.stderr
+    result = vdk("execute", "--logs", "-n", "mnist-ddp")
+    assert result.exit_code == 1 and "has no pods" not in result.stderr  # no log read: non-zero, and why
     assert "note: pods could not be read (500): etcdserver: request timed out (tried" in result.stderr
+    assert "no log of mnist-ddp-" in result.stderr and "its pods could not be listed" in result.stderr
+    assert "`kubectl auth can-i list pods -n ml`" in result.stderr
+
+
+def test_logs_of_a_run_without_pods_exit_non_zero_saying_why_once(kube):
+    run = kube.deploy(backend="job", nodes="2")  # created, no pod yet
+    result = vdk("execute", "--logs", "-n", "mnist-ddp")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.count("has no pods, so no logs:") == 1, result.stderr
+    assert "Fix: `vdk show -n mnist-ddp` says why it waits; `vdk execute --logs -n mnist-ddp --follow` waits" in (
+        result.stderr
+    )
+    # ended, its pods removed: nothing to wait for
+    kube.status(run, conditions=[{"type": "Complete", "status": "True"}])
+    ended = vdk("execute", "--logs", "-n", "mnist-ddp")
+    assert ended.exit_code == 1 and ended.stderr.count("has no pods, so no logs:") == 1, ended.stderr
+    assert f"Fix: `vdk show -n mnist-ddp -i {run['metadata']['name']}` says how it ended" in ended.stderr
+    assert "--follow" not in ended.stderr
 
 
 def test_a_pods_list_that_fails_once_is_retried_and_said(kube, fast_retries):

@@ -569,8 +569,8 @@ def test_logs_of_a_queued_run_say_why_there_are_none(kube):
     run = kube.deploy(queue="team-a-queue")
     kube.status(run, conditions=[{"type": "Suspended", "status": "True"}])
     kube.fake.requests.clear()
-    result = ok(vdk("execute", "--logs", "-n", "mnist-ddp"))
-    assert result.stdout == ""
+    result = vdk("execute", "--logs", "-n", "mnist-ddp")
+    assert result.exit_code == 1 and result.stdout == ""  # no log could be read: not a success
     assert f"{run['metadata']['name']} has no pods, so no logs: queued in team-a-queue" in result.stderr
     # the pods were listed once: saying why there are none does not list them again
     assert len([p for m, p, _ in kube.fake.requests if m == "GET" and p == "/api/v1/namespaces/ml/pods"]) == 1

@@ -125,10 +125,10 @@ def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
     logs = api.run_logs(scope, execution_id, reporter=Console())
     if as_json:
         print_json(logs.to_dict())
+        unread = logs.unread()
+        if unread is not None:  # exits non-zero: nothing was read
+            raise unread
         return
-    pods_unread = any(note.startswith("pods ") for note in logs.notes)
-    if not logs.ranks and not pods_unread:
-        stderr(f"{logs.run.name} has no pods, so no logs: {logs.why_no_pods()}")
     for entry in logs.ranks:
         rank = entry.rank.rank
         if entry.previous:
@@ -139,6 +139,9 @@ def _logs(scope: Scope, execution_id: str | None, as_json: bool) -> None:
             stderr(f"[rank {rank}] no log: {entry.unavailable}")
     for note in logs.notes:
         stderr(f"note: {note}")
+    unread = logs.unread()
+    if unread is not None:  # exits non-zero: nothing was read (a run without pods says why only there)
+        raise unread
 
 
 def _echo_prefixed(prefix: str, text: str) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 
+from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.observe import RankLog
 from vdk.plugin.ml_training.k8s.run_summary import RunSummary
@@ -34,6 +35,41 @@ class RunLogs:
         """Why the run has no pods (queued, not created yet, cleaned up after it ended), in one line; asks
         the cluster (its events, Kueue)."""
         return observe.why_no_pods(self.selection.client, self.run)
+
+    @property
+    def any_read(self) -> bool:
+        """Whether the log of at least one rank (its container now, or the one before a restart) was read."""
+        return any(entry.current is not None or entry.previous is not None for entry in self.ranks)
+
+    def unread(self) -> MLTrainingError | None:
+        """The error of a read that gave no log at all (the command exits non-zero), saying why; None when one
+        was read."""
+        if self.any_read:
+            return None
+        job = f"-n {self.selection.job_name}"
+        if not self.ranks and any(note.startswith("pods ") for note in self.notes):
+            namespace = self.selection.client.namespace
+            return MLTrainingError(
+                f"no log of {self.run.name} could be read: its pods could not be listed ({'; '.join(self.notes)})",
+                f"check that you may read pods and their logs in namespace {namespace} (`kubectl auth can-i list "
+                f"pods -n {namespace}`, `kubectl auth can-i get pods/log -n {namespace}`)",
+            )
+        if not self.ranks and self.run.finished:  # its pods were removed after it ended, their logs with them
+            return MLTrainingError(
+                f"{self.run.name} has no pods, so no logs: {self.why_no_pods()}",
+                f"`vdk show {job} -i {self.run.name}` says how it ended (its pods, and their logs, are gone)",
+            )
+        if not self.ranks:
+            return MLTrainingError(
+                f"{self.run.name} has no pods, so no logs: {self.why_no_pods()}",
+                f"`vdk show {job}` says why it waits; `vdk execute --logs {job} --follow` waits for its pods and "
+                "prints their logs as they come",
+            )
+        reasons = "; ".join(f"rank {entry.rank.rank}: {entry.unavailable}" for entry in self.ranks)
+        return MLTrainingError(
+            f"no rank's log of {self.run.name} could be read ({reasons})",
+            f"`vdk show {job}` says why its ranks have no log yet; `vdk execute --logs {job} --follow` waits for them",
+        )
 
     def to_dict(self) -> dict:
         return {
