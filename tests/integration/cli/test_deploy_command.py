@@ -271,8 +271,9 @@ def test_deploy_builds_pushes_and_creates_exactly_the_run(tmp_path, registry, ba
     assert out["backend"] == "pytorchjob" and out["namespace"] == "ml"
     assert "smoke run PASSED" in result.stderr  # the pre-flight smoke check ran first
     # the dependency check beside it says what it does, and the build then says the layer was built, not reused
-    assert "Pre-flight dependencies: installing requirements.txt" in result.stderr
-    assert "Pre-flight Dependencies: 3 packages, " in result.stderr and ", built in " in result.stderr
+    assert "Pre-flight: dependencies: installing requirements.txt" in result.stderr
+    assert "Pre-flight: dependencies: 3 packages, " in result.stderr and ", built in " in result.stderr
+    assert "Pre-flight Dependencies" not in result.stderr  # one spelling
     assert "ago by this command (its pre-flight check)" in result.stderr and "unchanged" not in result.stderr
     run = out["run"]
     assert fake.run_objects() == sorted([f"PyTorchJob/{run}", f"ConfigMap/{run}-record"])

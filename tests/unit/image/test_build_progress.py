@@ -76,11 +76,19 @@ def test_a_terminal_shows_an_activity_as_one_changing_line_with_the_bytes():
 
 def test_line_progress_says_every_stage_through_its_caller():
     said = []
-    progress = LineProgress(said.append, prefix="Pre-flight ")
+    progress = LineProgress(said.append, prefix="Pre-flight: ")
     progress.stage("Dependencies: installing requirements.txt")
+    progress.stage("NCCL: kept as written")
     progress.transfer("dependencies layer", BAR_THRESHOLD * 2).close()
+    activity = progress.activity("dependencies")
+    activity.step("resolving")
+    activity.close()
+    # one spelling of a stage's first word after the prefix (it was `Pre-flight Dependencies` and `Pre-flight
+    # dependencies` in one deploy), acronyms as written
     assert said == [
-        "Pre-flight Dependencies: installing requirements.txt",
-        "Pre-flight uploading dependencies layer (8.4 MB)",
-        "Pre-flight uploaded dependencies layer (8.4 MB)",
+        "Pre-flight: dependencies: installing requirements.txt",
+        "Pre-flight: NCCL: kept as written",
+        "Pre-flight: uploading dependencies layer (8.4 MB)",
+        "Pre-flight: uploaded dependencies layer (8.4 MB)",
+        "Pre-flight: dependencies: resolving",
     ]

@@ -94,7 +94,9 @@ class StderrProgress(Progress):
 
 class LineProgress(StderrProgress):
     """Lines only, each through `say` with `prefix`: for work that runs beside other output (the pre-flight
-    checks beside the smoke run), where a bar would be torn by the lines around it."""
+    checks beside the smoke run), where a bar would be torn by the lines around it. After a prefix that ends a
+    phrase (`Pre-flight: `), a stage's first word is written as the middle of a sentence writes it: the build's
+    `Dependencies: 3 packages` and the activity's `dependencies: installing` read as one word."""
 
     def __init__(self, say: Callable[[str], None], prefix: str = ""):
         super().__init__()
@@ -104,8 +106,11 @@ class LineProgress(StderrProgress):
         return False
 
     def stage(self, message: str) -> None:
+        text = message.strip()
+        if self.prefix.rstrip().endswith(":") and text[:1].isupper() and text[1:2].islower():
+            text = text[0].lower() + text[1:]  # `Dependencies` -> `dependencies`; `NCCL`, `GPU` stay
         with self._lock:
-            self.say(f"{self.prefix}{message.strip()}")
+            self.say(f"{self.prefix}{text}")
 
 
 class _BarTransfer(Transfer):

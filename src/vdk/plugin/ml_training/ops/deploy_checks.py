@@ -155,7 +155,7 @@ def start_checks(
         check_imports(spec, known)
 
     # Resolving and installing requirements.txt can take minutes: its steps are lines among the smoke run's.
-    dependencies = LineProgress(say, prefix="Pre-flight ")
+    dependencies = LineProgress(say, prefix="Pre-flight: ")
 
     remote: RemoteChecks  # the dependencies check reads the base check's result through it
     checks: dict[str, Any] = {}
