@@ -6,6 +6,7 @@ ends (a sweep's table: cli/sweep_views.py), returned as VDK's execution result."
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import inspect
 import logging
@@ -23,6 +24,7 @@ from vdk.plugin.ml_training.cli import unexpected
 from vdk.plugin.ml_training.cli.console import Console
 from vdk.plugin.ml_training.cli.context import is_ml_dir
 from vdk.plugin.ml_training.cli.context import job_config
+from vdk.plugin.ml_training.cli.quiet_run import quiet_vdk_run
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.config_file import CONFIG_FILE
 from vdk.plugin.ml_training.job.config_file import JOB_TYPE
@@ -42,6 +44,7 @@ class RunOptions:
     sets: tuple[str, ...] = ()  # --set KEY=VALUE
     args: str | None = None  # --args TEXT
     arguments: str | None = None  # vdk-core's --arguments (a data job's JSON): refused for ml-training jobs
+    quiet: bool = False  # vdk-core's banner and step results left out (cli/quiet_run.py): the error is said here
 
     @property
     def ml_only(self) -> list[str]:
@@ -120,13 +123,15 @@ def add_run_flags(root_command: click.Group) -> None:
             arguments=kwargs.get("arguments"),
         )
         job_dir = kwargs.get("data_job_directory")
-        if options.ml_only and job_dir and not is_ml_dir(job_dir):
+        ml = job_dir is not None and is_ml_dir(job_dir)
+        if options.ml_only and job_dir and not ml:
             raise click.UsageError(f"{', '.join(options.ml_only)} applies to ml-training jobs only")
-        token = _options.set(options)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            _options.reset(token)
+        with quiet_vdk_run(ml) as quiet:
+            token = _options.set(dataclasses.replace(options, quiet=quiet))
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _options.reset(token)
 
     run.callback = callback
 
@@ -173,6 +178,8 @@ def run_ml_job(context: Any) -> Any:
         except Exception as e:  # the one top-level handler (cli/unexpected.py): said with its cause, never dropped
             logging.getLogger(__name__).debug("The unexpected error, as Python saw it:", exc_info=True)
             error = unexpected.as_error(e)
+    if error is not None and _options.get().quiet:  # vdk-core's step results, which said it, are left out
+        click.echo(f"Error: {error.message if isinstance(error, MLTrainingError) else error}", err=True)
     return _execution_result(context, step_name, started, error)
 
 
