@@ -7,6 +7,7 @@ from datetime import timezone
 from vdk.plugin.ml_training.cli.cluster_views import SPARK_WIDTH
 from vdk.plugin.ml_training.cli.cluster_views import jobs_text
 from vdk.plugin.ml_training.cli.cluster_views import loss_text
+from vdk.plugin.ml_training.cli.cluster_views import outputs_text
 from vdk.plugin.ml_training.cli.cluster_views import restarts_table
 from vdk.plugin.ml_training.cli.cluster_views import sparkline
 from vdk.plugin.ml_training.k8s.restarts import Restart
@@ -105,3 +106,10 @@ def test_vdk_list_says_a_sweep_is_a_sweep_and_keeps_its_phase_short():
     assert phase in line and "pruned" not in line  # the whole tally is vdk show's: the cell was ~100 characters
     unknown = dict(row, sweep={"trials": 8, "parallel": 2, "why": "its study has not printed its table yet"})
     assert "Running (trials not known yet, 2 at a time)" in jobs_text([unknown], "namespace ml")
+
+
+def test_a_run_s_outputs_are_counted_and_sized_as_people_read_them():
+    one = outputs_text({"claim": "ml-outputs", "directory": "mnist-ddp-k3x9p2qa", "files": 1, "bytes": 4500})
+    assert one.endswith(": 1 file, 4.5 KB when rank 0's script ended")  # it said `1 files`
+    many = outputs_text({"claim": "ml-outputs", "directory": "d", "files": 3, "bytes": 67108864})
+    assert many.endswith(": 3 files, 67.1 MB when rank 0's script ended")
