@@ -37,8 +37,11 @@ def test_a_quiet_smoke_run_says_how_far_it_got_while_it_waits(tmp_path, monkeypa
         r"smoke run: (\d+) s so far, (.*); still running, smoke_timeout stops it in \S+ \(at 10m\)\n", result.output
     )
     assert quiet, result.output
-    assert all(
-        where in ("no rank has started its script yet", "no optimizer step yet (1 rank started)") for _, where in quiet
-    ), quiet
+    # a loaded machine may take a second between the steps too (or after the last, while the rank is stopped): the
+    # line then says the step it reached
+    said = re.compile(
+        r"no rank has started its script yet|no optimizer step yet \(1 rank started\)|rank 0: [12] of 2 steps"
+    )
+    assert [where for _, where in quiet if not said.fullmatch(where)] == [], quiet
     assert [int(s) for s, _ in quiet] == sorted(int(s) for s, _ in quiet)
     assert "smoke run PASSED" in result.output and "rank 0: 2 steps" in result.output
