@@ -23,6 +23,7 @@ import click
 
 from vdk.plugin.ml_training.cli.context import MLCommandError
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.vocabulary.human_units import size_text
 from vdk.plugin.ml_training.vocabulary.local_cache import CACHE_DIR
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
@@ -101,7 +102,7 @@ def disk_full(error: OSError) -> DiskFullError:
     what = f" while writing {written}" if written else ""
     problem = (
         f"the disk is full at {place}: {error.strerror or os.strerror(error.errno or errno.ENOSPC)}{what} "
-        f"({room / 1e6:.1f} MB free there now, once the unfinished files were removed)"
+        f"({size_text(room)} free there now, once the unfinished files were removed)"
     )
     return DiskFullError(place, problem, _make_room(place))
 
