@@ -1,14 +1,17 @@
-"""`vdk execute --start --from RUN` end to end against the fake API server: a plain Job's run (rendered as `vdk
-deploy` renders it, its pod run by the Job controller's emulation, tests/support/job_controller.py) saves its state in
-its output directory and ends; the run started `--from` it begins with that state (RUN's directory of the same claim
-copied in before the script), says so, and `vdk show` and `vdk diff` name the run it continues. A run still running
-is refused before anything is created."""
+"""`vdk execute --start --from RUN` end to end against the fake API server, a plain Job's pods run by the Job
+controller's emulation (tests/support/job_controller.py): a run saves its state in its output directory and ends; the
+run started `--from` it begins with that state (RUN's directory of the same claim copied in before the script), says
+so, and `vdk show` and `vdk diff` name the run it continues. Once with the tests' real registry: the first run made
+by a real `vdk deploy` (the job's image built and pushed there), the continued run pinned to the very digest that
+deploy pushed; the other tests create their first run from manifests rendered as `vdk deploy` renders them. A run
+still running is refused before anything is created."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import requests
 
 from tests.support.job_controller import LocalJobController
 from tests.support.jobs import write_job
@@ -21,6 +24,7 @@ from vdk.plugin.ml_training.ops.deploy import deploy_spec
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
 
+PLAIN_JOB = {"backend": "job", "gpus_per_node": "0", "cpu": "1", "memory": "2Gi", "output_pvc": "runs"}
 IMAGE = JobImage("registry.example.com/ml/continued@sha256:" + "cd" * 32, "python")
 # A plain script that keeps its own state: what it began with, then its run's name
 TRAIN = """
@@ -45,12 +49,7 @@ def create_run(client, run, job) -> None:
 def cluster_with_a_finished_run(cluster, tmp_path, monkeypatch):
     fake, client = cluster()
     fake.add_claim("runs")
-    job = write_job(
-        tmp_path / "jobs",
-        "continued",
-        ml={"backend": "job", "gpus_per_node": "0", "cpu": "1", "memory": "2Gi", "output_pvc": "runs"},
-        files={"train.py": TRAIN},
-    )
+    job = write_job(tmp_path / "jobs", "continued", ml=PLAIN_JOB, files={"train.py": TRAIN})
     claims = tmp_path / "claims"
     controller = LocalJobController(fake, job, {"runs": claims})
     monkeypatch.chdir(tmp_path)
@@ -62,30 +61,53 @@ def cluster_with_a_finished_run(cluster, tmp_path, monkeypatch):
     controller.stop()
 
 
-def test_a_run_started_from_an_ended_one_begins_with_its_outputs_and_says_which_it_continues(
-    cluster_with_a_finished_run,
+def test_a_deployed_run_is_continued_on_the_image_deploy_pushed_beginning_with_its_outputs(
+    cluster, registry, base_image, tmp_path, monkeypatch
 ):
-    fake, controller, first, claims = cluster_with_a_finished_run
-    assert (claims / first.name / "outputs" / "state.txt").read_text() == first.name
-    started = vdk("execute", "--start", "-n", "continued", "--from", first.name, "-o", "json")
-    assert started.exit_code == 0, started.output
-    second = json.loads(started.stdout)
-    assert (second["continues"], second["rerun_of"]) == (first.name, first.name)
-    ended = controller.wait(second["run"], timeout=120)
-    assert ended.outcome == "Complete"
-    log = fake.logs[("ml", ended.pods[0].name, "pytorch", False)]
-    assert f"began with {first.name}" in log
+    fake, _ = cluster()
+    fake.add_claim("runs")
+    monkeypatch.setenv("VDK_ML_TRAINING_REGISTRY", f"{registry.host}/team")
+    # the test base (busybox and a fake python) stands in for a Python base: the Job controller's pods run this
+    # interpreter, with the job directory and the claim as host directories
+    ml = {**PLAIN_JOB, "base_image": base_image, "base_python_version": "3.11"}
+    job = write_job(tmp_path / "jobs", "continued", ml=ml, files={"train.py": TRAIN})
+    claims = tmp_path / "claims"
+    monkeypatch.chdir(tmp_path)
+    deployed = vdk("deploy", "-p", str(job), "--skip-smoke", "-o", "json")  # built and pushed to the registry
+    assert deployed.exit_code == 0, deployed.output
+    first, image = json.loads(deployed.stdout)["run"], json.loads(deployed.stdout)["image"]
+    assert image.startswith(f"{registry.host}/team/continued@sha256:")
+    repository, digest = image.split("/", 1)[1].split("@")
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    assert requests.head(f"{registry.url}/v2/{repository}/manifests/{digest}", headers=accept, timeout=5).ok
+    controller = LocalJobController(fake, job, {"runs": claims}).start()
+    try:
+        assert controller.wait(first, timeout=120).outcome == "Complete"
+        assert (claims / first / "outputs" / "state.txt").read_text() == first
+
+        started = vdk("execute", "--start", "-n", "continued", "--from", first, "-o", "json")
+        assert started.exit_code == 0, started.output
+        second = json.loads(started.stdout)
+        assert (second["continues"], second["rerun_of"], second["image"]) == (first, first, image)
+        (created,) = [j for j in fake.stored("jobs") if j["metadata"]["name"] == second["run"]]
+        (container,) = created["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == image  # the very digest deploy pushed: not rebuilt, not a tag
+        ended = controller.wait(second["run"], timeout=120)
+        assert ended.outcome == "Complete"
+        assert f"began with {first}" in fake.logs[("ml", ended.pods[0].name, "pytorch", False)]
+    finally:
+        controller.stop()
     # the new run wrote its own state; the run it continued keeps its own
     assert (claims / second["run"] / "outputs" / "state.txt").read_text() == second["run"]
-    assert (claims / first.name / "outputs" / "state.txt").read_text() == first.name
+    assert (claims / first / "outputs" / "state.txt").read_text() == first
 
     shown = json.loads(vdk("show", "-n", "continued", "-o", "json").stdout)
-    assert shown["latest"]["run"]["continues"] == first.name
-    assert f"continues  {first.name} (began with its outputs and checkpoints)" in vdk("show", "-n", "continued").stdout
-    diff = vdk("diff", "-n", "continued", first.name, second["run"])
+    assert (shown["latest"]["run"]["continues"], shown["latest"]["run"]["image"]) == (first, image)
+    assert f"continues  {first} (began with its outputs and checkpoints)" in vdk("show", "-n", "continued").stdout
+    diff = vdk("diff", "-n", "continued", first, second["run"])
     assert diff.exit_code == 0, diff.output
     (row,) = [line for line in diff.stdout.splitlines() if line.strip().startswith("continues")]
-    assert row.split() == ["continues", "-", first.name]
+    assert row.split() == ["continues", "-", first]
 
 
 def test_a_run_not_ended_cannot_be_continued_and_from_goes_with_start_only(cluster_with_a_finished_run):
