@@ -19,12 +19,17 @@ CPU) runs in alternating rounds:
             with GPM through the real nvidia-ml-py from a fake libnvidia-ml (tests/support/fake_nvml.c, built
             with cc): nothing is added to a step
   sampled+  the same with the sampler at 20 Hz: the cost of its thread made visible
+  series    `watched` and the run's series at their default period (2 s): a step kept once a period, its
+            thread writing TensorBoard's event files (tensorboardX) into a temporary directory
+  series+   the same with a period of 50 ms: a step's loss, rate and learning rate kept and written by its
+            thread 20 times a second (the cost of the thread and the writer made visible)
 
 Prints the median time per step of each, and the cost per step over `plain` in microseconds and
 percent; then, without the noise of a training step, what each hook costs by itself: the
 optimizer-step hook with and without a reporter between lines, and keeping a backward() loss.
 The goal: counting and reporting cost a few microseconds per step, far below a GPU step (>= 1 ms), and the
-stall watchdog, the Kubeflow status poster and the GPU sampler nothing measurable per step; the sampler's own
+stall watchdog, the Kubeflow status poster, the GPU sampler and the series (TensorBoard, MLflow) nothing
+measurable per step; the sampler's own
 CPU use at 1 Hz is printed (CPU time of one sample of 8 GPUs, as a share of a core).
 
     .venv/bin/python benchmarks/progress_overhead.py [--steps 2000] [--rounds 5]
@@ -47,13 +52,19 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for its tests package
 from tests.support import fake_nvml  # the fake libnvidia-ml the sampler's tests use
 
+from vdk.plugin.ml_training.runtime.board_events import BoardWriter
 from vdk.plugin.ml_training.runtime.bootstrap import FULL_RUN_RECORD_SECONDS
 from vdk.plugin.ml_training.runtime.kubeflow_status import StatusPoster
 from vdk.plugin.ml_training.runtime.kubeflow_status import StatusSettings
+from vdk.plugin.ml_training.runtime.metrics import Shown
+from vdk.plugin.ml_training.runtime.metrics import _PrintedLines
 from vdk.plugin.ml_training.runtime.progress_lines import Figures
 from vdk.plugin.ml_training.runtime.progress_lines import ProgressReporter
 from vdk.plugin.ml_training.runtime.report import RankReport
 from vdk.plugin.ml_training.runtime.report import StepRecorder
+from vdk.plugin.ml_training.runtime.series import DEFAULT_SECONDS as SERIES_SECONDS
+from vdk.plugin.ml_training.runtime.series import RunFacts
+from vdk.plugin.ml_training.runtime.series import SeriesRecorder
 from vdk.plugin.ml_training.runtime.steps import StepCounter
 from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STALL_SECONDS
 from vdk.plugin.ml_training.runtime.watchdog import DEFAULT_STARTUP_SECONDS
@@ -125,7 +136,11 @@ def measure(variant: str, steps: int) -> float:
     watch = sampled = None
     if variant.startswith("sampled"):
         sampled = sampler(1.0 if variant == "sampled" else 0.05, counter).start()
-    if variant.startswith(("watched", "sampled")):
+    series = None
+    if variant.startswith("series"):
+        writer = BoardWriter(os.path.join(run_dir.name, "board"), RunFacts())
+        series = SeriesRecorder([writer], SERIES_SECONDS if variant == "series" else 0.05).attach(counter)
+    if variant.startswith(("watched", "sampled", "series")):
         ProgressReporter(period=30, out=sink).attach(counter)
         settings = WatchdogSettings(DEFAULT_STALL_SECONDS, DEFAULT_STARTUP_SECONDS)
         if variant == "watched+":
@@ -140,6 +155,9 @@ def measure(variant: str, steps: int) -> float:
         if sampled is not None:
             sampled.finish()
             assert sampled.failed is None, sampled.failed
+        if series is not None:
+            series.finish("finished")
+            assert series.writers, "the series' writer failed"
         if watch is not None:
             watch.stop()
             assert watch.fired is None, "a healthy loop was taken for a stalled one"
@@ -174,7 +192,13 @@ def hook_costs(calls: int = 100_000, gpus: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as run_dir:
         counter.listeners.append(StepRecorder(RankReport(run_dir, 0, 0), period=3600))
         out["hook + reporter + step recorder"] = per_call(counter._after_step, optimizer, (), {})
+    series = SeriesRecorder([], period=3600).attach(counter)
+    series._due = time.monotonic() + 3600  # between two points
+    out["hook + reporter + step recorder + series"] = per_call(counter._after_step, optimizer, (), {})
+    series.finish("finished")
     out["keeping a backward() loss"] = per_call(counter._keep, loss)
+    printed = _PrintedLines(io.StringIO(), Shown([SeriesRecorder([], period=3600)]))
+    out["a line the script prints, read for its values"] = per_call(printed.write, "epoch 3: val_loss=0.2 acc=0.9\n")
     poster = StatusPoster(StatusSettings("https://status.invalid/", period=3600), send=lambda settings, payload: None)
     out["figures offered to the Kubeflow status poster"] = per_call(poster.offer, Figures(1, 100, 0.5))
     poster.close()
@@ -203,6 +227,7 @@ def main() -> None:
     gpus = load_fake_nvml()
     variants = ["plain", "counted", "reported", "printing", "posting", "recorded", "watched", "watched+"]
     variants += ["sampled", "sampled+"] if gpus else []
+    variants += ["series", "series+"]
     times: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant in variants:
@@ -218,6 +243,8 @@ def main() -> None:
     print(f"the Kubeflow status poster's own cost (posting - printing): {posting * 1e6:.2f} us/step")
     watched = statistics.median(times["watched"]) - statistics.median(times["reported"])
     print(f"the stall watchdog's own cost (watched - reported): {watched * 1e6:.2f} us/step")
+    series = statistics.median(times["series"]) - statistics.median(times["watched"])
+    print(f"the series' own cost at their default period (series - watched): {series * 1e6:.2f} us/step")
     if gpus:
         sampled = statistics.median(times["sampled"]) - statistics.median(times["watched"])
         print(f"the GPU sampler's own cost at 1 Hz (sampled - watched): {sampled * 1e6:.2f} us/step")

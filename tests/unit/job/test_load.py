@@ -639,3 +639,17 @@ def test_a_config_ini_that_is_a_directory_or_a_link_to_another_file_is_named(tmp
     (job / "config.ini").unlink()
     (job / "config.ini").symlink_to("nowhere.ini")
     assert "a symbolic link to nowhere.ini, which does not exist" in error_of(job).problem
+
+
+def test_the_series_settings_are_checked_where_a_mistake_is_cheap(tmp_path):
+    with pytest.raises(JobConfigError) as error:
+        load_job_spec(write_job(tmp_path / "a", env={"VDK_ML_TRAINING_SERIES_SECONDS": "often"}))
+    assert "VDK_ML_TRAINING_SERIES_SECONDS='often' is not a number of seconds" in error.value.problem
+    assert "0 for no series" in error.value.fix
+    with pytest.raises(JobConfigError) as switch:
+        load_job_spec(write_job(tmp_path / "b", env={"VDK_ML_TRAINING_TENSORBOARD": "maybe"}))
+    assert "neither on nor off" in switch.value.problem
+    spec = load_job_spec(
+        write_job(tmp_path / "c", env={"VDK_ML_TRAINING_SERIES_SECONDS": "0", "VDK_ML_TRAINING_TENSORBOARD": "off"})
+    )
+    assert dict(spec.env)["VDK_ML_TRAINING_SERIES_SECONDS"] == "0"

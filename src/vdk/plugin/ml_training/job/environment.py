@@ -52,6 +52,14 @@ def _check_runtime_setting(name: str, value: str, path: Path) -> None:
             problem = f"{name} is {value!r}, which is neither on nor off"
             raise JobConfigError(path, problem, "set it to 1 (on) or 0 (off)", ENV_SECTION, name)
         return
+    if name == protocol.SERIES_SECONDS:
+        from vdk.plugin.ml_training.runtime.series import SeriesSettings
+
+        problems = list(SeriesSettings.from_env({name: value}).problems)
+        if problems:
+            fix = "set it to a number of seconds such as 5, or 0 for no series (no event files, no MLflow run)"
+            raise JobConfigError(path, problems[0], fix, ENV_SECTION, name)
+        return
     problems = ProgressSettings({name: value}).problems
     if problems:
         example = "10 (seconds), or 0 for no progress lines" if name == protocol.PROGRESS_SECONDS else "5000"

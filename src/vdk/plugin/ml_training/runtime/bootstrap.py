@@ -101,8 +101,10 @@ def _run_in_image(entry: list[str]) -> int:
     watch = rank_process.start_watchdog(counters)
     sampler = rank_process.start_gpu_sampler(counters)
     rank_process.report_to_kubeflow(reporter, sampler)  # a TrainJob's status, when its Trainer asks for it
-    if any(x is not None for x in (reporter, watch, sampler, checksum, outputs, metric)):
-        receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
+    series = rank_process.start_series(rank_process.gpu_figures([sampler])) if rank == 0 else None
+    rank_process.follow_shown(metric, series)
+    if any(x is not None for x in (reporter, watch, sampler, checksum, outputs, metric, series)):
+        receivers = [x.attach for x in (reporter, checksum, metric, series) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, *receivers)
 
     def wrap_up(error: BaseException | None) -> None:  # the last line says how far it got
@@ -111,6 +113,7 @@ def _run_in_image(entry: list[str]) -> int:
             metric.finish()
         if reporter is not None:
             reporter.finish(rank_process.ending(error))
+        rank_process.finish_series(series, error)
         rank_process.finish_gpu_sampler(sampler)
         if rank_process.ending(error) == protocol.FINISHED:
             _end_lines(rank, checksum, adaptations)
@@ -264,6 +267,11 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
 
     adaptations = reporter = watch = sampler = None
     metric = rank_process.start_metric() if rank == 0 else None  # a sweep's trial (runtime/metrics.py)
+    samplers: list = []  # the node's GPU sampler, once started: the series read its figures
+    series = None
+    if rank == 0 and mode == protocol.FULL:  # TensorBoard's event files, an MLflow run (runtime/series.py)
+        series = rank_process.start_series(rank_process.gpu_figures(samplers))
+    rank_process.follow_shown(metric, series)
     checksum = _checksum()
     counters: list = []  # the StepCounter, once there is one
     stopped_at_limit: tuple = ()  # the smoke run's SmokeStepsReached; full runs import no torch here
@@ -304,10 +312,11 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
             error = {"type": idle_policy.ERROR_TYPE, "message": idle.describe(), "traceback": ""}
             report.finish(protocol.FAILED, error=error, idle=idle.to_dict(), steps=idle.last_step or 0)
 
-        receivers = [x.attach for x in (reporter, checksum, metric) if x is not None]
+        receivers = [x.attach for x in (reporter, checksum, metric, series) if x is not None]
         rank_process.count_steps_once_torch_is_imported(counters.append, record_steps, *receivers)
         watch = rank_process.start_watchdog(counters, record_stall)
         sampler = rank_process.start_gpu_sampler(counters, record_idle)
+        samplers.append(sampler)
 
     raised: BaseException | None
     status, error, code, raised = protocol.FINISHED, None, 0, None
@@ -343,6 +352,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     if reporter is not None:
         reporter.finish(status)
         fields["progress"] = reporter.last_line
+    rank_process.finish_series(series, status=status)
     if sampler is not None:
         rank_process.finish_gpu_sampler(sampler)
         fields["gpu"] = sampler.last_line

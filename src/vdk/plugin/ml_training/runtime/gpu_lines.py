@@ -59,6 +59,7 @@ class GpuFigures:
     sm_gpus: tuple[float | None, ...] = ()  # mean of each GPU
     mem_peak: int = 0  # bytes: the highest memory in use on any one GPU
     mem_total: int = 0  # bytes: one GPU's (or slice's) capacity
+    mem_now: int = 0  # bytes: the most any one GPU held at the last sample (not in the line: runtime/series.py)
     power_w: float | None = None  # mean draw of one GPU, watts
     busy_gpu_s: float = 0.0  # GPU-seconds weighted by SM activity (the utilisation's numerator)
     sampled_gpu_s: float = 0.0  # GPU-seconds sampled
@@ -242,6 +243,7 @@ class Tally:
     occupancy_samples: int = 0
     per_gpu: list[list[float]] = field(default_factory=list)  # [sum, samples] of each GPU
     mem_peak: int = 0
+    mem_last: int = 0  # the most any one GPU held at the last sample
     power_sum: float = 0.0
     power_samples: int = 0
     busy_gpu_s: float = 0.0
@@ -285,6 +287,7 @@ class Tally:
                 self.occupancy_sum += value
                 self.occupancy_samples += 1
         self.mem_peak = max([self.mem_peak, *memory])
+        self.mem_last = max(memory, default=0)
         for value in power:
             if value is not None:
                 self.power_sum += value

@@ -291,6 +291,7 @@ class GpuSampler:
                 sm_gpus=per_gpu if any(v is not None for v in per_gpu) else (),
                 mem_peak=tally.mem_peak,
                 mem_total=self.devices.memory_total,
+                mem_now=tally.mem_last,
                 power_w=tally.power_sum / tally.power_samples if tally.power_samples else None,
                 busy_gpu_s=tally.busy_gpu_s,
                 sampled_gpu_s=tally.sampled_gpu_s,

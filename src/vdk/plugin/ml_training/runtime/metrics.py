@@ -32,6 +32,7 @@ _PRINTED = re.compile(
     r"""(?:tensor\()?([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(?![0-9A-Za-z_.])"""
 )
 NAMES_MARK = words.mark(words.METRIC_NAMES)
+BATCH_READ_SECONDS = 1.0  # a training batch's metrics (Lightning's) are read at most this often
 LIGHTNING_TRAINERS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 LIGHTNING_CALLBACKS = {
     "lightning.pytorch.trainer.trainer": "lightning.pytorch.callbacks",
@@ -165,6 +166,37 @@ class MetricWatch:
             pass
 
 
+class Shown:
+    """The values the script shows (its trainers' logs and metrics, its printed lines), each handed as a number to
+    every receiver: a sweep trial's MetricWatch, the run's series (runtime/series.py)."""
+
+    def __init__(self, receivers: list[Any], clock=time.monotonic):
+        self.receivers = receivers
+        self._clock = clock
+        self._batch_due = 0.0
+
+    def record(self, name: str, value: Any) -> None:
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):
+            return
+        for receiver in self.receivers:
+            receiver.record(name, number)
+
+    def batch_due(self) -> bool:
+        """Whether a training batch's metrics are read now: at most once every BATCH_READ_SECONDS (reading a
+        tensor's value waits for the device)."""
+        now = self._clock()
+        if now < self._batch_due:
+            return False
+        self._batch_due = now + BATCH_READ_SECONDS
+        return True
+
+    def fail(self, error: Exception) -> None:
+        for receiver in self.receivers:
+            receiver.fail(error)
+
+
 def read_names(lines: list[str]) -> list[str] | None:
     """The names a finished process showed (its last names line), None when it wrote none."""
     for line in reversed(lines):
@@ -179,7 +211,7 @@ def read_names(lines: list[str]) -> list[str] | None:
 class _PrintedLines(io.TextIOBase):
     """sys.stdout as the script sees it: everything goes to the original stream; whole lines are also read."""
 
-    def __init__(self, stream: Any, watch: MetricWatch):
+    def __init__(self, stream: Any, watch: Shown):
         self._stream = stream
         self._watch = watch
         self._partial = ""
@@ -218,13 +250,13 @@ class _PrintedLines(io.TextIOBase):
         return self._stream.encoding
 
 
-def _follow_trainers(watch: MetricWatch) -> None:
+def _follow_trainers(watch: Shown) -> None:
     post_import.when_imported("transformers.trainer", lambda module: _hf_callback(module, watch))
     for name in LIGHTNING_TRAINERS:
         post_import.when_imported(name, functools.partial(_lightning_callback, name=name, watch=watch))
 
 
-def _hf_callback(module: Any, watch: MetricWatch) -> None:
+def _hf_callback(module: Any, watch: Shown) -> None:
     trainer = getattr(module, "Trainer", None)
     if trainer is None or getattr(trainer.__init__, "_vdk_metrics", False):
         return
@@ -253,7 +285,7 @@ def _hf_callback(module: Any, watch: MetricWatch) -> None:
     trainer.__init__ = __init__
 
 
-def _lightning_callback(module: Any, name: str, watch: MetricWatch) -> None:
+def _lightning_callback(module: Any, name: str, watch: Shown) -> None:
     trainer = getattr(module, "Trainer", None)
     if trainer is None or getattr(trainer.__init__, "_vdk_metrics", False):
         return
@@ -267,7 +299,8 @@ def _lightning_callback(module: Any, name: str, watch: MetricWatch) -> None:
 
     class Metrics(base):
         def on_train_batch_end(self, trainer, *args, **kwargs):
-            read(trainer)
+            if watch.batch_due():
+                read(trainer)
 
         def on_validation_end(self, trainer, *args, **kwargs):
             read(trainer)
@@ -290,8 +323,8 @@ def _lightning_callback(module: Any, name: str, watch: MetricWatch) -> None:
 
 
 def start(env: Mapping[str, str] | None = None) -> MetricWatch | None:
-    """The metric watch of this process when it is rank 0 of a trial (the sweep's variables set), else None.
-    It reads the trainers' logs and this process's printed lines from now on."""
+    """The metric watch of this process when it is rank 0 of a trial (the sweep's variables set), else None; what
+    it reads comes from `follow_shown`."""
     env = os.environ if env is None else env
     name, path = env.get(wire.METRIC), env.get(wire.METRIC_FILE)
     if not name or not path:
@@ -300,7 +333,15 @@ def start(env: Mapping[str, str] | None = None) -> MetricWatch | None:
         period = float(env.get(wire.METRIC_SECONDS) or wire.DEFAULT_METRIC_SECONDS)
     except ValueError:
         period = wire.DEFAULT_METRIC_SECONDS
-    watch = MetricWatch(name, path, period)
-    _follow_trainers(watch)
-    sys.stdout = _PrintedLines(sys.stdout, watch)
-    return watch
+    return MetricWatch(name, path, period)
+
+
+def follow_shown(*receivers: Any) -> Shown | None:
+    """From now on, what the script shows (its trainers' logs, its printed lines) goes to each of `receivers` (None
+    among them: left out); None when none is left."""
+    shown = Shown([r for r in receivers if r is not None])
+    if not shown.receivers:
+        return None
+    _follow_trainers(shown)
+    sys.stdout = _PrintedLines(sys.stdout, shown)
+    return shown

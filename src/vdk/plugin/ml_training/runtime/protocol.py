@@ -62,8 +62,17 @@ ADAPT_TO_CPU = "VDK_ML_TRAINING_ADAPT_TO_CPU"
 # Read by every rank of a TrainJob whose Kubeflow Trainer injects its status endpoint: "0" leaves the TrainJob's
 # status to transformers' Kubeflow callback instead of rank 0's posts (runtime/kubeflow_status.py).
 KUBEFLOW_STATUS = "VDK_ML_TRAINING_KUBEFLOW_STATUS"
-USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS, PARAMETER_CHECKSUM, ADAPT_TO_CPU, KUBEFLOW_STATUS)
-SWITCHES = (PARAMETER_CHECKSUM, ADAPT_TO_CPU, KUBEFLOW_STATUS)  # 1/true/yes/on, or 0/false/no/off
+# Read by rank 0 of a cluster or full local run (runtime/series.py): seconds between two points of the run's series
+# (TensorBoard's event files, an MLflow run); 0 = none. And "0" turns the event files off (runtime/board_events.py).
+SERIES_SECONDS = "VDK_ML_TRAINING_SERIES_SECONDS"
+TENSORBOARD = "VDK_ML_TRAINING_TENSORBOARD"
+USER_SETTINGS = (PROGRESS_SECONDS, TOTAL_STEPS, PARAMETER_CHECKSUM, ADAPT_TO_CPU, KUBEFLOW_STATUS, SERIES_SECONDS,
+                 TENSORBOARD)  # fmt: skip
+# Set by the local launcher and the pods' template: the run's facts as JSON (runtime/series.py writes and reads
+# them); set for a sweep's trials: the MLflow run of their sweep (runtime/mlflow_runs.py).
+RUN_FACTS = "VDK_ML_TRAINING_RUN_FACTS"
+MLFLOW_PARENT = "VDK_ML_TRAINING_MLFLOW_PARENT"
+SWITCHES = (PARAMETER_CHECKSUM, ADAPT_TO_CPU, KUBEFLOW_STATUS, TENSORBOARD)  # 1/true/yes/on, or 0/false/no/off
 SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True}
 SWITCH_VALUES.update({"0": False, "false": False, "no": False, "off": False})
 

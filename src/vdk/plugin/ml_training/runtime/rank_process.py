@@ -179,6 +179,49 @@ def start_metric():
         return None
 
 
+def follow_shown(*receivers) -> None:
+    """What the script shows (its trainers' logs, its printed lines) goes to `receivers` from now on: a sweep trial's
+    metric watch, the run's series (None among them: left out)."""
+    from vdk.plugin.ml_training.runtime import metrics
+
+    try:
+        metrics.follow_shown(*receivers)
+    except Exception as e:  # noqa: BLE001 - no values followed, but the user's code runs as ever
+        sys.stderr.write(wire.warning(f"the values the script shows are not followed ({type(e).__name__}: {e})") + "\n")
+
+
+def start_series(gpus=None):
+    """Rank 0's series for TensorBoard and MLflow (runtime/series.py), `gpus()` its node's GPU figures now; None
+    when there are none to write."""
+    from vdk.plugin.ml_training.runtime import board_events
+    from vdk.plugin.ml_training.runtime import mlflow_runs
+    from vdk.plugin.ml_training.runtime import series
+
+    try:
+        if not series.SeriesSettings.from_env().period:
+            return None
+        facts = series.read_facts()
+        writers: list[series.Writer] = [w for w in (board_events.start(facts), mlflow_runs.start(facts)) if w]
+        return series.start(writers, gpus)
+    except Exception as e:  # noqa: BLE001 - no series, but the user's code runs as ever
+        sys.stderr.write(wire.warning(f"no TensorBoard or MLflow series ({type(e).__name__}: {e})") + "\n")
+        return None
+
+
+def finish_series(recorder, error: BaseException | None = None, status: str | None = None) -> None:
+    """The script ended: the series' last points written, each writer closed (bounded)."""
+    if recorder is not None:
+        try:
+            recorder.finish(status or ending(error))
+        except Exception:  # noqa: BLE001 - the run's outcome is already known
+            pass
+
+
+def gpu_figures(samplers: list):
+    """`gpus()` of a series whose node's GPU sampler is in `samplers` once it is started."""
+    return lambda: samplers[0].current() if samplers and samplers[0] is not None else None
+
+
 def start_watchdog(counters: list, on_stall=None):
     """This rank's stall watchdog over the step counter that `counters` will hold, or None when it is off."""
     from vdk.plugin.ml_training.runtime import watchdog

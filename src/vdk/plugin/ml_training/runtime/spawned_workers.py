@@ -36,7 +36,10 @@ def install(reports_progress: bool) -> None:
             rank_process.forget_agent_store()
             watchdog.stop_current()
             if reports_progress:
+                from vdk.plugin.ml_training.runtime import series
+
                 os.environ[protocol.SPAWNED_PROGRESS] = "1"
+                series.stand_down_current()  # worker 0 records the series instead
             return original(*args, **kwargs)
 
         start_processes._vdk_forgets_agent_store = True  # type: ignore[attr-defined]  # attribute of a function object
@@ -57,8 +60,11 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     from vdk.plugin.ml_training.runtime import watchdog
 
     reporter = rank_process.start_progress() if i == 0 and os.environ.get(protocol.SPAWNED_PROGRESS) else None
+    series = None
     if reporter is not None:
         rank_process.report_to_kubeflow(reporter)  # worker 0 reports the TrainJob's status in its launcher's place
+        series = rank_process.start_series()  # and records the run's series
+        rank_process.follow_shown(series)
     settings = watchdog.WatchdogSettings.from_env()
     watch = None
     ended: list[BaseException | None] = []
@@ -69,6 +75,8 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
         counter = StepCounter().install()
         if reporter is not None:
             reporter.attach(counter)
+        if series is not None:
+            series.attach(counter)
         watch = watchdog.Watchdog(settings, str(i), lambda: counter.steps).start() if settings.on else None
 
         def run(index: int, *rest: Any) -> None:
@@ -91,4 +99,5 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
             watch.stop()
         if reporter is not None:
             reporter.finish(rank_process.ending(ended[0] if ended else None))
+        rank_process.finish_series(series, ended[0] if ended else None)
     rank_process.end(code)

@@ -128,6 +128,14 @@ class StepCounter:
         except Exception:  # noqa: BLE001 - a device in an error state, an exotic tensor: no value
             return None
 
+    def loss_snapshot(self) -> float | tuple[torch.Tensor, ...] | None:
+        """What `loss()` would read, without reading it: the logged value, or the tensors to add up later
+        (`loss_value`, on another thread: the device is waited for there, not here)."""
+        if self._logged is not None and self._logged[0] == self.steps:
+            return self._logged[1]
+        tensors = self._last_step or self._pending
+        return tuple(tensors) if tensors else None
+
     def _track_new_optimizers(self) -> None:
         original = torch.optim.Optimizer.__init__
         optimizers = self._optimizers
@@ -224,6 +232,16 @@ class StepCounter:
             self._last_step, self._pending = self._pending, []
         for listener in self.listeners:
             listener(self, optimizer)
+
+
+def loss_value(snapshot: float | tuple[torch.Tensor, ...] | None) -> float | None:
+    """The loss a `StepCounter.loss_snapshot()` kept (waits for the device that computed it)."""
+    if snapshot is None or isinstance(snapshot, (int, float)):
+        return snapshot
+    try:
+        return sum(float(_local(t).float()) for t in snapshot)
+    except Exception:  # noqa: BLE001 - a device in an error state, an exotic tensor: no value
+        return None
 
 
 class StepLimit:

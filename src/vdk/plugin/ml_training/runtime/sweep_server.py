@@ -2,7 +2,8 @@
 URL --port PORT`. It serves the study's storage (an SQLite file on the sweep's directory of the output claim, so
 that it outlives this pod) through Optuna's gRPC storage proxy to the trial pods, and prints the study as one
 line whenever it changes (runtime/sweep_protocol.py: `vdk show` reads the last). It ends by itself once every
-trial has ended or the sweep was stopped, after the trials had time to hear it.
+trial has ended or the sweep was stopped, after the trials had time to hear it. With a tracking server
+(MLFLOW_TRACKING_URI), the sweep is an MLflow run, its trials' parent: made here, its id kept in the study.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 
+from vdk.plugin.ml_training.runtime import mlflow_runs
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.vocabulary import wire as words
@@ -34,6 +36,8 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
         kwargs={"host": "0.0.0.0", "port": port},  # every interface: the trial pods reach it through its Service
         daemon=True,
     )
+    # the trials' parent, with a tracking server: made before the trials can ask for their trial, which tells them
+    parent = mlflow_runs.SweepParent.of(study, sweep, err=sys.stdout)
     server.start()
     print(words.line(words.STUDY, f"{sweep.study}: serving {storage_url} on port {port}"), flush=True)
     last = None
@@ -53,7 +57,10 @@ def serve(storage_url: str, port: int, sweep: wire.Sweep, linger: float = LINGER
                 flush=True,
             )
             time.sleep(linger)
-            print(wire.study_line(sweep_study.snapshot(study, sweep)), flush=True)
+            snap = sweep_study.snapshot(study, sweep)
+            print(wire.study_line(snap), flush=True)
+            if parent is not None:
+                parent.end(snap, sweep.metric, bool(snap["stopped"]), err=sys.stdout)
             return 0
         if not server.is_alive():
             print(words.error("the study's storage proxy stopped"), flush=True)

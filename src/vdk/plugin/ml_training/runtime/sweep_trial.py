@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from vdk.plugin.ml_training.runtime import mlflow_runs
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime import series
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
 from vdk.plugin.ml_training.runtime import termination
@@ -48,11 +50,16 @@ def connect(env: dict[str, str]):
     return proxy
 
 
-def trial_environment(env: dict[str, str], params: dict, metric_file: str, sweep: wire.Sweep, number: int):
-    """The training processes' environment: the trial's values in place of `${name}`, its metric variables, and
-    its own directory of the run's outputs."""
+def trial_environment(
+    env: dict[str, str], params: dict, metric_file: str, sweep: wire.Sweep, number: int, parent: str | None = None
+):
+    """The training processes' environment: the trial's values in place of `${name}`, its metric variables, its
+    own directory of the run's outputs, and the sweep's MLflow run (`parent`, when it has one)."""
     out = {name: wire.substitute(value, params) for name, value in env.items()}
     out.update(wire.metric_environment(out, sweep.metric, metric_file, params))
+    if parent:
+        out[protocol.MLFLOW_PARENT] = parent
+    out.update(series.trial_facts(out, number))
     out.pop(wire.SPEC, None)
     if out.get(protocol.OUTPUT_DIR):
         out[protocol.OUTPUT_DIR] = os.path.join(out[protocol.OUTPUT_DIR], f"trial-{number}")
@@ -86,7 +93,8 @@ def _run(study, sweep: wire.Sweep, trial, command: list[str], env: dict[str, str
     engine = sweep_study.optuna()
     params = dict(trial.params)
     argv = [wire.substitute(a, params) for a in command]
-    child_env = trial_environment(env, params, metric_file, sweep, trial.number)
+    parent = study.user_attrs.get(mlflow_runs.PARENT_ATTR)  # the sweep's MLflow run (runtime/sweep_server.py)
+    child_env = trial_environment(env, params, metric_file, sweep, trial.number, parent)
     process = subprocess.Popen(argv, env=child_env, start_new_session=True)
     reports = sweep_study.TrialReports(trial, Path(metric_file), sweep.prune)
     pruned = timed_out = False

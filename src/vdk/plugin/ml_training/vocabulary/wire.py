@@ -36,6 +36,7 @@ DATA_MANIFEST = "data manifest"  # what a claim holds: datafetch/data_pins.py
 KUBEFLOW = "kubeflow:"  # rank 0's posts into a TrainJob's Kubeflow status, for people: runtime/kubeflow_status.py
 RESUME = "resume:"  # a framework resumed from a checkpoint (and a stranger's left alone), for people: runtime/resume.py
 STOP = "stop:"  # a rank told to stop, and the checkpoint it wrote on the way out, for people: runtime/resume.py
+MLFLOW = "mlflow:"  # rank 0's MLflow run of the training run, for people: runtime/mlflow_runs.py
 WARNING = "warning:"  # something the plugin's processes could not do, the run goes on
 ERROR = "error:"  # something the plugin's processes could not do, the process ends
 
