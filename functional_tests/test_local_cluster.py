@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tests.support import teardown_crash
 from tests.support.e2e import TORCH_REQUIREMENT
 from tests.support.e2e import build_only
@@ -24,6 +25,7 @@ from tests.support.job_trees import write
 from tests.support.local_cluster import LocalCluster
 
 from vdk.plugin.ml_training.local.launcher import free_port
+from vdk.plugin.ml_training.runtime.board_events import BOARD_DIR
 from vdk.plugin.ml_training.runtime.checksum import parse_checksums
 from vdk.plugin.ml_training.runtime.progress_lines import MARK as PROGRESS
 
@@ -61,7 +63,8 @@ def cluster(podman_root, tmp_path_factory):
 @pytest.fixture(scope="module")
 def ddp_job(local_bases, env, tmp_path_factory):
     """examples/ddp-nccl on the Debian base, built and pushed once by `vdk deploy --build-only`; beside the
-    example's code, ENDS_WELL and what it needs."""
+    example's code, ENDS_WELL and what it needs. Built for runs with an output claim (so the image has the writer
+    of their TensorBoard event files)."""
     job = example_job(
         "ddp-nccl",
         tmp_path_factory.mktemp("jobs"),
@@ -71,7 +74,7 @@ def ddp_job(local_bases, env, tmp_path_factory):
     )
     for name, content in teardown_crash.job_files(job, teardown_crash.DDP, ENDS_WELL).items():
         write(job, name, content)
-    image = build_only(job, env)
+    image = build_only(job, {**env, "VDK_ML_TRAINING_OUTPUT_PVC": "ml-outputs"})
     return job, image
 
 
@@ -144,7 +147,8 @@ def test_a_killed_replica_fails_the_run_and_the_other_stops_by_itself(ddp_job, e
 
 def test_a_checkpoint_in_the_output_volume_survives_a_kill_and_the_restarted_replica_resumes(ddp_job, env, cluster):
     """output_pvc: the run's directory of the claim (a host directory here) is the pods' working directory, so
-    the example's snapshot.pt lands there, and the pod restarted after a SIGKILL resumes from it."""
+    the example's snapshot.pt lands there, and the pod restarted after a SIGKILL resumes from it. Rank 0's series
+    are there too, as TensorBoard event files, written as it went."""
     job, _ = ddp_job
     manifests = dry_run(job, "pytorchjob", {**env, "VDK_ML_TRAINING_OUTPUT_PVC": "ml-outputs"})
     replicas = manifests[0]["spec"]["pytorchReplicaSpecs"]
@@ -154,13 +158,16 @@ def test_a_checkpoint_in_the_output_volume_survives_a_kill_and_the_restarted_rep
     run = manifests[0]["metadata"]["name"]
     outputs = cluster.workdir / "claims" / "ml-outputs" / run
     running = cluster.start(manifests, "pytorchjob", free_port())
-    assert running.wait_for(0, lambda out: (outputs / "snapshot.pt").exists() and "epoch 1 " in out, timeout=600), (
-        running.replicas[0].output()
-    )
+    written = lambda out: (outputs / "snapshot.pt").exists() and "epoch 1 " in out and _events_flushed(outputs)  # noqa: E731
+    assert running.wait_for(0, written, timeout=600), running.replicas[0].output()
     running.kill(0)
     running.wait_for(0, lambda out: False, timeout=60)  # until it has ended
     assert running.replicas[0].exit_code == 137
     assert (outputs / "snapshot.pt").is_file() and (outputs / "train.py").is_symlink()  # outputs beside linked code
+    events = EventAccumulator(str(outputs / BOARD_DIR))  # rank 0's series, on the claim, as TensorBoard reads them
+    events.Reload()
+    losses = events.Scalars("vdk/loss")
+    assert losses and losses[0].step == 1 and all(e.value > 0 for e in losses), events.Tags()
     again = running.restart(0)
     resumed = re.compile(r"Resuming training from snapshot at epoch (\d+)")
     assert running.wait_for(again, lambda out: bool(resumed.search(out)), timeout=600), running.replicas[again].output()
@@ -181,6 +188,12 @@ def test_the_hugging_face_example_trains_as_one_world(local_bases, env, cluster,
     cluster.remove_images()  # the DDP example's image is done with: with vfs, images are gigabytes
     result = cluster.run(dry_run(job, "pytorchjob", env), "pytorchjob", free_port(), timeout=900)
     _assert_trained_as_one(result, HF_STEPS)
+
+
+def _events_flushed(outputs) -> bool:
+    """Whether rank 0's event files hold points (tensorboardX writes them at least every 10 s): more than the
+    header of an event file."""
+    return sum(p.stat().st_size for p in (outputs / BOARD_DIR).glob("events.out.*")) > 500
 
 
 def _containers(main: dict) -> list[dict]:

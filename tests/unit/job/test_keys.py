@@ -108,13 +108,17 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "attestations",
         # whether a scheduled execution through the Control Service starts a run, not what it trains
         "if_changed",
+        # where its series are logged, not what it trains
+        "mlflow_tracking_uri",
     }  # fmt: skip
 
 
 def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[:4] == ["entrypoint", "args", "nodes", "gpus_per_node"]
-    assert list(KEYS)[-5:] == ["registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc"]
-    assert len(KEYS) == len(set(KEYS)) == 50
+    assert list(KEYS)[-6:] == [
+        "registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc", "mlflow_tracking_uri"
+    ]  # fmt: skip
+    assert len(KEYS) == len(set(KEYS)) == 51
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():
@@ -147,6 +151,8 @@ def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were(
         # the VDK Control Service: the entry its operator set up, and the launcher's switch in its data-job pods
         "ml_training_control_service_entry": "ml-training",
         "ml_training_launcher": "False",
+        # the MLflow server runs are logged to
+        "ml_training_mlflow_tracking_uri": None,
     }
     assert CONFIG_KEYS["ml_training_registry"][1].startswith("OCI registry (and path) that ml-training job images")
     # the settings of a job's keys have the key's name; the others are settings of `vdk`, not of a job

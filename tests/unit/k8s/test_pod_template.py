@@ -159,3 +159,18 @@ def test_a_trainer_whose_pod_changes_take_no_grace_period_says_so(tmp_path, mech
     assert "terminationGracePeriodSeconds" not in " ".join(
         limitations(spec, "trainjob", trainer_cluster("runtimePatches"))
     )
+
+
+def test_the_training_container_is_told_its_runs_facts_and_the_clusters_mlflow_server(tmp_path):
+    from vdk.plugin.ml_training.runtime.series import read_facts
+
+    spec = make_spec(tmp_path, mlflow_tracking_uri="http://mlflow.ml.svc:5000", output_pvc="ml-outputs")
+    run = make_run(spec)
+    env = {e["name"]: e["value"] for e in pod_template.container(spec, IMAGE, "pytorch", run)["env"] if "value" in e}
+    assert env["MLFLOW_TRACKING_URI"] == "http://mlflow.ml.svc:5000"
+    facts = read_facts(env)
+    assert (facts.run, facts.job, facts.image) == (run.name, "mnist-ddp", IMAGE.reference)
+    assert facts.commit == run.provenance.git_commit and facts.config["entrypoint"] == "train.py"
+    own = make_spec(tmp_path / "own", env={"MLFLOW_TRACKING_URI": "http://team:5000"}, mlflow_tracking_uri="http://x:1")
+    container = pod_template.container(own, IMAGE, "pytorch", make_run(own))
+    assert [e["value"] for e in container["env"] if e["name"] == "MLFLOW_TRACKING_URI"] == ["http://team:5000"]

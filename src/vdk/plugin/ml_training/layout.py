@@ -3,10 +3,13 @@ manifest renderers, so that the command a manifest runs finds what the image put
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
+from vdk.plugin.ml_training.runtime.series import RunFacts
+from vdk.plugin.ml_training.runtime.series import facts_environment
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 
 ROOT = "/opt/vdk-ml"
@@ -73,3 +76,36 @@ def launch_command(spec: MLJobSpec, python: str, torchrun_flags: list[str] | tup
         BOOTSTRAP_MODULE,
         *spec.command_args(),
     ]
+
+
+def facts_env(
+    spec: MLJobSpec,
+    run: str = "",
+    image: str = "",
+    commit: str | None = None,
+    dirty: bool = False,
+    datasets: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The run's facts for its training processes' viewers (runtime/series.py: TensorBoard's hparams, an MLflow
+    run's tags and params): its name in vdk (a local run's is its directory's), the job, team, image, commit,
+    datasets and config."""
+    config = {
+        "entrypoint": spec.entrypoint.target,
+        "args": " ".join(spec.args),
+        "nodes": str(spec.nodes),
+        "procs_per_node": str(spec.procs_per_node),
+        "gpus_per_node": str(spec.gpus_per_node),
+        "backend": spec.backend,
+        "base_image": spec.base_image,
+    }
+    facts = RunFacts(
+        run=run,
+        job=spec.name,
+        team=spec.team or "",
+        image=image,
+        commit=commit or "",
+        dirty=dirty,
+        datasets=dict(datasets or {}),
+        config={k: v for k, v in config.items() if v},
+    )
+    return facts_environment(facts)

@@ -297,6 +297,12 @@ def _job_keys() -> tuple[Key, ...]:
             default_text="none (each pod fetches its datasets into a directory of its own)",
             setting_meaning="PersistentVolumeClaim that ml-training jobs' datasets are fetched into, once per "
             "version"),
+        Key("mlflow_tracking_uri", TEXT,
+            "MLflow tracking server that each run is logged to (its config, series and tags; a sweep as a parent run "
+            "of its trials): set for the pods as MLFLOW_TRACKING_URI", "http://mlflow.ml.svc:5000",
+            where_it_runs=True, setting=True,
+            default_text="MLFLOW_TRACKING_URI of the shell for local runs; none on the cluster",
+            setting_meaning="MLflow tracking server that ml-training runs are logged to (a cluster-wide setting)"),
     )  # fmt: skip
 
 

@@ -48,6 +48,7 @@ from vdk.plugin.ml_training.job.names import INTERPRETER
 from vdk.plugin.ml_training.job.names import MAX_MIG_GB
 from vdk.plugin.ml_training.job.names import PYTHON_VERSION
 from vdk.plugin.ml_training.job.names import REGISTRY
+from vdk.plugin.ml_training.job.names import TRACKING_SERVER
 from vdk.plugin.ml_training.job.names import mig_profile_is_possible
 from vdk.plugin.ml_training.job.placement_keys import read_placement
 from vdk.plugin.ml_training.job.settings import job_vdk_section
@@ -201,6 +202,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         idle_timeout_seconds=_idle_timeout(keys),
         spawns_workers=spawn is not None,
         output_pvc=output_pvc,
+        mlflow_tracking_uri=keys.matching("mlflow_tracking_uri", TRACKING_SERVER, "an http(s) address"),
         mounts=mounts,
         secrets=read_secrets(parser, path),
         sweep=read_sweep(parser, path, args, smoke_args, env),

@@ -265,6 +265,7 @@ class MLJobSpec:
     requirements_overlay: bool = default_of("requirements_overlay")
     # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/mounts.py).
     output_pvc: str | None = None
+    mlflow_tracking_uri: str | None = None  # the MLflow server its runs are logged to (runtime/mlflow_runs.py)
     mounts: tuple[DataMount, ...] = ()  # [ml-training.mounts]: datasets on existing claims, read-only
     secrets: tuple[SecretEnv, ...] = ()  # [ml-training.secrets]: variables whose values are Secret keys
     sweep: SweepSpec | None = None  # [ml-training.sweep]: a hyperparameter sweep (job/sweep.py)

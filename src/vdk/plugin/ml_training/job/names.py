@@ -50,6 +50,7 @@ IMAGE_REFERENCE = re.compile(
     rf"^(?:{HOST}/)?{PATH_COMPONENT}(?:/{PATH_COMPONENT})*(?::{TAG_TEXT})?(?:@{DIGEST_TEXT})?$"
 )
 REGISTRY = re.compile(rf"^{HOST}(?:/{PATH_COMPONENT})*$")
+TRACKING_SERVER = re.compile(r"^https?://[^\s/@]+(/\S*)?$")  # an MLflow tracking server's address
 REPOSITORY_COMPONENT = re.compile(rf"^{PATH_COMPONENT}$")
 TAG = re.compile(rf"^{TAG_TEXT}$")
 DIGEST = re.compile(rf"^{DIGEST_TEXT}$")

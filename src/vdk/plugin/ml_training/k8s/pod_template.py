@@ -11,6 +11,8 @@ from vdk.plugin.ml_training.k8s import placement
 from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.run_identity import RunInfo
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.mlflow_runs import PREFIX as MLFLOW_PREFIX
+from vdk.plugin.ml_training.runtime.mlflow_runs import TRACKING_URI
 
 # Nodes pull multi-GB images at different speeds; torch's defaults (600 s to rendezvous, 60 s per
 # store read) fail jobs whose last node is still pulling. Half an hour covers a cold pull.
@@ -84,6 +86,8 @@ def env(spec: MLJobSpec, run: RunInfo) -> list[dict]:
     Secrets (the values never pass through here), as a container's env. Values are passed literally
     (`literal`: Kubernetes would expand `$(VAR)` in them)."""
     out: list[dict] = [{"name": name, "value": literal(value)} for name, value in layout.launch_env(spec).items()]
+    if spec.mlflow_tracking_uri and TRACKING_URI not in spec.env_dict:  # the cluster's; the job's own wins
+        out.append({"name": TRACKING_URI, "value": literal(spec.mlflow_tracking_uri)})
     if spec.output_pvc:
         out.append({"name": protocol.OUTPUT_DIR, "value": layout.OUTPUT_DIR})
     out += [{"name": name, "value": value} for name, value in resume_env(spec, run).items()]
@@ -110,6 +114,24 @@ def grace_fields(spec: MLJobSpec) -> dict:
     with an output volume)."""
     grace = spec.termination_grace_period_seconds
     return {"terminationGracePeriodSeconds": grace} if grace else {}
+
+
+def mlflow_env(spec: MLJobSpec) -> list[dict]:
+    """MLflow's variables of the job's [ml-training.env] (its tracking server, experiment, credentials), else the
+    cluster's tracking server (`mlflow_tracking_uri`): for a pod that is no training container (a sweep's study)."""
+    out = [{"name": k, "value": literal(v)} for k, v in spec.env if k.startswith(MLFLOW_PREFIX)]
+    if spec.mlflow_tracking_uri and TRACKING_URI not in spec.env_dict:
+        out.append({"name": TRACKING_URI, "value": literal(spec.mlflow_tracking_uri)})
+    return out
+
+
+def facts(spec: MLJobSpec, image: layout.JobImage, run: RunInfo) -> list[dict]:
+    """The run's facts for its series' viewers (runtime/series.py): the run's name, its image, the commit it was
+    deployed from, its datasets' pinned versions."""
+    pins = {pin.target: pin.version or pin.fingerprint or pin.source for pin in run.data}
+    provenance = run.provenance
+    values = layout.facts_env(spec, run.name, image.reference, provenance.git_commit, provenance.git_dirty, pins)
+    return [{"name": name, "value": literal(value)} for name, value in values.items()]
 
 
 def volumes(spec: MLJobSpec) -> list[dict]:
@@ -149,7 +171,7 @@ def container(
         "imagePullPolicy": "IfNotPresent",  # images are pinned by digest
         "command": command(spec, image.python),
         "workingDir": layout.JOB_DIR,
-        "env": env(spec, run) + list(extra_env or []),
+        "env": env(spec, run) + facts(spec, image, run) + list(extra_env or []),
         "resources": resources(spec),
         "volumeMounts": volume_mounts(spec, run),
     }

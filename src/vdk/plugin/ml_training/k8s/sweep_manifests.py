@@ -142,6 +142,8 @@ def _study(spec: MLJobSpec, image: JobImage, run: RunInfo, namespace: str, sweep
             {"name": "PYTHONPATH", "value": layout.PYTHONPATH},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             *sweep_env,
+            *pod_template.mlflow_env(spec),  # the sweep's MLflow run, its trials' parent (runtime/sweep_server.py)
+            *pod_template.facts(spec, image, run),
         ],
         "ports": [{"name": "study", "containerPort": STUDY_PORT, "protocol": "TCP"}],
         "resources": STUDY_RESOURCES,

@@ -25,6 +25,7 @@ from vdk.plugin.ml_training.local.data_links import LocalDataset
 from vdk.plugin.ml_training.local.overlay import Overlay
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.gpu_sampler import SamplerSettings
+from vdk.plugin.ml_training.runtime.mlflow_runs import TRACKING_URI
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
 from vdk.plugin.ml_training.source.job_files import FileSet
 from vdk.plugin.ml_training.vocabulary.human_units import counted
@@ -209,6 +210,8 @@ def full_plan(
     env.update(SamplerSettings(spec.gpu_sample_period_seconds, spec.idle_timeout_seconds, used).env())
     env[protocol.MODE] = protocol.FULL
     env[protocol.RESUME] = spec.resume
+    if spec.mlflow_tracking_uri:  # the shell's MLFLOW_TRACKING_URI (or the job's) wins
+        env.setdefault(TRACKING_URI, spec.mlflow_tracking_uri)
     notes += secret_notes(spec, env)
     return LaunchPlan(
         spec=spec,

@@ -1,6 +1,9 @@
-"""What a job with a sweep needs in its image besides its own requirements: the Optuna client of its trial pods
-and the study's gRPC storage proxy (runtime/sweep_*.py), at the versions `vdk` runs with. The dependency layer
-installs them from a requirements file that includes the job's own (dependency_layer.requirements_file)."""
+"""What the plugin's code in a job's pods needs besides the job's own requirements, at the versions `vdk` runs
+with: a sweep's Optuna client of its trial pods and the study's gRPC storage proxy (runtime/sweep_*.py); the writer
+of the TensorBoard event files of runs that keep an output directory (runtime/board_events.py: tensorboardX, whose
+numpy and protobuf are resolved with the job's requirements, so only what neither the base nor they have is added).
+The dependency layer installs them from a requirements file that includes the job's own
+(layer_inputs.requirements_file)."""
 
 from __future__ import annotations
 
@@ -10,24 +13,25 @@ from pathlib import Path
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 SWEEP_PACKAGES = ("optuna", "grpcio", "protobuf")
+BOARD_PACKAGES = ("tensorboardX",)
 
 
-def sweep_requirements(own: Path | None, name: str) -> Path:
+def plugin_requirements(own: Path | None, packages: tuple[str, ...], name: str) -> Path:
     """A requirements file `name` (in the build cache, keyed by what it holds) of the job's own `own` (included by
-    path, its digest in a comment, so that a change of it is a new file) and SWEEP_PACKAGES pinned to the versions
+    path, its digest in a comment, so that a change of it is a new file) and `packages` pinned to the versions
     installed here."""
     from importlib import metadata
 
     lines = []
     if own is not None:
         lines += [f"# {own.name} sha256 {hashlib.sha256(own.read_bytes()).hexdigest()}", f"-r {own.resolve()}"]
-    for package in SWEEP_PACKAGES:
+    for package in packages:
         try:
             lines.append(f"{package}=={metadata.version(package)}")
         except metadata.PackageNotFoundError:
             lines.append(package)
     text = "\n".join(lines) + "\n"
-    folder = cache_root() / "sweep-requirements"
+    folder = cache_root() / "plugin-requirements"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}-{name}"
     if not path.is_file():

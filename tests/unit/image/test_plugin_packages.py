@@ -1,6 +1,7 @@
 """A job with a sweep gets Optuna, grpcio and protobuf in its image's dependency layer (its trial pods' Optuna
-client, its study's gRPC storage proxy), pinned to the versions vdk runs with, beside its own requirements; a
-job without a sweep keeps its requirements.txt as it is."""
+client, its study's gRPC storage proxy), and a job whose runs keep an output directory the writer of their
+TensorBoard event files, pinned to the versions vdk runs with, beside its own requirements; a job with neither
+keeps its requirements.txt as it is."""
 
 from importlib import metadata
 
@@ -41,3 +42,30 @@ def test_a_sweep_without_requirements_gets_the_sweep_packages_and_a_job_without_
     plain = job(tmp_path / "b", "numpy==2.1.0\n", sweep=False)
     assert requirements_file(plain) == plain.job_dir / "requirements.txt"
     assert requirements_file(job(tmp_path / "c", sweep=False)) is None
+
+
+def board_job(tmp_path, requirements="numpy==2.1.0\n", ml="output_pvc = ml-outputs\n", env=None):
+    files = {"train.py": "print('hi')\n", **({"requirements.txt": requirements} if requirements else {})}
+    return load_job_spec(write_job(tmp_path, "job", ml=ml, env=env, files=files))
+
+
+WRITER = f"tensorboardX=={metadata.version('tensorboardX')}"
+
+
+def test_runs_that_keep_an_output_directory_get_the_event_files_writer_resolved_with_the_jobs_own(tmp_path):
+    spec = board_job(tmp_path / "kept")
+    listed = RequirementsFile.read(requirements_file(spec))
+    assert listed.lines == (f"-r {(spec.job_dir / 'requirements.txt').resolve()}", WRITER)
+    assert list(RequirementsFile.read(requirements_file(board_job(tmp_path / "bare", requirements=None))).lines) == [
+        WRITER
+    ]
+    gone = board_job(tmp_path / "gone", ml="")  # without an output claim what a run writes goes with its pods
+    assert requirements_file(gone) == gone.job_dir / "requirements.txt"
+
+
+def test_the_event_files_writer_is_left_out_when_they_are_off_or_the_job_names_it(tmp_path):
+    for name, env in (("off", {"VDK_ML_TRAINING_TENSORBOARD": "0"}), ("none", {"VDK_ML_TRAINING_SERIES_SECONDS": "0"})):
+        spec = board_job(tmp_path / name, env=env)
+        assert requirements_file(spec) == spec.job_dir / "requirements.txt"
+    named = board_job(tmp_path / "named", requirements="tensorboardX==2.6\n")
+    assert requirements_file(named) == named.job_dir / "requirements.txt"
