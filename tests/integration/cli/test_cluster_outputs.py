@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,12 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.vdk_cli import vdk
+from tests.support.viewers import Served
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.runtime.board_events import BOARD_DIR
+from vdk.plugin.ml_training.runtime.board_events import BoardWriter
+from vdk.plugin.ml_training.runtime.series import Point
+from vdk.plugin.ml_training.runtime.series import RunFacts
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
 
@@ -200,4 +206,30 @@ def test_a_target_that_cannot_be_written_is_a_clear_error(outputs_run, tmp_path,
     assert "the copy of the outputs could not be written (" in done.stderr
     assert "No space left on device" in done.stderr and "another directory (--to)" in done.stderr
     assert not [p for p in target.rglob("*") if p.is_file()]  # no half-written file
+    assert fake.stored("pods") == []
+
+
+def test_the_board_of_a_cluster_run_copies_only_its_event_files_and_serves_them(outputs_run, tmp_path):
+    """`vdk show --board` as a user runs it: the copy pod sends the event files of the run's output directory (not its
+    checkpoints), and TensorBoard serves them on a loopback port until Ctrl-C."""
+    fake, run, directory = outputs_run
+    writer = BoardWriter(str(directory / BOARD_DIR), RunFacts(run=run.name))
+    writer.write([Point("loss", 0.9, 1, 1000.0), Point("loss", 0.3, 50, 1060.0)])
+    writer.close("finished")
+    board = tmp_path / "board"
+    served = Served(["show", "-n", "mnist-ddp", "--board", "--to", str(board)], dict(os.environ))
+    try:
+        files = [p.relative_to(board) for p in board.rglob("*") if p.is_file()]
+        assert len(files) == 1 and files[0].parent == Path(run.name), files  # the events, no checkpoint
+        with urllib.request.urlopen(f"{served.url}data/plugin/scalars/scalars?run={run.name}&tag=vdk/loss") as answer:
+            served_points = json.loads(answer.read())
+        assert [(step, value) for _, step, value in served_points] == [
+            (1, pytest.approx(0.9)),
+            (50, pytest.approx(0.3)),
+        ]
+    finally:
+        code, out, err = served.stop()
+    assert code == 0, err
+    (copy_command,) = fake.kubelet.commands
+    assert copy_command[-3:-1] == ["--only", BOARD_DIR] and "--copy" in copy_command
     assert fake.stored("pods") == []

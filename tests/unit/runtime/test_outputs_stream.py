@@ -76,6 +76,23 @@ def test_what_the_writer_sends_arrives_whole_with_its_times(tmp_path):
     assert (to / "model.pt").stat().st_mode & 0o777 == 0o666 & ~mask
 
 
+def test_only_the_files_of_a_name_or_below_a_directory_of_that_name_are_sent(tmp_path):
+    source = tmp_path / "run"
+    for relative in ("vdk-tensorboard/events.1", "trial-0/vdk-tensorboard/events.2", "model.pt", "study.db",
+                     "vdk-tensorboard-old/x", "logs/study.db.bak"):  # fmt: skip
+        (source / relative).parent.mkdir(parents=True, exist_ok=True)
+        (source / relative).write_bytes(relative.encode())
+    for only, wanted in (
+        ("vdk-tensorboard", ["trial-0/vdk-tensorboard/events.2", "vdk-tensorboard/events.1"]),
+        ("study.db", ["study.db"]),
+    ):
+        lines: list[str] = []
+        export(str(source), True, lines.append, only)
+        reader = OutputsReader(tmp_path / only, lambda *a: None).feed_all("".join(lines).splitlines(keepends=True))
+        assert sorted(f.path for f in reader.files) == wanted
+        assert all((tmp_path / only / path).read_bytes() == path.encode() for path in wanted)
+
+
 @pytest.mark.parametrize(
     "path",
     ["", ".", "..", "sub/..", "sub/../..", "../victim", "/etc/passwd", "a//b", "a/./b", "sub/", "./x", "a\0b"],

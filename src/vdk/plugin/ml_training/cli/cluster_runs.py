@@ -174,9 +174,19 @@ def show_ml(
     execution_id: str | None = None,
     provenance: bool = False,
     public_key: str | None = None,
+    board: bool = False,
+    dashboard: bool = False,
+    last: int | None = None,
+    to: str | None = None,
 ) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
     from vdk.plugin.ml_training.k8s.selection import where
+
+    if board or dashboard or last is not None or to is not None:
+        from vdk.plugin.ml_training.cli.viewer_views import show_viewer
+
+        show_viewer(verb_scope(name, team, job_path, "show"), execution_id, board, dashboard, last, to, output)
+        return
 
     if provenance or public_key:
         from vdk.plugin.ml_training.cli.provenance_views import show_provenance
@@ -235,8 +245,32 @@ SHOW = verbs.Verb(
             metavar="PATH",
             help="ml-training jobs, with --provenance: the public key (cosign.pub) to verify the signature with.",
         ),
+        click.Option(
+            ["--board"],
+            is_flag=True,
+            help="ml-training jobs: TensorBoard over the chosen runs' loss, metrics, steps/s, learning rate and GPU "
+            "use (-i RUN, else the last ones; of this machine's full runs and the cluster's), on a loopback port "
+            "until Ctrl-C; the event files are copied to --to DIR (default: vdk's cache).",
+        ),
+        click.Option(
+            ["--dashboard"],
+            is_flag=True,
+            help="ml-training jobs with a sweep: Optuna's dashboard over a copy of the sweep's study (-i SWEEP, else "
+            "the newest), on a loopback port until Ctrl-C.",
+        ),
+        click.Option(
+            ["--last"],
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="ml-training jobs, with --board: the N newest runs [5].",
+        ),
+        click.Option(
+            ["--to"],
+            metavar="DIR",
+            help="ml-training jobs, with --board: where to copy the event files [vdk's cache].",
+        ),
     ],
-    ml_only=("job_path", "execution_id", "provenance", "public_key"),
+    ml_only=("job_path", "execution_id", "provenance", "public_key", "board", "dashboard", "last", "to"),
     is_ml=names_ml_job,
     run_ml=ml_errors(show_ml),
 )

@@ -38,11 +38,20 @@ _POLL_SECONDS = 0.5
 
 
 def copy_pod(
-    run_name: str, job_name: str, image: str, python: str, location: OutputLocation, namespace: str, copy: bool
+    run_name: str,
+    job_name: str,
+    image: str,
+    python: str,
+    location: OutputLocation,
+    namespace: str,
+    copy: bool,
+    only: str | None = None,
 ) -> dict:
-    """The short-lived pod that reads the run's directory of the claim, read-only."""
+    """The short-lived pod that reads the run's directory of the claim, read-only (`only`: the files of that name,
+    or below a directory of that name)."""
     suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
-    command = [python, "-m", EXPORT_MODULE, *(["--copy"] if copy else []), layout.OUTPUT_DIR]
+    selection = ["--only", only] if only else []
+    command = [python, "-m", EXPORT_MODULE, *(["--copy"] if copy else []), *selection, layout.OUTPUT_DIR]
     return {
         "apiVersion": "v1",
         "kind": "Pod",

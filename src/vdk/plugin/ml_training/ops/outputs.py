@@ -57,11 +57,12 @@ def run_outputs(
     to: str | Path | None = None,
     *,
     reporter: Reporter | None = None,
+    only: str | None = None,
 ) -> RunOutputs:
     """The files the run `run_id` of the scope's job (default the latest) wrote to its output claim; with
-    `to`, copied into that directory (made if missing; each file checked against its digest). The copy's
-    progress is notes of `reporter`: each file, and big ones every 2 s. The copy pod is deleted whatever
-    happens."""
+    `to`, copied into that directory (made if missing; each file checked against its digest); `only`: the files of
+    that name, or below a directory of that name (`vdk-tensorboard`). The copy's progress is notes of `reporter`:
+    each file, and big ones every 2 s. The copy pod is deleted whatever happens."""
     say = or_quiet(reporter).note
     selection, run = pick_run(scope, execute_command("outputs", run_id), run_id, reporter=reporter)
     client = selection.client
@@ -84,6 +85,7 @@ def run_outputs(
         location,
         client.namespace,
         copy=into is not None,
+        only=only,
     )
     say(f"Reading {run.name}'s outputs ({location.describe()}) through pod {pod['metadata']['name']}")
     reader = outputs_copy.read_outputs(

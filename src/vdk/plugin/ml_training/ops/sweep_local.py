@@ -1,15 +1,17 @@
 """`vdk run --full` of a sweep: its trials on this machine, one after another, each a full run of the job with the
 trial's values (local/launch_plan.full_plan), searched by Optuna as on the cluster (runtime/sweep_study.py: the
-same sampler, pruner and metric), the study in an SQLite file beside the full runs' directories. A trial the
-pruner stops is stopped at once (its processes) and said in one line: the sweep working, not a failure (no
-diagnosis of the run it stopped); a failed one is recorded and the sweep goes on; the first trials all failing
-stop it, saying why."""
+same sampler, pruner and metric), the study in an SQLite file beside the full runs' directories, with a link to
+each trial's run directory (`trial-N`: the sweep's TensorBoard, ops/boards.py). A trial the pruner stops is stopped
+at once (its processes) and said in one line: the sweep working, not a failure (no diagnosis of the run it
+stopped); a failed one is recorded and the sweep goes on; the first trials all failing stop it, saying why. With
+MLFLOW_TRACKING_URI set, the sweep is an MLflow run and its trials are its children."""
 
 from __future__ import annotations
 
 import dataclasses
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,15 +19,20 @@ from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
+from vdk.plugin.ml_training.k8s.sweep_manifests import STUDY_FILE
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launcher import HostStarter
 from vdk.plugin.ml_training.local.launcher import full_runs_dir
 from vdk.plugin.ml_training.ops.plan_runner import run_plan
 from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
 from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.typed_calls import checked
+from vdk.plugin.ml_training.runtime import mlflow_runs
+from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.runtime import sweep_study
+from vdk.plugin.ml_training.runtime.series import RunFacts
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_progress import Progress
@@ -34,6 +41,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.sweeps import SweepTable
 
 POLL_SECONDS = 1.0
+TRIAL_LINK = "trial-"  # trial-N in the sweep's folder: the trial's run directory (ops/boards.py reads them)
 
 
 @dataclass(frozen=True)
@@ -73,21 +81,29 @@ def run_sweep(spec: MLJobSpec, reporter: Reporter | None = None) -> LocalSweep:
     assert sweep is not None
     folder = full_runs_dir() / f"{spec.name}-sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
-    study_file = folder / "study.db"
+    study_file = folder / STUDY_FILE
     wire_sweep = sweep.to_wire(study=spec.name)
     study = sweep_study.open_study(wire_sweep, f"sqlite:///{study_file}")
-    for number in range(sweep.trials):
-        reason = sweep_study.stop_reason(study, wire_sweep)
-        if reason:
-            study.set_user_attr(sweep_study.STOPPED, reason)
-            raise MLTrainingError(
-                f"the sweep of {spec.name} stopped: {reason}",
-                f"fix what the trials' logs say (in {folder}), then run the sweep again",
-            )
-        trial = sweep_study.ask(study, wire_sweep)
-        state = _run_trial(spec, wire_sweep, study, trial, folder, reporter)
-        reporter.note(f"trial {trial.number} {state} ({number + 1} of {sweep.trials})")
-    return LocalSweep(spec, sweep_study.snapshot(study, wire_sweep), study_file)
+    parent = MlflowParent.start(spec, wire_sweep, folder, reporter.note)
+    status = mlflow_runs.FAILED
+    try:
+        for number in range(sweep.trials):
+            reason = sweep_study.stop_reason(study, wire_sweep)
+            if reason:
+                study.set_user_attr(sweep_study.STOPPED, reason)
+                raise MLTrainingError(
+                    f"the sweep of {spec.name} stopped: {reason}",
+                    f"fix what the trials' logs say (in {folder}), then run the sweep again",
+                )
+            trial = sweep_study.ask(study, wire_sweep)
+            state = _run_trial(spec, wire_sweep, study, trial, folder, reporter, parent)
+            reporter.note(f"trial {trial.number} {state} ({number + 1} of {sweep.trials})")
+        snapshot = sweep_study.snapshot(study, wire_sweep)
+        status = mlflow_runs.FINISHED
+    finally:
+        if parent is not None:
+            parent.end(status, sweep_study.snapshot(study, wire_sweep), wire_sweep)
+    return LocalSweep(spec, snapshot, study_file)
 
 
 class _TrialReporter(Reporter):
@@ -115,13 +131,59 @@ class _TrialReporter(Reporter):
             self.inner.run_ended(result)
 
 
-def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Reporter) -> str:
+@dataclass
+class MlflowParent:
+    """The sweep's MLflow run, its trials' parent, when MLFLOW_TRACKING_URI names a server (runtime/mlflow_runs.py)."""
+
+    rest: mlflow_runs.MlflowRest
+    run_id: str
+    say: Say
+
+    @classmethod
+    def start(cls, spec: MLJobSpec, sweep: wire.Sweep, folder: Path, say: Say) -> MlflowParent | None:
+        from vdk.plugin.ml_training.source.audit import collect
+
+        provenance = collect(spec.job_dir)
+        facts = RunFacts(run=folder.name, job=spec.name, team=spec.team or "", commit=provenance.git_commit or "")
+        params = {
+            "sweep.metric": sweep.metric,
+            "sweep.goal": sweep.goal,
+            "sweep.algorithm": sweep.algorithm,
+            "sweep.trials": str(sweep.trials),
+        }
+        try:
+            made = mlflow_runs.parent_run(facts, params)
+        except mlflow_runs.MlflowError as e:
+            say(f"note: the sweep is not logged to MLflow ({e}); its trials are, each on its own")
+            return None
+        if made is None:
+            return None
+        say(f"MLflow: the sweep is run {made[1]}, its trials its children")
+        return cls(made[0], made[1], say)
+
+    def end(self, status: str, snapshot: dict, sweep: wire.Sweep) -> None:
+        best = next((t for t in snapshot.get("trials", []) if t["number"] == snapshot.get("best")), None)
+        try:
+            if best is not None and best.get("metric") is not None:
+                now = int(time.time() * 1000)
+                metric = {"key": f"best_{sweep.metric}", "value": best["metric"], "timestamp": now, "step": 0}
+                self.rest.log_batch(self.run_id, [metric], {"best_trial": str(best["number"])})
+            self.rest.end_run(self.run_id, status, int(time.time() * 1000))
+        except mlflow_runs.MlflowError as e:
+            self.say(f"note: the sweep's MLflow run {self.run_id} was not ended ({e})")
+
+
+def _run_trial(
+    spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Reporter, parent: MlflowParent | None
+) -> str:
     engine = sweep_study.optuna()
     params = dict(trial.params)
     reporter.note(f"trial {trial.number}: " + ", ".join(f"{k}={wire.format_value(v)}" for k, v in params.items()))
     metric_file = Path(tempfile.mkstemp(prefix=f"trial-{trial.number}-", suffix=".metric", dir=folder)[1])
     plan = full_plan(spec.trial(params))
     env = {**plan.env, **wire.metric_environment(plan.env, sweep.metric, str(metric_file), params)}
+    if parent is not None:
+        env[protocol.MLFLOW_PARENT] = parent.run_id
     plan = dataclasses.replace(plan, env=env)
     reports = sweep_study.TrialReports(trial, metric_file, sweep.prune)
     starter = HostStarter()  # whose run the pruner stops
@@ -142,6 +204,7 @@ def _run_trial(spec, sweep: wire.Sweep, study, trial, folder: Path, reporter: Re
     finally:
         done.set()
         follower.join()
+    (folder / f"{TRIAL_LINK}{trial.number}").symlink_to(result.run.run_dir)  # the sweep's trials, side by side
     if not pruned.is_set():
         reports.poll()
     last = reports.last

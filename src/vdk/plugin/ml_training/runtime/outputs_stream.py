@@ -1,7 +1,8 @@
 """A run's outputs, streamed through a pod's log: `python -m vdk.plugin.ml_training.runtime.outputs_stream
-[--copy] DIR` lists (and with --copy sends) the files a run wrote in its output directory (output_workdir.py:
-not the links to its code). `vdk execute --outputs` starts it in a short-lived pod that mounts the run's
-directory of the output claim, and reads its log (k8s/outputs_copy.py). Writer and reader of the format here.
+[--copy] [--only NAME] DIR` lists (and with --copy sends) the files a run wrote in its output directory
+(output_workdir.py: not the links to its code; with --only, those named NAME or below a directory so named).
+`vdk execute --outputs` starts it in a short-lived pod that mounts the run's directory of the output claim, and
+reads its log (k8s/outputs_copy.py; `vdk show --board` too, with --only). Writer and reader of the format here.
 
 The log is text, line by line: an `entry` line per file (path, size), then with --copy each file again as
 `file` line, its bytes in base64 lines, and an `end` line with its sha256; `done` ends the stream. The
@@ -47,10 +48,13 @@ def _line(kind: str, data: dict) -> str:
     return f"{MARK} {kind} {json.dumps(data, sort_keys=True)}\n"
 
 
-def export(directory: str, copy: bool, write: Callable[[str], object]) -> None:
+def export(directory: str, copy: bool, write: Callable[[str], object], only: str | None = None) -> None:
+    """`only`: the files of that name, or below a directory of that name (`vdk-tensorboard`), and no others."""
     from vdk.plugin.ml_training.runtime.output_workdir import output_files
 
-    files = [OutputFile(p, size, mtime) for p, size, mtime in output_files(directory)]
+    files = [
+        OutputFile(p, size, mtime) for p, size, mtime in output_files(directory) if only is None or only in p.split("/")
+    ]
     for item in files:
         write(_line("entry", item.to_dict()))
     if copy:
@@ -69,15 +73,20 @@ def export(directory: str, copy: bool, write: Callable[[str], object]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     copy = "--copy" in args
+    only = None
+    if "--only" in args and args.index("--only") + 1 < len(args):
+        at = args.index("--only")
+        only = args.pop(at + 1)
+        args.pop(at)
     paths = [a for a in args if not a.startswith("--")]
     if len(paths) != 1:
-        sys.stderr.write("usage: outputs_stream [--copy] DIRECTORY\n")
+        sys.stderr.write("usage: outputs_stream [--copy] [--only NAME] DIRECTORY\n")
         return 2
     if not os.path.isdir(paths[0]):
         sys.stderr.write(f"{MARK}: {paths[0]} is not a directory\n")
         return 1
     time.sleep(START_AFTER_SECONDS)
-    export(paths[0], copy, sys.stdout.write)
+    export(paths[0], copy, sys.stdout.write, only)
     sys.stdout.flush()
     return 0
 
