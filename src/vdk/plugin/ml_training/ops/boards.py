@@ -30,6 +30,7 @@ from vdk.plugin.ml_training.local.launcher import WORK_DIR
 from vdk.plugin.ml_training.local.launcher import full_runs_dir
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.sweep_local import TRIAL_LINK
+from vdk.plugin.ml_training.ops.typed_calls import checked
 from vdk.plugin.ml_training.ops.viewers import TENSORBOARD
 from vdk.plugin.ml_training.ops.viewers import Viewer
 from vdk.plugin.ml_training.ops.viewers import optuna_dashboard
@@ -146,6 +147,7 @@ def choose(runs: list[BoardRun], names: tuple[str, ...], last: int, job: str) ->
     return chosen
 
 
+@checked
 def collect_board(
     scope: Scope,
     runs: tuple[str, ...] = (),
@@ -233,6 +235,7 @@ def _copy_cluster_run(scope: Scope, run: BoardRun, into: Path, say: Say) -> int:
         return len(copied.written or [])
 
 
+@checked
 def show_board(
     scope: Scope,
     runs: tuple[str, ...] = (),
@@ -256,6 +259,7 @@ def show_board(
     return board
 
 
+@checked
 def show_dashboard(
     scope: Scope, run: str | None = None, *, say: Say = to_stderr, cluster: bool = True
 ) -> tuple[Viewer, Path]:

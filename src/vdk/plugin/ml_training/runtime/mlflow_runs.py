@@ -273,7 +273,7 @@ class MlflowWriter:
             err = self._err or sys.stderr
             err.write((wire.warning(text) if warn else wire.line(wire.MLFLOW, text)) + "\n")
             err.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - stderr is gone: nothing left to tell
             pass
 
 
@@ -290,6 +290,7 @@ def follow_the_script(writer: MlflowWriter) -> None:
             writer.stood_down.set()
             return original(*args, **kwargs)
 
+        # marks on a function object, as functools.wraps leaves them (mypy knows no attributes of a function)
         made_by_the_script._vdk_mlflow = True  # type: ignore[attr-defined]
         made_by_the_script.__wrapped__ = original  # type: ignore[attr-defined]
         setattr(owner, name, made_by_the_script)

@@ -319,7 +319,7 @@ class SeriesRecorder:
             if self.counter is not None:
                 self.counter.listeners.remove(self._after_step)
                 self._step = (self.counter.steps, self.counter.loss_snapshot(), None, None, self._wall())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the series end without the last step's point
             pass
         done = threading.Event()
 
@@ -336,7 +336,7 @@ class SeriesRecorder:
                 for writer in list(self.writers):
                     try:
                         writer.close(status)
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:  # noqa: BLE001 - one writer's end, the others' go on
                         self._drop(writer, e)
             finally:
                 done.set()
@@ -366,7 +366,7 @@ class SeriesRecorder:
             err = self._err or sys.stderr
             err.write(wire.warning(text) + "\n")
             err.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - stderr is gone: nothing left to tell
             pass
 
 
