@@ -16,6 +16,7 @@ from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.api import job_verbs
 from vdk.plugin.ml_training.api import run_verbs
 from vdk.plugin.ml_training.api import service_verbs
+from vdk.plugin.ml_training.api import viewer_verbs
 
 ROOT = Path(__file__).resolve().parents[3]
 # What reads a job or a setting, and does no work to be told about
@@ -34,7 +35,7 @@ NOT_REPORTED = {
 def verbs() -> dict[str, object]:
     return {
         name: function
-        for module in (job_verbs, run_verbs, service_verbs)
+        for module in (job_verbs, run_verbs, service_verbs, viewer_verbs)
         for name, function in inspect.getmembers(module, inspect.isfunction)
         if function.__module__ == module.__name__ and not name.startswith("_")
     }

@@ -11,8 +11,17 @@ import pytest
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.ops import boards
+from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.runtime.board_events import BOARD_DIR
+
+
+class Notes(Reporter):
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
 
 def full_run(runs, name: str, events: int = 1):
@@ -65,7 +74,7 @@ def test_a_run_is_chosen_by_its_name_or_its_suffix_else_the_newest():
 
 def test_the_board_holds_a_directory_per_run_and_a_sweeps_trials_below_it(runs, tmp_path):
     scope = Scope(None, "spirals", None, None, None)
-    board = boards.collect_board(scope, last=2, to=tmp_path / "board", cluster=False, say=lambda text: None)
+    board = boards.collect_board(scope, last=2, to=tmp_path / "board", cluster=False)
     assert board.runs == ["spirals-20260103-100000-bbbbbbbb", "spirals-sweep-20260102-090000"]
     files = sorted(str(p.relative_to(tmp_path / "board")) for p in (tmp_path / "board").rglob("*") if p.is_file())
     assert files == [
@@ -86,12 +95,12 @@ def test_a_job_without_runs_says_how_to_get_some(runs):
 def test_runs_whose_event_files_are_off_say_so(runs, tmp_path):
     for events in (runs / "spirals-20260103-100000-bbbbbbbb" / "work" / BOARD_DIR).iterdir():
         os.remove(events)
-    notes = []
+    notes = Notes()
     with pytest.raises(MLTrainingError) as error:
-        boards.collect_board(Scope(None, "spirals", None, None, None), ("bbbbbbbb",), cluster=False, say=notes.append)
+        boards.collect_board(Scope(None, "spirals", None, None, None), ("bbbbbbbb",), cluster=False, reporter=notes)
     assert "none of the chosen runs of spirals has TensorBoard event files" in error.value.problem
     assert "VDK_ML_TRAINING_TENSORBOARD=0" in error.value.fix
-    assert notes == ["note: spirals-20260103-100000-bbbbbbbb (this machine) has no event files"]
+    assert notes.notes == ["note: spirals-20260103-100000-bbbbbbbb (this machine) has no event files"]
 
 
 def test_the_dashboards_study_is_a_copy_made_by_sqlite(tmp_path):

@@ -8,6 +8,7 @@ renders what they return; a caller of this module needs nothing of `ops` or `k8s
     result = api.run_job(spec)                          # `vdk run`: the smoke run
     print("passed" if result.passed else result.error.fix)
     detail = api.show_job(api.find_scope("mnist"))     # `vdk show`: the runs, the latest's diagnosis
+    board = api.show_board(api.find_scope("mnist"))    # `vdk show --board`: TensorBoard, `board.viewer.url`
 
 Every function is quiet: what it does as it goes is told to its `reporter` (a `Reporter`; `StderrReporter`
 shows notes and progress on stderr), and what it found is what it returns (`to_dict()` is what `-o json`
@@ -56,6 +57,9 @@ from vdk.plugin.ml_training.api.service_verbs import deploy_through_service
 from vdk.plugin.ml_training.api.service_verbs import follow_execution
 from vdk.plugin.ml_training.api.service_verbs import launch_execution
 from vdk.plugin.ml_training.api.service_verbs import service_route
+from vdk.plugin.ml_training.api.viewer_verbs import collect_board
+from vdk.plugin.ml_training.api.viewer_verbs import show_board
+from vdk.plugin.ml_training.api.viewer_verbs import show_dashboard
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.diagnosis.finding import Finding as Finding
@@ -73,6 +77,8 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.run_summary import RunSummary as RunSummary
     from vdk.plugin.ml_training.k8s.selection import JobSelection as JobSelection
     from vdk.plugin.ml_training.local.launch_plan import LaunchPlan as LaunchPlan
+    from vdk.plugin.ml_training.ops.boards import Board as Board
+    from vdk.plugin.ml_training.ops.boards import Dashboard as Dashboard
     from vdk.plugin.ml_training.ops.compare_runs import Outcome as Outcome
     from vdk.plugin.ml_training.ops.compare_runs import RunComparison as RunComparison
     from vdk.plugin.ml_training.ops.cs_deploy import ServiceDeployResult as ServiceDeployResult
@@ -111,6 +117,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.sweeps import TrialLog as TrialLog
     from vdk.plugin.ml_training.ops.sweeps import TrialRow as TrialRow
     from vdk.plugin.ml_training.ops.usage import GpuUsage as GpuUsage
+    from vdk.plugin.ml_training.ops.viewers import Viewer as Viewer
 
 # The types users meet, by the module that defines them: imported when first used (`api.RunDetail`).
 _TYPES = {
@@ -167,6 +174,9 @@ _TYPES = {
     "ServiceDeployResult": "ops.cs_deploy",
     "SetupCheck": "ops.cs_setup",
     "LaunchOutcome": "ops.cs_launch",
+    "Board": "ops.boards",
+    "Dashboard": "ops.boards",
+    "Viewer": "ops.viewers",
 }
 
 __all__ = [
@@ -205,6 +215,9 @@ __all__ = [
     "check_service_setup",
     "build_as_builder",
     "launch_execution",
+    "collect_board",
+    "show_board",
+    "show_dashboard",
     # the types they take and return
     "MLTrainingError",
     "JobConfigError",
@@ -259,6 +272,9 @@ __all__ = [
     "ServiceDeployResult",
     "SetupCheck",
     "LaunchOutcome",
+    "Board",
+    "Dashboard",
+    "Viewer",
 ]
 
 

@@ -1,14 +1,22 @@
-"""`vdk show --board` and `vdk show --dashboard` (ops/boards.py): TensorBoard over the chosen runs, Optuna's
-dashboard over a sweep's study, each on a loopback port; its address printed (with -o json, one object), then it
-serves until Ctrl-C (or SIGTERM, SIGHUP), which stops it: the command then ends well."""
+"""`vdk show --board` and `vdk show --dashboard` (`api.show_board`, `api.show_dashboard`): TensorBoard over the chosen
+runs, Optuna's dashboard over a sweep's study, each on a loopback port; its address printed (with -o json, one
+object), then it serves until Ctrl-C (or SIGTERM, SIGHUP), which stops it: the command then ends well."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
+from vdk.plugin.ml_training import api
 from vdk.plugin.ml_training.cli.cluster_scope import print_json
 from vdk.plugin.ml_training.cli.cluster_scope import stderr
-from vdk.plugin.ml_training.ops.scope import Scope
+from vdk.plugin.ml_training.cli.console import Console
+
+if TYPE_CHECKING:
+    from vdk.plugin.ml_training.api import Scope
+
+DEFAULT_LAST = 5  # api.show_board's
 
 
 def show_viewer(
@@ -21,7 +29,6 @@ def show_viewer(
     output: str | None,
 ) -> None:
     from vdk.plugin.ml_training.errors import MLTrainingError
-    from vdk.plugin.ml_training.ops import boards
 
     as_json = (output or "text").lower() == "json"
     if board == dashboard:
@@ -29,7 +36,7 @@ def show_viewer(
     if dashboard and (last is not None or to is not None):
         raise click.UsageError("--last and --to go with --board")
     if board:
-        shown = boards.show_board(scope, (run,) if run else (), last or boards.DEFAULT_LAST, to, say=stderr)
+        shown = api.show_board(scope, (run,) if run else (), last or DEFAULT_LAST, to, reporter=Console())
         viewer = shown.viewer
         assert viewer is not None
         if as_json:
@@ -38,9 +45,10 @@ def show_viewer(
             click.echo(f"TensorBoard of {', '.join(shown.runs)}: {viewer.url}")
             click.echo(f"  event files: {shown.folder}")
     else:
-        viewer, copy = boards.show_dashboard(scope, run, say=stderr)
+        dashboard_ = api.show_dashboard(scope, run, reporter=Console())
+        viewer = dashboard_.viewer
         if as_json:
-            print_json({**viewer.to_dict(), "study_copy": str(copy)})
+            print_json(dashboard_.to_dict())
         else:
             click.echo(f"Optuna Dashboard of {viewer.what}: {viewer.url}")
     stderr("Serving on this machine only (loopback); Ctrl-C stops it.")

@@ -21,13 +21,13 @@ from dataclasses import field
 from datetime import datetime
 from pathlib import Path
 
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
-
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.sweep_manifests import STUDY_FILE
 from vdk.plugin.ml_training.local.launcher import WORK_DIR
 from vdk.plugin.ml_training.local.launcher import full_runs_dir
+from vdk.plugin.ml_training.ops.reporting import Reporter
+from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.sweep_local import TRIAL_LINK
 from vdk.plugin.ml_training.ops.typed_calls import checked
@@ -154,11 +154,13 @@ def collect_board(
     last: int = DEFAULT_LAST,
     to: str | Path | None = None,
     *,
-    say: Say = to_stderr,
+    reporter: Reporter | None = None,
     cluster: bool = True,
 ) -> Board:
     """The event files of the job's chosen runs (`runs`, else the `last` newest, of this machine and, with
-    `cluster`, of the cluster) copied into a folder (`to`, else vdk's cache), one directory per run."""
+    `cluster`, of the cluster) copied into a folder (`to`, else vdk's cache), one directory per run; what it does
+    and what it leaves out are notes of `reporter`."""
+    say = or_quiet(reporter).note
     job = scope.job_name or ""
     if not job:
         raise MLTrainingError("`vdk show --board` needs the job's name", "name the job with -n, or -p its directory")
@@ -182,7 +184,7 @@ def collect_board(
     folder = board_folder(job, to)
     copied = []
     for run in chosen:
-        files = _copy_run(scope, run, folder / run.name, say)
+        files = _copy_run(scope, run, folder / run.name, reporter)
         if files:
             copied.append(run.name)
         else:
@@ -198,10 +200,10 @@ def collect_board(
     return Board(folder, copied, notes=notes)
 
 
-def _copy_run(scope: Scope, run: BoardRun, into: Path, say: Say) -> int:
+def _copy_run(scope: Scope, run: BoardRun, into: Path, reporter: Reporter | None) -> int:
     """Copy one run's event files into `into` (a sweep's trials into `into/trial-N`); how many."""
     if run.where == CLUSTER:
-        return _copy_cluster_run(scope, run, into, say)
+        return _copy_cluster_run(scope, run, into, reporter)
     sources = {into: run.events} if run.events is not None else {}
     sources.update({into / f"{TRIAL_LINK}{n}": path for n, path in sorted(run.trials.items())})
     count = 0
@@ -216,16 +218,16 @@ def _copy_run(scope: Scope, run: BoardRun, into: Path, say: Say) -> int:
     return count
 
 
-def _copy_cluster_run(scope: Scope, run: BoardRun, into: Path, say: Say) -> int:
+def _copy_cluster_run(scope: Scope, run: BoardRun, into: Path, reporter: Reporter | None) -> int:
     """Through the copy pod (ops/outputs.py), only the event files; `trial-N/vdk-tensorboard/x` lands as
     `trial-N/x`."""
     from vdk.plugin.ml_training.ops.outputs import run_outputs
 
     with tempfile.TemporaryDirectory(prefix="vdk-board-") as staging:
         try:
-            copied = run_outputs(scope, run.name, staging, say=say, only=BOARD_DIR)
+            copied = run_outputs(scope, run.name, staging, reporter=reporter, only=BOARD_DIR)
         except MLTrainingError as e:
-            say(f"note: {run.name}: {e.problem}")
+            or_quiet(reporter).note(f"note: {run.name}: {e.problem}")
             return 0
         for path in copied.written or []:
             relative = [part for part in path.relative_to(staging).parts if part != BOARD_DIR]
@@ -242,29 +244,42 @@ def show_board(
     last: int = DEFAULT_LAST,
     to: str | Path | None = None,
     *,
-    say: Say = to_stderr,
+    reporter: Reporter | None = None,
     cluster: bool = True,
 ) -> Board:
     """`collect_board`, then TensorBoard started over the folder on a loopback port (`Board.viewer`: its address;
     `stop()` ends it)."""
-    board = collect_board(scope, runs, last, to, say=say, cluster=cluster)
+    board = collect_board(scope, runs, last, to, reporter=reporter, cluster=cluster)
     log = board.folder.parent / f".{board.folder.name}-tensorboard.log"
     board.viewer = start_viewer(
         TENSORBOARD,
         lambda port: ["--logdir", str(board.folder), "--host", "127.0.0.1", "--port", str(port)],
         str(board.folder),
         log,
-        say,
+        or_quiet(reporter).note,
     )
     return board
 
 
+@dataclass
+class Dashboard:
+    """Optuna's dashboard serving a copy of a sweep's study (`study`) until `viewer.stop()`."""
+
+    sweep: str
+    viewer: Viewer
+    study: Path
+
+    def to_dict(self) -> dict:
+        return {"sweep": self.sweep, **self.viewer.to_dict(), "study_copy": str(self.study)}
+
+
 @checked
 def show_dashboard(
-    scope: Scope, run: str | None = None, *, say: Say = to_stderr, cluster: bool = True
-) -> tuple[Viewer, Path]:
+    scope: Scope, run: str | None = None, *, reporter: Reporter | None = None, cluster: bool = True
+) -> Dashboard:
     """Optuna's dashboard over a copy of the sweep's study: the sweep `run` (or its suffix; default the newest) of
-    this machine or the cluster. The viewer and the copy."""
+    this machine or the cluster; notes of `reporter`."""
+    say = or_quiet(reporter).note
     job = scope.job_name or ""
     sweeps = [r for r in local_runs(job) if r.study is not None]
     if cluster:
@@ -287,7 +302,7 @@ def show_dashboard(
     if chosen.where == LOCAL and chosen.study is not None:
         read_only_copy(chosen.study, copy)
     else:
-        _copy_cluster_study(scope, chosen, copy, say)
+        _copy_cluster_study(scope, chosen, copy, reporter)
     viewer = start_viewer(
         optuna_dashboard(),
         lambda port: [f"sqlite:///{copy}", "--host", "127.0.0.1", "--port", str(port)],
@@ -295,7 +310,7 @@ def show_dashboard(
         copy.with_suffix(".log"),
         say,
     )
-    return viewer, copy
+    return Dashboard(chosen.name, viewer, copy)
 
 
 def read_only_copy(study: Path, copy: Path) -> None:
@@ -321,11 +336,11 @@ def _is_sweep(scope: Scope, run: BoardRun) -> bool:
     return summary is not None and summary.sweep is not None
 
 
-def _copy_cluster_study(scope: Scope, run: BoardRun, copy: Path, say: Say) -> None:
+def _copy_cluster_study(scope: Scope, run: BoardRun, copy: Path, reporter: Reporter | None) -> None:
     from vdk.plugin.ml_training.ops.outputs import run_outputs
 
     with tempfile.TemporaryDirectory(prefix="vdk-study-") as staging:
-        copied = run_outputs(scope, run.name, staging, say=say, only=STUDY_FILE)
+        copied = run_outputs(scope, run.name, staging, reporter=reporter, only=STUDY_FILE)
         found = [p for p in copied.written or [] if p.name == STUDY_FILE]
         if not found:
             raise MLTrainingError(

@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from vdk.plugin.ml_training.ops.notes import Say
-from vdk.plugin.ml_training.ops.notes import to_stderr
-
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.ops.reporting import Say
 
 HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 600.0  # the first start installs the viewer's environment (a minute or two)
@@ -129,7 +127,7 @@ def start_viewer(
     arguments: Callable[[int], list[str]],
     what: str,
     log: Path,
-    say: Say = to_stderr,
+    say: Say = lambda text: None,
     timeout: float = START_TIMEOUT_SECONDS,
 ) -> Viewer:
     """Start `kind` with `arguments(port)` on a free loopback port and wait until it answers; MLTrainingError when
