@@ -77,6 +77,10 @@ TENSORBOARD_DRAWN = (
     "[...document.querySelectorAll('svg path')].filter(p => (p.getAttribute('d') || '').length > 100).length > 1"
 )
 PLOTTED = "document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length > 0"
+# TensorBoard's time series of the tags matching `tag_filter` (a query parameter: in the fragment it is ignored)
+TENSORBOARD_PAGE = "?darkMode=false&forceSVG=true&tagFilter={tag_filter}#timeseries"
+# Its settings pane, open by default on a wide window, closed for the screenshot (left open if TensorBoard renames it)
+CLOSE_SETTINGS = "document.querySelector('button[aria-label=\\'Close side pane\\']')?.click()"
 CLICK = (
     "(() => { const b = [...document.querySelectorAll('button, [role=radio], label, span')]"
     ".find(e => e.textContent.trim() === %r); if (b) { b.click(); return true; } return false; })()"
@@ -160,9 +164,11 @@ def test_the_board_serves_the_run_and_its_curve(world, tmp_path):
     )
     try:
         assert (tmp_path / "board" / name).is_dir() and list((tmp_path / "board" / name).glob("events.out.*"))
-        url = f"{served.url}?darkMode=false&forceSVG=true#timeseries&tagFilter=vdk%2F(loss|metrics)"
+        url = served.url + TENSORBOARD_PAGE.format(tag_filter="vdk%2F(loss%7Cmetrics)")
         with Browser(tmp_path / "chromium") as browser:
             dom = browser.open(url, TENSORBOARD_DRAWN)
+            browser.evaluate(CLOSE_SETTINGS)
+            time.sleep(1)
             browser.screenshot(screenshot_dir(tmp_path) / "tensorboard.png")
         assert name in dom and "vdk/loss" in dom and "vdk/metrics/val_loss" in dom
         assert re.search(r'<path[^>]+d="M[^"]{200,}', dom)  # a curve of many points
@@ -188,9 +194,11 @@ def test_a_sweeps_trials_are_sibling_runs_with_their_values_as_hparams(world, tm
             values[trial] = {k: v.number_value for k, v in start.hparams.items()}
         assert sorted(v["lr"] for v in values.values()) == [pytest.approx(0.003), pytest.approx(0.03)]
         assert {v["batch_size"] for v in values.values()} == {256}
-        url = f"{served.url}?darkMode=false&forceSVG=true#timeseries&tagFilter=val_loss"
+        url = served.url + TENSORBOARD_PAGE.format(tag_filter="vdk%2F(loss%7Cmetrics%2Fval_loss)")
         with Browser(tmp_path / "chromium") as browser:
             dom = browser.open(url, TENSORBOARD_DRAWN)
+            browser.evaluate(CLOSE_SETTINGS)
+            time.sleep(1)
             browser.screenshot(screenshot_dir(tmp_path) / "tensorboard-sweep.png")
         assert f"{sweep.name}/trial-0" in dom and f"{sweep.name}/trial-1" in dom
     finally:
