@@ -202,7 +202,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         idle_timeout_seconds=_idle_timeout(keys),
         spawns_workers=spawn is not None,
         output_pvc=output_pvc,
-        mlflow_tracking_uri=keys.matching("mlflow_tracking_uri", TRACKING_SERVER, "an http(s) address"),
+        mlflow_tracking_uri=keys.matching("mlflow_tracking_uri", TRACKING_SERVER, "an http or https address"),
         mounts=mounts,
         secrets=read_secrets(parser, path),
         sweep=read_sweep(parser, path, args, smoke_args, env),

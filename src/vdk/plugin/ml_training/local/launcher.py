@@ -33,6 +33,7 @@ from vdk.plugin.ml_training.local.data_links import link_datasets
 from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 from vdk.plugin.ml_training.local.lifeline import Lifeline
 from vdk.plugin.ml_training.local.rank_memory import MemoryWatch
+from vdk.plugin.ml_training.local.run_facts import full_run_facts
 from vdk.plugin.ml_training.local.smoke_heartbeat import Heartbeat
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.vocabulary.wire import PROJECT
@@ -265,7 +266,7 @@ def _launch_once(
         env[protocol.RUN_NAME] = (again.run_dir if again is not None else run_dir).name  # whose checkpoints
         outputs = None
         if plan.mode == protocol.FULL:
-            env.update(_facts(plan, run_dir))
+            env.update(full_run_facts(plan.spec, run_dir.name))
         if work is not None:
             env[protocol.JOB_DIR] = str(work.job_dir)
             env[protocol.OUTPUT_DIR] = str(work.path)  # as on a cluster: what the run writes, beside the code
@@ -296,17 +297,6 @@ def _launch_once(
     peaks = dict(memory.peaks) if isinstance(memory, MemoryWatch) else {}
     wall = time.monotonic() - started
     return LocalRun(plan, run_dir, proc.returncode, wall, timed_out, starter.engine, work, peaks, outputs)
-
-
-def _facts(plan: LaunchPlan, run_dir: Path) -> dict[str, str]:
-    """A full run's facts for TensorBoard and MLflow (layout.facts_env): its directory's name as its name, the job
-    directory's commit, its datasets."""
-    from vdk.plugin.ml_training import layout
-    from vdk.plugin.ml_training.source.audit import collect
-
-    provenance = collect(plan.spec.job_dir)
-    datasets = {d.target: d.source for d in plan.spec.data}
-    return layout.facts_env(plan.spec, run_dir.name, "", provenance.git_commit, provenance.git_dirty, datasets)
 
 
 def free_port() -> int:
