@@ -139,7 +139,8 @@ def test_a_full_runs_event_files_hold_its_series(world):
         "vdk/metrics/val_acc",
     }
     loss = {e.step: e.value for e in events.Scalars("vdk/loss")}
-    assert max(loss) == 64 and len(loss) >= 5  # 2 epochs of 32 steps, a point every 0.2 s at most
+    # 2 epochs of 32 steps: a point once a period (0.2 s) at most, however fast the steps went, and the last step's
+    assert max(loss) == 64 and 2 <= len(loss) <= 64
     printed = dict(loss_curve(ran.stdout.splitlines()))  # the progress lines' losses, at their steps
     shared = sorted(set(printed) & set(loss))
     assert shared, (printed, loss)
