@@ -120,8 +120,25 @@ def _epoch_lines(outcome: RunOutcome, failed: bool = False) -> list[str]:
         text = "reached" + (f" ({end.how})" if end.how else "")
         if end.then:
             text += f", then {', '.join(end.then)}"
-        return [f"  end of epoch: {text}"]
+        return [f"  end of epoch: {text}", *_training_lines(outcome)]
     return [f"  end of epoch: not reached ({end.why_not})"] if end.why_not and not failed else []
+
+
+def _training_lines(outcome: RunOutcome) -> list[str]:
+    """Smoke runs past the end of an epoch: whether the code after the training loop ran, and what ran there (a save
+    that raised is not among it), or what did not run and what covers it."""
+    end = outcome.training_end
+    if end is None:
+        return []
+    lines = []
+    if end.reached:
+        text = end.how or "reached"
+        lines.append(f"  end of training: {text}" + (f", then {', '.join(end.then)}" if end.then else ""))
+    elif end.not_run:
+        lines.append(f"  end of training: the code after the training loop did not run: {end.not_run}")
+    if end.note:
+        lines.append(f"  note: {end.note}")
+    return lines
 
 
 def _work_dir_lines(outcome: RunOutcome) -> list[str]:

@@ -53,6 +53,7 @@ class RankOutcome:
     observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
     stall: dict[str, Any] | None = None  # full run: what the stall watchdog saw (runtime/watchdog.Stall.to_dict)
     epoch_end: protocol.EpochEnd | None = None  # smoke run: whether it reached the end of an epoch
+    training_end: protocol.TrainingEnd | None = None  # smoke run: whether the code after its training loop ran
     peak_memory: int | None = None  # bytes: its peak resident memory, as last sampled
     # smoke run: what the code asked for that the smoke run turned off (`report_to=wandb`), each with the module
     # the cluster run imports for it (None: none)
@@ -127,6 +128,12 @@ class RunOutcome:
     def epoch_end(self) -> protocol.EpochEnd | None:
         """Whether the smoke run reached the end of an epoch: as the first rank that tells says."""
         known = [r.epoch_end for r in self.ranks if r.epoch_end is not None]
+        return known[0] if known else None
+
+    @property
+    def training_end(self) -> protocol.TrainingEnd | None:
+        """Whether the code after the smoke run's training loop ran: as the first rank that tells says."""
+        known = [r.training_end for r in self.ranks if r.training_end is not None]
         return known[0] if known else None
 
     def turned_off(self) -> dict[str, str | None]:
@@ -220,6 +227,7 @@ def _rank(
         turned_off=dict(record.get("turned_off") or {}),
         stall=_stall_in_job(run, record.get("stall")),
         epoch_end=protocol.EpochEnd.from_record(record.get("epoch_end")),
+        training_end=protocol.TrainingEnd.from_record(record.get("training_end")),
         peak_memory=memory,
     )
 

@@ -282,6 +282,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         from vdk.plugin.ml_training.runtime.resume import StoppedToResume
         from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
+        os.environ[protocol.CODE_DIRS] = _code_dir(entry)
         adaptations = smoke_rank.install_stand_ins(run_dir)
         counter = smoke_rank.step_counter(name)
         smoke_resume.install(name)  # the resume check's first or second start (ops/resume_check.py)
@@ -349,6 +350,7 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         from vdk.plugin.ml_training.runtime import smoke_rank
 
         fields["epoch_end"] = smoke_rank.epoch_end(status).to_record()
+        fields["training_end"] = smoke_rank.training_end(status).to_record()
     if reporter is not None:
         reporter.finish(status)
         fields["progress"] = reporter.last_line
@@ -366,6 +368,13 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     if mode == protocol.SMOKE and status != protocol.FINISHED:  # cut short: stopped at its end, or failed
         return _end_now(code)
     return _end(code)
+
+
+def _code_dir(entry: list[str]) -> str:
+    """The directory of the entrypoint's script (of a module run with -m: the working directory)."""
+    if entry and entry[0] != "-m":
+        return os.path.dirname(os.path.realpath(entry[0]))
+    return os.getcwd()
 
 
 def _end(code: int) -> int:

@@ -103,14 +103,18 @@ def _patch_training_arguments(
 
 
 def _patch_accelerator(module, a: Adaptations) -> None:
+    """Full precision (its mixed precision is named as not checked); a smoke run's step counter sees the loss the
+    script passes to `backward()`, not the one Accelerate divides by the gradient accumulation steps."""
     cls = getattr(module, "Accelerator", None)
     if cls is None or getattr(cls.__init__, "_vdk_smoke", False):
         return
     from vdk.plugin.ml_training.runtime.patching import with_arguments
 
     def on_cpu(arguments: dict) -> None:
-        if arguments.get("mixed_precision") not in (None, "no"):
+        precision = arguments.get("mixed_precision")
+        if precision not in (None, "no"):
             a.note("Accelerate mixed precision off")
+            a.turn_off(ACCELERATE_PRECISION.get(str(precision), str(precision)))
         arguments["mixed_precision"] = "no"
 
     def make(original):
@@ -118,7 +122,23 @@ def _patch_accelerator(module, a: Adaptations) -> None:
         wrapper._vdk_smoke = True  # type: ignore[attr-defined]  # attribute of a function object
         return wrapper
 
+    def make_backward(original):
+        @functools.wraps(original)
+        def backward(self, loss, *args, **kwargs):
+            counter = _counter()
+            if counter is None:
+                return original(self, loss, *args, **kwargs)
+            with counter.unscaled(loss):
+                return original(self, loss, *args, **kwargs)
+
+        return backward
+
     a.replace(cls, "__init__", make)
+    a.replace(cls, "backward", make_backward)
+
+
+# Accelerate's mixed_precision -> what the smoke run turns off (ops/smoke_gaps.py names it as not checked)
+ACCELERATE_PRECISION = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
 
 
 def _patch_trainer(module, a: Adaptations, epoch_end: bool) -> None:
@@ -169,7 +189,12 @@ def _patch_trainer(module, a: Adaptations, epoch_end: bool) -> None:
         def on_evaluate(self, args, state, control, **kwargs):
             watch = epochs.active()
             if watch is not None:
-                watch.evaluated()
+                watch.evaluated("evaluation")
+
+        def on_predict(self, args, state, control, metrics=None, **kwargs):
+            watch = epochs.active()
+            if watch is not None:
+                watch.evaluated("prediction")
 
     def make_init(original):
         @functools.wraps(original)
@@ -188,26 +213,17 @@ def _patch_trainer(module, a: Adaptations, epoch_end: bool) -> None:
                 return original(self, *args, **kwargs)
             outer, watch.framework = watch.framework, TRAINER  # it stops itself after max_steps
             try:
-                return original(self, *args, **kwargs)
+                result = original(self, *args, **kwargs)
             finally:
                 watch.framework = outer
+            if watch.framework_finished:  # what the script does from here on is after training
+                watch.training_ended(f"{TRAINER}'s train() returned after smoke_steps steps")
+            return result
 
         return train
 
-    def make_checkpoint(original):
-        @functools.wraps(original)
-        def _save_checkpoint(self, *args, **kwargs):
-            watch = epochs.active()
-            if watch is None:
-                return original(self, *args, **kwargs)
-            with watch.saving():  # one checkpoint, whatever number of files it writes
-                return original(self, *args, **kwargs)
-
-        return _save_checkpoint
-
     a.replace(trainer, "__init__", make_init)
     a.replace(trainer, "train", make_train)
-    a.replace(trainer, "_save_checkpoint", make_checkpoint)
 
 
 _counter_of_process = None  # the smoke run's StepCounter of this process (bootstrap.py)

@@ -25,6 +25,9 @@ CONSOLE_STDERR = "VDK_ML_TRAINING_CONSOLE_STDERR"  # path rank 0 writes its stde
 SPAWNED_PROGRESS = "VDK_ML_TRAINING_SPAWNED_PROGRESS"
 # The job directory the ranks' working directory was made from (local/workdir.py): nothing writes into it.
 JOB_DIR = "VDK_ML_TRAINING_JOB_DIR"
+# The directories of the job's own code besides the working directory (os.pathsep-separated): its loops are marked
+# (runtime/training_loops.py), in the rank and in the processes it spawns.
+CODE_DIRS = "VDK_ML_TRAINING_CODE_DIRS"
 EPOCH_END = "VDK_ML_TRAINING_EPOCH_END"  # "0": a smoke run stops after smoke_steps steps, epochs are not cut
 # Where the run's outputs go; the bootstrap makes it the working directory (runtime/output_workdir.py). Set for
 # cluster runs with an output claim (k8s/pod_template.py) and for local runs (their working directory).
@@ -119,6 +122,39 @@ class EpochEnd:
             str(record.get("how") or ""),
             tuple(str(x) for x in then if isinstance(x, str)),
             str(record.get("why_not") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class TrainingEnd:
+    """Whether the code after a smoke rank's training loop ran (field "training_end" of its result file)."""
+
+    reached: bool
+    how: str = ""  # how training ended: "the script left its training loop (train.py:42) after its first epoch"
+    then: tuple[str, ...] = ()  # what ran after it: "1 save", "evaluation (1 batch)"
+    not_run: str = ""  # why the code after it did not run, and what covers it
+    note: str = ""  # steps past smoke_steps, and why (a sweep's metric not reported yet)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "reached": self.reached,
+            "how": self.how,
+            "then": list(self.then),
+            "not_run": self.not_run,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_record(cls, record: Any) -> TrainingEnd | None:
+        if not isinstance(record, dict) or not isinstance(record.get("reached"), bool):
+            return None
+        then = record.get("then") or []
+        return cls(
+            record["reached"],
+            str(record.get("how") or ""),
+            tuple(str(x) for x in then if isinstance(x, str)),
+            str(record.get("not_run") or ""),
+            str(record.get("note") or ""),
         )
 
 

@@ -45,7 +45,10 @@ def install_stand_ins(run_dir: str):
     from vdk.plugin.ml_training.runtime import cpu_shims
     from vdk.plugin.ml_training.runtime import hf_shims
     from vdk.plugin.ml_training.runtime import lightning_shims
+    from vdk.plugin.ml_training.runtime import training_loops
 
+    # the job's own code is compiled with its loops marked: the smoke run leaves its training loop (epochs.py)
+    training_loops.install([os.getcwd(), *os.environ.get(protocol.CODE_DIRS, "").split(os.pathsep)])
     steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
     gpus = int(os.environ.get(protocol.SMOKE_GPUS) or os.environ.get("LOCAL_WORLD_SIZE") or "1")
     adaptations = cpu_shims.install(gpus, track_devices=os.environ.get(protocol.DEVICE_TRACKING) != "0")
@@ -77,12 +80,15 @@ def step_counter(rank: int | str):
     else:
         _smoke_counter = StepCounter(manual_steps=True).install()
     steps = int(os.environ.get(protocol.SMOKE_STEPS, "1"))
+    watch: Any = None
     if os.environ.get(protocol.EPOCH_END) == "0":
         StepLimit(steps).attach(_smoke_counter)
     else:
-        epochs.watch(_smoke_counter, steps, _stand_ins)
+        watch = epochs.watch(_smoke_counter, steps, _stand_ins)
+        watch.hold = _metric_not_reported()
+        watch.announce = smoke_stop.announce_here
     hf_shims.count_with(_smoke_counter)
-    smoke_stop.follow(_smoke_counter, rank)
+    smoke_stop.follow(_smoke_counter, rank, leave=None if watch is None else lambda: watch.end_training(follow=True))
     return _smoke_counter
 
 
@@ -108,6 +114,37 @@ def epoch_end(status: str):
         off = os.environ.get(protocol.EPOCH_END) == "0"
         return protocol.EpochEnd(False, why_not=epochs.TURNED_OFF if off else "")
     return watch.result(finished=status == protocol.FINISHED)
+
+
+def training_end(status: str):
+    """Whether the code after this smoke rank's training loop ran, and what ran there (protocol.TrainingEnd)."""
+    from vdk.plugin.ml_training.runtime import epochs
+
+    watch = epochs.active()
+    if watch is None:
+        return protocol.TrainingEnd(False)
+    return watch.training_end(finished=status == protocol.FINISHED)
+
+
+def _metric_not_reported():
+    """In a sweep's smoke trial: why training goes on past its end (the metric was not reported yet), else None.
+    Every rank reads rank 0's metric file, so that they end together."""
+    from vdk.plugin.ml_training.runtime import sweep_protocol
+
+    name, path = os.environ.get(sweep_protocol.METRIC), os.environ.get(sweep_protocol.METRIC_FILE)
+    if not name or not path:
+        return None
+
+    def pending() -> str | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                if sweep_protocol.read_metric_lines(f.read().splitlines()):
+                    return None
+        except OSError:
+            pass
+        return f"the sweep's metric {name} was not reported yet (bounded by smoke_timeout)"
+
+    return pending
 
 
 def _spawn_ranks(adaptations: Any) -> None:
@@ -199,6 +236,7 @@ def _facts(counter: Any, status: str) -> dict[str, Any]:
         "steps": counter.steps,
         "last_loss": json_number(counter.loss()),
         "epoch_end": epoch_end(status).to_record(),
+        "training_end": training_end(status).to_record(),
     }
     if _stand_ins is not None:
         facts["adaptations"] = dict(_stand_ins.counts)

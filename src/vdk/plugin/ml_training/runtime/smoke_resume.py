@@ -63,6 +63,11 @@ def install(rank: int | str) -> None:
     _watch_sampler_epochs()
 
 
+def first_start() -> bool:
+    """Whether this is the resume check's first start, whose planned end is a stop (not the end of training)."""
+    return _check is not None and _check.phase == protocol.SMOKE_STOP
+
+
 def preempt() -> bool:
     """The first start's planned end, once: True when SIGTERM went to this process's handler (the step under way goes
     on, for the handler to act at its end); False when SIGTERM would have ended it: the caller stops the rank now."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ _PEER_GONE = re.compile(
 
 _check: Any = None  # this process's check (a worker forked from a rank has its own), called before every step
 _hooked = False
+_own: int | str | None = None  # this process's rank, once it follows
 
 
 def stop_file(run_dir: str | Path) -> Path:
@@ -48,6 +50,13 @@ def announce(run_dir: str | Path, rank: int | str, steps: int) -> None:
         pass  # the others stop at their own end, or when the collective with this rank ends
 
 
+def announce_here(steps: int) -> None:
+    """This rank reached its planned end (it leaves its training loop, or stops): the others end theirs too."""
+    run_dir = os.environ.get(protocol.RUN_DIR)
+    if run_dir and _own is not None:
+        announce(run_dir, _own, steps)
+
+
 def stopped_by(run_dir: str | Path) -> dict[str, Any] | None:
     """The rank that stopped first and its steps, once one did."""
     try:
@@ -57,9 +66,10 @@ def stopped_by(run_dir: str | Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def follow(counter: Any, own: int | str) -> None:
+def follow(counter: Any, own: int | str, leave: Callable[[], None] | None = None) -> None:
     """Stop this rank (SmokeStepsReached) at its next optimizer step once another rank stopped: before an
-    optimizer's step, and after a step the counter saw without one (a manual update)."""
+    optimizer's step, and after a step the counter saw without one (a manual update). `leave`, when given, is
+    called there first: it leaves this rank's training loop too (epochs.py raises), or returns to stop it."""
     run_dir = os.environ.get(protocol.RUN_DIR)
     if not run_dir:
         return
@@ -69,6 +79,8 @@ def follow(counter: Any, own: int | str) -> None:
         if record is not None and str(record.get("rank")) != str(own) and _caught_up(counter.steps, record):
             from vdk.plugin.ml_training.runtime.steps import SmokeStepsReached
 
+            if leave is not None:
+                leave()
             raise SmokeStepsReached(counter.steps)
 
     def after_step(_counter: Any, optimizer: Any) -> None:
@@ -76,8 +88,9 @@ def follow(counter: Any, own: int | str) -> None:
             check()
 
     counter.listeners.append(after_step)
-    global _check, _hooked
+    global _check, _hooked, _own
     _check = check
+    _own = own
     if not _hooked:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 

@@ -7,8 +7,11 @@ reports read the count."""
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
 from typing import cast
 
 import torch
@@ -25,6 +28,18 @@ class SmokeStepsReached(SystemExit):
     def __init__(self, steps: int):
         super().__init__(0)
         self.steps = steps
+
+
+class LeaveLoop(SmokeStepsReached):
+    """Raised at the smoke run's end of training, where the step that would begin more training was about to be
+    taken: it unwinds to the run of the job's loop it names (training_loops.py), which breaks out of it, so that the
+    code after the loop runs. Should nothing catch it, it ends the rank as SmokeStepsReached does."""
+
+    def __init__(self, steps: int, frame_id: int, loop_id: int, where: str):
+        super().__init__(steps)
+        self.frame_id = frame_id
+        self.loop_id = loop_id
+        self.where = where
 
 
 # The optimizer that stepped; None for a manual step (no torch optimizer).
@@ -56,6 +71,9 @@ class StepCounter:
         self._pending: list[torch.Tensor] = []  # backward() scalars since the last step
         self._last_step: list[torch.Tensor] = []  # those of the last step
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None  # GradScaler.scale(loss) -> loss
+        self._told: torch.Tensor | None = None  # the loss a framework is calling backward() on, before it divided it
+        self._pending_told = 0  # backward() scalars since the last step that a framework told (their mean is the loss)
+        self._last_told = 0
         self._in_step: set[int] = set()  # ids of the optimizers that stepped on the current gradients
         self._logged: tuple[int, float] | None = None  # (step, loss) a training framework logged
         self._handles: list = []
@@ -87,6 +105,7 @@ class StepCounter:
         self._in_step, self._logged = set(), None
         self._optimizers.clear()  # in place: Optimizer.__init__'s hook holds this set
         self._pending, self._last_step, self._scaled = [], [], None
+        self._told, self._pending_told, self._last_told = None, 0, 0
         self._updated = None
 
     def count(self, optimizer: torch.optim.Optimizer) -> int:
@@ -121,12 +140,24 @@ class StepCounter:
         if self._logged is not None and self._logged[0] == self.steps:
             return self._logged[1]
         tensors = self._last_step or self._pending
+        told = self._last_told if self._last_step else self._pending_told
         if not tensors:
             return None
         try:
-            return sum(float(_local(t).float()) for t in tensors)
+            total = sum(float(_local(t).float()) for t in tensors)
         except Exception:  # noqa: BLE001 - a device in an error state, an exotic tensor: no value
             return None
+        return total / told if told else total
+
+    @contextlib.contextmanager
+    def unscaled(self, loss: Any) -> Iterator[None]:
+        """While a framework calls backward() on `loss` divided by its gradient accumulation steps (Accelerate's
+        `backward`): the step's loss is the mean of the losses the script passed, as it computes them."""
+        self._told = loss.detach() if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
+        try:
+            yield
+        finally:
+            self._told = None
 
     def loss_snapshot(self) -> float | tuple[torch.Tensor, ...] | None:
         """What `loss()` would read, without reading it: the logged value, or the tensors to add up later
@@ -169,8 +200,12 @@ class StepCounter:
         self.backwards += 1
         if tensor.numel() != 1:
             return
-        scaled = self._scaled
-        if scaled is not None and scaled[0]() is tensor:
+        scaled, told = self._scaled, self._told
+        if told is not None:
+            kept = told  # the loss before the framework divided it
+            self._told = None
+            self._pending_told += 1
+        elif scaled is not None and scaled[0]() is tensor:
             kept = scaled[1]  # the loss before GradScaler multiplied it
         else:
             kept = tensor.detach()
@@ -217,6 +252,7 @@ class StepCounter:
         self.steps += 1
         if self._pending:
             self._last_step, self._pending = self._pending, []
+            self._last_told, self._pending_told = self._pending_told, 0
 
     def _after_step(self, optimizer, args, kwargs) -> None:
         done = self._counts[optimizer] = self._counts.get(optimizer, 0) + 1
@@ -230,6 +266,7 @@ class StepCounter:
         self._in_step.add(id(optimizer))
         if self._pending:  # a second optimizer stepping on the same backward keeps its loss
             self._last_step, self._pending = self._pending, []
+            self._last_told, self._pending_told = self._pending_told, 0
         for listener in self.listeners:
             listener(self, optimizer)
 
