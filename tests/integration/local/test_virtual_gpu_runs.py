@@ -297,8 +297,9 @@ def test_pytorch_lightning_forms_one_process_group_on_the_virtual_gpus(tmp_path,
     job = make_job(tmp_path, f"lightning-{accelerator}", script, ml, requirements="lightning\n")
     done = vdk_run(job)
     assert_passed_in_one_group(done)
-    assert "stopped as planned" in done.stdout  # at the first step of its second epoch (of max_epochs = 3)
-    assert "end of epoch: reached" in done.stdout
+    assert "the script ended" in done.stdout and "stopped as planned" not in done.stdout  # fit() returned
+    assert "end of epoch: reached (Lightning ended its fit after the first epoch)" in done.stdout
+    assert "end of training: Lightning's fit() returned after its first epoch" in done.stdout  # of max_epochs = 3
     assert "world size 2 on cuda:0" in done.stdout
     assert not (job / "lightning_logs").exists()  # logs of a smoke run stay out of the job directory
     if devices == 8:  # the cluster's layout, shrunk to the smoke run's

@@ -13,10 +13,11 @@ the run stops there instead, and the result says what did not run.
 
 A pass that trains (backward() during it) but has not stepped yet goes on past `smoke_steps` batches until its
 first step: gradient accumulation over more batches than that still steps once per epoch. Loops that take no new
-batch from a DataLoader between steps end their epoch after `smoke_steps` steps, at the next step: the loop that
-step is in is left. A framework that ends its training itself (the Hugging Face Trainer after `max_steps`:
-hf_shims.py; Lightning after the first epoch: lightning_shims.py) says so, and what the script does after its
-training call is after training. A sweep's trial that has not reported its metric yet goes on (`hold`).
+batch from a DataLoader between steps end their epoch after `smoke_steps` steps, right after the last: the loop
+that step is in is left (and, should the script begin a backward pass again, the next one). A framework that ends
+its training itself (the Hugging Face Trainer after `max_steps`: hf_shims.py; Lightning after the first epoch:
+lightning_shims.py) says so, and what the script does after its training call is after training. A sweep's trial
+that has not reported its metric yet goes on (`hold`).
 
 What ran after the end of the epoch and after training is counted by after_training.py. Which pass a step belongs
 to is the pass the last batch was asked of; the order of events (passes starting and ending, steps) is one counter.
@@ -289,6 +290,15 @@ class EpochWatch:
         elif counter.steps >= self.limit * ACCUMULATION_CEILING:
             self._by_steps = True
             self.why_not = self.why_not or f"{counter.steps} optimizer steps and no pass over a DataLoader ended"
+        if self._by_steps:
+            self.end_training()  # right after the step: nothing of a next one runs (its forward, its prints)
+
+    def before_backward(self, counter: StepCounter) -> None:
+        """A loop whose epoch ended by the step count (or without an optimizer, whose update cannot be held back as
+        an optimizer's step is) that begins a backward pass after it left its training loop trains again: the next
+        loop is left there."""
+        if self.framework is None and self._left is not None and (counter.manual or self._by_steps):
+            self.end_training()
 
     # --- what ran after the end of the epoch, and after training --------------------------------
 
@@ -406,6 +416,7 @@ def watch(counter: StepCounter, limit: int, adaptations: Any) -> EpochWatch:
     global _active
     _active = EpochWatch(counter, limit, adaptations)
     counter.listeners.append(_active.after_step)
+    counter.backward_listeners.append(_active.before_backward)
     _patch(adaptations)
     return _active
 

@@ -66,6 +66,7 @@ class StepCounter:
         self.steps = 0
         self.backwards = 0
         self.listeners: list[StepListener] = []  # called after every optimizer step
+        self.backward_listeners: list[Callable[[StepCounter], None]] = []  # called as a backward pass begins
         self._counts: weakref.WeakKeyDictionary[torch.optim.Optimizer, int] = weakref.WeakKeyDictionary()
         self._optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self._pending: list[torch.Tensor] = []  # backward() scalars since the last step
@@ -100,6 +101,7 @@ class StepCounter:
         """Forget the steps and listeners so far (a worker forked from a rank that counted its own)."""
         self.steps = 0
         self.backwards = 0
+        self.backward_listeners = []
         self.listeners = []
         self._counts.clear()
         self._in_step, self._logged = set(), None
@@ -194,8 +196,15 @@ class StepCounter:
         torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]  # patched; _restore puts it back
         self._restore.append((torch.Tensor, "backward", original))
 
+    @property
+    def manual(self) -> bool:
+        """Whether the steps are counted as manual updates (no torch optimizer in use)."""
+        return self.manual_steps and not self._optimizers
+
     def _keep(self, tensor: torch.Tensor) -> None:
-        if self.manual_steps and not self._optimizers:
+        for begun in self.backward_listeners:
+            begun(self)
+        if self.manual:
             self._manual_step(tensor)
         self.backwards += 1
         if tensor.numel() != 1:
