@@ -36,6 +36,42 @@ class NoWheelError(DependencyError):
         )
 
 
+# The mark of a requirement vdk adds to the job's own (a sweep's Optuna: image/plugin_packages.py), what for after it:
+# `optuna==4.5.0  # added by vdk: the sweep's trial client`. A failure that names it blames vdk's pin, not the job.
+ADDED_MARK = "# added by vdk:"
+
+
+def added_requirements(requirements: Path) -> dict[str, tuple[str, str]]:
+    """The requirements vdk added to `requirements` (ADDED_MARK): canonical name -> (requirement, what for)."""
+    try:
+        lines = requirements.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    added = {}
+    for line in lines:
+        requirement, mark, why = line.partition(ADDED_MARK)
+        name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+        if mark and name:
+            added[re.sub(r"[-_.]+", "-", name.group(1)).lower()] = (requirement.strip(), why.strip())
+    return added
+
+
+class AddedRequirementError(DependencyError):
+    """A requirement vdk adds to the job's own (at the version vdk runs with) cannot be installed from the job's
+    package indexes: the fix is to name it in requirements.txt, whose version vdk then takes."""
+
+    def __init__(self, added: dict[str, tuple[str, str]], described: str, detail: str, again: str):
+        pins = ", ".join(f"`{requirement}`" for requirement, _ in added.values())
+        why = "; ".join(dict.fromkeys(why for _, why in added.values() if why))
+        names = ", ".join(added)
+        super().__init__(
+            f"{pins} cannot be installed for {described}: not a requirement of yours, vdk adds it ({why}) at the "
+            f"version it runs with here.\n{detail}".rstrip(),
+            f"name {names} in the job's requirements.txt with a version your package index has "
+            f"(`{next(iter(added))}==VERSION`): vdk then installs yours instead of adding its own. Then {again}",
+        )
+
+
 class DiskFullError(DependencyError):
     """A disk filled up while requirements.txt was installed (uv's cache's, or the install's: the image's
     dependency layer, a local run's overlay): not a bad requirement."""

@@ -111,7 +111,7 @@ def install(
             compile_ = [uv, "pip", "compile", str(requirements), "-c", str(pins), *flags]
             listener = UvProgress(activity, resolving_only=True) if activity else None
             argv = [*compile_, "--no-header", "--no-annotate", *quiet, "-o", str(lock)]
-            _run_uv(argv, cwd, target, again, listener, target_dir)
+            _run_uv(argv, cwd, target, again, listener, target_dir, requirements)
             constraints = ["-c", str(lock)]
         excludes: list[str] = []
         if target.provides:
@@ -121,7 +121,7 @@ def install(
         command = [uv, "pip", "install", "--target", str(target_dir), "-r", str(requirements), *constraints]
         listener = UvProgress(activity) if activity else None
         argv = [*command, *excludes, *flags, "--link-mode", "copy", *quiet]
-        _run_uv(argv, cwd, target, again, listener, target_dir)
+        _run_uv(argv, cwd, target, again, listener, target_dir, requirements)
     (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
@@ -132,6 +132,7 @@ def _run_uv(
     again: str,
     listener: UvProgress | None,
     target_dir: Path,
+    requirements: Path,
 ) -> None:
     if listener is not None:
         listener.started()
@@ -152,11 +153,21 @@ def _run_uv(
     no_wheel = _packages_without_wheels(done.stderr)
     if no_wheel:
         raise NoWheelError(no_wheel, target.python_version or _this_python(), target.platform or "this machine", detail)
+    added = install_errors.added_requirements(requirements)
+    blamed = {name: pin for name, pin in added.items() if _names(detail, name)}
+    if blamed:
+        raise install_errors.AddedRequirementError(blamed, target.described, detail, again)
     raise DependencyError(
         f"requirements.txt cannot be installed for {target.described}:\n{detail}",
         "fix the requirement named above (a version that exists, or one that agrees with the others); "
         f"`uv pip compile requirements.txt` shows the same resolution locally. Then {again}",
     )
+
+
+def _names(message: str, name: str) -> bool:
+    """Whether uv's message names the package `name` (canonical), as a requirement (`optuna==4.5.0`, `optuna`)."""
+    spelled = r"[-_.]+".join(re.escape(part) for part in name.split("-"))
+    return re.search(rf"(?<![\w.-]){spelled}(?![\w-])", message, re.IGNORECASE) is not None
 
 
 def _this_python() -> str:

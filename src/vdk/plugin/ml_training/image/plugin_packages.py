@@ -10,26 +10,39 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from vdk.plugin.ml_training.dependencies.install_errors import ADDED_MARK
+from vdk.plugin.ml_training.source.requirements import RequirementsFile
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 SWEEP_PACKAGES = ("optuna", "grpcio", "protobuf")
 BOARD_PACKAGES = ("tensorboardX",)
+# What vdk adds each of its packages to a job's requirements for (said when one cannot be installed).
+WHY = {
+    **dict.fromkeys(SWEEP_PACKAGES, "a sweep's trials report to its Optuna study with it"),
+    **dict.fromkeys(BOARD_PACKAGES, "a run's series are written as TensorBoard event files with it"),
+}
 
 
 def plugin_requirements(own: Path | None, packages: tuple[str, ...], name: str) -> Path:
     """A requirements file `name` (in the build cache, keyed by what it holds) of the job's own `own` (included by
     path, its digest in a comment, so that a change of it is a new file) and `packages` pinned to the versions
-    installed here."""
+    installed here, each marked as vdk's addition (a failure to install it says so); a package the job's own file
+    names is left to it."""
     from importlib import metadata
 
     lines = []
+    named: set[str] = set()
     if own is not None:
         lines += [f"# {own.name} sha256 {hashlib.sha256(own.read_bytes()).hexdigest()}", f"-r {own.resolve()}"]
+        named = set(RequirementsFile.read(own).names)
     for package in packages:
+        if package in named:
+            continue  # the job pins it itself: its version, not vdk's
         try:
-            lines.append(f"{package}=={metadata.version(package)}")
+            pinned = f"{package}=={metadata.version(package)}"
         except metadata.PackageNotFoundError:
-            lines.append(package)
+            pinned = package
+        lines.append(f"{pinned}  {ADDED_MARK} {WHY[package]}")
     text = "\n".join(lines) + "\n"
     folder = cache_root() / "plugin-requirements"
     folder.mkdir(parents=True, exist_ok=True)
