@@ -165,3 +165,18 @@ def test_a_signal_during_the_smoke_check_stops_the_extreme_trials_runs(tmp_path)
         smoke_check_sweep(spec)
     assert started == [True]
     assert left_after(mark, 15) == []  # both trials' ranks and torchrun agents
+
+
+def test_a_smoke_trial_trains_on_until_its_metric_is_first_reported(tmp_path):
+    # the metric every 5 steps, smoke_steps 2 (the default): the trial goes on past them until the first report
+    script = TRAIN.replace('    print(f"step', '    if step % 5 == 4:\n        print(f"step')
+    path = write_job(
+        tmp_path,
+        "every-5",
+        ml={"args": "--lr ${lr}", "gpus_per_node": "0", "smoke_steps": "2"},
+        extra="\n[ml-training.sweep]\nlr = 1e-4, 1e-2\nmetric = val_score\n",
+        files={"train.py": script},
+    )
+    result = run_job(load_job_spec(path), reporter=Recorder())
+    assert isinstance(result, SweepSmoke)
+    assert result.passed, result.error

@@ -180,7 +180,8 @@ def _result(spec, values, extremes, arguments: ArgumentsChecked, outcomes, again
         error = LocalRunFailed(
             f"the script never reported the sweep's metric {sweep.metric} in its smoke runs (it showed: {seen})",
             f"set `metric = NAME` in [ml-training.sweep] to one it reports, log it (HF Trainer, Lightning's "
-            f"self.log) or print `{sweep.metric}=VALUE` (a value printed every N steps needs smoke_steps = N); "
+            f"self.log) or print `{sweep.metric}=VALUE` (a smoke trial trains on past smoke_steps until the metric is "
+            "first reported, up to smoke_timeout); "
             f"then {again}",
         )
     if arguments.status == argument_check.ERROR and error is None and not runs:
