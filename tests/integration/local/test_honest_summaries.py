@@ -44,7 +44,7 @@ def test_accelerates_accumulated_loss_is_shown_as_the_script_computes_it_and_bf1
     path = write_job(
         tmp_path,
         "accumulating",
-        ml="gpus_per_node = 0\nsmoke_steps = 2",
+        ml="gpus_per_node = 0\nsmoke_steps = 2\nsmoke_resume = off",  # one start: the summary is this test's
         files={"train.py": textwrap.dedent(ACCUMULATING), "requirements.txt": "accelerate\n"},
     )
     out = CliEntryBasedTestRunner(plugin).invoke(["run", str(path)]).output

@@ -12,8 +12,9 @@ start is watched (runtime/smoke_resume.py records what it began with):
   with the second start's traceback and a fix, as any other failure;
 - it started over: a note of what a preempted run would lose; `smoke_resume = require` makes it a failure.
 
-The cost: one more start of the script and its cut epoch, and only when the first start wrote something in its
-working directory (a script that writes nothing cannot resume: the note says so without a second start).
+The cost: one more start of the script and its cut epoch. When the first start wrote nothing in its working
+directory (a script that writes nothing cannot resume: the note says so), the second start is a plain smoke run,
+for the end of training: the first start was stopped before the code after its training loop.
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ def second_start(
     written = files_written(run)
     if not written:
         why = "the first start wrote nothing in its working directory to resume from"
-        return _started_over(plan, why, first.steps)
+        started_over = _started_over(plan, why, first.steps)
+        if started_over.failed:
+            return started_over
+        return _end_of_training(plan, run, started_over.lines, note, starter, stdout)
     note(
         "resume check: the ranks were stopped as a preemption stops them; starting them again in the same working "
         f"directory, which holds {_some(written)}"
@@ -139,11 +143,46 @@ def _verdict(plan: LaunchPlan, first: RunOutcome, before: dict, after: dict, sec
 
 
 def _second_epoch(second: RunOutcome) -> list[str]:
-    """What the second start's cut epoch ran (the first start's may have been cut short by the stop)."""
+    """What the second start's cut epoch ran (the first start's may have been cut short by the stop), and whether it
+    then ran the code after its training loop (the first start was stopped before it)."""
     end = second.epoch_end
-    if end is None or not end.reached or not end.then:
+    lines = []
+    if end is not None and end.reached and end.then:
+        lines.append(f"resume: the second start's epoch: reached its end, then {', '.join(end.then)}")
+    return lines + _training_lines(second, "the second start's end of training")
+
+
+def _training_lines(start: RunOutcome, label: str) -> list[str]:
+    training = start.training_end
+    if training is None:
         return []
-    return [f"resume: the second start's epoch: reached its end, then {', '.join(end.then)}"]
+    if training.reached:
+        return [
+            f"{label}: {training.how or 'reached'}" + (f", then {', '.join(training.then)}" if training.then else "")
+        ]
+    if training.not_run:
+        return [f"{label}: the code after the training loop did not run: {training.not_run}"]
+    return []
+
+
+def _end_of_training(
+    plan: LaunchPlan,
+    run: LocalRun,
+    lines: list[str],
+    note: Callable[[str], None],
+    starter: Starter,
+    stdout: IO[str] | None,
+) -> ResumeCheck:
+    """The first start was stopped as a preemption stops it, before the code after its training loop, and wrote
+    nothing to resume from: the ranks start again, in the same working directory, as a plain smoke run, whose end is
+    the end of training (the code after the loop runs: runtime/epochs.py)."""
+    note("end of training: the first start was stopped as a preemption stops it; starting the ranks again to run it")
+    again = launch(plan, stdout=stdout, starter=starter, again=run)
+    after = outcomes.analyse(again)
+    if not after.passed:
+        headline = f"the start that ran the end of training, {after.headline}"
+        return ResumeCheck(lines, outcome=dataclasses.replace(after, headline=headline), run=again)
+    return ResumeCheck(lines + _training_lines(after, "end of training"), run=again)
 
 
 def resumed_step(before: dict, after: dict) -> int | None:
@@ -181,9 +220,12 @@ def _crashed(after: RunOutcome, second: LocalRun) -> ResumeCheck:
     """The resume code crashed: the second start's failure, diagnosed as any other (ops/local_run.py), headed as the
     restart's."""
     headline = f"the second start, resuming from what the first start wrote (as a restarted pod does), {after.headline}"
+    where = "in the code that runs when a run resumes"
+    if after.training_end is not None and after.training_end.reached:
+        where = "after its training loop, in the code that runs at the end of training"
     line = (
         "resume: the first start passed and was stopped as a preemption stops it; the second start, in the same "
-        "working directory, failed in the code that runs when a run resumes"
+        f"working directory, failed {where}"
     )
     return ResumeCheck([line], outcome=dataclasses.replace(after, headline=headline), run=second)
 

@@ -98,7 +98,6 @@ def _smoke_callback(trainer_module: str) -> Any:
 
         def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
             from vdk.plugin.ml_training.runtime import epochs
-
             from vdk.plugin.ml_training.runtime import smoke_resume
 
             watch = epochs.active()
