@@ -113,7 +113,7 @@ def test_fsdp2_with_its_default_mesh_and_meta_init_trains_with_and_without_mixed
     assert "full: parameters on cuda:0" in out and "mixed: parameters on cuda:0" in out
     assert "full: step 1 loss" in out and "mixed: step 1 loss" in out, out  # both trained
     assert "step 2 loss" not in out  # and stopped when each took its 2 steps (the total: 4)
-    assert re.search(r"rank 0: 4 steps, last loss \S+, the script ended", out), out  # it left its training loop
+    assert re.search(r"rank 0: 4 steps, last loss \S+, stopped as planned", out), out
     assert "FSDP2 default mesh -> virtual GPUs" in adapted(out)
 
 
@@ -209,7 +209,8 @@ def test_ranks_that_step_unevenly_agree_on_the_end_in_seconds_not_at_the_timeout
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 3m\n"
     out = passed(vdk_run(job(tmp_path, "uneven", UNEVEN_STEPS, ml)))
     assert float(PASSED.search(out).group(1)) < 120, out  # not at the timeout
-    assert re.search(r"rank 0: 2 steps, last loss \S+, the script ended", out), out  # it left its training loop
+    assert re.search(r"rank 0: 2 steps, last loss \S+, stopped as planned", out), out
+    assert "end of training: the script left its training loop (train.py:15) after its first epoch" in out
     # rank 1 stepped once by the second epoch; its all-reduce ended when rank 0 stopped: the agreed end
     assert re.search(r"rank 1: 1 step, last loss \S+, stopped as planned", out), out
 
@@ -378,7 +379,8 @@ def test_manual_sgd_stops_at_smoke_steps_with_the_last_loss(tmp_path):
     out = passed(vdk_run(job(tmp_path, "manual-sgd", MANUAL_SGD, "gpus_per_node = 1\nsmoke_steps = 3\n")), ranks=1)
     losses = dict(re.findall(r"batch (\d+) loss (\S+)", out))
     assert sorted(losses) == ["0", "1", "2"], out  # the fourth batch's backward pass is where it stopped
-    assert re.search(rf"rank 0: 3 steps, last loss {re.escape(losses['2'])}, the script ended", out), out
-    # it left the batch loop, then the epoch loop as the next epoch's first backward pass began: no update of it
+    assert re.search(rf"rank 0: 3 steps, last loss {re.escape(losses['2'])}, stopped as planned", out), out
+    # the first start was stopped (the resume check); started again, it left the batch loop, then the epoch loop as
+    # the next epoch's first backward pass began: no update of it
     assert "end of training: the script left its training loop (train.py:9) when it began training again" in out
     assert "no optimizer step was taken" not in out

@@ -225,10 +225,13 @@ def test_a_hugging_face_trainer_whose_save_fails_fails_the_smoke_check(tmp_path)
     result = vdk_run(fixed)
     assert result.exit_code == 0, result.output
     # stopped at its planned end as a preemption stops it (the Trainer saves its checkpoint), started again: the
-    # second start resumes, trains smoke_steps more steps, then evaluates and saves (its checkpoint, save_model)
-    assert "end of epoch: reached, then 1 save" in result.output
-    assert "resume: the second start's epoch: reached its end, then evaluation (" in result.output
-    assert "2 saves" in result.output
+    # second start resumes, trains smoke_steps more steps, then evaluates and saves its checkpoint; train() returns
+    # and save_model("final") runs after training (the first start's checkpoint on the stop is the resume line's)
+    assert "end of epoch: reached" in result.output
+    assert "resume: checkpoint at step 2 written on stop (checkpoint-2)" in result.output
+    assert "resume: the second start's epoch: reached its end, then evaluation (2 batches), 1 save" in result.output
+    training = "the second start's end of training: the Hugging Face Trainer's train() returned after smoke_steps steps"
+    assert f"{training}, then 1 save\n" in result.output
     # the last loss is the one the Trainer logs (the first start's last), not the value it passed to backward()
     logged = [float(x) for x in (tmp_path / "logged-untied.jsonl").read_text().split()]
     shown = {rank: float(loss) for rank, steps, loss in RANK.findall(result.output)}
