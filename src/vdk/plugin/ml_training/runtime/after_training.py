@@ -2,7 +2,7 @@
 each label backed by what the runtime saw: a save is a save that returned (`torch.save`, safetensors, a
 framework's checkpoint counted once however many files it writes); an evaluation is a pass over a DataLoader whose
 forward ran in eval mode or without gradients, or a framework's own evaluation event (Lightning's validation and
-test, the Trainer's evaluate); a push to the Hub is one that got as far as its upload (runtime/hub_offline.py).
+test, the Trainer's evaluate). Pushes to the Hub are not counted yet.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from vdk.plugin.ml_training.runtime import post_import
 
 
 class Phase:
-    """What ran in one stretch of the script: saves, evaluations (kind, batches), pushes."""
+    """What ran in one stretch of the script: saves, evaluations (kind, batches)."""
 
     def __init__(self) -> None:
         self.saves = 0
         self.evaluations: list[tuple[str, int]] = []
-        self.pushes: list[str] = []
         self._saving = 0
 
     def saved(self) -> None:
@@ -33,18 +32,14 @@ class Phase:
     def evaluated(self, kind: str, batches: int) -> None:
         self.evaluations.append((kind, batches))
 
-    def pushed(self, what: str) -> None:
-        self.pushes.append(what)
-
     def take(self, other: Phase) -> None:
         """What `other` counted belongs here (it turned out to be this stretch's)."""
         self.saves += other.saves
         self.evaluations += other.evaluations
-        self.pushes += other.pushes
-        other.saves, other.evaluations, other.pushes = 0, [], []
+        other.saves, other.evaluations = 0, []
 
     def items(self) -> tuple[str, ...]:
-        """`evaluation (2 batches)`, `test (1 batch)`, `1 save`, `push to the Hub (...)`, in that order."""
+        """`evaluation (2 batches)`, `test (1 batch)`, `1 save`, in that order."""
         out = []
         for kind in dict.fromkeys(kind for kind, _ in self.evaluations):
             runs = [batches for k, batches in self.evaluations if k == kind]
@@ -53,7 +48,6 @@ class Phase:
             out.append(f"{times} ({batches} batch{'es' if batches != 1 else ''})" if batches else times)
         if self.saves:
             out.append(f"{self.saves} save{'s' if self.saves != 1 else ''}")
-        out += list(dict.fromkeys(self.pushes))
         return tuple(out)
 
 
