@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.job import MLJobSpec
+    from vdk.plugin.ml_training.job.config_file import JobConfig
     from vdk.plugin.ml_training.job.settings import ConfigurationLike
     from vdk.plugin.ml_training.ops.cs_deploy import ServiceDeployResult
     from vdk.plugin.ml_training.ops.cs_deploy import ServiceRoute
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def service_route(
-    job_path: str | Path,
+    job_path: str | Path | JobConfig,
     team: str | None,
     rest_api_url: str | None = None,
     configuration: ConfigurationLike | None = None,
@@ -30,7 +31,7 @@ def service_route(
     the ml-training entry its operator set up. Asked once, without retries.
 
     Args:
-        job_path: the job's directory (its config.ini's [vdk] may name the entry).
+        job_path: the job's directory (its config.ini's [vdk] may name the entry), or its config.ini read already.
         team: the job's team (the service keeps jobs by team).
         rest_api_url: the Control Service's REST API URL, instead of VDK's setting.
         configuration: VDK's configuration (default: the environment).

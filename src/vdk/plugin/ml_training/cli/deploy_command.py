@@ -140,7 +140,7 @@ def deploy_ml(
             overrides=overrides,
         )
         console = Console(runs_err=True)  # everything on stderr: stdout is the deploy's result
-        route = api.service_route(job_path, spec.team, rest_api_url, configuration())
+        route = api.service_route(job_config(job_path), spec.team, rest_api_url, configuration())  # read once
         if dry_run:
             click.echo(api.plan_deploy(spec, reason=reason, reporter=console).to_yaml(), nl=False)
             if route.endpoint is not None:

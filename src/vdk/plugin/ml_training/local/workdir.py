@@ -46,6 +46,7 @@ class WorkDir:
     job_dir: Path
     excluded: tuple[Excluded, ...] = ()  # what the image leaves out, and so does this directory
     linked: tuple[str, ...] = ()  # big files reached through a symbolic link to the job's file
+    placed: tuple[str, ...] = ()  # the job's files put here (relative paths): what a run found here, not wrote
 
     def to_job_paths(self, text: str) -> str:
         """`text` (a traceback, a stack dump) with this directory's paths shown as the job's files."""
@@ -86,7 +87,7 @@ def prepare(job_dir: Path, into: Path, protected: bool = True, files: FileSet | 
             f"cannot prepare the working directory {into} from {job_dir}: {e}",
             "check that the job directory is readable and that the disk of the run directory has room",
         ) from None
-    return WorkDir(into, job_dir, files.excluded, tuple(linked))
+    return WorkDir(into, job_dir, files.excluded, tuple(linked), tuple(f.path for f in placed))
 
 
 def _place(source: SourceFile, target: Path, may_link: bool) -> bool:

@@ -102,7 +102,9 @@ def second_start(
 def files_written(run: LocalRun) -> list[str]:
     """What the first start wrote that a second start could resume from: regular files of its working directory that
     are not the job's own, and of the frameworks' directories of its run directory."""
-    job = {f.path for f in _job_files(run)}
+    # the job's own files, as the working directory got them (in the job's image they are links into it: none is a
+    # regular file of the outputs)
+    job = set(run.work.placed) if run.work is not None else set()
     # their working directory here; in the job's image, the run directory's that its job directory was linked into
     where = run.work.path if run.work is not None else run.outputs
     out = [path for path, _, _ in output_workdir.output_files(str(where)) if path not in job] if where else []
@@ -111,14 +113,6 @@ def files_written(run: LocalRun) -> list[str]:
         if directory.is_dir():
             out += [f"{name}/{path}" for path, _, _ in output_workdir.output_files(str(directory))]
     return out
-
-
-def _job_files(run: LocalRun) -> tuple:
-    if run.work is None:
-        return ()  # in the image, the job's files are links into it: none is a regular file of the outputs
-    from vdk.plugin.ml_training.source.job_files import scan_job_dir
-
-    return scan_job_dir(run.plan.spec.job_dir).files
 
 
 def _verdict(plan: LaunchPlan, first: RunOutcome, before: dict, after: dict, second: RunOutcome) -> ResumeCheck:
