@@ -5,6 +5,7 @@ while stopping is ignored. (The real `vdk run` and `vdk deploy` sent signals: te
 from __future__ import annotations
 
 import signal
+import sys
 import time
 
 import pytest
@@ -45,3 +46,26 @@ def test_an_interrupted_dropped_by_a_finalizer_is_raised_again():
                 time.sleep(0.01)
     assert stopped.value.name == "SIGINT"
     assert stopped.value.__context__ is None  # raised in the body, not from the finalizer's frame
+
+
+def test_a_signal_that_comes_while_the_unraisable_hook_runs_is_taken_after_it(monkeypatch):
+    """A signal whose handler runs inside the hook (another finalizer's error being printed) would raise there,
+    where Python drops it too: it is sent again once the hook returned."""
+
+    def printing(unraisable):  # the hook before ours: Python code, where a signal's handler runs
+        signal.raise_signal(signal.SIGINT)
+        sum(range(10))
+
+    monkeypatch.setattr(sys, "unraisablehook", printing)
+
+    class Broken:
+        def __del__(self):
+            raise ValueError("a finalizer's own error")
+
+    with pytest.raises(interrupts.Interrupted) as stopped:
+        with interrupts.stop_on_signals():
+            Broken()  # finalized at once: its error goes to the hook
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+    assert stopped.value.name == "SIGINT" and stopped.value.__context__ is None

@@ -19,7 +19,7 @@ from typing import NoReturn
 from vdk.plugin.ml_training import helper_processes
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-REDELIVER_SECONDS = 0.01  # a signal whose Interrupted a finalizer dropped is sent again after this
+RESEND_SECONDS = 0.05  # a signal whose Interrupted a finalizer dropped is sent again within this
 
 
 class Interrupted(KeyboardInterrupt):
@@ -56,37 +56,34 @@ def stop_on_signals() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    in_hook: list[bool] = []  # the main thread is in `dropped`: a signal handled there would be dropped again
+    pending: list[int] = []  # a signal not taken yet: its Interrupted was dropped, or it came within the hook
     ended = threading.Event()
 
     def interrupt(signum, frame) -> None:
-        if received or in_hook:
+        if received:
+            return
+        if _within(frame, dropped.__code__):  # raised in the hook, it would be lost too: sent again
+            pending.append(signum)
             return
         received.append(signum)
+        pending.clear()
         raise Interrupted(signum)
 
-    def redeliver(signum: int) -> None:
-        """Send the signal again until the main thread took it outside a finalizer (or the block ended): one sent
-        while the main thread still starts this thread (Python code, where the handler runs) is ignored there,
-        as a loaded machine makes likely, so it is sent once more."""
+    def resend() -> None:
+        """Send a pending signal again to the main thread, until it was taken outside a finalizer and the hook."""
         main = threading.main_thread().ident
         assert main is not None
-        while not ended.wait(REDELIVER_SECONDS) and not received:
-            signal.pthread_kill(main, signum)
+        while not ended.wait(RESEND_SECONDS):
+            if pending and not received:
+                signal.pthread_kill(main, pending[-1])
 
     unraisable_before = sys.unraisablehook
 
     def dropped(unraisable) -> None:
         error = unraisable.exc_value
         if isinstance(error, Interrupted) and received:
-            in_hook.append(True)
-            try:
-                received.clear()
-                # From another thread, a moment later: raised here or now, it would be dropped again.
-                name = "vdk-ml-training-redeliver"
-                threading.Thread(target=redeliver, args=(error.signum,), name=name, daemon=True).start()
-            finally:
-                in_hook.clear()
+            received.clear()
+            pending.append(error.signum)  # from another thread, a moment later: now, it would be dropped again
             return
         unraisable_before(unraisable)
 
@@ -95,6 +92,7 @@ def stop_on_signals() -> Iterator[None]:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, interrupt)
     sys.unraisablehook = dropped
+    threading.Thread(target=resend, name="vdk-ml-training-resend", daemon=True).start()
     try:
         yield
     finally:
@@ -102,6 +100,15 @@ def stop_on_signals() -> Iterator[None]:
         sys.unraisablehook = unraisable_before
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _within(frame, code) -> bool:
+    """Whether `frame` or a frame that called it runs `code`."""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def exit_interrupted(error: KeyboardInterrupt, message: str | None = None) -> NoReturn:
