@@ -77,6 +77,11 @@ def pytest_configure(config):
     if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN or os.environ.get(HANGUP_IGNORED_ENV):
         os.environ[HANGUP_IGNORED_ENV] = "1"
         signal.signal(signal.SIGHUP, lambda signum, frame: None)
+    # A session started in the background of a non-interactive shell (`make test &`) has SIGINT ignored, and so has
+    # every process it starts (its xdist workers too): the tests start vdk as a user at a terminal does, with
+    # Ctrl-C's default, or their Ctrl-C does nothing (vdk rightly keeps a signal it was started ignoring ignored).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def podman_storage_dir(tmp_path_factory) -> Path:
@@ -84,19 +89,26 @@ def podman_storage_dir(tmp_path_factory) -> Path:
     available, else the session's temporary directory. Storage in memory left by a session that was
     killed is removed first (its owner's pid is gone)."""
     configured = os.environ.get(PODMAN_DIR_ENV)
+    if not configured:
+        _remove_stale_storage(MEMORY)  # before judging what is free there
     parent = Path(configured) if configured else MEMORY if memory_is_plenty() else None
     if parent is None:
         return tmp_path_factory.mktemp("podman")
     parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_storage(parent)
+    root = Path(tempfile.mkdtemp(prefix="vdk-ml-podman-", dir=parent))
+    (root / "owner.pid").write_text(str(os.getpid()))
+    return root
+
+
+def _remove_stale_storage(parent: Path) -> None:
+    """The podman storages under `parent` whose session is gone (killed: its owner's pid is gone)."""
     for stale in parent.glob("vdk-ml-podman-*"):
         try:
             pid = int((stale / "owner.pid").read_text())
             os.kill(pid, 0)
         except (OSError, ValueError):
             _remove_podman_storage(stale)
-    root = Path(tempfile.mkdtemp(prefix="vdk-ml-podman-", dir=parent))
-    (root / "owner.pid").write_text(str(os.getpid()))
-    return root
 
 
 def memory_is_plenty() -> bool:
