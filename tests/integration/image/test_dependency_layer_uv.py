@@ -6,6 +6,7 @@ import dataclasses
 import gzip
 import io
 import os
+import re
 import tarfile
 import time
 
@@ -181,7 +182,7 @@ def test_a_build_says_what_uv_does_and_then_built_or_reused_truthfully(tmp_path,
     assert "  dependencies: resolving requirements.txt" in lines
     assert [line for line in lines if line.startswith("  dependencies: resolved 2 packages in ")]
     assert [line for line in lines if line.startswith("  dependencies: installed 2 packages in ")]
-    assert lines[-1].startswith("Dependencies: 2 packages, ") and " MB compressed, built in " in lines[-1]
+    assert re.fullmatch(r"Dependencies: 2 packages, [\d.]+ [KMG]?B compressed, built in [\d.]+ s", lines[-1]), lines[-1]
 
     # taken from the cache later in the same command (the build after the pre-flight check): built, not reused
     again = io.StringIO()
