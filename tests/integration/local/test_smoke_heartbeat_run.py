@@ -30,7 +30,9 @@ for _ in range(3):
 
 def test_a_quiet_smoke_run_says_how_far_it_got_while_it_waits(tmp_path, monkeypatch):
     monkeypatch.setattr(smoke_heartbeat, "QUIET_SECONDS", 1.0)  # a user waits 15 s for the first line
-    job = write_job(tmp_path, "slow-start", ml={"smoke_steps": "2"}, files={"train.py": SLOW_START})
+    # one start: the resume check starts the script again, and its heartbeat counts that start's seconds anew
+    ml = {"smoke_steps": "2", "smoke_resume": "off"}
+    job = write_job(tmp_path, "slow-start", ml=ml, files={"train.py": SLOW_START})
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
     assert result.exit_code == 0, result.output
     quiet = re.findall(
