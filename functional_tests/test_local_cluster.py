@@ -91,7 +91,7 @@ def _assert_trained_as_one(result, steps: int) -> None:
 @pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])
 def test_the_ddp_example_trains_as_one_world_on_every_backend(backend, ddp_job, env, cluster, trainer_status_server):
     job, image = ddp_job
-    manifests = dry_run(job, backend, env)
+    manifests = dry_run(job, backend, {**env, "VDK_ML_TRAINING_OUTPUT_PVC": "ml-outputs"})  # as built
     training = [c for c in _containers(manifests[0]) if c.get("image")]
     assert {c["image"] for c in training} == {image["tag_reference"]}  # what was pushed, by its content tag
     status = None
@@ -129,7 +129,7 @@ def test_ranks_that_finished_end_well_run_after_run_whatever_their_teardown_does
 
 def test_a_killed_replica_fails_the_run_and_the_other_stops_by_itself(ddp_job, env, cluster, tmp_path):
     job, _ = ddp_job
-    manifests = dry_run(job, "job", env)
+    manifests = dry_run(job, "job", {**env, "VDK_ML_TRAINING_OUTPUT_PVC": "ml-outputs"})  # as built
     _set_args(manifests, "--epochs 200 --batch-size 32")  # long enough to be killed mid-run
     running = cluster.start(manifests, "job", free_port())
     assert running.wait_for(0, lambda out: PROGRESS in out, timeout=600), running.replicas[0].output()
