@@ -62,6 +62,29 @@ def test_an_activity_in_a_log_is_a_line_per_step_and_a_heartbeat_while_silent():
     assert lines[-1] == "  dependencies: installed 3 packages in 0.1s"
 
 
+def test_an_activity_dropped_without_being_closed_stops_speaking():
+    """An exception between an activity's making and the `try` that closes it (a signal handler's: a deploy's failed
+    remote check interrupts its smoke run anywhere) drops it unclosed: its heartbeat must not go on printing into
+    whatever runs next in the process (it did, 50 s later, into another test's stderr)."""
+    import gc
+    import threading
+
+    out = io.StringIO()
+    for make in (lambda: build_progress._LineActivity(StderrProgress(out), "overlay", heartbeat=0.05),
+                 lambda: StderrProgress(Terminal()).activity("overlay")):  # fmt: skip
+        activity = make()
+        name = next(t.name for t in threading.enumerate() if t.name.startswith("vdk-ml-overlay-"))
+        del activity
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while any(t.name == name for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(t.name == name for t in threading.enumerate()), name
+    said = len(out.getvalue())
+    time.sleep(1.2)
+    assert len(out.getvalue()) == said
+
+
 def test_a_terminal_shows_an_activity_as_one_changing_line_with_the_bytes():
     out = Terminal()
     activity = StderrProgress(out).activity("dependencies")

@@ -86,10 +86,30 @@ def test_each_period_one_step_is_kept_with_its_loss_learning_rate_and_rate(count
                                         (5, pytest.approx(losses[4]))]  # fmt: skip
     assert kept.series(series.LEARNING_RATE) == [(1, 0.1), (3, 0.1), (5, 0.1)]
     assert kept.series(series.STEPS_PER_SECOND) == [(3, pytest.approx(2.0)), (5, pytest.approx(2.0))]
+    clock.now += 30  # an evaluation after the loop: no step, so no part of the steps' rate
     recorder.finish(protocol.FINISHED)
     assert kept.series(series.LOSS)[-1] == (6, pytest.approx(losses[5]))  # the last step, when the script ends
-    assert kept.series(series.STEPS_PER_SECOND)[-1][0] == 5  # the end is no step: no rate of it
+    assert kept.series(series.STEPS_PER_SECOND)[-1] == (6, pytest.approx(2.0))  # up to the last step's clock
     assert kept.closed == [protocol.FINISHED]
+
+
+def test_a_run_shorter_than_a_period_has_its_first_and_last_steps_with_their_rate(counter):
+    """A sweep's short trial: its first step kept, then the script ends before the series' thread took it; both
+    are points, with the learning rate and the rate of the steps between them (they were one, the end's, before)."""
+    clock, kept = Clock(), Kept()
+    recorder = SeriesRecorder([kept], period=1000.0, clock=clock, wall=clock).attach(counter)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(16):
+        model(torch.randn(8, 3)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        clock.now += 0.25
+    recorder.finish(protocol.FINISHED)
+    assert [step for step, _ in kept.series(series.LOSS)] == [1, 16]
+    assert kept.series(series.LEARNING_RATE) == [(1, 0.05), (16, 0.05)]
+    assert kept.series(series.STEPS_PER_SECOND) == [(16, pytest.approx(4.0))]
 
 
 def test_between_two_periods_a_step_reads_the_clock_and_nothing_else(counter):

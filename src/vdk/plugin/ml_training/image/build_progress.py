@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TextIO
 
@@ -150,7 +151,7 @@ class _LineActivity(Activity):
         self._said = time.monotonic()
         self._lock = threading.Lock()
         self._done = threading.Event()
-        threading.Thread(target=self._beat, name=f"vdk-ml-{label}-heartbeat", daemon=True).start()
+        _ticking(self, "_beat", self._done, min(self.heartbeat, 1.0), f"vdk-ml-{label}-heartbeat")
 
     def step(self, text: str) -> None:
         with self._lock:
@@ -162,15 +163,14 @@ class _LineActivity(Activity):
         self._done.set()
 
     def _beat(self) -> None:
-        while not self._done.wait(min(self.heartbeat, 1.0)):
-            with self._lock:
-                quiet = time.monotonic() - self._said
-                if quiet < self.heartbeat:
-                    continue
-                self._said = time.monotonic()
-                current = self.current
-            elapsed = time.monotonic() - self.started
-            self.owner.stage(f"  {self.label}: still working, {elapsed:.0f} s so far (last: {current})")
+        with self._lock:
+            quiet = time.monotonic() - self._said
+            if quiet < self.heartbeat:
+                return
+            self._said = time.monotonic()
+            current = self.current
+        elapsed = time.monotonic() - self.started
+        self.owner.stage(f"  {self.label}: still working, {elapsed:.0f} s so far (last: {current})")
 
 
 class _BarActivity(Activity):
@@ -184,7 +184,7 @@ class _BarActivity(Activity):
                         leave=False, bar_format="{desc} {elapsed}{postfix}")  # fmt: skip
         self._lock = threading.Lock()
         self._done = threading.Event()
-        threading.Thread(target=self._redraw, name=f"vdk-ml-{label}-redraw", daemon=True).start()
+        _ticking(self, "_redraw", self._done, REDRAW_SECONDS, f"vdk-ml-{label}-redraw")
 
     def step(self, text: str) -> None:
         with self._lock:
@@ -206,7 +206,23 @@ class _BarActivity(Activity):
             self.bar.close()
 
     def _redraw(self) -> None:
-        while not self._done.wait(REDRAW_SECONDS):
-            with self._lock:
-                if not self.bar.disable:
-                    self.bar.refresh()
+        with self._lock:
+            if not self.bar.disable:
+                self.bar.refresh()
+
+
+def _ticking(activity: Activity, method: str, done: threading.Event, every: float, name: str) -> None:
+    """A thread that calls `activity.<method>()` every `every` seconds until `done` is set or the activity is
+    gone. It holds the activity weakly: an activity dropped without close() (an exception raised between its
+    making and the `try` that closes it: a signal handler's, say) does not tick on into whatever runs next."""
+    ref = weakref.ref(activity)
+
+    def tick() -> None:
+        while not done.wait(every):
+            owner = ref()
+            if owner is None:
+                return
+            getattr(owner, method)()
+            del owner
+
+    threading.Thread(target=tick, name=name, daemon=True).start()

@@ -183,6 +183,8 @@ class SeriesRecorder:
         self._due = 0.0  # the first step is kept at once
         self._cond = threading.Condition()
         self._step: tuple[int, Any, float | None, float | None, float] | None = None  # steps, loss, lr, clock, wall
+        self._end: tuple[int, Any, float | None, float | None, float] | None = None  # the same, at the script's end
+        self._last: tuple[float, Any] | None = None  # (clock, weakref to its optimizer) of the last step
         self._shown: list[tuple[str, float, int, float]] = []
         self._names: set[str] = set()
         self._rate_from: tuple[float, int] | None = None  # (clock, steps) of the last rate's end
@@ -202,6 +204,7 @@ class SeriesRecorder:
 
     def _after_step(self, counter: Any, optimizer: Any) -> None:
         now = self._clock()
+        self._last = (now, optimizer)
         if now < self._due:
             return
         self._due = now + self.period
@@ -274,15 +277,18 @@ class SeriesRecorder:
         shown, node 0's GPU figures."""
         points: list[Point] = []
         step, self._step = self._step, None
+        end, self._end = self._end, None
         shown, self._shown = self._shown, []
-        if step is not None:
-            steps, loss, lr, at, wall = step
+        for kept in (step, end):  # a step kept but not yet taken when the script ended: its points, then the end's
+            if kept is None or (kept is end and step is not None and end[0] == step[0]):
+                continue
+            steps, loss, lr, at, wall = kept
             value = _loss_value(loss)
             if value is not None:
                 points.append(Point(LOSS, value, steps, wall))
             if lr is not None:
                 points.append(Point(LEARNING_RATE, lr, steps, wall))
-            if at is not None:  # None: the script's end, which is no step
+            if at is not None:  # the clock of the step (at the script's end, of its last step; None: none)
                 if self._rate_from is not None and at > self._rate_from[0] and steps > self._rate_from[1]:
                     rate = (steps - self._rate_from[1]) / (at - self._rate_from[0])
                     points.append(Point(STEPS_PER_SECOND, rate, steps, wall))
@@ -318,7 +324,10 @@ class SeriesRecorder:
         try:
             if self.counter is not None:
                 self.counter.listeners.remove(self._after_step)
-                self._step = (self.counter.steps, self.counter.loss_snapshot(), None, None, self._wall())
+                # the last step's learning rate and clock (the time after it, evaluation or saving, is no step)
+                at, optimizer = self._last if self._last is not None else (None, None)
+                lr = _learning_rate(optimizer) if optimizer is not None else None
+                self._end = (self.counter.steps, self.counter.loss_snapshot(), lr, at, self._wall())
         except Exception:  # noqa: BLE001 - the series end without the last step's point
             pass
         done = threading.Event()
