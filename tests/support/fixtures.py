@@ -84,16 +84,15 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def podman_storage_dir(tmp_path_factory) -> Path:
+def podman_storage_dir() -> Path:
     """PODMAN_DIR_ENV, else memory (/dev/shm) when at least MEMORY_STORAGE_MIN_BYTES are free there and
-    available, else the session's temporary directory. Storage in memory left by a session that was
-    killed is removed first (its owner's pid is gone)."""
+    available, else the system's temporary directory (/tmp: a short path, as podman's run root must be under 50
+    characters; pytest's session directory is longer). Storage left by a session that was killed is removed
+    first (its owner's pid is gone)."""
     configured = os.environ.get(PODMAN_DIR_ENV)
     if not configured:
         _remove_stale_storage(MEMORY)  # before judging what is free there
-    parent = Path(configured) if configured else MEMORY if memory_is_plenty() else None
-    if parent is None:
-        return tmp_path_factory.mktemp("podman")
+    parent = Path(configured) if configured else MEMORY if memory_is_plenty() else Path(tempfile.gettempdir())
     parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_storage(parent)
     root = Path(tempfile.mkdtemp(prefix="vdk-ml-podman-", dir=parent))
@@ -183,11 +182,11 @@ def registry(tmp_path_factory):
 @pytest.fixture(scope="session")
 def podman_root(tmp_path_factory):
     """podman's storage for the session (vfs: every layer and container is a full copy of its root
-    filesystem), in memory when there is plenty (ten times faster to copy than this disk), else in the
-    session's temporary directory; removed when the session ends."""
+    filesystem), in memory when there is plenty (ten times faster to copy than this disk), else on disk
+    (podman_storage_dir); removed when the session ends."""
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed")
-    root = podman_storage_dir(tmp_path_factory)
+    root = podman_storage_dir()
     yield root
     _remove_podman_storage(root)
 

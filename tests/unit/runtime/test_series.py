@@ -93,6 +93,25 @@ def test_each_period_one_step_is_kept_with_its_loss_learning_rate_and_rate(count
     assert kept.closed == [protocol.FINISHED]
 
 
+def test_a_step_kept_while_the_series_thread_is_late_is_not_replaced_by_the_next(counter):
+    """A loaded machine: the series' thread takes its points after the next period's step was kept already. Both
+    steps are points (the first step's was lost so: a run's series began at step 229 instead of 1)."""
+    clock, kept = Clock(), Kept()
+    recorder = SeriesRecorder([kept], period=1.0, clock=clock, wall=clock).attach(counter)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):  # 0.5 s a step, no flush between: steps 1, 3 and 5 kept
+        model(torch.randn(8, 3)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        clock.now += 0.5
+    recorder._flush()
+    assert [step for step, _ in kept.series(series.LOSS)] == [1, 3, 5]
+    assert kept.series(series.STEPS_PER_SECOND) == [(3, pytest.approx(2.0)), (5, pytest.approx(2.0))]
+    recorder.finish(protocol.FINISHED)
+
+
 def test_a_run_shorter_than_a_period_has_its_first_and_last_steps_with_their_rate(counter):
     """A sweep's short trial: its first step kept, then the script ends before the series' thread took it; both
     are points, with the learning rate and the rate of the steps between them (they were one, the end's, before)."""

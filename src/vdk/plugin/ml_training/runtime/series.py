@@ -182,7 +182,10 @@ class SeriesRecorder:
         self._err = err
         self._due = 0.0  # the first step is kept at once
         self._cond = threading.Condition()
-        self._step: tuple[int, Any, float | None, float | None, float] | None = None  # steps, loss, lr, clock, wall
+        # the steps kept (one a period; more than one only while the series' thread is late): steps, loss, lr,
+        # clock, wall. A list, so that a step kept while the thread is starved is never replaced by the next
+        self._steps: list[tuple[int, Any, float | None, float | None, float]] = []
+        self._kept = threading.Lock()  # the training thread appends, the series' thread takes
         self._end: tuple[int, Any, float | None, float | None, float] | None = None  # the same, at the script's end
         self._last: tuple[float, Any] | None = None  # (clock, weakref to its optimizer) of the last step
         self._shown: list[tuple[str, float, int, float]] = []
@@ -209,7 +212,11 @@ class SeriesRecorder:
             return
         self._due = now + self.period
         try:
-            self._step = (counter.steps, counter.loss_snapshot(), _learning_rate(optimizer), now, self._wall())
+            kept = (counter.steps, counter.loss_snapshot(), _learning_rate(optimizer), now, self._wall())
+            with self._kept:
+                if len(self._steps) >= MAX_PENDING:
+                    self._steps.pop()  # the thread has not run for MAX_PENDING periods: the latest step instead
+                self._steps.append(kept)
             self._wake()
         except Exception as e:  # noqa: BLE001 - the series must never break training
             self.fail(e)
@@ -229,7 +236,8 @@ class SeriesRecorder:
                 return
             self._names.add(name)
         steps = self.counter.steps if self.counter is not None else 0
-        self._shown.append((name, number, steps, self._wall()))
+        with self._kept:
+            self._shown.append((name, number, steps, self._wall()))
         self._wake()
 
     def fail(self, error: Exception) -> None:
@@ -276,12 +284,13 @@ class SeriesRecorder:
         """The points since the last call: the kept step's loss (read now), rate and learning rate, the values
         shown, node 0's GPU figures."""
         points: list[Point] = []
-        step, self._step = self._step, None
+        with self._kept:
+            steps_kept, self._steps = self._steps, []
+            shown, self._shown = self._shown, []
         end, self._end = self._end, None
-        shown, self._shown = self._shown, []
-        for kept in (step, end):  # a step kept but not yet taken when the script ended: its points, then the end's
-            if kept is None or (kept is end and step is not None and end[0] == step[0]):
-                continue
+        if end is not None and not (steps_kept and steps_kept[-1][0] == end[0]):
+            steps_kept.append(end)  # the steps kept but not yet taken when the script ended, then the end's
+        for kept in steps_kept:
             steps, loss, lr, at, wall = kept
             value = _loss_value(loss)
             if value is not None:
