@@ -28,11 +28,11 @@ from vdk.plugin.ml_training.job.image_reference import parse_reference
 from vdk.plugin.ml_training.k8s.backends import choose_backend
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.observe import inspect_run
-from vdk.plugin.ml_training.k8s.observe import rank_logs
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
-from vdk.plugin.ml_training.k8s.run_summary import FAILED
-from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.observe import inspect_run
+from vdk.plugin.ml_training.k8s.runs.observe import rank_logs
+from vdk.plugin.ml_training.k8s.runs.summary import FAILED
+from vdk.plugin.ml_training.k8s.runs.summary import SUCCEEDED
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.source import audit
 

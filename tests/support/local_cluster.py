@@ -17,7 +17,7 @@ the kubelet would under OnFailure: the same pod, its volumes and their files as 
 (the operator's wait for the master's DNS name: here every name resolves at once), probes, Services beyond
 name resolution, and the controllers' reactions to a failure (a Job's podFailurePolicy deleting the other
 pods): the other replicas must stop by themselves, which is what the tests check. `RunResult.pods()` shows
-the containers as the API would show their pods, for the plugin's own diagnosis (k8s/pod_states.py).
+the containers as the API would show their pods, for the plugin's own diagnosis (k8s/runs/pod_states.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from tests.support.debian_base import RUN_OPTIONS
 from tests.support.registry import podman
 from tests.support.registry import podman_command
 from tests.support.trainer_status_server import SERVICE_HOST
-from vdk.plugin.ml_training.k8s import pod_states
+from vdk.plugin.ml_training.k8s.runs import pod_states
 from vdk.plugin.ml_training.units import parse_quantity
 
 SHM_PATH = "/dev/shm"
@@ -142,7 +142,7 @@ class RunResult:
         return [_pod_object(r, self.created_at) for r in self.replicas]
 
     def first_failure(self) -> tuple[pod_states.RankState, pod_states.Termination] | None:
-        """The rank the plugin blames for the failure (k8s/pod_states.py), from the pods' states."""
+        """The rank the plugin blames for the failure (k8s/runs/pod_states.py), from the pods' states."""
         found = pod_states.failing_rank(pod_states.rank_states(self.pods(), self.backend))
         return (found[0], found[1]) if found else None
 

@@ -1,5 +1,5 @@
 """A run object as `vdk deploy` renders it, and its ranks' pods as the operators and the kubelet write them
-(cluster_state): the input of the tests that read a cluster run's state (k8s/pod_states.py) and diagnose it
+(cluster_state): the input of the tests that read a cluster run's state (k8s/runs/pod_states.py) and diagnose it
 (diagnosis/)."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.backends.trainjob import TrainerFacts
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.source.audit import Provenance
 

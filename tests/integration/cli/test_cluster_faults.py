@@ -211,7 +211,7 @@ def test_a_list_turned_away_with_429_waits_and_lists(kube):
 
 
 def test_a_followed_run_survives_a_server_failing_for_a_while(kube, fast_retries, monkeypatch):
-    from vdk.plugin.ml_training.k8s import observe
+    from vdk.plugin.ml_training.k8s.runs import observe
 
     monkeypatch.setattr(observe, "FOLLOW_POLL_SECONDS", 0.05)
     run = kube.deploy(backend="job", nodes="1")
@@ -297,7 +297,7 @@ def test_a_signal_while_the_server_is_slow_to_create_leaves_no_run_behind(kube, 
     object appears after `vdk` ended. The run's PyTorchJob appears owned by a record that is gone: Kubernetes
     deletes it. A record that appears alone (nothing owns it, it owns nothing) is removed by the job's next
     command once no create can be under way any more."""
-    from vdk.plugin.ml_training.k8s import pending_records
+    from vdk.plugin.ml_training.k8s.runs import pending_records
 
     kube.deploy(backend="pytorchjob")
     before = kube.fake.run_objects()

@@ -23,8 +23,8 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.vdk_cli import vdk
-from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.runs import observe
 
 VDK = Path(sys.executable).parent / "vdk"
 CONTAINER = "pytorch"

@@ -18,7 +18,7 @@ from tests.support.specs import IMAGE
 from tests.support.specs import OUTSIDE_GIT
 from tests.support.vdk_cli import vdk
 from tests.support.vdk_cli import vdk_process
-from vdk.plugin.ml_training.k8s import observe
+from vdk.plugin.ml_training.k8s.runs import observe
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.kubeflow_status import StatusPoster
 from vdk.plugin.ml_training.runtime.kubeflow_status import StatusSettings

@@ -21,8 +21,8 @@ from tests.support.job_controller import LocalJobController
 from tests.support.jobs import cs_job
 from tests.support.vdk_cli import vdk
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_EXECUTION
-from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_GIT_COMMIT
+from vdk.plugin.ml_training.k8s.runs.identity import ANNOTATION_EXECUTION
+from vdk.plugin.ml_training.k8s.runs.identity import ANNOTATION_GIT_COMMIT
 from vdk.plugin.ml_training.source.audit import UPLOADED_PROVENANCE
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")

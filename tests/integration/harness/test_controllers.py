@@ -11,7 +11,7 @@ from tests.support.local_cluster import resolve_env
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.source import audit
 
 IMAGE = layout.JobImage("127.0.0.1:5000/e2e/demo:abc", "python3")

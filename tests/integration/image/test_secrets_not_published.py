@@ -20,9 +20,9 @@ from tests.support.base_image import image_job
 from vdk.plugin.ml_training.image import build_and_push
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_GIT_REMOTE
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
-from vdk.plugin.ml_training.k8s.run_record import parse
+from vdk.plugin.ml_training.k8s.runs.identity import ANNOTATION_GIT_REMOTE
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.record import parse
 from vdk.plugin.ml_training.source import audit
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.runs import record as run_record
 
 ALL_OPERATORS = {"pytorchjob": True, "trainer_mechanism": "runtimePatches"}
 

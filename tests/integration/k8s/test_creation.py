@@ -258,7 +258,7 @@ def test_a_run_whose_record_was_settled_is_kept_with_it(cluster, spec, fast_retr
 
 
 def test_a_record_left_by_a_command_that_gave_up_is_settled_by_the_next(cluster, spec, fast_retries, capfd):
-    from vdk.plugin.ml_training.k8s import pending_records
+    from vdk.plugin.ml_training.k8s.runs import pending_records
 
     fake, client = cluster(pytorchjob=True)
     (run, manifests), (other, others) = render(spec, "pytorchjob"), render(spec, "pytorchjob")

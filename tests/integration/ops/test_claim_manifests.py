@@ -16,7 +16,7 @@ from vdk.plugin.ml_training.datafetch.claim_manifest import claim_manifest
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.ops.deploy_changes import run_state
 from vdk.plugin.ml_training.ops.run_diff import diff_states
 

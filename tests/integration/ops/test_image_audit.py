@@ -93,7 +93,7 @@ def test_a_signed_deploy_is_read_back_verified_and_agrees_with_its_record(
 
 
 def fake_record(fake, run_name):
-    from vdk.plugin.ml_training.k8s import run_record
+    from vdk.plugin.ml_training.k8s.runs import record as run_record
 
     (configmap,) = [c for c in fake.stored("configmaps") if c["metadata"]["name"] == f"{run_name}-record"]
     return run_record.parse(configmap)

@@ -10,7 +10,7 @@ from vdk.plugin.ml_training.cli.cluster_views import loss_text
 from vdk.plugin.ml_training.cli.cluster_views import outputs_text
 from vdk.plugin.ml_training.cli.cluster_views import restarts_table
 from vdk.plugin.ml_training.cli.cluster_views import sparkline
-from vdk.plugin.ml_training.k8s.restarts import Restart
+from vdk.plugin.ml_training.k8s.runs.restarts import Restart
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 
 

@@ -12,8 +12,8 @@ from vdk.plugin.ml_training.diagnosis.evidence import Blame
 from vdk.plugin.ml_training.diagnosis.evidence import ClusterFacts
 from vdk.plugin.ml_training.diagnosis.evidence import Evidence
 from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
-from vdk.plugin.ml_training.k8s import pod_states
-from vdk.plugin.ml_training.k8s.run_evidence import ending
+from vdk.plugin.ml_training.k8s.runs import pod_states
+from vdk.plugin.ml_training.k8s.runs.cluster_evidence import ending
 
 
 def container_failed(termination: pod_states.Termination) -> Evidence:

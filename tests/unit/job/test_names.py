@@ -6,7 +6,7 @@ import pytest
 from vdk.plugin.ml_training.job import image_reference as reference
 from vdk.plugin.ml_training.job import names
 from vdk.plugin.ml_training.job import teams
-from vdk.plugin.ml_training.k8s import run_identity
+from vdk.plugin.ml_training.k8s.runs import identity as run_identity
 
 DIGEST = "sha256:" + "a" * 64
 

@@ -13,8 +13,8 @@ from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from vdk.plugin.ml_training.job import backend_choices
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.backends import Discovery
+from vdk.plugin.ml_training.k8s.runs import summary as run_summary
 from vdk.plugin.ml_training.runtime.kubeflow_status import trainer_status
 from vdk.plugin.ml_training.runtime.progress_lines import Figures
 

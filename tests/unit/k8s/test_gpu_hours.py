@@ -14,7 +14,7 @@ from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.runtime import progress_lines
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 

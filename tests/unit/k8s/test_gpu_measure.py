@@ -8,7 +8,7 @@ import pytest
 from tests.support import cluster_state as cs
 from vdk.plugin.ml_training.diagnosis.evidence import Event
 from vdk.plugin.ml_training.k8s import gpu_measure
-from vdk.plugin.ml_training.k8s.pod_states import pod_state
+from vdk.plugin.ml_training.k8s.runs.pod_states import pod_state
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 
 RUN = {"metadata": {"name": "llm-abc", "labels": {"vdk.io/run": "llm-abc", "vdk.io/backend": "job"}}}

@@ -20,14 +20,14 @@ from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MAX_JOB_NAME_LENGTH
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s import pod_template
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import indexed_job
 from vdk.plugin.ml_training.k8s.backends import pytorchjob
 from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.manifests import to_yaml
-from vdk.plugin.ml_training.k8s.run_identity import new_run_name
+from vdk.plugin.ml_training.k8s.runs import record as run_record
+from vdk.plugin.ml_training.k8s.runs.identity import new_run_name
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime import watchdog
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
@@ -370,7 +370,7 @@ def test_a_script_that_spawns_its_workers_gets_one_launcher_process_per_node(tmp
 
 
 def test_a_run_named_after_an_execution_has_the_same_name_for_every_attempt():
-    from vdk.plugin.ml_training.k8s.run_identity import run_name_for
+    from vdk.plugin.ml_training.k8s.runs.identity import run_name_for
 
     name = run_name_for("mnist-ddp", "mnist-ddp-1747130400")
     assert name == run_name_for("mnist-ddp", "mnist-ddp-1747130400")  # a retry finds the first attempt's run

@@ -14,9 +14,9 @@ from tests.support.specs import make_run
 from tests.support.specs import trainer_cluster
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.runs import record as run_record
 
 STORAGE = """
 [ml-training.mounts]

@@ -19,8 +19,8 @@ from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s import sweep_manifests
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_SWEEP
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs.identity import ANNOTATION_SWEEP
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 
 MODELS = {"Job": "V1Job", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}

@@ -1,8 +1,8 @@
 """Which containers of a followed run's ranks failed (ops/follow.py): each failed instance once, the one before a
 restart included, a success or a stop by SIGTERM after another rank's failure not."""
 
-from vdk.plugin.ml_training.k8s.pod_states import RankState
-from vdk.plugin.ml_training.k8s.pod_states import Termination
+from vdk.plugin.ml_training.k8s.runs.pod_states import RankState
+from vdk.plugin.ml_training.k8s.runs.pod_states import Termination
 from vdk.plugin.ml_training.ops.follow import _failed_instances
 
 

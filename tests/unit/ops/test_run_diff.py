@@ -10,8 +10,8 @@ from tests.support.specs import make_run
 from vdk.plugin.ml_training.cli.diff_views import diff_lines
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.runs import record as run_record
 from vdk.plugin.ml_training.ops.run_diff import RunState
 from vdk.plugin.ml_training.ops.run_diff import diff_states
 

@@ -24,7 +24,7 @@ def test_a_scope_from_a_job_directory_takes_its_name_team_and_namespace(tmp_path
 
 
 def _summary(name: str, phase: str, claim: str | None):
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 
     outputs = {"claim": claim, "directory": f"{name}/"} if claim else None
     return RunSummary(name, "mnist", None, "job", "ml", phase, None, None, None, None, None, None, outputs=outputs)

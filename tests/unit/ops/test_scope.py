@@ -15,9 +15,9 @@ from tests.support.specs import make_spec
 from vdk.plugin.ml_training.job.teams import TeamChoice
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.run_summary import summarize
-from vdk.plugin.ml_training.k8s.selection import JobSelection
-from vdk.plugin.ml_training.k8s.selection import TeamRuns
+from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+from vdk.plugin.ml_training.k8s.runs.selection import TeamRuns
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.ops.scope import named_run
 
 

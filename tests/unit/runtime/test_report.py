@@ -5,7 +5,9 @@ worker's error."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from vdk.plugin.ml_training.runtime import virtual_gpu
 from vdk.plugin.ml_training.runtime.report import describe
 from vdk.plugin.ml_training.runtime.report import describe_exit
 
@@ -67,3 +69,23 @@ def test_a_worker_s_traceback_relayed_as_text_is_the_error_reported():
     assert described["message"] == "ValueError: width 16 is more than 8"
     assert described["traceback"].startswith('Traceback (most recent call last):\n  File "/job/train.py", line 12')
     assert describe(RuntimeError("no traceback here"))["type"] == "RuntimeError"
+
+
+# A stand-in's file in a sub-package of the runtime (where the virtual GPUs' modules are).
+STAND_IN = str(Path(virtual_gpu.__file__).parent / "stand_in.py")
+STAND_IN_CODE = """
+def current_device(index):
+    return int(index)
+"""
+
+
+def test_the_frames_of_the_runtime_s_sub_packages_are_left_out_as_its_own_are():
+    namespace: dict = {}
+    exec(compile(STAND_IN_CODE, STAND_IN, "exec"), namespace)
+    try:
+        namespace["current_device"]("cuda:x")  # the user's line
+    except ValueError as e:
+        described = describe(e)
+    traceback = described["traceback"]
+    assert STAND_IN not in traceback
+    assert f'File "{__file__}"' in traceback and described["message"].startswith("ValueError: invalid literal")

@@ -7,10 +7,13 @@ code. (In real training processes: tests/integration/runtime/test_watchdog_ranks
 from __future__ import annotations
 
 import io
+import threading
+from pathlib import Path
 
 import pytest
 
 from vdk.plugin.ml_training.runtime import termination
+from vdk.plugin.ml_training.runtime import virtual_gpu
 from vdk.plugin.ml_training.runtime import watchdog
 from vdk.plugin.ml_training.runtime.watchdog import STALL_EXIT_CODE
 from vdk.plugin.ml_training.runtime.watchdog import Stall
@@ -141,3 +144,12 @@ def test_firing_records_prints_leaves_the_message_and_exits_with_the_stall_code(
     assert any("test_watchdog.py" in line for line in printed)  # where the main thread was: this test
     left = parse_stall(message.read_text().splitlines())
     assert left.rank == "1" and [name for name, _ in left.threads] == ["MainThread"]
+
+
+def test_a_thread_s_stack_leaves_out_the_frames_of_the_runtime_s_sub_packages():
+    stand_in = str(Path(virtual_gpu.__file__).parent / "stand_in.py")  # a stand-in's file of the virtual GPUs
+    namespace: dict = {"take": watchdog.thread_stacks}
+    exec(compile("def synchronize():\n    return take()\n", stand_in, "exec"), namespace)
+    stacks = dict(namespace["synchronize"]())
+    text = "\n".join(stacks[threading.current_thread().name])
+    assert stand_in not in text and f'File "{__file__}"' in text

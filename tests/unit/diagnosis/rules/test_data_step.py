@@ -4,9 +4,9 @@ read from the termination message the data step leaves."""
 from tests.support import cluster_state as cs
 from tests.support.rendered_runs import pods
 from tests.support.rendered_runs import run_object
-from vdk.plugin.ml_training.k8s import pod_states
-from vdk.plugin.ml_training.k8s import run_evidence
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs import cluster_evidence as run_evidence
+from vdk.plugin.ml_training.k8s.runs import pod_states
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 
 MESSAGE = (
     "[vdk-ml-training] data failed: data/train: s3://vision/train changed since it was pinned at deploy (its object "

@@ -1,8 +1,8 @@
 """Runs stopped at their time limit."""
 
 from tests.support.rendered_runs import run_object
-from vdk.plugin.ml_training.k8s import run_evidence
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs import cluster_evidence as run_evidence
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 
 
 def test_failed_run_without_pods_says_they_are_gone(tmp_path):

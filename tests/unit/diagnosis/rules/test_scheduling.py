@@ -3,10 +3,10 @@
 from tests.support import cluster_state as cs
 from tests.support.rendered_runs import pods
 from tests.support.rendered_runs import run_object
-from vdk.plugin.ml_training.k8s import pod_states
-from vdk.plugin.ml_training.k8s import run_evidence
-from vdk.plugin.ml_training.k8s import run_summary
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs import cluster_evidence as run_evidence
+from vdk.plugin.ml_training.k8s.runs import pod_states
+from vdk.plugin.ml_training.k8s.runs import summary as run_summary
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 
 GPU_FULL = (
     "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. "

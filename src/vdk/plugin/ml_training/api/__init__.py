@@ -70,12 +70,12 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_progress import Progress as Progress
     from vdk.plugin.ml_training.job.model import MLJobSpec as MLJobSpec
     from vdk.plugin.ml_training.k8s.gpu_hours import UsageReport as UsageReport
-    from vdk.plugin.ml_training.k8s.observe import RankLog as RankLog
-    from vdk.plugin.ml_training.k8s.observe import RunDetail as RunDetail
-    from vdk.plugin.ml_training.k8s.pod_states import RankFailure as RankFailure
-    from vdk.plugin.ml_training.k8s.restarts import Restart as Restart
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary as RunSummary
-    from vdk.plugin.ml_training.k8s.selection import JobSelection as JobSelection
+    from vdk.plugin.ml_training.k8s.runs.observe import RankLog as RankLog
+    from vdk.plugin.ml_training.k8s.runs.observe import RunDetail as RunDetail
+    from vdk.plugin.ml_training.k8s.runs.pod_states import RankFailure as RankFailure
+    from vdk.plugin.ml_training.k8s.runs.restarts import Restart as Restart
+    from vdk.plugin.ml_training.k8s.runs.selection import JobSelection as JobSelection
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary as RunSummary
     from vdk.plugin.ml_training.local.launch_plan import LaunchPlan as LaunchPlan
     from vdk.plugin.ml_training.ops.boards import Board as Board
     from vdk.plugin.ml_training.ops.boards import Dashboard as Dashboard
@@ -151,12 +151,12 @@ _TYPES = {
     "Rerun": "ops.runs",
     "CancelledRun": "ops.runs",
     "DeletedRuns": "ops.runs",
-    "RunSummary": "k8s.run_summary",
-    "RunDetail": "k8s.observe",
-    "RankLog": "k8s.observe",
-    "JobSelection": "k8s.selection",
-    "RankFailure": "k8s.pod_states",
-    "Restart": "k8s.restarts",
+    "RunSummary": "k8s.runs.summary",
+    "RunDetail": "k8s.runs.observe",
+    "RankLog": "k8s.runs.observe",
+    "JobSelection": "k8s.runs.selection",
+    "RankFailure": "k8s.runs.pod_states",
+    "Restart": "k8s.runs.restarts",
     "UsageReport": "k8s.gpu_hours",
     "FollowedRun": "ops.follow",
     "ProvenanceReport": "ops.image_audit",

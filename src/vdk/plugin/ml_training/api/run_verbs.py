@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.job.config_file import JobConfig
     from vdk.plugin.ml_training.job.settings import ConfigurationLike
-    from vdk.plugin.ml_training.k8s.observe import RunDetail
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-    from vdk.plugin.ml_training.k8s.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.observe import RunDetail
+    from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
     from vdk.plugin.ml_training.ops.compare_runs import RunComparison
     from vdk.plugin.ml_training.ops.follow import FollowedRun
     from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport

@@ -180,7 +180,7 @@ def show_ml(
     to: str | None = None,
 ) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.k8s.selection import where
+    from vdk.plugin.ml_training.k8s.runs.selection import where
 
     if board or dashboard or last is not None or to is not None:
         from vdk.plugin.ml_training.cli.viewer_views import show_viewer
@@ -281,7 +281,7 @@ SHOW = verbs.Verb(
 
 def delete_ml(name: str | None, team: str | None, job_path: str | None, yes: bool) -> None:
     from vdk.plugin.ml_training.cli import cluster_views
-    from vdk.plugin.ml_training.k8s.selection import where
+    from vdk.plugin.ml_training.k8s.runs.selection import where
 
     def confirm(selection: api.JobSelection) -> bool:
         one = len(selection.runs) == 1

@@ -31,7 +31,7 @@ from vdk.plugin.ml_training.secret_patterns import printable
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.api import Scope
     from vdk.plugin.ml_training.errors import MLTrainingError
-    from vdk.plugin.ml_training.k8s.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from vdk.plugin.ml_training.cli.sweep_views import list_phase
 from vdk.plugin.ml_training.cli.text_table import shown
 from vdk.plugin.ml_training.cli.text_table import table
 from vdk.plugin.ml_training.job.teams import NO_TEAM_TEXT
-from vdk.plugin.ml_training.k8s.observe import RunDetail
-from vdk.plugin.ml_training.k8s.restarts import Restart
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.run_summary import shape_text
+from vdk.plugin.ml_training.k8s.runs.observe import RunDetail
+from vdk.plugin.ml_training.k8s.runs.restarts import Restart
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs.summary import shape_text
 from vdk.plugin.ml_training.runtime.gpu_lines import GIB
 from vdk.plugin.ml_training.runtime.gpu_lines import SOURCES
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures

@@ -18,9 +18,9 @@ from vdk.plugin.ml_training.secret_patterns import printable
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.api import Changes
     from vdk.plugin.ml_training.api import LocalRunResult
-    from vdk.plugin.ml_training.k8s.pod_states import RankFailure
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-    from vdk.plugin.ml_training.k8s.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.pod_states import RankFailure
+    from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
     from vdk.plugin.ml_training.local.launch_plan import LaunchPlan
 
 

@@ -6,7 +6,7 @@ lists them in the order they are asked, and `engine` asks them.
 
 Imports only the spec (`job`), the job's sources (`source`), the wire formats (`runtime`) and the
 foundation: the adapters that build the evidence live with what they read (`local/outcome.py`,
-`k8s/run_evidence.py`).
+`k8s/runs/cluster_evidence.py`).
 
 Add a diagnosis: `rules/<kind>.py`, its place in `rules/__init__.py`, its entry in the documentation's
 troubleshooting page; tests in `tests/unit/diagnosis/rules/test_<kind>.py`.

@@ -4,7 +4,7 @@ A local run (`vdk run`: processes on this machine) and a cluster run (pods) leav
 the same kinds: ranks that ended (an exit code, a signal, a reason, the Python error they reported, the
 stall that stopped them), ranks that wait (a scheduler's message, an image that cannot be pulled), the
 rank whose failure came first, and facts of the run as a whole. The adapters bring them into this shape:
-`local/outcome.py` (rank outcomes of a local run) and `k8s/run_evidence.py` (pod states, events, Kueue's
+`local/outcome.py` (rank outcomes of a local run) and `k8s/runs/cluster_evidence.py` (pod states, events, Kueue's
 Workloads). The rules (`diagnosis/rules/`) read only this shape; `local` or `cluster` says where the run
 ran, and holds the facts only that place has.
 """

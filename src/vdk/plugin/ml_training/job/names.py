@@ -3,7 +3,7 @@
 Job names (DNS-1035 labels short enough for the run and pod names made from them), Kubernetes names (DNS-1123
 labels and subdomains), label values (teams, runs), run names, image references and registry addresses, MIG
 profiles, Python module and package names, interpreters and environment variable names. The modules that parse
-or build such names (teams.py, k8s/run_identity.py, image_reference.py, the spec's readers) import the patterns
+or build such names (teams.py, k8s/runs/identity.py, image_reference.py, the spec's readers) import the patterns
 from here, so that a rule is written once.
 """
 
@@ -35,7 +35,7 @@ SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 # Job name + "-" + an 8-character run id + suffixes such as "-worker-15" must stay a 63-char DNS label.
 MAX_JOB_NAME_LENGTH = 40
-# A run is `<job name>-<RUN_ID_LENGTH characters of RUN_ID_ALPHABET>` (k8s/run_identity.py makes them).
+# A run is `<job name>-<RUN_ID_LENGTH characters of RUN_ID_ALPHABET>` (k8s/runs/identity.py makes them).
 RUN_ID_LENGTH = 8
 RUN_ID_ALPHABET = string.ascii_lowercase + string.digits
 

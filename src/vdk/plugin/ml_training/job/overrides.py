@@ -2,7 +2,7 @@
 "--lr 1e-3"`, the same for `vdk deploy`. Each `--set KEY=VALUE` names a key of the catalogue (an unknown one is
 refused with the key meant) and is read exactly as config.ini's line would be (load.py: the same reader, the same
 errors, which name `--set`); `--args TEXT` is `--set args=TEXT`. A deployed run keeps what was overridden
-(k8s/run_record.py), and `vdk show` says it.
+(k8s/runs/record.py), and `vdk show` says it.
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 - `backends/`: one module per backend (`pytorchjob`, `trainjob`, `indexed_job`) implementing one
   interface (`backends.base.Backend`: render, limitations, pods, ranks, status), and the registry
   (`backends`: lookups, `choose_backend`). Only these modules know a backend's kinds and labels.
-- `run_identity`: a run's name, labels and audit annotations (`RunInfo`, `new_run_name`); `pod`: the pod
-  pieces every backend shares; `resources`: the built-in resource types.
+- `runs/`: a job's runs: `identity` (a run's name, labels and audit annotations: `RunInfo`, `new_run_name`),
+  `record` (the run record, a ConfigMap owned by the run, and re-running a past run), `pending_records`,
+  `selection` (which runs a verb works on), `summary` (a run's phase and summary from its object), `pod_states`
+  (its ranks' pods and which failed first), `restarts`, `cluster_evidence` (them as the evidence `diagnosis/`
+  reads), `observe` (why it waits or failed, its logs), `continuation` (a run that begins with another's outputs).
+- `pod_template`: the pod pieces every backend shares; `resources`: the built-in resource types.
 - `manifests`: renders a whole run for a backend, run record included; YAML for --dry-run.
-- `record`: the run record (a ConfigMap owned by the run) and re-running a past run.
-- `status`: a run's phase and summary from its object; `pod_states`: its ranks' pods and which failed first;
-  `run_evidence`: them as the evidence `diagnosis/` reads; `observe`: why it waits or failed, its logs.
 - `client`: run-level operations (`KubeClient`: apply, list, get and delete runs, records, pods,
   logs, events) over `transport` (the connection, requests, the tolerant GET, log streams) and
   `discovery` (what the cluster serves); `kubeconfig`: where credentials are (standard library

@@ -20,7 +20,6 @@ from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import creation
 from vdk.plugin.ml_training.k8s import retries
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import brief
@@ -37,16 +36,17 @@ from vdk.plugin.ml_training.k8s.resources import POD
 from vdk.plugin.ml_training.k8s.resources import SERVICE
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.retries import Say
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_BACKEND
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_USAGE_OF
-from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
-from vdk.plugin.ml_training.k8s.run_identity import label_value
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs import record as run_record
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_BACKEND
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_JOB
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_MANAGED_BY
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_TEAM
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_USAGE_OF
+from vdk.plugin.ml_training.k8s.runs.identity import MANAGED_BY
+from vdk.plugin.ml_training.k8s.runs.identity import label_value
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.k8s.transport import METADATA_ONLY
 from vdk.plugin.ml_training.k8s.transport import Timeout
 from vdk.plugin.ml_training.k8s.transport import Transport

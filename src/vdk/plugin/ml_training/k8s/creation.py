@@ -1,6 +1,6 @@
 """How the client creates objects: a run's all or nothing, and each one exactly once whatever the network does.
 
-A run's name is chosen before its first request (k8s/run_identity.py), so every object of it has a known name.
+A run's name is chosen before its first request (k8s/runs/identity.py), so every object of it has a known name.
 A create whose answer is lost (the connection reset or closed), late (the client's timeout), or refused for now
 (429, 5xx) may have been done: the object is then looked up by that name and, when it is there with the run's
 labels, adopted — never created a second time; when it is not there, the create is sent again (k8s/retries.py
@@ -15,7 +15,7 @@ Kubernetes' garbage collector deletes it if its record is gone — which is what
 leaves. Once the main object exists, it owns the record as well (`settle_record`) and every other object (its
 Service): deleting either, or the run's TTL, removes them all; no run outlives its record, no record its run.
 A record the server wrote after its command gave up (it owns nothing, and nothing owns it) is removed by the
-job's next command (k8s/pending_records.py).
+job's next command (k8s/runs/pending_records.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from vdk.plugin.ml_training.k8s import retries
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.retries import Say
-from vdk.plugin.ml_training.k8s.run_record import record_name
+from vdk.plugin.ml_training.k8s.runs.record import record_name
 from vdk.plugin.ml_training.k8s.transport import Transport
 from vdk.plugin.ml_training.k8s.transport import describe
 from vdk.plugin.ml_training.vocabulary.wire import PROJECT

@@ -24,7 +24,7 @@ from vdk.plugin.ml_training.datafetch.data_cache import sub_path
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.data_pins import encode_pins
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.vocabulary.human_units import counted
 
 FETCH_CONTAINER = "vdk-data"

@@ -10,7 +10,7 @@ Every GPU-hour of a run that failed, stalled or was cancelled is wasted under th
 well: start-up is from its start to its first optimizer step, after the last step how long the script ran on
 (rank 0's last progress line), and the time between is used, less the training its restarts redid (redone: the
 steps each ended attempt of rank 0 took past where the next one went on from, at its rate; from the containers'
-termination messages, k8s/restarts.py) and the share its GPUs sat below the idle threshold (idle). The measured
+termination messages, k8s/runs/restarts.py) and the share its GPUs sat below the idle threshold (idle). The measured
 utilisation is the SM-activity-weighted GPU-hours over the allocated ones. The figures come from each node's GPU
 totals in its container's termination message (k8s/gpu_measure.py); a run without them (no NVML) counts its time
 between start and the last step as used, and no utilisation.
@@ -33,11 +33,11 @@ from datetime import timedelta
 from datetime import timezone
 
 from vdk.plugin.ml_training.k8s import gpu_measure
-from vdk.plugin.ml_training.k8s import pod_states
-from vdk.plugin.ml_training.k8s import restarts
-from vdk.plugin.ml_training.k8s import run_identity as run_meta
-from vdk.plugin.ml_training.k8s import run_summary
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs import identity as run_meta
+from vdk.plugin.ml_training.k8s.runs import pod_states
+from vdk.plugin.ml_training.k8s.runs import restarts
+from vdk.plugin.ml_training.k8s.runs import summary as run_summary
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 from vdk.plugin.ml_training.vocabulary.human_units import counted
 from vdk.plugin.ml_training.vocabulary.nvidia import mig_name
@@ -52,7 +52,7 @@ WASTED = (FAILED, STALLED, CANCELLED)  # every GPU-hour of such a run was wasted
 # What allocated GPU-hours were, by cause (Totals' fields and the columns of `vdk list --usage`).
 CAUSES = ("used", "idle", "startup", "after_last_step", "redone", FAILED, STALLED, CANCELLED, RUNNING)
 
-# A usage record: the ConfigMap a deleted run leaves behind (labelled run_identity.LABEL_USAGE_OF).
+# A usage record: the ConfigMap a deleted run leaves behind (labelled runs/identity.LABEL_USAGE_OF).
 USAGE_SUFFIX = "-usage"
 KEY_USAGE = "usage.json"
 DEFAULT_KEPT_SECONDS = 7 * 86400  # ttl_after_finished's default: how long runs of unknown TTL are counted on
@@ -88,7 +88,7 @@ class RunUsage:
     startup: float | None = None  # seconds from its start to its first optimizer step (measured runs)
     idle_share: float | None = None  # of the time between its first and last step, the share its GPUs sat idle
     utilisation: float | None = None  # SM-activity-weighted GPU-hours over the allocated ones
-    redone: float | None = None  # seconds of training its restarts redid (k8s/restarts.py: steps at their rate)
+    redone: float | None = None  # seconds of training its restarts redid (k8s/runs/restarts.py: steps at their rate)
 
     def hours(self, since: datetime, now: datetime) -> float:
         """GPU-hours held between `since` and `now`."""

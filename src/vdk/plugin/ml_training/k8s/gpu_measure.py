@@ -15,7 +15,7 @@ from datetime import timezone
 
 from vdk.plugin.ml_training.diagnosis.evidence import Event
 from vdk.plugin.ml_training.diagnosis.sizing import Startup
-from vdk.plugin.ml_training.k8s.pod_states import RankState
+from vdk.plugin.ml_training.k8s.runs.pod_states import RankState
 from vdk.plugin.ml_training.runtime.gpu_lines import NONE
 from vdk.plugin.ml_training.runtime.gpu_lines import GpuFigures
 from vdk.plugin.ml_training.runtime.gpu_lines import parse_gpu_lines

@@ -8,8 +8,8 @@ from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import placement
-from vdk.plugin.ml_training.k8s.run_identity import KUEUE_QUEUE_LABEL
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import KUEUE_QUEUE_LABEL
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.mlflow_runs import PREFIX as MLFLOW_PREFIX
 from vdk.plugin.ml_training.runtime.mlflow_runs import TRACKING_URI

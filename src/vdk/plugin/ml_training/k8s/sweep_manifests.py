@@ -27,14 +27,14 @@ from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.backends.base import DISRUPTION_TARGET
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
-from vdk.plugin.ml_training.k8s.run_identity import ANNOTATION_SWEEP
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_SWEEP
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_TEAM
-from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import ANNOTATION_SWEEP
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_JOB
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_MANAGED_BY
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_SWEEP
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_TEAM
+from vdk.plugin.ml_training.k8s.runs.identity import MANAGED_BY
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime import sweep_protocol as wire
 from vdk.plugin.ml_training.vocabulary.human_units import counted

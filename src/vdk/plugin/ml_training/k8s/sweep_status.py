@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.k8s.sweep_manifests import STUDY_CONTAINER
 from vdk.plugin.ml_training.k8s.sweep_manifests import TRIAL_CONTAINER
 from vdk.plugin.ml_training.k8s.sweep_manifests import study_selector

@@ -25,7 +25,7 @@ from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
     from vdk.plugin.ml_training.ops.reporting import Reporter
 
 
@@ -89,8 +89,8 @@ def compare_runs(scope: Scope, run_a: str, run_b: str, reporter: Reporter | None
 
 def outcome(client: KubeClient, run: RunSummary) -> Outcome:
     from vdk.plugin.ml_training.k8s import gpu_hours
-    from vdk.plugin.ml_training.k8s.observe import inspect_run
-    from vdk.plugin.ml_training.k8s.observe import run_pods
+    from vdk.plugin.ml_training.k8s.runs.observe import inspect_run
+    from vdk.plugin.ml_training.k8s.runs.observe import run_pods
 
     pods = run_pods(client, run)
     detail = inspect_run(client, run, pods)

@@ -181,7 +181,7 @@ def deploy_through_service(
     keys for its run only). `reporter` is told the smoke run and each step (notes). Raises MLTrainingError; nothing
     is uploaded when the smoke check fails."""
     from vdk.plugin.ml_training.control_service.upload import sources_zip
-    from vdk.plugin.ml_training.k8s.run_identity import run_name_for
+    from vdk.plugin.ml_training.k8s.runs.identity import run_name_for
 
     assert route.endpoint is not None
     reporter = or_quiet(reporter)

@@ -4,7 +4,7 @@ deploy) is one such pod; the launcher creates the job's run on the cluster with 
 it into the pod's log (which is the execution's log: rank 0's output, the last lines of every rank that fails, how
 the run ended) and ends with the run's result, which the Control Service reads from the termination message.
 
-- The run is named after the execution (k8s/run_identity.run_name_for): the Control Service's retries of the pod
+- The run is named after the execution (k8s/runs/identity.run_name_for): the Control Service's retries of the pod
   (a restarted container, a replaced pod) find the run their first attempt created and follow it; no second run.
 - One run of a job at a time: an execution that finds another execution's run still going starts none (Skipped,
   and its log says which run), as VDK never runs two executions of a data job at once.
@@ -48,7 +48,7 @@ from vdk.plugin.ml_training.source import audit
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.own_execution import OwnJob
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
     from vdk.plugin.ml_training.ops.follow import FollowedRun
 
 # How an execution ended, as the Control Service reads the `status` of the container's termination message.
@@ -144,7 +144,7 @@ def launch(
     """Start (or find again) the execution's run and follow it to its end, or to the launcher's deadline.
     `reporter` is told each step (notes), rank 0's lines (`log_line`) and each failed container (`rank_failed`):
     all of it belongs in the execution's log."""
-    from vdk.plugin.ml_training.k8s.run_identity import run_name_for
+    from vdk.plugin.ml_training.k8s.runs.identity import run_name_for
     from vdk.plugin.ml_training.ops.deploy import deploy_spec
 
     reporter = or_quiet(reporter)
@@ -283,7 +283,7 @@ def _attach_or_start(
 
 def _existing(client: KubeClient, run_name: str) -> RunSummary | None:
     from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-    from vdk.plugin.ml_training.k8s.run_summary import summarize
+    from vdk.plugin.ml_training.k8s.runs.summary import summarize
 
     try:
         return summarize(client.get_run(run_name))
@@ -320,8 +320,8 @@ def _start(
 ) -> tuple[KubeClient, RunSummary]:
     from vdk.plugin.ml_training.image.code_manifest import code_manifest
     from vdk.plugin.ml_training.k8s.own_execution import own_image
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
-    from vdk.plugin.ml_training.k8s.run_summary import summarize
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.summary import summarize
     from vdk.plugin.ml_training.layout import JobImage
     from vdk.plugin.ml_training.ops import deploy_checks
     from vdk.plugin.ml_training.ops.deploy_plan import plan_run

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.image.signing import SigningKey
     from vdk.plugin.ml_training.k8s.client import KubeClient
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 
 # The registry a dry run names when none is set: the plan shows where a build would push.
 PLACEHOLDER_REGISTRY = "registry.invalid/set-vdk-ml-training-registry"
@@ -173,7 +173,7 @@ def _checked_plan(
     """A deploy's plan, from what its pre-flight found."""
     from vdk.plugin.ml_training.image.build import assemble
     from vdk.plugin.ml_training.image.provenance import now
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 
     target = found.target
     if target is None or target.client is None:
@@ -228,9 +228,9 @@ def execute(
     if not if_changed:
         return _push_and_create(plan, client, reporter)
     from vdk.plugin.ml_training.k8s import lease
-    from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
-    from vdk.plugin.ml_training.k8s.run_identity import LABEL_MANAGED_BY
-    from vdk.plugin.ml_training.k8s.run_identity import MANAGED_BY
+    from vdk.plugin.ml_training.k8s.runs.identity import LABEL_JOB
+    from vdk.plugin.ml_training.k8s.runs.identity import LABEL_MANAGED_BY
+    from vdk.plugin.ml_training.k8s.runs.identity import MANAGED_BY
 
     spec, run = plan.spec, plan.run
     name = f"{spec.kubernetes_name()}-deploy"
@@ -415,7 +415,7 @@ def _check_team(spec: MLJobSpec) -> None:
 
 
 def _run_info(spec: MLJobSpec, provenance: audit.Provenance, reason: str | None) -> RunInfo:
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 
     return RunInfo.create(spec, provenance, reason=reason)
 

@@ -19,7 +19,7 @@ from vdk.plugin.ml_training.ops.run_diff import diff_states
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,9 @@ def current_state(
 
 def previous_runs(client: KubeClient, spec: MLJobSpec) -> list[RunSummary]:
     """The runs of this job and team in the namespace, newest first (records whose run's creation never completed
-    settled first: k8s/pending_records.py)."""
+    settled first: k8s/runs/pending_records.py)."""
     from vdk.plugin.ml_training.job.teams import team_label
-    from vdk.plugin.ml_training.k8s import pending_records
+    from vdk.plugin.ml_training.k8s.runs import pending_records
 
     pending_records.settle(client, spec.kubernetes_name())
     label = team_label(spec.team) if spec.team else None
@@ -104,8 +104,8 @@ def changes(client: KubeClient, spec: MLJobSpec, state: RunState, with_active: b
     """This deploy's `state` against the job's last run and last successful run (a run whose record cannot be
     read is compared as unknown: every part changed); `with_active`: also against each run that has not ended yet
     (pending, queued, running), the first of the same state in `same_active`."""
-    from vdk.plugin.ml_training.k8s.run_summary import NOT_ENDED
-    from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
+    from vdk.plugin.ml_training.k8s.runs.summary import NOT_ENDED
+    from vdk.plugin.ml_training.k8s.runs.summary import SUCCEEDED
 
     runs = previous_runs(client, spec)
     last = runs[0] if runs else None

@@ -180,7 +180,7 @@ def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Ta
     from vdk.plugin.ml_training.k8s.claims import check_claims
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.manifests import render_run
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
     from vdk.plugin.ml_training.layout import JobImage
 
     client = KubeClient(spec.kube_context, spec.namespace, say=say)  # its retries are notes too

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.build_session import BuildSession
     from vdk.plugin.ml_training.k8s.backends import Discovery
     from vdk.plugin.ml_training.k8s.client import KubeClient
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
     from vdk.plugin.ml_training.ops.deploy_changes import Changes
 
 # What a dry run shows for `backend = auto`: it cannot ask the cluster, and this one runs anywhere.

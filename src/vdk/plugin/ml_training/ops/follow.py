@@ -1,7 +1,7 @@
 """Following a run until it ends (`vdk deploy --follow`, `vdk execute --show --follow`): rank 0's log as it is
 written (its progress lines among what the script prints), the last lines of every rank whose container fails,
 as it fails (a restarted one too), why a rank has no log yet, and at the end the run's outcome with the diagnosis
-of a failure. The reading itself is k8s/observe.py's; KeyboardInterrupt stops following, the run goes on. What
+of a failure. The reading itself is k8s/runs/observe.py's; KeyboardInterrupt stops following, the run goes on. What
 it sees as it goes is the reporter's (ops/reporting.py): rank 0's lines (`log_line`), each failed container
 (`rank_failed`), why ranks have no log yet (notes).
 
@@ -15,15 +15,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vdk.plugin.ml_training.k8s import observe
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.observe import RunDetail
-from vdk.plugin.ml_training.k8s.pod_states import RankFailure
-from vdk.plugin.ml_training.k8s.pod_states import RankState
-from vdk.plugin.ml_training.k8s.pod_states import Termination
-from vdk.plugin.ml_training.k8s.run_summary import SUCCEEDED
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs import observe
+from vdk.plugin.ml_training.k8s.runs.observe import RunDetail
+from vdk.plugin.ml_training.k8s.runs.pod_states import RankFailure
+from vdk.plugin.ml_training.k8s.runs.pod_states import RankState
+from vdk.plugin.ml_training.k8s.runs.pod_states import Termination
+from vdk.plugin.ml_training.k8s.runs.summary import SUCCEEDED
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.ops.logs import why_no_log
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import or_quiet
@@ -32,7 +32,7 @@ from vdk.plugin.ml_training.ops.scope import execute_command
 from vdk.plugin.ml_training.ops.scope import pick_run
 
 if TYPE_CHECKING:
-    from vdk.plugin.ml_training.k8s.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult
 
 FAILED_TAIL_LINES = 20  # of a rank whose container failed
@@ -119,7 +119,7 @@ def follow_job(scope: Scope, run_id: str | None = None, reporter: Reporter | Non
 
 def follow_deployed(result: DeployResult, reporter: Reporter | None = None) -> FollowedRun:
     """`follow_run` of the run a deploy just started (ops/deploy.py's result)."""
-    from vdk.plugin.ml_training.k8s.run_summary import summarize
+    from vdk.plugin.ml_training.k8s.runs.summary import summarize
 
     client = result.plan.target.client
     assert client is not None  # a deploy's target is a connected cluster

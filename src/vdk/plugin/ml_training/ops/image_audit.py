@@ -24,7 +24,7 @@ from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.image.attestations import Found
-    from vdk.plugin.ml_training.k8s.run_record import RunRecord
+    from vdk.plugin.ml_training.k8s.runs.record import RunRecord
     from vdk.plugin.ml_training.ops.reporting import Reporter
 
 SBOM = "https://cyclonedx.org/bom"

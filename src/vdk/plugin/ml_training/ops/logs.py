@@ -1,6 +1,6 @@
 """The logs of every rank of a run (`vdk execute --logs`), read once or followed as they are written; a rank
 without a log says why (pending, pulling its image, ...), and a run without pods says why it has none. The
-reading itself is k8s/observe.py's."""
+reading itself is k8s/runs/observe.py's."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from dataclasses import field
 
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import observe
-from vdk.plugin.ml_training.k8s.observe import RankLog
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.selection import JobSelection
+from vdk.plugin.ml_training.k8s.runs import observe
+from vdk.plugin.ml_training.k8s.runs.observe import RankLog
+from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
@@ -104,7 +104,7 @@ def follow_logs(scope: Scope, run_id: str | None = None, reporter: Reporter | No
 
 
 def why_no_log(reporter: Reporter) -> Callable[[str, str], None]:
-    """`explain(rank, why)` of k8s/observe.follow_logs: a note `[rank R] why` (`[run] why` for the run)."""
+    """`explain(rank, why)` of k8s/runs/observe.follow_logs: a note `[rank R] why` (`[run] why` for the run)."""
 
     def explain(rank: str, why: str) -> None:
         reporter.note(f"[{'run' if rank == 'run' else 'rank ' + rank}] {why}")

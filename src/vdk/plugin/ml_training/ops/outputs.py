@@ -13,7 +13,7 @@ from vdk.plugin.ml_training.job.keys import variable
 from vdk.plugin.ml_training.k8s import output_location
 from vdk.plugin.ml_training.k8s import outputs_copy
 from vdk.plugin.ml_training.k8s.output_location import OutputLocation
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import Say
 from vdk.plugin.ml_training.ops.reporting import or_quiet

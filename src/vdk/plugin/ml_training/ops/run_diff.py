@@ -40,7 +40,7 @@ class RunState:
 
     @classmethod
     def from_record(cls, record: Any, manifests: dict[str, dict] | None = None) -> RunState:
-        """A run's state from its record (k8s/run_record.RunRecord); `manifests`: what its pods reported of its
+        """A run's state from its record (k8s/runs/record.RunRecord); `manifests`: what its pods reported of its
         claims (target -> manifest)."""
         data = tuple(
             p.with_manifest(p.manifest or (manifests or {}).get(p.target)) if p.scheme == "pvc" else p

@@ -18,14 +18,14 @@ from datetime import timezone
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.config_file import JOB_TYPE
-from vdk.plugin.ml_training.k8s.observe import RunDetail
-from vdk.plugin.ml_training.k8s.observe import inspect_run
-from vdk.plugin.ml_training.k8s.run_record import RunRecord
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.run_summary import node_range
-from vdk.plugin.ml_training.k8s.selection import JobSelection
-from vdk.plugin.ml_training.k8s.selection import select_jobs
-from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.k8s.runs.observe import RunDetail
+from vdk.plugin.ml_training.k8s.runs.observe import inspect_run
+from vdk.plugin.ml_training.k8s.runs.record import RunRecord
+from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+from vdk.plugin.ml_training.k8s.runs.selection import select_jobs
+from vdk.plugin.ml_training.k8s.runs.selection import where
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs.summary import node_range
 from vdk.plugin.ml_training.ops import sweeps
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import or_quiet
@@ -238,9 +238,9 @@ def rerun(
     new run continues that ended run: its working directory begins with that run's outputs (on the same claim) and
     its frameworks resume from that run's checkpoints. Created exactly once or not at all, as a deploy's run (what
     an interruption left is a note of `reporter`)."""
-    from vdk.plugin.ml_training.k8s import run_continuation
-    from vdk.plugin.ml_training.k8s import run_record
-    from vdk.plugin.ml_training.k8s.run_identity import new_run_name
+    from vdk.plugin.ml_training.k8s.runs import continuation as run_continuation
+    from vdk.plugin.ml_training.k8s.runs import record as run_record
+    from vdk.plugin.ml_training.k8s.runs.identity import new_run_name
     from vdk.plugin.ml_training.source import audit
 
     command = execute_command("start", run_id) + (f" --from {from_run}" if from_run is not None else "")
@@ -277,7 +277,7 @@ def _continued_gone(
 ) -> RunSummary:
     """A run that is gone (`vdk execute --cancel` deleted it with its record): its name as a run of this job, its
     outputs where `source`'s manifests write (the same claim), a note that says so."""
-    from vdk.plugin.ml_training.k8s.run_identity import is_run_of
+    from vdk.plugin.ml_training.k8s.runs.identity import is_run_of
 
     name = selection.job_name
     wanted = from_run if from_run.startswith(f"{name}-") else f"{name}-{from_run}"

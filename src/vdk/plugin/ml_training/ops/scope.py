@@ -1,6 +1,6 @@
 """Which runs a verb works on: the scope of a call (the team, the job, the kube context and namespace) from
 its options, VDK configuration and the directory it runs in; and the runs of that (team, job), chosen by
-k8s/selection.py. Every use case of the cluster starts here.
+k8s/runs/selection.py. Every use case of the cluster starts here.
 
 The team: `team`, else the `[owner] team` of the job at `job_path`, else VDK's default team (`vdk
 set-default`), else the `[owner] team` of the ml-training job directory the call runs in. The job name:
@@ -33,8 +33,8 @@ from vdk.plugin.ml_training.ops.typed_calls import checked
 if TYPE_CHECKING:  # kubernetes is imported when a verb needs the cluster, not when vdk starts
     from vdk.plugin.ml_training.job.teams import TeamChoice
     from vdk.plugin.ml_training.k8s.client import KubeClient
-    from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-    from vdk.plugin.ml_training.k8s.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+    from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,8 @@ def select_runs(
     `reporter`: told the retries of the requests. A job name that no run can carry (not a job name of the
     naming grammar) is an error here, before it goes into a label selector."""
     from vdk.plugin.ml_training.job import names
-    from vdk.plugin.ml_training.k8s import pending_records
-    from vdk.plugin.ml_training.k8s.selection import select_job
+    from vdk.plugin.ml_training.k8s.runs import pending_records
+    from vdk.plugin.ml_training.k8s.runs.selection import select_job
 
     verb, _, operation = command.partition(" ")
     name = scope.job_name

@@ -16,8 +16,8 @@ from typing import Any
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.gpu_hours import gpu_share
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.selection import JobSelection
+from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import or_quiet
 from vdk.plugin.ml_training.ops.scope import Scope
@@ -305,7 +305,7 @@ def start_trial(
     from vdk.plugin.ml_training.job.model import NodeRange
     from vdk.plugin.ml_training.job.record_spec import spec_from_record
     from vdk.plugin.ml_training.k8s.backends import choose_backend
-    from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+    from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
     from vdk.plugin.ml_training.layout import JobImage
     from vdk.plugin.ml_training.ops.deploy_plan import Target
     from vdk.plugin.ml_training.ops.deploy_plan import plan_run

@@ -16,10 +16,10 @@ from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.client import team_selector
 from vdk.plugin.ml_training.k8s.gpu_hours import UsageReport
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_JOB
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.selection import where
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_JOB
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.runs.selection import where
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.ops.typed_calls import checked
 
 if TYPE_CHECKING:

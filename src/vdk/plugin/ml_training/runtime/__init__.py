@@ -11,9 +11,9 @@ The modules, by job (no two import each other, even through others; none takes a
   workers of a full run), loader_workers, job_dir_protection, output_workdir, outputs_stream (the command
   that lists or sends a run's outputs);
 - running GPU code on CPU: cpu_shims (torch-wide adaptations; `install()` puts every stand-in in place),
-  virtual_gpu (torch.cuda / torch.accelerator answer for the virtual GPUs), virtual_gpu_devices,
-  virtual_gpu_objects, virtual_gpu_distributed, virtual_gpu_nccl (what NCCL takes and gloo does not),
-  virtual_gpu_attention (attention of DTensors), virtual_gpu_threads (every thread, RPC handlers),
+  virtual_gpu/ (the virtual GPUs: cuda_apis, where torch.cuda / torch.accelerator answer for them, devices,
+  objects, distributed, nccl_semantics (what NCCL takes and gloo does not), attention (attention of DTensors),
+  threads (every thread, RPC handlers)),
   device_tracking (installs the device mode), device_mode, device_marks, hf_shims, lightning_shims, patching
   (the machinery every stand-in module uses);
 - watching training: steps (optimizer steps and the loss), epochs (a smoke run's end of an epoch),

@@ -2,7 +2,7 @@
 runs that ask for them (VDK_ML_TRAINING_ADAPT_TO_CPU: a rehearsal on CPU-only nodes).
 
 Each stand-in replaces one torch entry point in memory (patching.py); no user file changes. `install()`
-puts them all in place, with the virtual GPUs (virtual_gpu.py) and device tracking (device_tracking.py),
+puts them all in place, with the virtual GPUs (virtual_gpu/) and device tracking (device_tracking.py),
 and returns the `Adaptations` that counts which stand-ins the user's code actually needed, for the summary.
 Hugging Face libraries are adapted in `hf_shims` when (and if) the user's code imports them.
 """
@@ -179,12 +179,12 @@ def _multiprocessing(a: Adaptations) -> None:
 
 
 def install(gpus: int = 1, track_devices: bool = True) -> Adaptations:
-    """Install every smoke-run stand-in in this process: `gpus` virtual GPUs (virtual_gpu.py), tensors
+    """Install every smoke-run stand-in in this process: `gpus` virtual GPUs (virtual_gpu/), tensors
     on them in CPU memory with their devices tracked unless `track_devices` is off (device_tracking.py),
     gloo for NCCL, full precision, no compile; returns what they will record."""
     from vdk.plugin.ml_training.runtime import device_tracking
-    from vdk.plugin.ml_training.runtime import virtual_gpu
-    from vdk.plugin.ml_training.runtime import virtual_gpu_threads
+    from vdk.plugin.ml_training.runtime.virtual_gpu import cuda_apis
+    from vdk.plugin.ml_training.runtime.virtual_gpu import threads
 
     a = Adaptations()
     _distributed(a)
@@ -192,8 +192,8 @@ def install(gpus: int = 1, track_devices: bool = True) -> Adaptations:
     _compile(a)
     _data_loading(a)
     _multiprocessing(a)
-    virtual = virtual_gpu.install(a, gpus)
+    virtual = cuda_apis.install(a, gpus)
     mode = device_tracking.install(a, virtual, track_devices)
     a.exit_on_uninstall(mode)
-    virtual_gpu_threads.install(a, mode)  # on every thread, not only this one
+    threads.install(a, mode)  # on every thread, not only this one
     return a

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import cuda_error
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import cuda_error
 
 TAG = "_vdk_device"  # a tensor's device: a virtual GPU's index, or CPU_TAG; absent when not known
 CPU_TAG = -1

@@ -36,7 +36,7 @@ from vdk.plugin.ml_training.runtime.device_marks import mismatch
 from vdk.plugin.ml_training.runtime.device_marks import numpy_of_gpu_tensor
 from vdk.plugin.ml_training.runtime.device_marks import with_device_suffix
 from vdk.plugin.ml_training.runtime.patching import Adaptations
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import VirtualGPUs
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import VirtualGPUs
 
 CPU = torch.device("cpu")
 _SAME = object()  # Tensor.to without a device: the result stays where the tensor is

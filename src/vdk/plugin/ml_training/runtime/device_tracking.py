@@ -19,7 +19,7 @@ from vdk.plugin.ml_training.runtime.device_marks import mark_tree
 from vdk.plugin.ml_training.runtime.device_mode import DeviceTracker
 from vdk.plugin.ml_training.runtime.patching import Adaptations
 from vdk.plugin.ml_training.runtime.patching import with_arguments
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import VirtualGPUs
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import VirtualGPUs
 
 CPU = torch.device("cpu")
 Tensor = torch.Tensor

@@ -1,5 +1,5 @@
 """The machinery of patching a library in memory, shared by every stand-in module (cpu_shims.py,
-virtual_gpu*.py, device_tracking.py, hf_shims.py, lightning_shims.py).
+virtual_gpu/, device_tracking.py, hf_shims.py, lightning_shims.py).
 
 `Adaptations` replaces attributes (keeping the originals, so tests can uninstall them) and counts which
 stand-ins the user's code needed, for the summary; `with_arguments` wraps a function so that a stand-in

@@ -44,7 +44,7 @@ RESUME_FROM = "VDK_ML_TRAINING_RESUME_FROM"
 MAX_STARTS = "VDK_ML_TRAINING_MAX_STARTS"
 # Where the run this one continues (RESUME_FROM) left its outputs, mounted read-only: copied into this run's output
 # directory before its code runs (runtime/earlier_outputs.py); set by `vdk execute --start --from`
-# (k8s/run_continuation.py).
+# (k8s/runs/continuation.py).
 CONTINUES_DIR = "VDK_ML_TRAINING_CONTINUES_DIR"
 # The smoke run's resume check (ops/resume_check.py): "stop" in its first start (the planned end is a stop, as a
 # preemption's SIGTERM), "resume" in its second; FIRST_START_DIR: the second start's way to the first one's files.

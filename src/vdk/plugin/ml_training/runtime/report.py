@@ -25,7 +25,7 @@ def _is_machinery(frame: traceback.FrameSummary) -> bool:
     path = os.path.abspath(frame.filename)
     return (
         path == _RUNPY
-        or os.path.dirname(path) == _RUNTIME_DIR
+        or path.startswith(_RUNTIME_DIR + os.sep)  # its sub-packages too (virtual_gpu/)
         or frame.filename.startswith(("<frozen runpy", "<frozen importlib._bootstrap"))
     )
 

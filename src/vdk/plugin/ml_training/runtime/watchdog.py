@@ -368,7 +368,7 @@ _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 def _is_machinery(filename: str) -> bool:
     if filename.startswith("<frozen runpy") or os.path.basename(filename) == "runpy.py":
         return True
-    return os.path.dirname(os.path.abspath(filename)) == _RUNTIME_DIR
+    return os.path.abspath(filename).startswith(_RUNTIME_DIR + os.sep)  # its sub-packages too (virtual_gpu/)
 
 
 # --- reading it back ---------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from vdk.plugin.ml_training.k8s.backends.base import as_int
 from vdk.plugin.ml_training.k8s.backends.base import first_container
 from vdk.plugin.ml_training.k8s.resources import JOB
 from vdk.plugin.ml_training.k8s.resources import SERVICE
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
 
 CONTAINER = "pytorch"

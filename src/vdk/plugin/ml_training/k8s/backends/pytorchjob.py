@@ -13,7 +13,7 @@ from vdk.plugin.ml_training.k8s.backends.base import Discovery
 from vdk.plugin.ml_training.k8s.backends.base import as_int
 from vdk.plugin.ml_training.k8s.backends.base import first_container
 from vdk.plugin.ml_training.k8s.resources import ResourceType
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
 
 GROUP = "kubeflow.org"

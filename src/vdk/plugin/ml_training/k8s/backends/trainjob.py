@@ -24,7 +24,7 @@ from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
 from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import CRD
 from vdk.plugin.ml_training.k8s.resources import ResourceType
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime.kubeflow_status import parse_trainer_status
 from vdk.plugin.ml_training.runtime.progress_lines import Progress

@@ -13,8 +13,8 @@ import torch
 from vdk.plugin.ml_training.runtime import post_import
 from vdk.plugin.ml_training.runtime.patching import Adaptations
 from vdk.plugin.ml_training.runtime.patching import moved
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import VirtualGPUs
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import installed
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import VirtualGPUs
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import installed
 
 CPU = torch.device("cpu")
 

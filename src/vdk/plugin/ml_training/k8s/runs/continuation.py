@@ -13,8 +13,8 @@ import copy
 from typing import Any
 
 from vdk.plugin.ml_training import layout
-from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s.pod_template import OUTPUT_VOLUME
+from vdk.plugin.ml_training.k8s.runs import identity as run_meta
 from vdk.plugin.ml_training.runtime import protocol
 
 RUN_MOUNT = f"{layout.ROOT}/continues"  # RUN's directory of the output claim, read-only

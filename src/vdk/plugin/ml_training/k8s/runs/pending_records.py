@@ -28,8 +28,8 @@ from vdk.plugin.ml_training.k8s.creation import settle_record
 from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.retries import Say
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_BACKEND
-from vdk.plugin.ml_training.k8s.run_identity import LABEL_RUN
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_BACKEND
+from vdk.plugin.ml_training.k8s.runs.identity import LABEL_RUN
 
 # How long after its record was made a run's main object may still appear: well past the API server's own
 # request timeout (60 s by default) and the client's retries of one create (45 s).

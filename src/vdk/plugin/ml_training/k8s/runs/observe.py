@@ -1,6 +1,6 @@
 """What a run is doing, read through the client: its ranks, events and Kueue state, why it waits or
 failed (with the failing rank's last log lines), its progress; and the logs of every rank, once or
-followed. The interpretation lives in `diagnosis/` (through `run_evidence`); this module only gathers.
+followed. The interpretation lives in `diagnosis/` (through `cluster_evidence`); this module only gathers.
 """
 
 from __future__ import annotations
@@ -27,21 +27,21 @@ from vdk.plugin.ml_training.diagnosis.sizing import Startup
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s import gpu_hours
 from vdk.plugin.ml_training.k8s import gpu_measure
-from vdk.plugin.ml_training.k8s import pod_states
-from vdk.plugin.ml_training.k8s import restarts as run_restarts
-from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.api_errors import brief
 from vdk.plugin.ml_training.k8s.client import KubeClient
 from vdk.plugin.ml_training.k8s.gpu_measure import RunGpus
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
-from vdk.plugin.ml_training.k8s.pod_states import RankState
-from vdk.plugin.ml_training.k8s.restarts import Restart
-from vdk.plugin.ml_training.k8s.run_evidence import rank_explanation
-from vdk.plugin.ml_training.k8s.run_evidence import run_evidence
-from vdk.plugin.ml_training.k8s.run_evidence import stalled_in_log
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
-from vdk.plugin.ml_training.k8s.run_summary import summarize
+from vdk.plugin.ml_training.k8s.runs import pod_states
+from vdk.plugin.ml_training.k8s.runs import restarts as run_restarts
+from vdk.plugin.ml_training.k8s.runs import summary as run_summary
+from vdk.plugin.ml_training.k8s.runs.cluster_evidence import rank_explanation
+from vdk.plugin.ml_training.k8s.runs.cluster_evidence import run_evidence
+from vdk.plugin.ml_training.k8s.runs.cluster_evidence import stalled_in_log
+from vdk.plugin.ml_training.k8s.runs.pod_states import RankState
+from vdk.plugin.ml_training.k8s.runs.restarts import Restart
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.runtime import output_workdir
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.runtime.progress_lines import loss_curve

@@ -23,10 +23,10 @@ from dataclasses import replace
 
 from vdk.plugin.ml_training.diagnosis.evidence import Event
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import pod_states
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.backends.base import DISRUPTION_TARGET
-from vdk.plugin.ml_training.k8s.pod_states import Termination
+from vdk.plugin.ml_training.k8s.runs import pod_states
+from vdk.plugin.ml_training.k8s.runs.pod_states import Termination
 from vdk.plugin.ml_training.runtime.progress_lines import parse_progress
 
 PREEMPTED = "preempted"

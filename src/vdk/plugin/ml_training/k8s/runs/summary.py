@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import run_identity as run_meta
 from vdk.plugin.ml_training.k8s.output_location import location_of
+from vdk.plugin.ml_training.k8s.runs import identity as run_meta
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
 from vdk.plugin.ml_training.vocabulary.nvidia import MIG_RESOURCE_PREFIX

@@ -1,5 +1,5 @@
-"""How old a record is, for k8s/pending_records.py: one whose time cannot be read is never old enough to be deleted.
-(Settling the records a command left, against the fake API server: tests/integration/k8s/test_creation.py.)"""
+"""How old a record is, for k8s/runs/pending_records.py: one whose time cannot be read is never old enough to be
+deleted. (Settling the records a command left, against the fake API server: tests/integration/k8s/test_creation.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime
 from datetime import timedelta
 from datetime import timezone
 
-from vdk.plugin.ml_training.k8s import pending_records
+from vdk.plugin.ml_training.k8s.runs import pending_records
 
 
 def stamp(seconds_ago: float) -> str:

@@ -9,8 +9,8 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from vdk.plugin.ml_training.errors import MLTrainingError
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.runs import record as run_record
 
 
 @pytest.mark.parametrize("backend", ["pytorchjob", "trainjob", "job"])

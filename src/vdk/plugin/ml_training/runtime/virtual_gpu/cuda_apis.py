@@ -1,11 +1,11 @@
 """The smoke run's virtual GPUs: torch's device APIs say there are CUDA GPUs, and they live in CPU memory.
 
 `torch.cuda.*` and `torch.accelerator.*` answer as on a machine with `count` GPUs (the GPUs this rank's
-node has in the smoke layout; virtual_gpu_devices.py); streams, events and memory statistics are
+node has in the smoke layout; devices.py); streams, events and memory statistics are
 plausible stand-ins (virtual_gpu_objects.py); the distributed helpers that pick a backend or a mesh for
-a device, and DataParallel, use them too (virtual_gpu_distributed.py); what NCCL accepts and gloo does
-not works as with NCCL (virtual_gpu_nccl.py), and attention of DTensors as with CUDA's kernels
-(virtual_gpu_attention.py). Tensors placed on a virtual GPU
+a device, and DataParallel, use them too (distributed.py); what NCCL accepts and gloo does
+not works as with NCCL (nccl_semantics.py), and attention of DTensors as with CUDA's kernels
+(attention.py). Tensors placed on a virtual GPU
 are CPU tensors that remember the GPU (device_tracking.py).
 """
 
@@ -18,31 +18,31 @@ from typing import Literal
 
 import torch
 
-from vdk.plugin.ml_training.runtime import virtual_gpu_attention
-from vdk.plugin.ml_training.runtime import virtual_gpu_devices
-from vdk.plugin.ml_training.runtime import virtual_gpu_distributed
-from vdk.plugin.ml_training.runtime import virtual_gpu_nccl
 from vdk.plugin.ml_training.runtime.patching import Adaptations
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import VirtualGPUs
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import CAPABILITY
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import NAME
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import DeviceProperties
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import VirtualEvent
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import VirtualStream
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import host_memory
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import memory_stats
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import peak_bytes
-from vdk.plugin.ml_training.runtime.virtual_gpu_objects import resident_bytes
+from vdk.plugin.ml_training.runtime.virtual_gpu import attention
+from vdk.plugin.ml_training.runtime.virtual_gpu import devices
+from vdk.plugin.ml_training.runtime.virtual_gpu import distributed
+from vdk.plugin.ml_training.runtime.virtual_gpu import nccl_semantics
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import VirtualGPUs
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import CAPABILITY
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import NAME
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import DeviceProperties
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import VirtualEvent
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import VirtualStream
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import host_memory
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import memory_stats
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import peak_bytes
+from vdk.plugin.ml_training.runtime.virtual_gpu.objects import resident_bytes
 
 
 def install(a: Adaptations, count: int) -> VirtualGPUs:
     """Replace torch's device APIs with the virtual GPUs' answers in this process."""
-    gpus = virtual_gpu_devices.set_up(count)
+    gpus = devices.set_up(count)
     _cuda_module(a, gpus)
     _accelerator_module(a, gpus)
-    virtual_gpu_distributed.install(a, gpus)
-    virtual_gpu_nccl.install(a)
-    virtual_gpu_attention.install(a)
+    distributed.install(a, gpus)
+    nccl_semantics.install(a)
+    attention.install(a)
     return gpus
 
 

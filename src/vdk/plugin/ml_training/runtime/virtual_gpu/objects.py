@@ -1,4 +1,4 @@
-"""What torch.cuda hands out for the virtual GPUs (virtual_gpu_devices.py): streams and events (work on a
+"""What torch.cuda hands out for the virtual GPUs (devices.py): streams and events (work on a
 CPU is never asynchronous, so waiting is a no-op), device properties, and memory figures, which are
 those of this process and this machine: the virtual GPUs' memory is the host's.
 """
@@ -14,7 +14,7 @@ from typing import Literal
 
 import torch
 
-from vdk.plugin.ml_training.runtime.virtual_gpu_devices import installed
+from vdk.plugin.ml_training.runtime.virtual_gpu.devices import installed
 
 NAME = "vdk virtual GPU (smoke run on CPU)"
 CAPABILITY = (8, 0)  # an A100's: bf16 and TF32 are "supported", as on the GPUs most jobs train on

@@ -11,10 +11,10 @@ from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
 from tests.support.specs import trainer_cluster
-from vdk.plugin.ml_training.k8s import run_continuation
-from vdk.plugin.ml_training.k8s import run_record
 from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import render_run
+from vdk.plugin.ml_training.k8s.runs import continuation as run_continuation
+from vdk.plugin.ml_training.k8s.runs import record as run_record
 
 NEW = "mnist-ddp-zz000001"
 

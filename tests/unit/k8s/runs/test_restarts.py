@@ -11,9 +11,9 @@ from tests.support.cluster_state import running
 from tests.support.cluster_state import terminated
 from tests.support.cluster_state import termination
 from tests.support.cluster_state import ts
-from vdk.plugin.ml_training.k8s import restarts
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-from vdk.plugin.ml_training.k8s.pod_states import run_events
+from vdk.plugin.ml_training.k8s.runs import restarts
+from vdk.plugin.ml_training.k8s.runs.pod_states import run_events
 
 RUN = {"metadata": {"name": "mnist-k3x9p2qa", "labels": {"vdk.io/run": "mnist-k3x9p2qa"}}}
 

@@ -2,8 +2,8 @@
 selected, and the errors CUDA raises for a GPU that is not there; plus what torch said about the real
 GPUs before the virtual ones were installed (`real_cuda_available()`, `real_device_count()`).
 
-The rest of the virtual GPUs: virtual_gpu.py (torch's device APIs answer for them), virtual_gpu_objects.py
-(streams, events, device properties, memory figures), virtual_gpu_distributed.py (backends, meshes,
+The rest of the virtual GPUs: cuda_apis.py (torch's device APIs answer for them), objects.py
+(streams, events, device properties, memory figures), distributed.py (backends, meshes,
 FSDP2, DataParallel).
 """
 

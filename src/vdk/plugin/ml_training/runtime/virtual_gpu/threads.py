@@ -1,10 +1,10 @@
 """The virtual GPUs on every thread of a rank, not only the one that started it.
 
-torch keeps the device mode (device_mode.py) per thread, so a thread would see no GPU at all ("Cannot
+torch keeps the device mode (runtime/device_mode.py) per thread, so a thread would see no GPU at all ("Cannot
 access accelerator device when none is available"): every thread that `threading` starts (the code's own,
 a DataLoader's pin-memory thread, a ThreadPoolExecutor's) enters it first, and so does every
 `torch.distributed.rpc` call a rank runs for another (in RPC's own threads). As with CUDA, each thread has
-its own current GPU, GPU 0 until it selects one (virtual_gpu_devices.py).
+its own current GPU, GPU 0 until it selects one (devices.py).
 """
 
 from __future__ import annotations

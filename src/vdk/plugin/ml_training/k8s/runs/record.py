@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import run_identity as run_meta
-from vdk.plugin.ml_training.k8s.run_identity import RunInfo
+from vdk.plugin.ml_training.k8s.runs import identity as run_meta
+from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
 
 SUFFIX = "-record"
 KEY_IMAGE = "image"

@@ -1,7 +1,7 @@
 """The state of a cluster run's ranks, from the objects read from the cluster (dicts in, dataclasses out):
 each rank's newest pod and how its containers ended, the events about the run, its honest phase, and which
 rank's failure came first (the stall watchdog's, else the first container that died). What they mean and
-what to do about it is the diagnosis' (`k8s/run_evidence.py` hands them to `diagnosis/`).
+what to do about it is the diagnosis' (`k8s/runs/cluster_evidence.py` hands them to `diagnosis/`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import field
 
 from vdk.plugin.ml_training.diagnosis.evidence import Event
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import run_summary
 from vdk.plugin.ml_training.k8s.backends.base import completion_index_rank
+from vdk.plugin.ml_training.k8s.runs import summary as run_summary
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 from vdk.plugin.ml_training.runtime.watchdog import parse_stall
 

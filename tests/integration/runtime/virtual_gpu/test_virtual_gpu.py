@@ -12,13 +12,14 @@ def test_cuda_and_accelerator_apis_see_the_node_s_gpus(run_python):
     out = run_python(
         """
         import json, torch
-        from vdk.plugin.ml_training.runtime import cpu_shims, virtual_gpu_devices
+        from vdk.plugin.ml_training.runtime import cpu_shims
+        from vdk.plugin.ml_training.runtime.virtual_gpu import devices
         cpu_shims.install(gpus=2)
         answers = {
             "cuda": [torch.cuda.is_available(), torch.cuda.device_count(), torch.cuda.current_device()],
             "accelerator": [torch.accelerator.is_available(), str(torch.accelerator.current_accelerator()),
                             torch.accelerator.device_count(), torch.accelerator.current_device_index()],
-            "real": [virtual_gpu_devices.real_cuda_available(), virtual_gpu_devices.real_device_count()],
+            "real": [devices.real_cuda_available(), devices.real_device_count()],
         }
         torch.cuda.set_device(1)
         answers["after set_device"] = [torch.cuda.current_device(), torch.accelerator.current_device_index(),

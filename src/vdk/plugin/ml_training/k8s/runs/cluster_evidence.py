@@ -17,12 +17,12 @@ from vdk.plugin.ml_training.diagnosis.evidence import RankEvidence
 from vdk.plugin.ml_training.diagnosis.evidence import Workload
 from vdk.plugin.ml_training.diagnosis.finding import Finding
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import run_summary
-from vdk.plugin.ml_training.k8s.pod_states import RankState
-from vdk.plugin.ml_training.k8s.pod_states import Termination
-from vdk.plugin.ml_training.k8s.pod_states import failing_rank
-from vdk.plugin.ml_training.k8s.pod_states import stalled_rank
-from vdk.plugin.ml_training.k8s.run_summary import RunSummary
+from vdk.plugin.ml_training.k8s.runs import summary as run_summary
+from vdk.plugin.ml_training.k8s.runs.pod_states import RankState
+from vdk.plugin.ml_training.k8s.runs.pod_states import Termination
+from vdk.plugin.ml_training.k8s.runs.pod_states import failing_rank
+from vdk.plugin.ml_training.k8s.runs.pod_states import stalled_rank
+from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
 from vdk.plugin.ml_training.runtime.watchdog import Stall
 
 

@@ -13,9 +13,9 @@ from vdk.plugin.ml_training.job.teams import OwnerTeam
 from vdk.plugin.ml_training.job.teams import choose_team
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
 from vdk.plugin.ml_training.k8s.manifests import render_run
-from vdk.plugin.ml_training.k8s.selection import by_team
-from vdk.plugin.ml_training.k8s.selection import select_job
-from vdk.plugin.ml_training.k8s.selection import select_jobs
+from vdk.plugin.ml_training.k8s.runs.selection import by_team
+from vdk.plugin.ml_training.k8s.runs.selection import select_job
+from vdk.plugin.ml_training.k8s.runs.selection import select_jobs
 
 RUN_LISTS = ("/pytorchjobs", "/trainjobs", "/jobs")
 
