@@ -1,6 +1,6 @@
-"""What the cluster verbs (`vdk list`, `show`, `delete`, `execute`: cli/cluster_runs.py, cli/cluster_execute.py)
-share: their options (the Control Service CLI's names), whether an invocation is for ML, its Scope (computed
-once per command, ops/scope.py), and how errors and JSON are printed.
+"""What the cluster verbs (`vdk list`, `show`, `delete`, `execute`: cli/list_command.py, show_command.py,
+delete_command.py, execute_command.py) share: their options (the Control Service CLI's names), whether an
+invocation is for ML, its Scope (computed once per command, ops/scope.py), and how errors and JSON are printed.
 
 With the Control Service CLI installed the verbs wrap its commands:
 - `list` shows the ML jobs of the kube context's namespace whenever a kube context is configured,

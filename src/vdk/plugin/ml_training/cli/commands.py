@@ -12,11 +12,14 @@ from vdk.plugin.ml_training.cli import verbs
 def ml_verbs() -> list[verbs.Verb]:
     # The verb modules import kubernetes, the image builder and torch's launcher only when a verb
     # runs: `vdk_command_line` runs for every vdk command, `vdk run` included.
-    from vdk.plugin.ml_training.cli.cluster_runs import VERBS as RUN_VERBS
+    from vdk.plugin.ml_training.cli.delete_command import DELETE
     from vdk.plugin.ml_training.cli.deploy_command import DEPLOY
     from vdk.plugin.ml_training.cli.diff_command import DIFF
+    from vdk.plugin.ml_training.cli.execute_command import EXECUTE
+    from vdk.plugin.ml_training.cli.list_command import LIST
+    from vdk.plugin.ml_training.cli.show_command import SHOW
 
-    return [DEPLOY, *RUN_VERBS, DIFF]
+    return [DEPLOY, LIST, SHOW, DELETE, EXECUTE, DIFF]
 
 
 ROOT_HELP = """

@@ -116,7 +116,7 @@ def _wrap(original: click.Command, verb: Verb) -> click.Command:
         hidden=original.hidden,
         deprecated=original.deprecated,
     )
-    # found by cluster_scope and cluster_runs (the data jobs' own command): an attribute click.Command lacks
+    # found by cluster_scope and list_command (the data jobs' own command): an attribute click.Command lacks
     command.wrapped_command = original  # type: ignore[attr-defined]
     return command
 
