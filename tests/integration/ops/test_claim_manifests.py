@@ -18,7 +18,7 @@ from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.runs.summary import summarize
 from vdk.plugin.ml_training.ops.deploy_changes import run_state
-from vdk.plugin.ml_training.ops.run_diff import diff_states
+from vdk.plugin.ml_training.ops.run_changes import changes_between
 
 
 def deployed(client, spec, backend: str, name: str) -> dict:
@@ -61,7 +61,7 @@ def test_the_pods_manifest_of_a_claim_is_kept_in_the_record_and_compared(tmp_pat
     report(fake, run_b, "trainjob", claim_manifest("/data", str(claim)).line())
     state_b = run_state(client, summarize(run_b))
     assert state_b.data[0].manifest["files"] == 2
-    (change,) = diff_states(state_a, state_b).data
+    (change,) = changes_between(state_a, state_b).data
     assert change.same is False and change.before.manifest["sha256"] == first.sha256
     assert "not versioned; manifest" in change.after.describe_version()
 
@@ -71,6 +71,6 @@ def test_a_claim_no_pod_reported_is_unknown(tmp_path, cluster):
     spec = load_job_spec(write_job(tmp_path, "vision", extra="[ml-training.mounts]\n/data = pvc:imagenet\n"))
     state = run_state(client, summarize(deployed(client, spec, "pytorchjob", "vision-ccccccc1")))
     other = run_state(client, summarize(deployed(client, spec, "pytorchjob", "vision-ccccccc2")))
-    diff = diff_states(state, other)
+    diff = changes_between(state, other)
     assert diff.data[0].same is None and diff.changed
     assert "data /data: pvc:imagenet is not versioned, and no manifest of it is known for both runs" in diff.unknown

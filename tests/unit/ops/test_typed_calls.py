@@ -14,8 +14,8 @@ import pytest
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.ops import compare_runs
 from vdk.plugin.ml_training.ops import deploy
+from vdk.plugin.ml_training.ops import diff_runs
 from vdk.plugin.ml_training.ops import local_run
 from vdk.plugin.ml_training.ops import scope
 from vdk.plugin.ml_training.ops.scope import Scope
@@ -79,5 +79,5 @@ def test_the_use_cases_refuse_wrong_inputs_before_doing_anything(tmp_path):
     assert "api.deploy_spec(PATH)" in error.fix  # as a notebook makes one, through the front door
     assert "find_scope(name=...) takes text (a str) or None, not the int 3" in refusal(scope.find_scope, name=3).problem
     empty = Scope(team=None, job_name="typed", job_dir=None, context=None, namespace=None)
-    error = refusal(compare_runs.compare_runs, empty, "", "b")
+    error = refusal(diff_runs.diff_runs, empty, "", "b")
     assert "RUN_A is empty ('')" in error.problem and "vdk diff -n typed RUN_A RUN_B" in error.fix

@@ -40,14 +40,14 @@ class Rest:
         self._call("create", experiment, name, tags)
         return "run-1"
 
-    def log_batch(self, run_id: str, metrics=None, params=None) -> None:
-        self._call("log", run_id, list(metrics or []), dict(params or {}))
+    def log_batch(self, mlflow_run_id: str, metrics=None, params=None) -> None:
+        self._call("log", mlflow_run_id, list(metrics or []), dict(params or {}))
 
-    def end_run(self, run_id: str, status: str, end_ms: int) -> None:
-        self._call("end", run_id, status)
+    def end_run(self, mlflow_run_id: str, status: str, end_ms: int) -> None:
+        self._call("end", mlflow_run_id, status)
 
-    def delete_run(self, run_id: str) -> None:
-        self._call("delete", run_id)
+    def delete_run(self, mlflow_run_id: str) -> None:
+        self._call("delete", mlflow_run_id)
 
     def logged(self) -> list[tuple[str, float, int]]:
         return [(m["key"], m["value"], m["step"]) for c in self.calls if c[0] == "log" for m in c[2]]
@@ -221,12 +221,12 @@ def test_a_cluster_sweeps_parent_run_is_made_once_and_kept_in_its_study():
 
     env = {mlflow_runs.TRACKING_URI: "http://mlflow:5000", **facts_environment(RunFacts(run="sweep-x", job="lr"))}
     parent = mlflow_runs.SweepParent.of(study, sweep, env, rest_of=rest_of)
-    assert parent is not None and parent.run_id == "run-1"
+    assert parent is not None and parent.mlflow_run_id == "run-1"
     assert study.user_attrs[mlflow_runs.PARENT_ATTR] == "run-1"  # where each trial pod finds it
     _, created, params = rests[0].calls[:3]
     assert created[1:3] == ("7", "sweep-x") and params[3]["sweep.metric"] == "val_loss"
     again = mlflow_runs.SweepParent.of(study, sweep, env, rest_of=rest_of)  # a restarted study pod
-    assert again is not None and again.run_id == "run-1" and rests[1].calls == []
+    assert again is not None and again.mlflow_run_id == "run-1" and rests[1].calls == []
     snapshot = {"trials": [{"number": 0, "metric": 0.3}, {"number": 1, "metric": 0.2}], "best": 1}
     again.end(snapshot, "val_loss", stopped=False)
     assert rests[1].logged() == [("best_val_loss", 0.2, 0)] and rests[1].calls[-1] == ("end", "run-1", "FINISHED")

@@ -34,8 +34,8 @@ from vdk.plugin.ml_training.api.job_verbs import plan_deploy
 from vdk.plugin.ml_training.api.job_verbs import run_job
 from vdk.plugin.ml_training.api.job_verbs import set_default_team
 from vdk.plugin.ml_training.api.run_verbs import cancel_run
-from vdk.plugin.ml_training.api.run_verbs import compare_runs
 from vdk.plugin.ml_training.api.run_verbs import delete_runs
+from vdk.plugin.ml_training.api.run_verbs import diff_runs
 from vdk.plugin.ml_training.api.run_verbs import find_scope
 from vdk.plugin.ml_training.api.run_verbs import follow_logs
 from vdk.plugin.ml_training.api.run_verbs import follow_run
@@ -79,8 +79,6 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.local.launch_plan import LaunchPlan as LaunchPlan
     from vdk.plugin.ml_training.ops.boards import Board as Board
     from vdk.plugin.ml_training.ops.boards import Dashboard as Dashboard
-    from vdk.plugin.ml_training.ops.compare_runs import Outcome as Outcome
-    from vdk.plugin.ml_training.ops.compare_runs import RunComparison as RunComparison
     from vdk.plugin.ml_training.ops.cs_deploy import ServiceDeployResult as ServiceDeployResult
     from vdk.plugin.ml_training.ops.cs_deploy import ServiceRoute as ServiceRoute
     from vdk.plugin.ml_training.ops.cs_launch import LaunchOutcome as LaunchOutcome
@@ -90,6 +88,8 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.deploy_plan import DeployResult as DeployResult
     from vdk.plugin.ml_training.ops.deploy_plan import Target as Target
     from vdk.plugin.ml_training.ops.deploy_plan import Unchanged as Unchanged
+    from vdk.plugin.ml_training.ops.diff_runs import DiffResult as DiffResult
+    from vdk.plugin.ml_training.ops.diff_runs import Outcome as Outcome
     from vdk.plugin.ml_training.ops.follow import FollowedRun as FollowedRun
     from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport as ProvenanceReport
     from vdk.plugin.ml_training.ops.local_result import LocalRunFailed as LocalRunFailed
@@ -99,8 +99,8 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.ops.outputs import RunOutputs as RunOutputs
     from vdk.plugin.ml_training.ops.reporting import Reporter as Reporter
     from vdk.plugin.ml_training.ops.reporting import StderrReporter as StderrReporter
-    from vdk.plugin.ml_training.ops.run_diff import DataChange as DataChange
-    from vdk.plugin.ml_training.ops.run_diff import RunDiff as RunDiff
+    from vdk.plugin.ml_training.ops.run_changes import DataChange as DataChange
+    from vdk.plugin.ml_training.ops.run_changes import RunChanges as RunChanges
     from vdk.plugin.ml_training.ops.runs import CancelledRun as CancelledRun
     from vdk.plugin.ml_training.ops.runs import DeletedRuns as DeletedRuns
     from vdk.plugin.ml_training.ops.runs import JobDetail as JobDetail
@@ -143,8 +143,8 @@ _TYPES = {
     "Unchanged": "ops.deploy_plan",
     "Target": "ops.deploy_plan",
     "Changes": "ops.deploy_changes",
-    "RunDiff": "ops.run_diff",
-    "DataChange": "ops.run_diff",
+    "RunChanges": "ops.run_changes",
+    "DataChange": "ops.run_changes",
     "JobListing": "ops.runs",
     "JobEntry": "ops.runs",
     "JobDetail": "ops.runs",
@@ -163,8 +163,8 @@ _TYPES = {
     "RunLogs": "ops.logs",
     "RunOutputs": "ops.outputs",
     "GpuUsage": "ops.usage",
-    "RunComparison": "ops.compare_runs",
-    "Outcome": "ops.compare_runs",
+    "DiffResult": "ops.diff_runs",
+    "Outcome": "ops.diff_runs",
     "SweepDetail": "ops.sweeps",
     "SweepTable": "ops.sweeps",
     "TrialRow": "ops.sweeps",
@@ -205,7 +205,7 @@ __all__ = [
     "cancel_run",
     "delete_runs",
     "gpu_usage",
-    "compare_runs",
+    "diff_runs",
     "show_sweep",
     "trial_log",
     "start_trial",
@@ -241,7 +241,7 @@ __all__ = [
     "Unchanged",
     "Target",
     "Changes",
-    "RunDiff",
+    "RunChanges",
     "DataChange",
     "JobListing",
     "JobEntry",
@@ -261,7 +261,7 @@ __all__ = [
     "RunLogs",
     "RunOutputs",
     "GpuUsage",
-    "RunComparison",
+    "DiffResult",
     "Outcome",
     "SweepDetail",
     "SweepTable",

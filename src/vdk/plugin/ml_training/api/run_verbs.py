@@ -1,7 +1,7 @@
 """The verbs of a job's runs on the cluster: which job (`find_scope`), `vdk list` (`list_jobs`, `gpu_usage`), `vdk
 show` (`show_job`, `show_provenance`), `vdk execute` (`list_runs`, `show_run`, `follow_run`, `run_logs`, `follow_logs`,
 `run_outputs`, `rerun`, `cancel_run`; a sweep's `trial_log`, `start_trial`), `vdk delete` (`delete_runs`) and
-`vdk diff` (`compare_runs`). Each takes a `Scope` and, where it works on one run, `run_id`: the run's name or
+`vdk diff` (`diff_runs`). Each takes a `Scope` and, where it works on one run, `run_id`: the run's name or
 the part after the job's name (`-i RUN`), default the latest. kubernetes is imported when a function runs."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.runs.observe import RunDetail
     from vdk.plugin.ml_training.k8s.runs.selection import JobSelection
     from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
-    from vdk.plugin.ml_training.ops.compare_runs import RunComparison
+    from vdk.plugin.ml_training.ops.diff_runs import DiffResult
     from vdk.plugin.ml_training.ops.follow import FollowedRun
     from vdk.plugin.ml_training.ops.image_audit import ProvenanceReport
     from vdk.plugin.ml_training.ops.logs import RunLogs
@@ -372,7 +372,7 @@ def gpu_usage(
     return usage.gpu_usage(scope, all_teams, since_seconds, reporter)
 
 
-def compare_runs(scope: Scope, run_a: str, run_b: str, *, reporter: Reporter | None = None) -> RunComparison:
+def diff_runs(scope: Scope, run_a: str, run_b: str, *, reporter: Reporter | None = None) -> DiffResult:
     """`vdk diff RUN_A RUN_B`: how each run ended, and what changed from the first to the second.
 
     Args:
@@ -382,16 +382,16 @@ def compare_runs(scope: Scope, run_a: str, run_b: str, *, reporter: Reporter | N
         reporter: told the notes (a list that failed, a retried request); None: nothing is told.
 
     Returns:
-        A `RunComparison`: `before` and `after` (phase, loss, metrics, duration, GPU-hours) and the `RunDiff`
+        A `DiffResult`: `before` and `after` (phase, loss, metrics, duration, GPU-hours) and the `RunChanges`
         (code, requirements, configuration, base image, data).
 
     Raises:
         MLTrainingError: no cluster configured or reachable, no such run of the job (of the team), a request
             the cluster refused.
     """
-    from vdk.plugin.ml_training.ops import compare_runs as compare
+    from vdk.plugin.ml_training.ops import diff_runs as diffs
 
-    return compare.compare_runs(scope, run_a, run_b, reporter)
+    return diffs.diff_runs(scope, run_a, run_b, reporter)
 
 
 def show_sweep(scope: Scope, run_id: str | None = None, *, reporter: Reporter | None = None) -> SweepDetail:

@@ -1,6 +1,6 @@
 """`vdk diff -n JOB RUN_A RUN_B`: two runs of an ml-training job side by side — how each ended (outcome, final
 loss and metrics, duration, GPU-hours) and what changed from the first to the second (code, requirements,
-configuration, base image, data); `-o json` for scripts. One function of the API: `api.compare_runs`.
+configuration, base image, data); `-o json` for scripts. One function of the API: `api.diff_runs`.
 
 Every vdk command imports this module: kubernetes is imported when the verb runs.
 """
@@ -26,13 +26,13 @@ from vdk.plugin.ml_training.cli.console import Console
 def diff_ml(
     name: str | None, team: str | None, job_path: str | None, output: str | None, run_a: str, run_b: str
 ) -> None:
-    from vdk.plugin.ml_training.cli.diff_views import comparison_text
+    from vdk.plugin.ml_training.cli.diff_views import diff_text
 
-    comparison = api.compare_runs(verb_scope(name, team, job_path, "diff"), run_a, run_b, reporter=Console())
+    diff = api.diff_runs(verb_scope(name, team, job_path, "diff"), run_a, run_b, reporter=Console())
     if (output or "text").lower() == "json":
-        print_json(comparison.to_dict())
+        print_json(diff.to_dict())
         return
-    click.echo(comparison_text(comparison))
+    click.echo(diff_text(diff))
 
 
 def _always(kwargs: dict[str, Any]) -> bool:

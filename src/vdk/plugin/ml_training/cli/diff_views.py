@@ -1,5 +1,5 @@
-"""The text of what changed between two runs (ops/run_diff.py): `vdk deploy`'s short diff against the job's
-last run, `vdk deploy --if-changed`'s answer when nothing did, and `vdk diff`'s two runs side by side."""
+"""The text of what changed between two runs (ops/run_changes.py): `vdk deploy`'s changes since the job's last
+run, `vdk deploy --if-changed`'s answer when nothing did, and `vdk diff`'s two runs side by side."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from vdk.plugin.ml_training.cli.text_table import shown
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.api import Changes
     from vdk.plugin.ml_training.api import DataChange
+    from vdk.plugin.ml_training.api import DiffResult
     from vdk.plugin.ml_training.api import Outcome
-    from vdk.plugin.ml_training.api import RunComparison
-    from vdk.plugin.ml_training.api import RunDiff
+    from vdk.plugin.ml_training.api import RunChanges
     from vdk.plugin.ml_training.api import Unchanged
 
 SHOWN = 6  # names listed per kind of change before "and N more"
@@ -28,7 +28,7 @@ def changes_text(changes: Changes) -> str:
         return "Changes: the first run of this job here (nothing to compare with)"
     last = changes.last
     lines = [f"Changes since run {last.name} ({last.phase}, deployed {last.deployed_at or last.created or '?'}):"]
-    lines += diff_lines(changes.since_last)
+    lines += changes_lines(changes.since_last)
     if changes.last_success is not None and changes.last_success is not last and changes.since_success is not None:
         parts = changes.since_success.changed_parts
         what = ", ".join(parts) if parts else "nothing"
@@ -51,32 +51,34 @@ def unchanged_text(result: Unchanged) -> str:
     )
 
 
-def diff_lines(diff: RunDiff) -> list[str]:
+def changes_lines(changes: RunChanges) -> list[str]:
     lines = []
-    if diff.code and any(diff.code.values()):
-        lines.append(_row("code", "; ".join(_named(kind, diff.code[kind]) for kind in diff.code if diff.code[kind])))
-    if diff.requirements and any(diff.requirements.values()):
-        lines.append(_row("requirements", _requirements(diff.requirements)))
-    if diff.config:
-        items = [f"{key}: {_value(old)} -> {_value(new)}" for key, (old, new) in diff.config.items()]
+    if changes.code and any(changes.code.values()):
+        lines.append(
+            _row("code", "; ".join(_named(kind, changes.code[kind]) for kind in changes.code if changes.code[kind]))
+        )
+    if changes.requirements and any(changes.requirements.values()):
+        lines.append(_row("requirements", _requirements(changes.requirements)))
+    if changes.config:
+        items = [f"{key}: {_value(old)} -> {_value(new)}" for key, (old, new) in changes.config.items()]
         lines.append(_row("config", "; ".join(items)))
-    if diff.base:
-        lines.append(_row("base image", f"{diff.base[0]} -> {diff.base[1]}"))
-    for change in diff.data:
-        lines.append(_row("data" if change is diff.data[0] else "", _data(change)))
-    for problem in diff.unknown:
+    if changes.base:
+        lines.append(_row("base image", f"{changes.base[0]} -> {changes.base[1]}"))
+    for change in changes.data:
+        lines.append(_row("data" if change is changes.data[0] else "", _data(change)))
+    for problem in changes.unknown:
         lines.append(_row("unknown", problem))
-    if not diff.changed:
+    if not changes.changed:
         lines.append("  nothing changed: code, requirements, configuration, base image and data are the same")
     return lines
 
 
 @shown
-def comparison_text(comparison: RunComparison) -> str:
+def diff_text(diff: DiffResult) -> str:
     """`vdk diff`: how each run ended, then what changed from the first to the second."""
-    before, after = comparison.before, comparison.after
+    before, after = diff.before, diff.after
     width = max(len(before.run), len(after.run), 10)
-    lines = [f"{comparison.job_name}: run {before.run} -> run {after.run} (namespace {comparison.namespace})", ""]
+    lines = [f"{diff.job_name}: run {before.run} -> run {after.run} (namespace {diff.namespace})", ""]
     lines.append(f"  {'':<{WIDTH}}{before.run:<{width + 2}}{after.run}")
     for label, value in (
         ("outcome", lambda o: o.phase),
@@ -90,7 +92,7 @@ def comparison_text(comparison: RunComparison) -> str:
     for name in sorted(set(before.metrics) | set(after.metrics)):
         lines.append(f"  {name:<{WIDTH}}{_metric(before, name):<{width + 2}}{_metric(after, name)}")
     lines += ["", f"What changed from {before.run} to {after.run}:"]
-    lines += diff_lines(comparison.diff)
+    lines += changes_lines(diff.changes)
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 `ml_training_launcher = true` there). Each execution of the job (a tick of its schedule, `vdk execute --start`, a
 deploy) is one such pod; the launcher creates the job's run on the cluster with the pod's own credentials, follows
 it into the pod's log (which is the execution's log: rank 0's output, the last lines of every rank that fails, how
-the run ended) and ends with the run's result, which the Control Service reads from the termination message.
+the run ended) and ends with the run's outcome (`LaunchOutcome`), which the Control Service reads from the
+termination message.
 
 - The run is named after the execution (k8s/runs/identity.run_name_for): the Control Service's retries of the pod
   (a restarted container, a replaced pod) find the run their first attempt created and follow it; no second run.
@@ -385,8 +386,8 @@ def _check_changed(
     if changes.last_success is None:
         say("if_changed: the job has no successful run yet: starting one")
         return
-    diff = changes.since_success
-    parts = (diff.changed_parts or [u.split(":")[0] for u in diff.unknown]) if diff is not None else []
+    since = changes.since_success
+    parts = (since.changed_parts or [u.split(":")[0] for u in since.unknown]) if since is not None else []
     say(f"if_changed: {', '.join(parts) or 'something'} changed since run {changes.last_success.name}: starting one")
 
 

@@ -374,9 +374,9 @@ def _unchanged_result(spec: MLJobSpec, namespace: str, changes: Changes) -> Unch
 def _why_deploying(changes: Changes) -> str:
     if changes.last_success is None:
         return "--if-changed: the job has no successful run here yet: deploying"
-    diff = changes.since_success
-    assert diff is not None
-    parts = diff.changed_parts or [u.split(":")[0] for u in diff.unknown]
+    since = changes.since_success
+    assert since is not None
+    parts = since.changed_parts or [u.split(":")[0] for u in since.unknown]
     return f"--if-changed: {', '.join(parts)} changed since run {changes.last_success.name}: deploying"
 
 

@@ -1,6 +1,6 @@
 """What a deploy changes: the state of the run about to start (its code layer's manifest, the packages of its
 dependency layer, its configuration, its base image by digest, its datasets pinned) against the job's last run
-and its last successful one, read from their records (ops/run_diff.py compares). `vdk deploy` shows the first
+and its last successful one, read from their records (ops/run_changes.py compares). `vdk deploy` shows the first
 before it starts the run; `vdk deploy --if-changed` starts nothing when the second shows no change, or when a run
 that has not ended yet (pending, queued, running) is the same (`with_active`).
 """
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.ops.run_diff import RunDiff
-from vdk.plugin.ml_training.ops.run_diff import RunState
-from vdk.plugin.ml_training.ops.run_diff import diff_states
+from vdk.plugin.ml_training.ops.run_changes import RunChanges
+from vdk.plugin.ml_training.ops.run_changes import RunState
+from vdk.plugin.ml_training.ops.run_changes import changes_between
 
 if TYPE_CHECKING:
     from vdk.plugin.ml_training.k8s.client import KubeClient
@@ -28,9 +28,9 @@ class Changes:
     None where there is no such run."""
 
     last: RunSummary | None
-    since_last: RunDiff | None
+    since_last: RunChanges | None
     last_success: RunSummary | None
-    since_success: RunDiff | None
+    since_success: RunChanges | None
     same_active: RunSummary | None = None  # a run not ended yet that this deploy would repeat (`with_active`)
 
     @property
@@ -114,8 +114,8 @@ def changes(client: KubeClient, spec: MLJobSpec, state: RunState, with_active: b
     same_active = None
     if with_active:
         for run in (r for r in runs if r.phase in NOT_ENDED):
-            diff = since_last if run is last else _against(client, run, state)
-            if diff is not None and not diff.changed:
+            since = since_last if run is last else _against(client, run, state)
+            if since is not None and not since.changed:
                 same_active = run
                 break
     if success is None:
@@ -124,12 +124,12 @@ def changes(client: KubeClient, spec: MLJobSpec, state: RunState, with_active: b
     return Changes(last, since_last, success, since_success, same_active)
 
 
-def _against(client: KubeClient, run: RunSummary, state: RunState) -> RunDiff:
+def _against(client: KubeClient, run: RunSummary, state: RunState) -> RunChanges:
     try:
         before = run_state(client, run)
     except MLTrainingError as e:
         before = RunState(run.name, None, None, None, None)
-        diff = diff_states(before, state)
-        diff.unknown.insert(0, f"the record of {run.name} cannot be read ({e.problem.splitlines()[0]})")
-        return diff
-    return diff_states(before, state)
+        changes = changes_between(before, state)
+        changes.unknown.insert(0, f"the record of {run.name} cannot be read ({e.problem.splitlines()[0]})")
+        return changes
+    return changes_between(before, state)

@@ -181,7 +181,7 @@ def show_run(scope: Scope, run_id: str | None = None, reporter: Reporter | None 
 def _with_data(client, detail: RunDetail) -> RunDetail:
     """`detail` with the datasets its run trained on, each at the version its record pinned (one request: the
     record); a record that cannot be read is a note, and the rest is shown."""
-    from vdk.plugin.ml_training.ops.run_diff import RunState
+    from vdk.plugin.ml_training.ops.run_changes import RunState
 
     try:
         record = client.read_run_record(detail.run.name)

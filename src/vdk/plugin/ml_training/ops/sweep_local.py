@@ -136,7 +136,7 @@ class MlflowParent:
     """The sweep's MLflow run, its trials' parent, when MLFLOW_TRACKING_URI names a server (runtime/mlflow_runs.py)."""
 
     rest: mlflow_runs.MlflowRest
-    run_id: str
+    mlflow_run_id: str
     say: Say
 
     @classmethod
@@ -167,10 +167,10 @@ class MlflowParent:
             if best is not None and best.get("metric") is not None:
                 now = int(time.time() * 1000)
                 metric = {"key": f"best_{sweep.metric}", "value": best["metric"], "timestamp": now, "step": 0}
-                self.rest.log_batch(self.run_id, [metric], {"best_trial": str(best["number"])})
-            self.rest.end_run(self.run_id, status, int(time.time() * 1000))
+                self.rest.log_batch(self.mlflow_run_id, [metric], {"best_trial": str(best["number"])})
+            self.rest.end_run(self.mlflow_run_id, status, int(time.time() * 1000))
         except mlflow_runs.MlflowError as e:
-            self.say(f"note: the sweep's MLflow run {self.run_id} was not ended ({e})")
+            self.say(f"note: the sweep's MLflow run {self.mlflow_run_id} was not ended ({e})")
 
 
 def _run_trial(
@@ -183,7 +183,7 @@ def _run_trial(
     plan = full_plan(spec.trial(params))
     env = {**plan.env, **wire.metric_environment(plan.env, sweep.metric, str(metric_file), params)}
     if parent is not None:
-        env[protocol.MLFLOW_PARENT] = parent.run_id
+        env[protocol.MLFLOW_PARENT] = parent.mlflow_run_id
     plan = dataclasses.replace(plan, env=env)
     reports = sweep_study.TrialReports(trial, metric_file, sweep.prune)
     starter = HostStarter()  # whose run the pruner stops

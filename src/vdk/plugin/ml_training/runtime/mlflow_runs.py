@@ -124,21 +124,23 @@ class MlflowRest:
             body["run_name"] = name
         return str(self.call("runs/create", body)["run"]["info"]["run_id"])
 
-    def log_batch(self, run_id: str, metrics: list[dict] | None = None, params: dict[str, str] | None = None) -> None:
+    def log_batch(
+        self, mlflow_run_id: str, metrics: list[dict] | None = None, params: dict[str, str] | None = None
+    ) -> None:
         metrics = metrics or []
         params_list = _entries(params or {})
         for at in range(0, max(len(params_list), 1), MAX_PARAMS):
             chunk = params_list[at : at + MAX_PARAMS]
             if chunk:
-                self.call("runs/log-batch", {"run_id": run_id, "params": chunk})
+                self.call("runs/log-batch", {"run_id": mlflow_run_id, "params": chunk})
         for at in range(0, len(metrics), MAX_BATCH):
-            self.call("runs/log-batch", {"run_id": run_id, "metrics": list(metrics[at : at + MAX_BATCH])})
+            self.call("runs/log-batch", {"run_id": mlflow_run_id, "metrics": list(metrics[at : at + MAX_BATCH])})
 
-    def end_run(self, run_id: str, status: str, end_ms: int) -> None:
-        self.call("runs/update", {"run_id": run_id, "status": status, "end_time": end_ms})
+    def end_run(self, mlflow_run_id: str, status: str, end_ms: int) -> None:
+        self.call("runs/update", {"run_id": mlflow_run_id, "status": status, "end_time": end_ms})
 
-    def delete_run(self, run_id: str) -> None:
-        self.call("runs/delete", {"run_id": run_id})
+    def delete_run(self, mlflow_run_id: str) -> None:
+        self.call("runs/delete", {"run_id": mlflow_run_id})
 
 
 def _message(error: Any) -> str:
@@ -194,7 +196,7 @@ class MlflowWriter:
         self.rest = rest
         self.facts = facts
         self.experiment = experiment  # an id ("id:3") or a name
-        self.run_id: str | None = None
+        self.mlflow_run_id: str | None = None
         self._err = err
         self._clock = clock
         self._wall = wall
@@ -216,11 +218,11 @@ class MlflowWriter:
 
     def _post(self) -> None:
         try:
-            if self.run_id is None:
+            if self.mlflow_run_id is None:
                 self._create()
             kept, self._kept = self._kept, []
             try:
-                self.rest.log_batch(self.run_id or "", kept)
+                self.rest.log_batch(self.mlflow_run_id or "", kept)
             except MlflowError:
                 self._kept = kept + self._kept
                 raise
@@ -239,15 +241,17 @@ class MlflowWriter:
         experiment = self.experiment
         experiment_id = experiment[3:] if experiment.startswith("id:") else self.rest.experiment_id(experiment)
         tags = run_tags(self.facts, self.facts.parent)
-        self.run_id = self.rest.create_run(experiment_id, self.facts.run, tags, _ms(self._wall()))
-        self.rest.log_batch(self.run_id, params=run_params(self.facts))
-        self._say(f"logged to MLflow as run {self.run_id} of experiment {experiment_id} ({self.rest.uri})", warn=False)
+        self.mlflow_run_id = self.rest.create_run(experiment_id, self.facts.run, tags, _ms(self._wall()))
+        self.rest.log_batch(self.mlflow_run_id, params=run_params(self.facts))
+        self._say(
+            f"logged to MLflow as run {self.mlflow_run_id} of experiment {experiment_id} ({self.rest.uri})", warn=False
+        )
 
     def _standing_down(self) -> bool:
         if not self.stood_down.is_set():
             return False
-        if self.run_id is not None:
-            run, self.run_id = self.run_id, None
+        if self.mlflow_run_id is not None:
+            run, self.mlflow_run_id = self.mlflow_run_id, None
             try:
                 self.rest.delete_run(run)
             except MlflowError:
@@ -258,15 +262,17 @@ class MlflowWriter:
         if self._standing_down():
             self._say("the script logs to MLflow itself: vdk made no MLflow run of its own", warn=False)
             return
-        if not self._kept and self.run_id is None:
+        if not self._kept and self.mlflow_run_id is None:
             return
         self._due = 0.0
         self._post()
-        if self.run_id is not None and not self._kept:
+        if self.mlflow_run_id is not None and not self._kept:
             try:
-                self.rest.end_run(self.run_id, FINISHED if status == protocol.FINISHED else FAILED, _ms(self._wall()))
+                self.rest.end_run(
+                    self.mlflow_run_id, FINISHED if status == protocol.FINISHED else FAILED, _ms(self._wall())
+                )
             except MlflowError as e:
-                self._say(f"MLflow run {self.run_id} was not marked as ended ({e})")
+                self._say(f"MLflow run {self.mlflow_run_id} was not marked as ended ({e})")
 
     def _say(self, text: str, warn: bool = True) -> None:
         try:
@@ -344,9 +350,9 @@ def parent_run(
     rest = rest_of(uri, env)
     experiment = experiment_of(facts, env)
     experiment_id = experiment[3:] if experiment.startswith("id:") else rest.experiment_id(experiment)
-    run_id = rest.create_run(experiment_id, facts.run, run_tags(facts), _ms(time.time()))
-    rest.log_batch(run_id, params={**run_params(facts), **params})
-    return rest, run_id
+    mlflow_run_id = rest.create_run(experiment_id, facts.run, run_tags(facts), _ms(time.time()))
+    rest.log_batch(mlflow_run_id, params={**run_params(facts), **params})
+    return rest, mlflow_run_id
 
 
 # --- a cluster sweep's parent run: made by its study's pod, its id kept in the study for the trial pods ---------------
@@ -358,9 +364,9 @@ class SweepParent:
     """The MLflow run of a sweep whose study is `study` (Optuna), made once (a restarted study pod finds it in the
     study's user attributes) and ended with the sweep's best value."""
 
-    def __init__(self, rest: MlflowRest, run_id: str):
+    def __init__(self, rest: MlflowRest, mlflow_run_id: str):
         self.rest = rest
-        self.run_id = run_id
+        self.mlflow_run_id = mlflow_run_id
 
     @classmethod
     def of(
@@ -394,7 +400,9 @@ class SweepParent:
         try:
             if best is not None and best.get("metric") is not None:
                 point = {"key": f"best_{metric}", "value": best["metric"], "timestamp": now, "step": 0}
-                self.rest.log_batch(self.run_id, [point], {"best_trial": str(best["number"])})
-            self.rest.end_run(self.run_id, FAILED if stopped else FINISHED, now)
+                self.rest.log_batch(self.mlflow_run_id, [point], {"best_trial": str(best["number"])})
+            self.rest.end_run(self.mlflow_run_id, FAILED if stopped else FINISHED, now)
         except MlflowError as e:
-            (err or sys.stderr).write(wire.warning(f"the sweep's MLflow run {self.run_id} was not ended ({e})") + "\n")
+            (err or sys.stderr).write(
+                wire.warning(f"the sweep's MLflow run {self.mlflow_run_id} was not ended ({e})") + "\n"
+            )

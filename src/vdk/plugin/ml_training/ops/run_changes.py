@@ -2,7 +2,7 @@
 requirements (the versions installed: the resolved lock), its configuration (the keys of what it trains; where
 and how it runs is not compared, as the fingerprint does not), its base image (by digest) and each dataset's
 version. `RunState` is what one run is made of, read from its record or gathered by a deploy about to start;
-`diff_states` compares two. What a record does not say (written by an earlier version, a claim whose pods
+`changes_between` compares two. What a record does not say (written by an earlier version, a claim whose pods
 reported no manifest) is unknown, never "unchanged". Data in, data out: the text is cli/diff_views.py's.
 """
 
@@ -80,7 +80,7 @@ class DataChange:
 
 
 @dataclass(frozen=True)
-class RunDiff:
+class RunChanges:
     """`after` against `before` (run names; None for the deploy about to start)."""
 
     before: str | None
@@ -128,7 +128,7 @@ class RunDiff:
         }
 
 
-def diff_states(before: RunState, after: RunState) -> RunDiff:
+def changes_between(before: RunState, after: RunState) -> RunChanges:
     """What changed from `before` to `after`."""
     unknown: list[str] = []
     code = _dict_diff(before.code, after.code)
@@ -152,7 +152,7 @@ def diff_states(before: RunState, after: RunState) -> RunDiff:
     elif before.base or after.base:
         unknown.append(f"base image: {_who_lacks(before, after, 'base')} does not record its digest")
     data = _data_changes(before.data, after.data, unknown)
-    return RunDiff(before.run, after.run, code, requirements, _config_diff(before, after), base, data, unknown)
+    return RunChanges(before.run, after.run, code, requirements, _config_diff(before, after), base, data, unknown)
 
 
 def _who_lacks(before: RunState, after: RunState, what: str) -> str:

@@ -1,4 +1,4 @@
-"""The diff of two runs' records: code files added, changed and removed, requirements (the installed versions),
+"""The changes between two runs' records: code files added, changed and removed, requirements (the installed versions),
 config keys (not where it runs), the base image's digest and each dataset's version, with the files that changed;
 what a record does not say is unknown (and counts as changed), never "unchanged"."""
 
@@ -7,13 +7,13 @@ import dataclasses
 from tests.support.jobs import write_job
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
-from vdk.plugin.ml_training.cli.diff_views import diff_lines
+from vdk.plugin.ml_training.cli.diff_views import changes_lines
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.runs import record as run_record
-from vdk.plugin.ml_training.ops.run_diff import RunState
-from vdk.plugin.ml_training.ops.run_diff import diff_states
+from vdk.plugin.ml_training.ops.run_changes import RunState
+from vdk.plugin.ml_training.ops.run_changes import changes_between
 
 BASE = "registry.example.com/pytorch@sha256:"
 TRAIN_V1 = DataPin(
@@ -52,22 +52,22 @@ def test_every_part_that_changed_is_named(tmp_path):
         BASE + "2" * 64,
     )  # fmt: skip
     manifest = {"files": 3, "bytes": 30, "sha256": "c" * 64, "partial": False}
-    diff = diff_states(
+    changes = changes_between(
         RunState.from_record(before, {"/data": manifest}), RunState.from_record(after, {"/data": manifest})
     )
-    assert diff.code == {"added": ["new.py"], "changed": ["train.py"], "removed": ["old.py"]}
-    assert diff.requirements == {
+    assert changes.code == {"added": ["new.py"], "changed": ["train.py"], "removed": ["old.py"]}
+    assert changes.requirements == {
         "added": {"pillow": "11.0"},
         "removed": {"numpy": "2.0.0"},
         "changed": {"timm": ["1.0.3", "1.0.7"]},
     }
-    assert diff.config == {"nodes": ["2", "4"]}  # the registry is where it runs, not what it trains
-    assert diff.base == [BASE + "1" * 64, BASE + "2" * 64]
-    train, claim = sorted(diff.data, key=lambda d: d.target, reverse=True)
+    assert changes.config == {"nodes": ["2", "4"]}  # the registry is where it runs, not what it trains
+    assert changes.base == [BASE + "1" * 64, BASE + "2" * 64]
+    train, claim = sorted(changes.data, key=lambda d: d.target, reverse=True)
     assert (train.same, train.changed, train.added, train.removed) == (False, ["cat.jpg"], ["owl.jpg"], [])
     assert claim.same is True  # the same manifest reported by both runs' pods
-    assert diff.changed_parts == ["code", "requirements", "config", "base", "data"] and diff.unknown == []
-    text = "\n".join(diff_lines(diff))
+    assert changes.changed_parts == ["code", "requirements", "config", "base", "data"] and changes.unknown == []
+    text = "\n".join(changes_lines(changes))
     assert "1 added: new.py; 1 changed: train.py; 1 removed: old.py" in text
     assert "timm 1.0.3 -> 1.0.7; added pillow 11.0; removed numpy 2.0.0" in text
     assert "nodes: 2 -> 4" in text and "files 1 changed: cat.jpg; 1 added: owl.jpg" in text
@@ -79,9 +79,9 @@ def test_two_runs_of_the_same_everything_do_not_differ(tmp_path):
     before = record_of(tmp_path, "bbbbbbb1", {}, **same)
     after = record_of(tmp_path, "bbbbbbb2", {}, **same)
     reported = {"/data": {"files": 3, "bytes": 30, "sha256": "c" * 64, "partial": False}}
-    diff = diff_states(RunState.from_record(before, reported), RunState.from_record(after, reported))
-    assert not diff.changed and diff.changed_parts == []
-    text = diff_lines(diff)
+    changes = changes_between(RunState.from_record(before, reported), RunState.from_record(after, reported))
+    assert not changes.changed and changes.changed_parts == []
+    text = changes_lines(changes)
     assert "/data (pvc:imagenet): unchanged, not versioned; manifest cccccccccccc" in text[0]
     assert "data/train (s3://vision/train): unchanged" in text[1]
     assert text[-1].strip().startswith("nothing changed")
@@ -100,11 +100,11 @@ def test_what_a_record_does_not_say_is_unknown_and_counts_as_a_change(tmp_path):
         configmap["data"].pop(key, None)
     pre_pins = run_record.parse(configmap)  # a record of an earlier version
     newer = record_of(tmp_path, "ccccccc2", {}, (TRAIN_V1, CLAIM), {"train.py": "1" * 64}, {}, BASE + "1" * 64)
-    diff = diff_states(RunState.from_record(pre_pins), RunState.from_record(newer))
-    assert diff.code is None and diff.changed
-    assert any(u.startswith("code: run vision-ccccccc0 has no manifest") for u in diff.unknown)
-    assert any(u.startswith("base image: run vision-ccccccc0 does not record its digest") for u in diff.unknown)
-    claim = next(d for d in diff.data if d.target == "/data")
+    changes = changes_between(RunState.from_record(pre_pins), RunState.from_record(newer))
+    assert changes.code is None and changes.changed
+    assert any(u.startswith("code: run vision-ccccccc0 has no manifest") for u in changes.unknown)
+    assert any(u.startswith("base image: run vision-ccccccc0 does not record its digest") for u in changes.unknown)
+    claim = next(d for d in changes.data if d.target == "/data")
     assert claim.same is None  # a claim without manifests: not versioned, unknown
-    assert any("pvc:imagenet is not versioned" in u for u in diff.unknown)
+    assert any("pvc:imagenet is not versioned" in u for u in changes.unknown)
     assert older.code is None  # an empty manifest is not recorded: unknown, not "no files"

@@ -1,10 +1,10 @@
 """`vdk diff -n JOB RUN_A RUN_B`: two runs of a job side by side — what changed from the first to the second
-(ops/run_diff.py: code, requirements, configuration, base image, data) and how each ended (phase, final loss
+(ops/run_changes.py: code, requirements, configuration, base image, data) and how each ended (phase, final loss
 and metrics of its last progress line, duration, GPU-hours).
 
-    comparison = compare_runs(find_scope("mnist"), "k3x9p2qa", "m7d1c0zz")
-    comparison.diff.changed_parts            # ["code", "data"]
-    comparison.to_dict()                     # what `-o json` prints
+    diff = diff_runs(find_scope("mnist"), "k3x9p2qa", "m7d1c0zz")
+    diff.changes.changed_parts               # ["code", "data"]
+    diff.to_dict()                           # what `-o json` prints (the changes under "diff", as before)
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.deploy_changes import run_state
-from vdk.plugin.ml_training.ops.run_diff import RunDiff
-from vdk.plugin.ml_training.ops.run_diff import diff_states
+from vdk.plugin.ml_training.ops.run_changes import RunChanges
+from vdk.plugin.ml_training.ops.run_changes import changes_between
 from vdk.plugin.ml_training.ops.scope import Scope
 from vdk.plugin.ml_training.ops.scope import named_run
 from vdk.plugin.ml_training.ops.scope import select_runs
@@ -50,12 +50,15 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class RunComparison:
+class DiffResult:
+    """What `vdk diff` returns: how each of two runs of a job ended (`before`, `after`) and what changed from the
+    first to the second (`changes`)."""
+
     job_name: str
     namespace: str
     before: Outcome
     after: Outcome
-    diff: RunDiff
+    changes: RunChanges
 
     def to_dict(self) -> dict:
         return {
@@ -63,12 +66,12 @@ class RunComparison:
             "job_name": self.job_name,
             "namespace": self.namespace,
             "runs": [self.before.to_dict(), self.after.to_dict()],
-            "diff": self.diff.to_dict(),
+            "diff": self.changes.to_dict(),  # the JSON's name, kept
         }
 
 
 @checked
-def compare_runs(scope: Scope, run_a: str, run_b: str, reporter: Reporter | None = None) -> RunComparison:
+def diff_runs(scope: Scope, run_a: str, run_b: str, reporter: Reporter | None = None) -> DiffResult:
     """What changed from run `run_a` to run `run_b` of the scope's job (each its name, or the part after the
     job's name), and how each ended."""
     for which, run in (("RUN_A", run_a), ("RUN_B", run_b)):
@@ -83,8 +86,8 @@ def compare_runs(scope: Scope, run_a: str, run_b: str, reporter: Reporter | None
     client = selection.client
     first = named_run(selection, run_a, "diff")
     second = named_run(selection, run_b, "diff")
-    diff = diff_states(run_state(client, first), run_state(client, second))
-    return RunComparison(selection.job_name, client.namespace, outcome(client, first), outcome(client, second), diff)
+    changes = changes_between(run_state(client, first), run_state(client, second))
+    return DiffResult(selection.job_name, client.namespace, outcome(client, first), outcome(client, second), changes)
 
 
 def outcome(client: KubeClient, run: RunSummary) -> Outcome:
