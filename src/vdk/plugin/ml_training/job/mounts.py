@@ -1,6 +1,6 @@
 """[ml-training.mounts]: datasets on existing PersistentVolumeClaims (`/data = pvc:imagenet`, or a directory of a
 claim, `pvc:NAME/sub/dir`), mounted read-only in the training containers at absolute paths. Parsed into
-`DataMount`s for the spec; the renderers (k8s/pod_template.py, k8s/claims.py) turn them into volumes. The same
+`DataMount`s for the spec; the renderers (k8s/pod_template.py, k8s/storage/claims.py) turn them into volumes. The same
 claims can be named in [ml-training.data] (datasets.py), with the rules of these paths (`absolute_target`) and
 claims (`claim_reference`), which also takes relative targets and fetched sources. A cluster run's outputs go to
 another claim, `output_pvc`, a key of [ml-training] read with the others (load.py). Knows no cluster.

@@ -9,6 +9,8 @@
   (its ranks' pods and which failed first), `restarts`, `cluster_evidence` (them as the evidence `diagnosis/`
   reads), `observe` (why it waits or failed, its logs), `continuation` (a run that begins with another's outputs).
 - `pod_template`: the pod pieces every backend shares; `resources`: the built-in resource types.
+- `storage/`: what a run's pods mount: `claims`, `data_volumes`, `data_reports`, `output_location`,
+  `outputs_copy`.
 - `manifests`: renders a whole run for a backend, run record included; YAML for --dry-run.
 - `client`: run-level operations (`KubeClient`: apply, list, get and delete runs, records, pods,
   logs, events) over `transport` (the connection, requests, the tolerant GET, log streams) and

@@ -6,10 +6,10 @@ import yaml
 
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s.backends import Discovery
 from vdk.plugin.ml_training.k8s.runs import record as run_record
 from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+from vdk.plugin.ml_training.k8s.storage import data_volumes
 from vdk.plugin.ml_training.layout import JobImage
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import placement
 from vdk.plugin.ml_training.k8s.runs.identity import KUEUE_QUEUE_LABEL
 from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+from vdk.plugin.ml_training.k8s.storage import data_volumes
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.mlflow_runs import PREFIX as MLFLOW_PREFIX
 from vdk.plugin.ml_training.runtime.mlflow_runs import TRACKING_URI
@@ -136,7 +136,7 @@ def facts(spec: MLJobSpec, image: layout.JobImage, run: RunInfo) -> list[dict]:
 
 def volumes(spec: MLJobSpec) -> list[dict]:
     """/dev/shm, the output claim (its run directory is mounted), the datasets' claims (read-only), the data cache
-    (k8s/data_volumes.py)."""
+    (k8s/storage/data_volumes.py)."""
     out = [shm_volume(spec)]
     if spec.output_pvc:
         out.append({"name": OUTPUT_VOLUME, "persistentVolumeClaim": {"claimName": spec.output_pvc}})
@@ -149,7 +149,7 @@ def volumes(spec: MLJobSpec) -> list[dict]:
 def volume_mounts(spec: MLJobSpec, run: RunInfo, linked: bool = False) -> list[dict]:
     """The training container's mounts: the run's own directory of the output claim (the kubelet makes it),
     which the bootstrap makes the working directory, and each dataset at its path (those of [ml-training.data]:
-    k8s/data_volumes.py)."""
+    k8s/storage/data_volumes.py)."""
     out = [shm_mount()]
     if spec.output_pvc:
         out.append({"name": OUTPUT_VOLUME, "mountPath": layout.OUTPUT_DIR, "subPath": run.name})
@@ -178,7 +178,7 @@ def container(
 
 
 def init_containers(spec: MLJobSpec, image: layout.JobImage, run: RunInfo) -> list[dict]:
-    """The data step (k8s/data_volumes.py), for a job with datasets."""
+    """The data step (k8s/storage/data_volumes.py), for a job with datasets."""
     if not data_volumes.has_data_step(spec):
         return []
     return [data_volumes.init_container(spec, image, run, env(spec, run), resources(spec))]

@@ -43,7 +43,7 @@ def resolve_data(spec: MLJobSpec, note: Note, client=None, shell: dict[str, str]
     env = dict(spec.env_dict)
     from_secrets: set[str] | None = None  # a local resolution: the credentials are the shell's
     if client is not None:
-        from vdk.plugin.ml_training.k8s.data_reports import secret_values
+        from vdk.plugin.ml_training.k8s.storage.data_reports import secret_values
 
         from_secrets = set()
         env.update(secret_values(client, spec, note, shell, from_secrets))
@@ -129,7 +129,7 @@ def credential_fix(
 
 
 def _check_cache_size(spec: MLJobSpec, client, pins: list[DataPin]) -> None:
-    from vdk.plugin.ml_training.k8s.data_reports import claim_capacity
+    from vdk.plugin.ml_training.k8s.storage.data_reports import claim_capacity
 
     capacity = claim_capacity(client, spec.data_cache_pvc or "")
     total = sum(p.bytes or 0 for p in pins)

@@ -87,8 +87,8 @@ def previous_runs(client: KubeClient, spec: MLJobSpec) -> list[RunSummary]:
 
 def run_state(client: KubeClient, run: RunSummary) -> RunState:
     """A past run's state: its record, with what its pods reported of its claims."""
-    from vdk.plugin.ml_training.k8s.data_reports import keep_in_record
-    from vdk.plugin.ml_training.k8s.data_reports import reported_manifests
+    from vdk.plugin.ml_training.k8s.storage.data_reports import keep_in_record
+    from vdk.plugin.ml_training.k8s.storage.data_reports import reported_manifests
 
     record = client.read_run_record(run.name)
     needs_manifests = any(p.scheme == "pvc" and not p.manifest for p in record.data) or (

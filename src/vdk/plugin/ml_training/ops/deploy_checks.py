@@ -177,10 +177,10 @@ def check_cluster(spec: MLJobSpec, provenance: audit.Provenance, say: Say) -> Ta
     """Connect, pick the backend, and check that everything the run creates would be accepted: the server's
     dry run of its manifests (with a placeholder image) and permission to read them back."""
     from vdk.plugin.ml_training.k8s.backends import choose_backend
-    from vdk.plugin.ml_training.k8s.claims import check_claims
     from vdk.plugin.ml_training.k8s.client import KubeClient
     from vdk.plugin.ml_training.k8s.manifests import render_run
     from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+    from vdk.plugin.ml_training.k8s.storage.claims import check_claims
     from vdk.plugin.ml_training.layout import JobImage
 
     client = KubeClient(spec.kube_context, spec.namespace, say=say)  # its retries are notes too

@@ -1,6 +1,6 @@
 """What a run wrote to its output claim (`vdk execute --outputs`): the list of its files, or the files copied
 back into a local directory. A short-lived pod of the run's own image reads the run's directory of the claim
-(k8s/outputs_copy.py); where that is comes from the run's record (k8s/output_location.py)."""
+(k8s/storage/outputs_copy.py); where that is comes from the run's record (k8s/storage/output_location.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job.keys import variable
-from vdk.plugin.ml_training.k8s import output_location
-from vdk.plugin.ml_training.k8s import outputs_copy
-from vdk.plugin.ml_training.k8s.output_location import OutputLocation
 from vdk.plugin.ml_training.k8s.runs.summary import RunSummary
+from vdk.plugin.ml_training.k8s.storage import output_location
+from vdk.plugin.ml_training.k8s.storage import outputs_copy
+from vdk.plugin.ml_training.k8s.storage.output_location import OutputLocation
 from vdk.plugin.ml_training.ops.reporting import Reporter
 from vdk.plugin.ml_training.ops.reporting import Say
 from vdk.plugin.ml_training.ops.reporting import or_quiet

@@ -2,7 +2,7 @@
 [--copy] [--only NAME] DIR` lists (and with --copy sends) the files a run wrote in its output directory
 (output_workdir.py: not the links to its code; with --only, those named NAME or below a directory so named).
 `vdk execute --outputs` starts it in a short-lived pod that mounts the run's directory of the output claim, and
-reads its log (k8s/outputs_copy.py; `vdk show --board` too, with --only). Writer and reader of the format here.
+reads its log (k8s/storage/outputs_copy.py; `vdk show --board` too, with --only). Writer and reader of the format here.
 
 The log is text, line by line: an `entry` line per file (path, size), then with --copy each file again as
 `file` line, its bytes in base64 lines, and an `end` line with its sha256; `done` ends the stream. The

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
-from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s import pod_template
 from vdk.plugin.ml_training.k8s.api_errors import Action
 from vdk.plugin.ml_training.k8s.backends.base import ApiReader
@@ -25,6 +24,7 @@ from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import CRD
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.runs.identity import RunInfo
+from vdk.plugin.ml_training.k8s.storage import data_volumes
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime.kubeflow_status import parse_trainer_status
 from vdk.plugin.ml_training.runtime.progress_lines import Progress

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 
 from vdk.plugin.ml_training.k8s import backends
-from vdk.plugin.ml_training.k8s.output_location import location_of
 from vdk.plugin.ml_training.k8s.runs import identity as run_meta
+from vdk.plugin.ml_training.k8s.storage.output_location import location_of
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
 from vdk.plugin.ml_training.vocabulary.nvidia import MIG_RESOURCE_PREFIX
@@ -58,7 +58,7 @@ class RunSummary:
     ended: str | None = None  # when it succeeded or failed
     kept_seconds: int | None = None  # how long it is kept after it ends (ttl_after_finished); None: until deleted
     outputs: dict | None = (
-        None  # {"claim", "directory"}: where its outputs persist (k8s/output_location.py); None: nowhere
+        None  # {"claim", "directory"}: where its outputs persist (k8s/storage/output_location.py); None: nowhere
     )
     sweep: dict | None = None  # a hyperparameter sweep's settings (trials, parallel, metric, goal); None: a run
     from_sweep: dict | None = None  # a run started from a sweep's trial: {"sweep", "trial"}

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.api_errors import KubeApiError
-from vdk.plugin.ml_training.k8s.output_location import OutputLocation
 from vdk.plugin.ml_training.k8s.resources import POD
 from vdk.plugin.ml_training.k8s.runs.identity import LABEL_JOB
 from vdk.plugin.ml_training.k8s.runs.identity import LABEL_MANAGED_BY
 from vdk.plugin.ml_training.k8s.runs.identity import MANAGED_BY
+from vdk.plugin.ml_training.k8s.storage.output_location import OutputLocation
 from vdk.plugin.ml_training.runtime.outputs_stream import OutputsReader
 from vdk.plugin.ml_training.runtime.outputs_stream import StreamError
 from vdk.plugin.ml_training.runtime.outputs_stream import display

@@ -1,7 +1,7 @@
 """Where a run keeps its outputs and which interpreter its image starts, read from its manifests (its main
 object, or the manifests of its run record): the claim and subPath mounted at the image's output directory
 (k8s/pod_template.py mounts them). Pure reading of dicts: the run summaries and the copy of a run's outputs
-(k8s/outputs_copy.py) both use it."""
+(k8s/storage/outputs_copy.py) both use it."""
 
 from __future__ import annotations
 

@@ -15,12 +15,12 @@ from vdk.plugin.ml_training.job import SECRETS_SECTION
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.k8s import backends
 from vdk.plugin.ml_training.k8s.client import KubeClient
-from vdk.plugin.ml_training.k8s.data_volumes import FETCH_CONTAINER
 from vdk.plugin.ml_training.k8s.manifests import pod_selector
 from vdk.plugin.ml_training.k8s.resources import CONFIG_MAP
 from vdk.plugin.ml_training.k8s.resources import PERSISTENT_VOLUME_CLAIM
 from vdk.plugin.ml_training.k8s.resources import ResourceType
 from vdk.plugin.ml_training.k8s.runs import record as run_record
+from vdk.plugin.ml_training.k8s.storage.data_volumes import FETCH_CONTAINER
 from vdk.plugin.ml_training.units import parse_quantity
 
 SECRET = ResourceType("Secret", "", "v1", "secrets")

@@ -19,11 +19,11 @@ from vdk.plugin.ml_training.datafetch import MODULE
 from vdk.plugin.ml_training.datafetch.data_pins import DataPin
 from vdk.plugin.ml_training.datafetch.data_pins import decode_pins
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s import data_volumes
 from vdk.plugin.ml_training.k8s.backends import trainjob
 from vdk.plugin.ml_training.k8s.manifests import limitations
 from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.runs import record as run_record
+from vdk.plugin.ml_training.k8s.storage import data_volumes
 
 DATA = """
 [ml-training.data]

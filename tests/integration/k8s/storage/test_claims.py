@@ -5,7 +5,7 @@ import pytest
 from tests.support.jobs import write_job
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.k8s.claims import check_claims
+from vdk.plugin.ml_training.k8s.storage.claims import check_claims
 
 MOUNTS = "[ml-training.mounts]\n/data = pvc:imagenet\n/text = pvc:corpus\n"
 
