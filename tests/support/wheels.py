@@ -1,4 +1,4 @@
-"""Hand-made wheels and sdists, so dependency tests need no package index."""
+"""Hand-made wheels, sdists and package indexes, so dependency tests need no network."""
 
 from __future__ import annotations
 
@@ -65,3 +65,83 @@ def make_sdist(directory: Path, name: str, version: str) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path
+
+
+def simple_index(directory: Path, files: list[Path]) -> str:
+    """A package index in a directory, as PEP 503 lays it out (a page per project linking its files): its file://
+    URL, for `--index-url`, `--extra-index-url` or pip's and uv's variables."""
+    projects: dict[str, list[Path]] = {}
+    for file in files:
+        stem = file.name.removesuffix(".tar.gz").removesuffix(".whl")
+        name = stem.split("-", 1)[0] if file.name.endswith(".whl") else stem.rsplit("-", 1)[0]
+        projects.setdefault(name.replace("_", "-").replace(".", "-").lower(), []).append(file)
+    for project, linked in projects.items():
+        page = directory / project
+        page.mkdir(parents=True, exist_ok=True)
+        links = "".join(f'<a href="{f.as_uri()}">{f.name}</a>\n' for f in linked)
+        (page / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return directory.as_uri()
+
+
+def wheel_of_installed(directory: Path, name: str) -> Path:
+    """A wheel of a distribution installed in this environment (its files as its RECORD lists them), for a build
+    backend a source distribution needs (setuptools) where no package index can be reached."""
+    from importlib import metadata
+
+    dist = metadata.distribution(name)
+    module = dist.metadata["Name"].replace("-", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{module}-{dist.version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for file in dist.files or []:
+            if file.parts[0].endswith(".dist-info") and file.name in ("RECORD", "INSTALLER", "REQUESTED"):
+                continue
+            if "__pycache__" in file.parts or file.parts[0] == ".." or file.suffix == ".pyc":
+                continue
+            zf.write(file.locate(), str(file))
+        info = f"{module}-{dist.version}.dist-info"
+        lines = [f"{n},," for n in zf.namelist()] + [f"{info}/RECORD,,"]
+        zf.writestr(f"{info}/RECORD", "\n".join(lines) + "\n")
+    return path
+
+
+def make_source(directory: Path, name: str, version: str, c_source: str | None = None) -> Path:
+    """A source distribution built with setuptools (pyproject.toml): pure Python (one module that knows its
+    version), or, with `c_source`, a C extension module `name`_native compiled from it."""
+    module = name.replace("-", "_")
+    extension = (
+        f"from setuptools import Extension, setup\n"
+        f"setup(ext_modules=[Extension({module + '_native'!r}, ['native.c'])])\n"
+        if c_source is not None
+        else "from setuptools import setup\nsetup()\n"
+    )
+    root = f"{name}-{version}"
+    members = {
+        f"{root}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{root}/pyproject.toml": (
+            '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+            f'[project]\nname = "{name}"\nversion = "{version}"\n\n[tool.setuptools]\npackages = ["{module}"]\n'
+        ).encode(),
+        f"{root}/setup.py": extension.encode(),
+        f"{root}/{module}/__init__.py": f"__version__ = {version!r}\n".encode(),
+        **({f"{root}/native.c": c_source.encode()} if c_source is not None else {}),
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{root}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def two_indexes(root: Path, name: str, older: str, newer: str, newer_on: str) -> dict[str, str]:
+    """Two package indexes in `root` that both have `name`, only one of them at `newer` (`newer_on`: "index-url" or
+    "extra-index-url", as pip's settings name them), the other at `older`: pip's variables that name them."""
+    urls = {}
+    for setting in ("index-url", "extra-index-url"):
+        version = newer if setting == newer_on else older
+        wheel = make_wheel(root / f"{setting}-files", name, version)
+        urls[setting] = simple_index(root / setting, [wheel])
+    return {"PIP_INDEX_URL": urls["index-url"], "PIP_EXTRA_INDEX_URL": urls["extra-index-url"]}

@@ -14,7 +14,9 @@ import pytest
 
 from tests.support.jobs import write_job
 from tests.support.wheels import make_sdist
+from tests.support.wheels import make_source
 from tests.support.wheels import make_wheel
+from tests.support.wheels import wheel_of_installed
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import plan_image
@@ -32,7 +34,9 @@ PYTORCH_BASE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory):
     """A package index in a directory: a fake torch (with a CUDA-ish dependency) in two versions,
-    torchvision builds for each, a package with a console script, and an sdist-only package."""
+    torchvision builds for each, a package with a console script, a pure-Python package published as source only
+    (antlr4-python3-runtime, which Hydra needs; tinysrc, a setup.py without pyproject.toml) with setuptools to build
+    them."""
     d = tmp_path_factory.mktemp("wheelhouse")
     make_wheel(d, "torch", "2.13.0", requires=("nvidia-fake-cublas",))
     make_wheel(d, "torch", "2.14.0", requires=("nvidia-fake-cublas",))
@@ -43,6 +47,8 @@ def wheelhouse(tmp_path_factory):
     make_wheel(d, "tinydep", "1.0", requires=("helperdep>=2",), console_script="tiny")
     make_wheel(d, "helperdep", "2.0")
     make_sdist(d, "tinysrc", "1.0")
+    make_source(d, "antlr4-python3-runtime", "4.9.3")
+    wheel_of_installed(d, "setuptools")
     return d
 
 
@@ -132,15 +138,15 @@ def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, whee
     assert not b.from_cache and a.blob.digest == b.blob.digest
 
 
-def test_a_package_without_a_wheel_is_named_with_the_options(tmp_path, wheelhouse):
-    spec = job_with(tmp_path, wheelhouse, "tinydep\ntinysrc\n", base_image="python:3.11-slim")
-    with pytest.raises(NoWheelError) as caught:
-        dependency_layer.dependency_layer(spec, base_info(spec), Progress())
-    error = caught.value
-    assert error.packages == ["tinysrc"]
-    assert "tinysrc has no pre-built wheel for Python 3.11 on x86_64-manylinux_2_28" in error.problem
-    assert "--find-links" in error.fix and "base_provides" in error.fix
-    assert list((tmp_path / "cache" / "deps").glob("*/layer.json")) == []  # nothing half-built is kept
+def test_a_pure_python_source_distribution_is_built_into_the_layer(tmp_path, wheelhouse):
+    spec = job_with(tmp_path, wheelhouse, "antlr4-python3-runtime==4.9.3\ntinysrc\n", base_image="python:3.11-slim")
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    assert layer.packages == (("antlr4-python3-runtime", "4.9.3"), ("tinysrc", "1.0"))
+    members = layer_members(layer.blob)
+    wheel = next(
+        data for name, (_, data) in members.items() if name.endswith("antlr4_python3_runtime-4.9.3.dist-info/WHEEL")
+    )
+    assert b"Tag: py3-none-any" in wheel
 
 
 def test_an_unknown_package_is_a_clear_error(tmp_path, wheelhouse):

@@ -1,10 +1,14 @@
 """The dependency layer finds packages where pip would, with real uv: a requirement found only through
 pip.conf (one package in a simple index, one in a directory of wheels) is installed. (How pip's
-settings are read and handed to uv: tests/unit/dependencies/test_package_index.py.)"""
+settings are read and handed to uv: tests/unit/dependencies/test_package_index.py.) And every index is searched as
+pip searches them: a version only one of two indexes has is found, whichever of the two it is."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.wheels import make_wheel
+from tests.support.wheels import two_indexes
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_progress import Progress
@@ -35,3 +39,25 @@ def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkey
     spec = load_job_spec(job)
     layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert layer.packages == (("helperdep", "2.0"), ("tinydep", "1.0"))
+
+
+@pytest.mark.parametrize("newer_on", ["index-url", "extra-index-url"])
+def test_a_version_only_one_of_two_indexes_has_is_installed_as_pip_would(tmp_path, monkeypatch, newer_on):
+    """uv alone takes a package from the first index that has it (pip's extra index first): the other's newer
+    version was hidden, and the error blamed the requirement."""
+    for name, url in two_indexes(tmp_path, "timmy", "1.0", "2.0", newer_on).items():
+        monkeypatch.setenv(name, url)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for name in ("PIP_FIND_LINKS", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "config.ini").write_text(
+        "[job]\ntype = ml-training\n[ml-training]\nbase_image = python:3.11-slim\ngpus_per_node = 0\n"
+    )
+    (job / "train.py").write_text("if __name__ == '__main__':\n    pass\n")
+    (job / "requirements.txt").write_text("timmy==2.0\n")
+    spec = load_job_spec(job)
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    assert layer.packages == (("timmy", "2.0"),)
+    assert not layer.lock.error and layer.lock.hashes["timmy"]  # the lock finds it where the install did

@@ -1,7 +1,8 @@
 """A sweep's image holds the Optuna client vdk adds to the job's requirements (issue 34, item 3), with real uv against
 a local package index: when the index lacks the version vdk pins (the one it runs with here), the error says that
 the package is vdk's addition, not the job's requirement, and how to pin it (never a file name of vdk's cache); and
-a job that names the package in its requirements.txt gets its own version."""
+a job that names the package in its requirements.txt gets its own version. Resolved against two indexes where only
+one has vdk's version, it is found as pip would find it, whichever of the two has it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.wheels import make_wheel
+from tests.support.wheels import simple_index
 from vdk.plugin.ml_training.dependencies.install_errors import AddedRequirementError
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image.base_facts import base_info
@@ -64,3 +66,25 @@ def test_a_sweep_that_pins_optuna_itself_gets_its_version(tmp_path, index_withou
     layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert ("optuna", "0.0.1") in layer.packages
     assert ("grpcio", metadata.version("grpcio")) in layer.packages  # vdk's own pins of what the job does not name
+
+
+@pytest.mark.parametrize("wanted_on", ["index-url", "extra-index-url"])
+def test_a_sweep_s_packages_come_from_whichever_of_two_indexes_has_vdk_s_version(tmp_path, monkeypatch, wanted_on):
+    """Both indexes have optuna, only one at the version vdk pins; the other an old one, and grpcio and protobuf."""
+    wanted = metadata.version("optuna")
+    other = "extra-index-url" if wanted_on == "index-url" else "index-url"
+    files = {
+        wanted_on: [make_wheel(tmp_path / wanted_on, "optuna", wanted)],
+        other: [make_wheel(tmp_path / other, name, metadata.version(name)) for name in ("grpcio", "protobuf")],
+    }
+    files[other].append(make_wheel(tmp_path / other, "optuna", "0.0.1"))
+    urls = {setting: simple_index(tmp_path / setting / "simple", listed) for setting, listed in files.items()}
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_INDEX_URL", urls["index-url"])
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", urls["extra-index-url"])
+    for name in ("PIP_FIND_LINKS", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    spec = load_job_spec(sweep_job(tmp_path, ""))
+    layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
+    assert ("optuna", wanted) in layer.packages
+    assert ("protobuf", metadata.version("protobuf")) in layer.packages

@@ -99,6 +99,8 @@ def test_where_it_runs_is_derived_from_the_catalogue_and_is_what_it_was():
         "registry", "namespace", "queue", "kube_context", "backend", "smoke_steps", "smoke_processes",
         "smoke_timeout_seconds", "smoke_device_tracking", "stall_timeout_seconds", "startup_timeout_seconds",
         "smoke_args", "smoke_epoch_end", "import_check", "requirements_overlay", "output_pvc", "data_cache_pvc",
+        # how requirements.txt's packages are looked up (the image says what they are)
+        "index_strategy",
         "smoke_data", "smoke_sample_files", "smoke_sample_size", "gpu_sample_period_seconds", "idle_timeout_seconds",
         # how a run restarts and how its smoke run checks that (not what trains)
         "resume", "termination_grace_period_seconds", "smoke_resume",
@@ -118,7 +120,7 @@ def test_the_keys_are_listed_in_the_order_users_know():
     assert list(KEYS)[-6:] == [
         "registry", "namespace", "kube_context", "output_pvc", "data_cache_pvc", "mlflow_tracking_uri"
     ]  # fmt: skip
-    assert len(KEYS) == len(set(KEYS)) == 51
+    assert len(KEYS) == len(set(KEYS)) == 52
 
 
 def test_the_vdk_settings_are_derived_from_the_catalogue_and_are_what_they_were():

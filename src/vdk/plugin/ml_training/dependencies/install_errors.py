@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from vdk.plugin.ml_training.dependencies.uv_messages import FirstIndex
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.vocabulary.human_units import size_text
 from vdk.plugin.ml_training.vocabulary.local_cache import CACHE_DIR
@@ -21,18 +22,48 @@ class DependencyError(MLTrainingError):
 
 
 class NoWheelError(DependencyError):
-    """A requirement has no wheel for the target's platform and Python version."""
+    """A requirement has no wheel uv may install for the target, and no source distribution it may build."""
 
-    def __init__(self, packages: list[str], python_version: str, platform: str, detail: str):
+    def __init__(self, packages: list[str], described: str, detail: str):
         self.packages = packages
         names = ", ".join(packages) if packages else "a requirement"
         super().__init__(
-            f"{names} has no pre-built wheel for Python {python_version} on {platform}; job images "
-            f"install wheels only (nothing is compiled at deploy time).\n{detail}".rstrip(),
-            f"pin a version of {names} that publishes a {platform} wheel for Python {python_version}; "
-            "or build the wheel yourself (`pip wheel PACKAGE`) and add a `--find-links DIR` or "
-            "`--extra-index-url URL` line to requirements.txt; or install it in your base image and list "
-            "it in `base_provides`; or, for pure-Python code, copy it into the job directory",
+            f"{names} has no wheel for {described} on the package indexes, and no source distribution that may be "
+            f"built into one.\n{detail}".rstrip(),
+            f"pin a version of {names} that publishes a wheel for {described}; or build the wheel yourself "
+            "(`pip wheel PACKAGE`) and add a `--find-links DIR` or `--extra-index-url URL` line to requirements.txt; "
+            "or install it in your base image and list it in `base_provides`",
+        )
+
+
+class SourceBuildError(DependencyError):
+    """A requirement published only as a source distribution that vdk does not build into a wheel: one with native
+    code (a compiler and headers, and a wheel for the target's platform), or one whose build failed."""
+
+    def __init__(self, packages: list[str], described: str, reason: str, again: str):
+        self.packages = packages
+        names = ", ".join(packages)
+        super().__init__(
+            f"{names} is installed from its source distribution (no wheel for {described}), which vdk builds "
+            f"into a wheel only when it is pure Python: {reason}",
+            f"pin a version of {names} that publishes a wheel for {described}; or build its wheel where it will "
+            "run (`pip wheel PACKAGE` in the base image) and add a `--find-links DIR` line to requirements.txt; or "
+            f"install it in your base image and list it in `base_provides`. Then {again}",
+        )
+
+
+class FirstIndexError(DependencyError):
+    """`index_strategy = first-index`: a version only a later package index has was not searched for."""
+
+    def __init__(self, found: FirstIndex, described: str, again: str):
+        later = f" ({found.later_index} was not searched for it)" if found.later_index else ""
+        super().__init__(
+            f"{found.requested} cannot be installed for {described}: {found.index} is the first package index "
+            f"that has {found.package}, without that version, and `index_strategy = first-index` takes a package "
+            f"only from the first index that has it{later}; it guards against dependency confusion (a public "
+            "index shadowing a private package's name)",
+            "if you trust every index equally, set `index_strategy = best-match` in [ml-training] (every index is "
+            f"searched and the best version wins, as pip does); or pin a version {found.index} has. Then {again}",
         )
 
 

@@ -1,8 +1,13 @@
-"""requirements.txt installed by uv into a target directory: wheels only, for a Python version and platform
-(a job image's base) or for this interpreter (a local run's overlay). What the target's Python already has
-(torch and its CUDA wheels in a PyTorch base; torch in vdk's environment) is left out with uv's
-`--excludes`; when its version is pinned (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first
-resolved against that version, so that torchvision & co. match it. Package indexes: package_index.py.
+"""requirements.txt installed by uv into a target directory, for a Python version and platform (a job image's
+base) or for this interpreter (a local run's overlay). What the target's Python already has (torch and its CUDA
+wheels in a PyTorch base; torch in vdk's environment) is left out with uv's `--excludes`; when its version is pinned
+(torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version, so that torchvision
+& co. match it. Package indexes: package_index.py; how they are searched: `index_strategy` (every index as pip does,
+or uv's first index that has the package), in the one uv argument list of every install (Target.flags).
+
+Wheels, and source distributions that uv builds into wheels (once: uv's cache keeps the built wheel) when they are
+pure Python; a source distribution with native code (built for this machine, not the target, or not built at all
+for want of a compiler or headers) is refused with the reason (uv_messages.py reads uv's words).
 """
 
 from __future__ import annotations
@@ -23,11 +28,16 @@ from packaging.utils import canonicalize_name
 from vdk.plugin.ml_training import helper_processes
 from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import package_index
+from vdk.plugin.ml_training.dependencies import uv_messages
 from vdk.plugin.ml_training.dependencies import uv_progress
 from vdk.plugin.ml_training.dependencies.install_errors import DependencyError
+from vdk.plugin.ml_training.dependencies.install_errors import FirstIndexError
 from vdk.plugin.ml_training.dependencies.install_errors import NoWheelError
+from vdk.plugin.ml_training.dependencies.install_errors import SourceBuildError
 from vdk.plugin.ml_training.dependencies.uv_progress import Activity
 from vdk.plugin.ml_training.dependencies.uv_progress import UvProgress
+from vdk.plugin.ml_training.vocabulary.package_indexes import DEFAULT_INDEX_STRATEGY
+from vdk.plugin.ml_training.vocabulary.package_indexes import INDEX_STRATEGIES
 
 UV_TIMEOUT = 1800
 UV_TARGET_LOCK = ".lock"  # uv's lock of a target directory against concurrent installs: no package's file
@@ -42,6 +52,7 @@ class Target:
     platform: str | None = None
     provides: tuple[str, ...] = ()
     pins: tuple[tuple[str, str], ...] = field(default=())
+    index_strategy: str = DEFAULT_INDEX_STRATEGY
 
     @property
     def described(self) -> str:
@@ -53,7 +64,7 @@ class Target:
         flags = ["--python", sys.executable]
         if self.python_version is not None:
             flags += ["--python-platform", str(self.platform), "--python-version", self.python_version]
-        return [*flags, "--only-binary", ":all:"]
+        return [*flags, "--index-strategy", INDEX_STRATEGIES[self.index_strategy]]
 
 
 def prune_unused(folder: Path, meta_name: str, max_age_days: float) -> list[Path]:
@@ -81,6 +92,9 @@ def uv_environment() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # cross-installing needs no other interpreter
     env["UV_NO_PROGRESS"] = "1"
+    # uv wraps its messages at the terminal's width (a narrow terminal broke `X has no usable\nwheels` in two, and
+    # every pattern uv_messages.py reads with it): one line each, however wide the terminal
+    env["COLUMNS"] = "10000"
     # pip's indexes and find-links (a company mirror, a directory of wheels) unless uv has its own.
     env.update(package_index.uv_environment(os.environ))
     return env
@@ -123,6 +137,11 @@ def install(
         argv = [*command, *excludes, *flags, "--link-mode", "copy", *quiet]
         _run_uv(argv, cwd, target, again, listener, target_dir, requirements)
     (target_dir / UV_TARGET_LOCK).unlink(missing_ok=True)
+    native = uv_messages.built_native(target_dir)
+    if native:
+        tags = ", ".join(f"`{tag}`" for tag in native.values())
+        reason = f"it has native code, and its wheel was built for this machine ({tags}), not a portable one"
+        raise SourceBuildError(list(native), target.described, reason, again)
 
 
 def _run_uv(
@@ -150,9 +169,15 @@ def _run_uv(
         return
     install_errors.raise_if_uv_said(done.stderr, env, target_dir)  # a full disk, not a bad requirement
     detail = _uv_message(done.stderr)
-    no_wheel = _packages_without_wheels(done.stderr)
+    build = uv_messages.failed_build(done.stderr)
+    if build is not None:
+        raise SourceBuildError([build.package], target.described, build.reason, again)
+    no_wheel = uv_messages.packages_without_wheels(done.stderr)
     if no_wheel:
-        raise NoWheelError(no_wheel, target.python_version or _this_python(), target.platform or "this machine", detail)
+        raise NoWheelError(no_wheel, target.described, detail)
+    first = uv_messages.first_index_hint(done.stderr)
+    if first is not None:
+        raise FirstIndexError(first, target.described, again)
     added = install_errors.added_requirements(requirements)
     blamed = {name: pin for name, pin in added.items() if _names(detail, name)}
     if blamed:
@@ -170,20 +195,10 @@ def _names(message: str, name: str) -> bool:
     return re.search(rf"(?<![\w.-]){spelled}(?![\w-])", message, re.IGNORECASE) is not None
 
 
-def _this_python() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
 def _uv_message(stderr: str) -> str:
     """uv's error message: the last lines of its stderr that are not its progress."""
     lines = [line for line in stderr.splitlines() if line.strip() and not uv_progress.is_progress(line)]
     return "\n".join(lines[-15:])
-
-
-def _packages_without_wheels(stderr: str) -> list[str]:
-    names = re.findall(r"Wheels are required for `([^`]+)`", stderr)
-    names += re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==[^\s,]+)? has no (?:usable )?wheels", stderr)
-    return sorted(dict.fromkeys(canonicalize_name(n) for n in names))
 
 
 def installed_packages(target_dir: Path) -> tuple[tuple[str, str], ...]:

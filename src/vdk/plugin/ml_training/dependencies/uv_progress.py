@@ -7,6 +7,8 @@ told apart from an error's message. uv writes, one per line:
     Resolved 31 packages in 1.21s
     Downloading torch (760.2MiB)
      Downloaded torch
+       Building antlr4-python3-runtime==4.9.3
+          Built antlr4-python3-runtime==4.9.3
     Prepared 31 packages in 41.62s
     Installed 31 packages in 2.07s
      + torch==2.13.0
@@ -22,6 +24,8 @@ from vdk.plugin.ml_training.vocabulary.human_units import counted
 _RESOLVED = re.compile(r"^Resolved (\d+) packages? in (\S+)")
 _DOWNLOADING = re.compile(r"^Downloading (\S+) \(([\d.]+)\s*([KMGT]?i?B)\)")
 _DOWNLOADED = re.compile(r"^\s*Downloaded (\S+)")
+_BUILDING = re.compile(r"^\s*Building (\S+)")  # a source distribution built into a wheel (then kept in uv's cache)
+_BUILT = re.compile(r"^\s*Built (\S+)")
 _PREPARED = re.compile(r"^Prepared (\d+) packages? in (\S+)")
 _INSTALLED = re.compile(r"^Installed (\d+) packages? in (\S+)")
 _AUDITED = re.compile(r"^Audited (\d+) packages? in (\S+)")
@@ -66,6 +70,10 @@ class UvProgress:
             name = match.group(1)
             self.activity.advance(self.sizes.pop(name, 0))
             self.activity.step(f"downloaded {name}")
+        elif match := _BUILDING.match(line):
+            self.activity.step(f"building {match.group(1)} from its source distribution")
+        elif match := _BUILT.match(line):
+            self.activity.step(f"built {match.group(1)}")
         elif match := _PREPARED.match(line):
             self.activity.step(f"prepared {counted(int(match.group(1)), 'package')} in {match.group(2)}; installing")
         elif match := _INSTALLED.match(line):
@@ -78,5 +86,15 @@ def is_progress(line: str) -> bool:
     """Whether a line of uv's stderr is progress (not part of an error message)."""
     return any(
         pattern.match(line)
-        for pattern in (_RESOLVED, _DOWNLOADING, _DOWNLOADED, _PREPARED, _INSTALLED, _AUDITED, _NOISE)
+        for pattern in (
+            _RESOLVED,
+            _DOWNLOADING,
+            _DOWNLOADED,
+            _BUILDING,
+            _BUILT,
+            _PREPARED,
+            _INSTALLED,
+            _AUDITED,
+            _NOISE,
+        )
     )

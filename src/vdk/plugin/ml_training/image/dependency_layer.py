@@ -2,7 +2,8 @@
 adds to it (image/layer_inputs.py: the data step's tools when config.ini references such data, the GPU sampler's
 NVML binding).
 
-uv resolves and installs wheels only, for the base's platform and Python version, into a target
+uv resolves and installs wheels (pure-Python source distributions built into wheels: dependencies/uv_install.py),
+for the base's platform and Python version, into a target
 directory that becomes the layer below DEPS_DIR. What the base already provides (torch and its
 CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base pins a version
 (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version,
@@ -76,7 +77,12 @@ class DependencyLayer:
 _built_here: dict[str, float] = {}
 
 
-def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) -> str:
+def cache_key(
+    requirements: bytes,
+    base: BaseInfo,
+    extra: tuple[str, ...] = (),
+    index_strategy: str = uv_install.DEFAULT_INDEX_STRATEGY,
+) -> str:
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
@@ -86,6 +92,7 @@ def cache_key(requirements: bytes, base: BaseInfo, extra: tuple[str, ...] = ()) 
         "provides": sorted(base.provides),
         "pins": sorted(base.pins),
         "python_command": base.python,  # console scripts start it
+        "index_strategy": index_strategy,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -97,7 +104,7 @@ def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
     extra = extra_requirements(spec, base)
     if wanted is None and not extra:
         return None
-    key = cache_key(wanted or b"", base, extra)
+    key = cache_key(wanted or b"", base, extra, spec.index_strategy)
     return _load(cache_root() / "deps" / key, key)
 
 
@@ -111,7 +118,7 @@ def dependency_layer(
     if wanted is None and not extra:
         return None
     requirements = requirements_file(spec)
-    key = cache_key(wanted or b"", base, extra)
+    key = cache_key(wanted or b"", base, extra, spec.index_strategy)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -217,7 +224,9 @@ def _build(
     try:
         target = work / "target"
         if requirements is not None or data_tools(spec):
-            for_base = uv_install.Target(base.python_version, base.wheel_platform, base.provides, base.pins)
+            for_base = uv_install.Target(
+                base.python_version, base.wheel_platform, base.provides, base.pins, spec.index_strategy
+            )
             uv_install.install(
                 _layer_requirements(requirements, data_tools(spec), work),
                 target,
@@ -232,7 +241,9 @@ def _build(
         packages = installed_packages(target)
         sizes = installed_sizes(target)
         licenses = package_lock.licenses(target)
-        for_hashes = uv_install.Target(base.python_version, base.wheel_platform, base.provides)
+        for_hashes = uv_install.Target(
+            base.python_version, base.wheel_platform, base.provides, index_strategy=spec.index_strategy
+        )
         lock = package_lock.lock(packages, spec.job_dir, for_hashes, requirements)
         has_scripts = _fix_scripts(target / "bin", base.python)
         files = scan_tree(target)

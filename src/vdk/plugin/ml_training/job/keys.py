@@ -21,6 +21,8 @@ from vdk.plugin.ml_training.runtime.idle_policy import IDLE_PERCENT
 from vdk.plugin.ml_training.units import format_duration
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_PRODUCT_LABEL
 from vdk.plugin.ml_training.vocabulary.nvidia import GPU_RESOURCE
+from vdk.plugin.ml_training.vocabulary.package_indexes import DEFAULT_INDEX_STRATEGY
+from vdk.plugin.ml_training.vocabulary.package_indexes import INDEX_STRATEGIES
 from vdk.plugin.ml_training.vocabulary.wire import setting_variable
 
 DEFAULT_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
@@ -260,6 +262,12 @@ def _job_keys() -> tuple[Key, ...]:
             "`false`: local runs use the packages of the environment that runs vdk as they are, instead of "
             "requirements.txt installed by uv into an overlay for them (as the image installs it); for an "
             "environment you manage yourself", "false", default=True, where_it_runs=True),
+        Key("index_strategy", CHOICE,
+            "how requirements.txt's packages are looked up when there are several package indexes (pip's "
+            "`index-url` and `extra-index-url`, uv's): `best-match` searches every index and takes the best "
+            "version, as pip does; `first-index` takes a package only from the first index that has it (uv's "
+            "guard against dependency confusion, for a private index beside a public one)", "first-index",
+            default=DEFAULT_INDEX_STRATEGY, where_it_runs=True, choices=lambda: tuple(INDEX_STRATEGIES)),
         Key("import_check", BOOLEAN,
             "`false` skips the check that the job's image has everything the job imports (as `--skip-import-check` "
             "does)", "false", default=True, where_it_runs=True),

@@ -190,6 +190,7 @@ def _spec(keys: KeyReader, config: JobConfig, job_dir: Path, team: str | None, d
         smoke_resume=keys.choice("smoke_resume"),
         import_check=keys.boolean("import_check"),
         requirements_overlay=keys.boolean("requirements_overlay"),
+        index_strategy=keys.choice("index_strategy"),
         env=env,
         registry=keys.matching("registry", REGISTRY, "a registry address"),
         attestations=keys.boolean("attestations"),

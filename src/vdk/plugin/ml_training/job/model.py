@@ -263,6 +263,8 @@ class MLJobSpec:
     attestations: bool = default_of("attestations")
     # Local runs put requirements.txt, installed by uv, on the ranks' path (local/overlay.py); False: vdk's env as is
     requirements_overlay: bool = default_of("requirements_overlay")
+    # how uv searches several package indexes: every one, as pip does, or the first that has a package (uv_install.py)
+    index_strategy: str = default_of("index_strategy")
     # Cluster runs: the PersistentVolumeClaim whose directory `<run>` is the working directory (job/mounts.py).
     output_pvc: str | None = None
     mlflow_tracking_uri: str | None = None  # the MLflow server its runs are logged to (runtime/mlflow_runs.py)

@@ -4,8 +4,8 @@ directory of its own, put on the ranks' path ahead of site-packages, as the imag
 vdk's own environment is never changed: installing a job's requirements into it could downgrade what vdk
 needs (a pin of boto3 pulling an older python-dateutil under the Kubernetes client).
 
-Resolved as the image's layer is (dependencies/uv_install.py): wheels only; torch, which vdk's environment
-has (torchrun and the runtime run on it), left out and its version pinned, so that torchvision & co. match
+Resolved as the image's layer is (dependencies/uv_install.py): wheels and pure-Python sdists; torch, which vdk's
+environment has (torchrun and the runtime run on it), left out and its version pinned, so that torchvision & co. match
 it. Cached by the hash of requirements.txt and what else its files depend on (this interpreter, its
 platform, its torch): unchanged requirements cost one directory lookup. `requirements_overlay = false` in
 [ml-training] runs with the environment as it is instead, for people who manage it themselves.
@@ -76,7 +76,7 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
     if not spec.requirements_overlay or not requirements.is_file():
         return None
     listed = RequirementsFile.read(requirements)
-    target = this_interpreter()
+    target = this_interpreter(spec.index_strategy)
     if not listed.lines or listed.only(target.provides):
         return None
     key = cache_key(requirements.read_bytes(), target)
@@ -87,8 +87,8 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
         return cached
     shutil.rmtree(entry, ignore_errors=True)  # what an interrupted install left
     note(
-        f"installing {requirements} into the run's dependency overlay for {sys.executable} (uv, wheels only, as "
-        "the image installs it; once per version of the file; vdk's environment stays as it is) ..."
+        f"installing {requirements} into the run's dependency overlay for {sys.executable} (uv, as the image "
+        "installs it; once per version of the file; vdk's environment stays as it is) ..."
     )
     started = time.monotonic()
     try:
@@ -109,19 +109,21 @@ def cache_key(requirements: bytes, target: uv_install.Target) -> str:
         "platform": sysconfig.get_platform(),
         "provides": sorted(target.provides),
         "pins": sorted(target.pins),
+        "index_strategy": target.index_strategy,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def this_interpreter() -> uv_install.Target:
-    """This interpreter, which provides torch (at its version: the rest is resolved against it)."""
+def this_interpreter(index_strategy: str = uv_install.DEFAULT_INDEX_STRATEGY) -> uv_install.Target:
+    """This interpreter, which provides torch (at its version: the rest is resolved against it); the package
+    indexes searched as `index_strategy` says (a key of [ml-training])."""
     pins = []
     for name in PROVIDED:
         try:
             pins.append((name, importlib.metadata.version(name).split("+", 1)[0]))
         except importlib.metadata.PackageNotFoundError:
             continue  # no torch here: the launcher says so before anything starts
-    return uv_install.Target(provides=PROVIDED, pins=tuple(pins))
+    return uv_install.Target(provides=PROVIDED, pins=tuple(pins), index_strategy=index_strategy)
 
 
 def _load(entry: Path) -> Overlay | None:

@@ -9,5 +9,6 @@ it ships in every job image beside runtime/ and datafetch/ (image/runtime_layer.
 - `nvidia`: NVIDIA's names a run meets: the device plugin's resources, GPU feature discovery's node label, the
   MIG profile grammar, a GPU's slices and the profiles of each GPU model;
 - `local_cache`: where vdk caches what it builds and reads on this machine;
+- `package_indexes`: how several package indexes are searched (`index_strategy`'s choices, uv's flag for each);
 - `human_units`: sizes and counts as every message writes them (`4.5 KB`, `1 package`).
 """
