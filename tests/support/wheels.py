@@ -51,7 +51,7 @@ def make_wheel(
 
 
 def make_sdist(directory: Path, name: str, version: str) -> Path:
-    """A source distribution only (no wheel): what a wheels-only install must refuse."""
+    """A source distribution only (no wheel), with a setup.py only (setuptools' legacy build backend)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}-{version}.tar.gz"
     with tarfile.open(path, "w:gz") as tar:

@@ -74,11 +74,27 @@ def uv_says(tmp_path: Path, requirements: str, target: uv_install.Target = IMAGE
     return done.stderr
 
 
-def install(tmp_path: Path, requirements: str, target: uv_install.Target = IMAGE) -> Path:
+class Steps:
+    """An activity that keeps the steps it is shown."""
+
+    def __init__(self):
+        self.steps: list[str] = []
+
+    def step(self, text):
+        self.steps.append(text)
+
+    def expect(self, nbytes):
+        pass
+
+    def advance(self, nbytes):
+        pass
+
+
+def install(tmp_path: Path, requirements: str, target: uv_install.Target = IMAGE, steps: Steps | None = None) -> Path:
     tmp_path.mkdir(exist_ok=True)
     file = tmp_path / "requirements.txt"
     file.write_text(requirements)
-    uv_install.install(file, tmp_path / "target", tmp_path, target, "deploy again")
+    uv_install.install(file, tmp_path / "target", tmp_path, target, "deploy again", activity=steps)
     return tmp_path / "target"
 
 
@@ -125,11 +141,15 @@ def test_a_source_distribution_with_native_code_that_builds_here_is_refused_for_
     assert "its wheel was built for this machine (`cp311-cp311-linux_x86_64`)" in raised.value.problem
 
 
-def test_a_pure_python_source_distribution_is_built_into_a_wheel_and_installed(tmp_path, files):
-    target = install(tmp_path, f"--no-index\n--find-links {files}\nhydra-core\n")
+def test_a_pure_python_source_distribution_is_built_into_a_wheel_once_and_installed(tmp_path, files):
+    first, again = Steps(), Steps()
+    target = install(tmp_path / "a", f"--no-index\n--find-links {files}\nhydra-core\n", steps=first)
     assert uv_install.installed_packages(target) == (("antlr4-python3-runtime", "4.9.3"), ("hydra-core", "1.3.2"))
     assert (target / "antlr4_python3_runtime" / "__init__.py").read_text() == "__version__ = '4.9.3'\n"
     assert uv_messages.built_native(target) == {}
+    assert "building antlr4-python3-runtime==4.9.3 from its source distribution" in first.steps
+    install(tmp_path / "b", f"--no-index\n--find-links {files}\nhydra-core\n", steps=again)
+    assert not [step for step in again.steps if step.startswith("build")]  # uv's cache keeps the built wheel
 
 
 def test_the_first_index_rule_is_named_with_the_index_that_had_only_the_older_version(tmp_path, files):
