@@ -139,6 +139,16 @@ def test_a_source_distribution_with_native_code_that_builds_here_is_refused_for_
         install(tmp_path, f"--no-index\n--find-links {files}\nnatpkg\n")
     assert raised.value.packages == ["natpkg"]
     assert "its wheel was built for this machine (`cp311-cp311-linux_x86_64`)" in raised.value.problem
+    # for another Python than this one uv refuses the wheel it built itself
+    with pytest.raises(SourceBuildError) as raised:
+        install(
+            tmp_path / "py3.12",
+            f"--no-index\n--find-links {files}\nnatpkg\n",
+            uv_install.Target("3.12", "x86_64-manylinux_2_28"),
+        )
+    assert raised.value.packages == ["natpkg"]
+    assert "is not compatible with the target Python 3.12" in raised.value.problem
+    assert "--no-build" not in raised.value.problem  # uv's advice; the fix is vdk's
 
 
 def test_a_pure_python_source_distribution_is_built_into_a_wheel_once_and_installed(tmp_path, files):

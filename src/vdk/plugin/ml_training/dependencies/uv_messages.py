@@ -28,6 +28,8 @@ _FIRST_INDEX = re.compile(
     r"(?: A compatible version may be available on a subsequent index \(e\.g\., (\S+?)\))?"
 )
 _MAX_REASON_LINES = 6
+# uv's own advice after a wheel it built that does not fit the target: vdk's fix says what to do instead
+_UV_ADVICE = re.compile(r"\s*Consider using `--no-build[^`]*` to disable building wheels\.")
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def failed_build(stderr: str) -> FailedBuild | None:
         said = [line for line in lines[lines.index("[stderr]") + 1 :] if not line.startswith("hint:")]
     else:
         said = [line.removeprefix("cause:").strip() for line in lines if line.startswith("cause:")]
-    reason = "\n".join([*said[-_MAX_REASON_LINES:], *hints])
+    reason = _UV_ADVICE.sub("", "\n".join([*said[-_MAX_REASON_LINES:], *hints]))
     return FailedBuild(canonicalize_name(found.group(1).split("=")[0]), reason or "uv gave no reason")
 
 
