@@ -16,6 +16,8 @@ from typing import cast
 
 import torch
 
+from vdk.plugin.ml_training.runtime import rpc_optimizers
+
 # Backward calls kept between two optimizer steps before they are added up on the device: bounds the
 # memory of a script that calls backward() without ever stepping a torch optimizer.
 _MAX_PENDING = 256
@@ -88,6 +90,7 @@ class StepCounter:
         self._track_new_optimizers()
         self._record_losses()
         self._see_through_loss_scaling()
+        rpc_optimizers.install(self._keep_quietly)
         return self
 
     def uninstall(self) -> None:
@@ -201,6 +204,11 @@ class StepCounter:
         """Whether the steps are counted as manual updates (no torch optimizer in use)."""
         return self.manual_steps and not self._optimizers
 
+    def _keep_quietly(self, tensor: Any) -> None:
+        """A loss another backward than Tensor.backward was called on (dist_autograd.backward, RPC's)."""
+        if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+            self._keep(tensor)
+
     def _keep(self, tensor: torch.Tensor) -> None:
         for begun in self.backward_listeners:
             begun(self)
@@ -265,6 +273,7 @@ class StepCounter:
 
     def _after_step(self, optimizer, args, kwargs) -> None:
         done = self._counts[optimizer] = self._counts.get(optimizer, 0) + 1
+        self._updated = None  # the update since the last backward pass was this step (not a manual one, at the end)
         if done == 1:  # made before install(), or not by Optimizer.__init__
             self._optimizers.add(optimizer)
         # A new training step: new gradients (a backward() since the last step), or this optimizer stepping

@@ -1,0 +1,123 @@
+"""RPC and spawn patterns of PyTorch's examples and tutorials end cleanly in the smoke check (issue 33, points 2 and
+3), with the real CLI on CPU (2 ranks, TensorPipe and gloo on loopback): a `DistributedOptimizer` step counts and is
+cut as a torch.optim step is. Each job is written for its test: tiny models, synthetic data, a few steps."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.support.jobs import write_job
+from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+
+pytestmark = pytest.mark.slow
+
+VDK = Path(sys.executable).parent / "vdk"
+PASSED = re.compile(r"smoke run PASSED in ([0-9.]+) s \((\d+) process(?:es)?\)")
+
+
+def vdk_run(job: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
+    return subprocess.run(
+        [str(VDK), "run", str(job)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def passed(done: subprocess.CompletedProcess, processes: int = 2) -> str:
+    out = done.stdout
+    assert done.returncode == 0, out
+    match = PASSED.search(out)
+    assert match and int(match.group(2)) == processes, out
+    return out
+
+
+# The parameter-server pattern of PyTorch's RPC examples: rank 1 holds half of the model and never steps; rank 0
+# trains over a DataLoader with dist_autograd and a DistributedOptimizer (SGD: TorchScript's functional SGD on
+# each owner), for 50 epochs.
+RPC_DISTRIBUTED_OPTIMIZER = """
+import os
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+from torch import nn
+from torch.distributed.optim import DistributedOptimizer
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Remote(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.layer(x)
+
+    def parameter_rrefs(self):
+        return [rpc.RRef(p) for p in self.layer.parameters()]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.remote = rpc.remote("ps", Remote)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(self.remote.rpc_sync().forward(x))
+
+    def parameter_rrefs(self):
+        return [rpc.RRef(p) for p in self.head.parameters()] + self.remote.rpc_sync().parameter_rrefs()
+
+
+def train():
+    model = Net()
+    optimizer = DistributedOptimizer({optimizer}, model.parameter_rrefs(), lr=0.05)
+    data = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)
+    for epoch in range(50):
+        for x, y in data:
+            with dist_autograd.context() as context_id:
+                loss = nn.functional.mse_loss(model(x), y)
+                dist_autograd.backward(context_id, [loss])
+                optimizer.step(context_id)
+        print(f"epoch {{epoch}} loss {{loss.item():.4f}}", flush=True)
+    print("trained", flush=True)
+
+
+rank = int(os.environ["RANK"])
+rpc.init_rpc("trainer" if rank == 0 else "ps", rank=rank, world_size=2)
+if rank == 0:
+    train()
+rpc.shutdown()
+print(f"rank {{rank}} done", flush=True)
+"""
+
+
+def rpc_job(tmp_path: Path, name: str, optimizer: str, ml: str = "") -> Path:
+    script = textwrap.dedent(RPC_DISTRIBUTED_OPTIMIZER.format(optimizer=optimizer))
+    config = f"gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 2m\n{ml}"
+    return write_job(tmp_path, name, ml=config, files={"train.py": script})
+
+
+# torch.optim.SGD goes through TorchScript's functional SGD on each owner; NAdam has no functional one in
+# DistributedOptimizer's map (a torch.optim optimizer in _LocalOptimizer, stepped in RPC's threads of both ranks):
+# its steps are counted once, on the caller, and no rank's end is raised in an RPC thread.
+@pytest.mark.parametrize("optimizer", ["torch.optim.SGD", "torch.optim.NAdam"])
+def test_distributed_optimizer_steps_count_and_are_cut_as_torch_optim_steps(tmp_path, optimizer):
+    out = passed(vdk_run(rpc_job(tmp_path, "rpc-dist-optim", optimizer, "smoke_resume = off\n")))
+    assert re.search(r"rank 0: 2 steps, last loss \d\S*, the script ended", out), out
+    assert "rank 1: 0 steps, the script ended" in out, out  # the owner's part of the step is not another step
+    assert "epoch 0 loss" in out and "epoch 1 loss" not in out, out  # cut after its first epoch, not 50
+    assert "end of training: the script left its training loop (train.py:" in out, out
+    assert "trained" in out and "rank 0 done" in out, out  # and rpc.shutdown() completed on both (rank 1 ended)
