@@ -121,3 +121,51 @@ def test_distributed_optimizer_steps_count_and_are_cut_as_torch_optim_steps(tmp_
     assert "epoch 0 loss" in out and "epoch 1 loss" not in out, out  # cut after its first epoch, not 50
     assert "end of training: the script left its training loop (train.py:" in out, out
     assert "trained" in out and "rank 0 done" in out, out  # and rpc.shutdown() completed on both (rank 1 ended)
+
+
+# An RPC observer: rank 1 only records what rank 0 sends it and waits in rpc.shutdown() for every worker; rank 0
+# trains with torch.optim. The resume check's first start stops rank 0 as a preemption does, where its script's own
+# rpc.shutdown() never runs: the observer waited there until smoke_timeout.
+RPC_OBSERVER = """
+import os
+
+import torch
+import torch.distributed.rpc as rpc
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+seen = []
+
+
+def record(epoch, loss):
+    seen.append((epoch, loss))
+
+
+rank = int(os.environ["RANK"])
+rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2)
+if rank == 0:
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)
+    for epoch in range(50):
+        for x, y in data:
+            loss = nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        rpc.rpc_sync("worker1", record, args=(epoch, loss.item()))
+    print("trained", flush=True)
+rpc.shutdown()
+print(f"rank {rank} done, observed {len(seen)}", flush=True)
+"""
+
+
+def test_an_rpc_observer_that_never_steps_ends_at_the_agreed_end(tmp_path):
+    ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 3m\n"
+    out = passed(vdk_run(write_job(tmp_path, "rpc-observer", ml=ml, files={"train.py": textwrap.dedent(RPC_OBSERVER)})))
+    assert float(PASSED.search(out).group(1)) < 90, out  # in seconds, not at smoke_timeout
+    assert re.search(r"rank 0: 2 steps, last loss \S+, stopped as planned", out), out  # the first start's stop
+    assert "rank 1: 0 steps, the script ended" in out, out
+    assert "rank 1 took no optimizer step while the others trained" in out, out
+    assert "end of training: the script left its training loop (train.py:" in out, out
+    assert "rank 0 done" in out, out

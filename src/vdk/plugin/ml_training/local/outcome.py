@@ -335,6 +335,12 @@ def _warnings(run: LocalRun, ranks: list[RankOutcome]) -> list[str]:
                 short.setdefault(r.steps or 0, []).append(r.rank)
         for done, which in sorted(short.items()):
             who = "every rank" if len(which) == len(ranks) > 1 else "rank " + ", ".join(map(str, which))
+            if not done:  # others trained: this one serves them, or returned early
+                out.append(
+                    f"{who} took no optimizer step while the others trained: right for a peer that serves them (an "
+                    "RPC parameter server or observer), else check why it returned early"
+                )
+                continue
             out.append(
                 f"the script ended by itself after {done} of {wanted} optimizer steps (smoke_steps) on {who}: "
                 "its training loop is shorter than the smoke run"

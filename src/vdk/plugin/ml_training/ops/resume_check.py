@@ -74,7 +74,8 @@ def second_start(
     """Start the ranks again where the first start (which passed) ran, and say whether they resumed; `note` tells
     the restart (the reporter's, ops/reporting.py: it knows this module's result, so it is not imported here)."""
     run = first.run
-    if any(r.status == protocol.FINISHED for r in first.ranks):
+    # a rank that never steps (an RPC observer, a parameter server) ends its script at the agreed end: not training's
+    if any(r.status == protocol.FINISHED and r.steps for r in first.ranks):
         return ResumeCheck(["resume: not checked: the first start ran the script to its end (nothing left to resume)"])
     written = files_written(run)
     if not written:

@@ -364,6 +364,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
         fields["turned_off"] = dict(adaptations.turned_off)
     if status == protocol.FINISHED:  # a stopped rank's peers may still be in a collective with it: it just ends
         rank_process.end_process_group()
+    elif status == protocol.STOPPED:  # but its RPC peers wait in rpc.shutdown() for it: it joins them
+        rank_process.end_rpc()
     report.finish(status, **fields)
     if mode == protocol.SMOKE and status != protocol.FINISHED:  # cut short: stopped at its end, or failed
         return _end_now(code)

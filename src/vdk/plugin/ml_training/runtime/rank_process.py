@@ -302,6 +302,22 @@ def end_process_group() -> None:
         pass
 
 
+def end_rpc() -> None:
+    """A smoke rank stopped at the agreed end with RPC still up (the script's `rpc.shutdown()` is after the code it
+    was stopped in): shut RPC down as the script would have, gracefully, so that its peers' `rpc.shutdown()` returns
+    (an observer, a parameter server that never steps, waits there for every worker) instead of waiting until
+    smoke_timeout; a peer still training stops at its next step (smoke_stop.py) and joins then."""
+    if "torch.distributed.rpc" not in sys.modules:
+        return
+    try:
+        from torch.distributed import rpc
+
+        if rpc.is_available() and rpc.api._is_current_rpc_agent_set():
+            rpc.shutdown(graceful=True)
+    except Exception:  # noqa: BLE001 - the run's outcome is already known; a peer that died leaves nothing to wait for
+        pass
+
+
 def exit_status(error: BaseException | None) -> int | None:
     """The exit status `python script.py` ends with after a script that ended with `error` (None: it returned):
     0, n after sys.exit(n), 1 after sys.exit("message"); None after an exception, which the interpreter reports."""

@@ -220,6 +220,8 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     if outcome.get("status") == protocol.FAILED:  # a KeyboardInterrupt, which _wrap swallows
         rank_process.end_now(1)
     status = outcome.get("status", protocol.FINISHED)
+    if status == protocol.STOPPED:  # its RPC peers wait in rpc.shutdown() for it
+        rank_process.end_rpc()
     report.finish(status, **_facts(counter, status))
     if status == protocol.FINISHED:  # a stopped worker's peers may still be in a collective with it
         rank_process.end_process_group()
