@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.jobs import write_job
+from tests.support.registry import free_port
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 
 pytestmark = pytest.mark.slow
@@ -169,3 +170,48 @@ def test_an_rpc_observer_that_never_steps_ends_at_the_agreed_end(tmp_path):
     assert "rank 1 took no optimizer step while the others trained" in out, out
     assert "end of training: the script left its training loop (train.py:" in out, out
     assert "rank 0 done" in out, out
+
+
+# PyTorch's DDP tutorial: run_demo spawns its workers twice, each time a process group of their own.
+TWO_SPAWNS = """
+import os
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def demo(rank, world_size, name, port):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    model = DDP(nn.Linear(10, 5))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+    for _ in range(20):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(torch.randn(20, 10)), torch.randn(20, 5)).backward()
+        optimizer.step()
+    dist.destroy_process_group()
+    print(f"{name} done on rank {rank}", flush=True)
+
+
+def run_demo(name, world_size, port):
+    mp.spawn(demo, args=(world_size, name, port), nprocs=world_size, join=True)
+
+
+if __name__ == "__main__":
+    run_demo("basic", 2, {first})
+    run_demo("checkpoint", 2, {second})
+    print("all demos done", flush=True)
+"""
+
+
+def test_a_script_that_spawns_its_workers_twice_passes(tmp_path):
+    ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 3m\nsmoke_resume = off\n"
+    script = textwrap.dedent(TWO_SPAWNS.replace("{first}", str(free_port())).replace("{second}", str(free_port())))
+    out = passed(vdk_run(write_job(tmp_path, "two-spawns", ml=ml, files={"train.py": script})))
+    # the second spawn's workers were SIGTERMed as leftovers of the first's: "process 0 terminated with signal SIGTERM"
+    assert "basic done on rank 0" in out and "checkpoint done on rank 0" in out and "all demos done" in out, out
+    assert "the launcher process: the script ended" in out, out
+    assert re.search(r"rank 1: 2 steps, last loss \S+, the script ended", out), out

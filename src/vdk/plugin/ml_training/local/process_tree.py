@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 
 from vdk.plugin.ml_training.runtime import protocol
@@ -80,16 +81,23 @@ def running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def leftovers_of_ended_ranks(root: int, ranks: dict[int, int], expected: int) -> set[int]:
+def leftovers_of_ended_ranks(root: int, ranks: Mapping[int | str, int], expected: int) -> set[int]:
     """The processes below `root` (torchrun's agent, their subreaper) that ranks which have ended left behind.
-    `ranks`: rank -> pid, of the `expected` local ranks. While some ranks run: the processes whose environment
-    names an ended rank (RANK, as torchrun sets it; a process forked without exec shows its first environment,
-    not this). Once every rank has ended: every process still below `root`, but multiprocessing's helpers
-    (forked daemons have the agent's command line and no RANK to tell)."""
+    `ranks`: rank -> pid, of the `expected` local ranks (and the launcher of a script that spawns its workers).
+    While some ranks run: the processes whose environment names an ended rank (RANK, as torchrun sets it; a
+    process forked without exec shows its first environment, not this). Once every rank has ended: every
+    process still below `root`, but multiprocessing's helpers (forked daemons have the agent's command line and
+    no RANK to tell). What a running rank started is never a leftover: the workers of a script's second
+    mp.spawn (which inherit its RANK) were SIGTERMed as leftovers of the first spawn's workers (the same ranks,
+    reported as ended), and mp.spawn reported a crash."""
     ended = {str(rank) for rank, pid in ranks.items() if not running(pid)}
     if not ended:
         return set()
-    below = {p for p in descendants(root) - set(ranks.values()) if running(p)}
+    started_by_running: set[int] = set()
+    for pid in ranks.values():
+        if running(pid):
+            started_by_running |= descendants(pid)
+    below = {p for p in descendants(root) - set(ranks.values()) - started_by_running if running(p)}
     if len(ended) == len(ranks) >= expected:
         return {p for p in below if b"multiprocessing" not in _read(p, "cmdline")}
     return {p for p in below if _environ(p, "RANK") in ended}

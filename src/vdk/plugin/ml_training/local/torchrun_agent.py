@@ -124,11 +124,11 @@ def _watch_leftovers(run_dir: str | None) -> None:
     def watch() -> None:
         while True:
             time.sleep(0.5)
-            ranks = {
-                rank: record["pid"]
-                for rank, record in protocol.read_results(run_dir).items()
-                if isinstance(record.get("pid"), int)
-            }
+            records: dict[int | str, dict] = dict(protocol.read_results(run_dir).items())
+            launcher = protocol.read_launcher(run_dir)  # a script that spawns its workers: what it starts is its own
+            if launcher is not None:
+                records[protocol.LAUNCHER] = launcher
+            ranks = {rank: record["pid"] for rank, record in records.items() if isinstance(record.get("pid"), int)}
             for pid in process_tree.leftovers_of_ended_ranks(me, ranks, expected):
                 process_tree.stop_tree(pid)
 
