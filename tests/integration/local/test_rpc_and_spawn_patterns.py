@@ -215,3 +215,45 @@ def test_a_script_that_spawns_its_workers_twice_passes(tmp_path):
     assert "basic done on rank 0" in out and "checkpoint done on rank 0" in out and "all demos done" in out, out
     assert "the launcher process: the script ended" in out, out
     assert re.search(r"rank 1: 2 steps, last loss \S+, the script ended", out), out
+
+
+# A spawned worker that never gets its data: the timeout's report shows where it waited, in the job's code (it
+# showed the worker's `-c` program, 'File "<string>", line 1', and a worker that torch's SIGINT reached when its
+# launcher was stopped was said to have failed with KeyboardInterrupt).
+SPAWNED_WORKER_HANGS = """
+import time
+
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+
+def wait_for_data(rank):
+    while rank == 1:
+        time.sleep(0.2)
+
+
+def work(rank):
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    wait_for_data(rank)
+    for _ in range(3):
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=2)
+"""
+
+
+def test_a_spawned_worker_that_hangs_is_shown_at_its_own_frame(tmp_path):
+    ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 30s\nsmoke_resume = off\n"
+    job = write_job(tmp_path, "spawned-hang", ml=ml, files={"train.py": textwrap.dedent(SPAWNED_WORKER_HANGS)})
+    done = vdk_run(job)
+    out = done.stdout
+    assert done.returncode != 0 and "timed out after 30s (smoke_timeout): rank 1 still running" in out, out
+    where = out.split("rank 1 was at:", 1)[1].strip().splitlines()
+    assert re.search(r'File ".*train\.py", line \d+ in wait_for_data', where[0]), out
+    assert '"<string>"' not in out and "KeyboardInterrupt" not in out, out
+    assert "rank 1: 0 steps, stopped unfinished" in out, out

@@ -124,3 +124,25 @@ def test_a_dump_that_ended_before_the_main_thread_says_so_instead_of_showing_a_h
 def test_a_stack_deeper_than_faulthandler_lists_is_whole():
     deep = MAIN.replace('  File "<frozen runpy>", line 198 in _run_module_as_main\n', "  ...\n")
     assert CUT_SHORT not in "".join(user_stack(HEADER + deep, Path("/jobs/hang")))
+
+
+def test_a_spawned_worker_s_program_is_not_where_it_was():
+    # a worker multiprocessing spawned starts with `python -c "...child_main(...)"`: its outermost frame
+    ended = (
+        "Current thread 0x1 (most recent call first):\n"
+        '  File "/venv/vdk/plugin/ml_training/runtime/rank_process.py", line 425 in end_now\n'
+        '  File "/usr/lib/python3.11/multiprocessing/spawn.py", line 122 in spawn_main\n'
+        '  File "<string>", line 1 in <module>\n'
+    )
+    assert user_stack(ended, Path("/jobs/hang")) == []  # nothing of the job's: not a frame that is no one's
+    hung = (
+        "Current thread 0x1 (most recent call first):\n"
+        '  File "/jobs/hang/train.py", line 10 in wait_for_data\n'
+        '  File "/jobs/hang/train.py", line 16 in work\n'
+        '  File "/usr/lib/python3.11/multiprocessing/spawn.py", line 122 in spawn_main\n'
+        '  File "<string>", line 1 in <module>\n'
+    )
+    assert user_stack(hung, Path("/jobs/hang")) == [
+        '  File "/jobs/hang/train.py", line 10 in wait_for_data',
+        '  File "/jobs/hang/train.py", line 16 in work',
+    ]

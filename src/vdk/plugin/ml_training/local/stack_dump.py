@@ -22,10 +22,11 @@ def crash(dump: str) -> str | None:
 
 
 # Frames of what started the user's code: runpy, imports, torchrun's agent (ranks are forked from
-# it), the plugin.
+# it), the plugin, and the `-c` program of a worker that multiprocessing spawned.
 _MACHINERY = re.compile(
     r'File "(<frozen (runpy|importlib)|.*/multiprocessing/|.*/torch/distributed/(elastic|launcher|run\.py)'
-    r"|.*/vdk/plugin/ml_training/(runtime|local)/)"
+    r"|.*/vdk/plugin/ml_training/(runtime|local)/"
+    r'|<string>", line 1 in <module>$)'  # the program a spawned worker starts with (runtime/smoke_rank.py)
 )
 
 

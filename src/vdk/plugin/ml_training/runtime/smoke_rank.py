@@ -16,6 +16,7 @@ from the rank.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 from typing import Any
@@ -191,6 +192,10 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
     run_dir = os.environ[protocol.RUN_DIR]
     rank_process.route_output(i, run_dir)
     rank_process.dump_stacks_on_crash(protocol.stack_path(run_dir, i))
+    # torch's workers get SIGINT when their launcher ends (its PR_SET_PDEATHSIG; the run's timeout stops the
+    # launcher): where the worker was then, in the job's code, is where it hung
+    rank_process.dump_stacks_again_on(signal.SIGINT)
+    launcher = os.getppid()
     report = RankReport(run_dir, i, i, steps=0)
     counter = step_counter(i)
     counter.listeners.insert(0, StepRecorder(report))
@@ -203,6 +208,9 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
             outcome["status"] = protocol.STOPPED
             agreed_end(i, protocol.STOPPED, None, counter.steps)
         except BaseException as e:  # reported, then mp.spawn's own handling goes on
+            if isinstance(e, KeyboardInterrupt) and os.getppid() != launcher:  # its launcher ended: not its failure
+                outcome["status"] = protocol.RUNNING  # unfinished: the run's timeout says why, its stack where
+                return
             if rank_process.ending(e) == protocol.FINISHED:  # sys.exit(0): an ordinary end
                 outcome["status"] = protocol.FINISHED
                 return
@@ -217,7 +225,7 @@ def worker(fn: Any, i: int, args: tuple, error_file: str) -> None:
 
     original = _original_wrap or sys.modules["torch.multiprocessing.spawn"]._wrap
     original(run, i, args, error_file)  # exits with 1 after an exception, as under mp.spawn
-    if outcome.get("status") == protocol.FAILED:  # a KeyboardInterrupt, which _wrap swallows
+    if outcome.get("status") in (protocol.FAILED, protocol.RUNNING):  # a KeyboardInterrupt, which _wrap swallows
         rank_process.end_now(1)
     status = outcome.get("status", protocol.FINISHED)
     if status == protocol.STOPPED:  # its RPC peers wait in rpc.shutdown() for it
