@@ -68,6 +68,6 @@ def test_the_workers_of_a_script_that_spawns_them_pass_as_ranks_do(tmp_path):
             assert "rank 0: 0 steps, the script ended\n" in result.output, result.output
         else:  # a smoke run, its workers as ranks
             assert _ended(result.output, 0) and _ended(result.output, 1), result.output
-            assert "the launcher process: the script ended\n" in result.output, result.output
+            assert "the launcher process: spawned 2 workers, the script ended\n" in result.output, result.output
         for worker in (0, 1):
             assert teardown_crash.left_over(evidence, f"worker-{worker}") == teardown_crash.LEFT_OVER, mode

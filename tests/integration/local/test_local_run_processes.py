@@ -494,7 +494,7 @@ def test_an_mp_spawn_of_no_process_is_named(tmp_path):
     job = make_job(tmp_path, "spawns-nothing", SPAWNS_NOTHING)
     result = CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
     assert result.exit_code != 0, result.output
-    assert "the launcher process: the script ended" in result.output
+    assert "the launcher process: spawned 0 workers, the script ended" in result.output
     message = str(result.exception)
     assert "no optimizer step was taken: the script called torch.multiprocessing.spawn(nprocs=0)" in message
     assert "mp.spawn was asked for 0 processes" in message

@@ -251,8 +251,8 @@ def test_an_mp_spawn_tutorial_runs_one_launcher_that_spawns_a_worker_per_gpu(tmp
     done = vdk_run(job)
     assert_passed_in_one_group(done)
     out = done.stdout
-    assert "1 launcher process spawning 2 workers on 2 virtual GPUs" in out
-    assert "the launcher process: the script ended" in out and "all workers done" in out
+    assert "1 launcher process that spawns its workers, on 2 virtual GPUs" in out
+    assert "the launcher process: spawned 2 workers, the script ended" in out and "all workers done" in out
     assert "mp.spawn -> 2 workers on virtual GPUs" in out
 
 

@@ -278,3 +278,22 @@ def test_a_script_that_spawns_its_workers_is_judged_by_its_workers(tmp_path):
     summary = format_summary(outcome)
     assert "then the launcher process: ProcessRaisedException: -- Process 1 terminated" in summary
     assert "the launcher process: failed" in summary
+
+
+def test_the_start_line_does_not_count_workers_from_gpus_and_the_summary_counts_those_spawned(tmp_path):
+    import dataclasses
+
+    from vdk.plugin.ml_training.cli.local_summary import format_start
+
+    run = make_run(
+        tmp_path, {0: {"status": "finished", "steps": 2}, 1: {"status": "finished", "steps": 2}}, exit_code=0
+    )
+    plan = dataclasses.replace(run.plan, processes=1, workers=2)
+    assert "1 launcher process that spawns its workers, on " in format_start(plan)
+    assert "spawning 2 workers" not in format_start(plan)  # the script says how many, not the GPUs
+    protocol.write_json_atomically(
+        protocol.result_path(run.run_dir, protocol.LAUNCHER),
+        {"rank": "launcher", "status": "finished", "steps": 0, "spawned": [2, 2]},  # runtime/cpu_shims.py's record
+    )
+    summary = format_summary(analyse(LocalRun(plan, run.run_dir, 0, 3.0, False)))
+    assert "the launcher process: spawned 4 workers in 2 calls, the script ended" in summary

@@ -31,8 +31,8 @@ def format_start(plan: LaunchPlan) -> str:
         steps = f"{spec.smoke_steps} optimizer step{'s' if spec.smoke_steps != 1 else ''}"
         virtual = int(plan.env.get(protocol.SMOKE_GPUS) or 0)
         gpus = counted(virtual, "virtual GPU") if virtual else "no GPU"
-        processes = (
-            f"1 launcher process spawning {counted(plan.workers, 'worker')} on {gpus}"
+        processes = (  # how many workers it spawns is the script's to say: the summary counts them
+            f"1 launcher process that spawns its workers, on {gpus}"
             if plan.workers
             else f"{counted(plan.processes, 'process')} on {gpus}"
         )
@@ -161,6 +161,9 @@ def _log_lines(outcome: RunOutcome) -> list[str]:
 
 def _rank_line(rank: RankOutcome, mode: str) -> str:
     facts = []
+    if rank.spawned:  # the launcher: the workers the script spawned, as it spawned them
+        calls = f" in {len(rank.spawned)} calls" if len(rank.spawned) > 1 else ""
+        facts.append(f"spawned {counted(sum(rank.spawned), 'worker')}{calls}")
     if rank.steps is not None and (rank.steps or rank.rank != LAUNCHER_RANK):
         facts.append(counted(rank.steps, "step"))
     if isinstance(rank.last_loss, (int, float)):

@@ -51,6 +51,7 @@ class RankOutcome:
     stopped_by_torchrun: bool = False  # still running when torchrun stopped the ranks after a failure
     progress: str | None = None  # rank 0 of a full run: the last progress line it printed
     observed: tuple[str, ...] = ()  # smoke run: what the code did that explains a failure (cpu_shims)
+    spawned: tuple[int, ...] = ()  # smoke run's launcher: the workers each of its mp.spawn calls started
     stall: dict[str, Any] | None = None  # full run: what the stall watchdog saw (runtime/watchdog.Stall.to_dict)
     epoch_end: protocol.EpochEnd | None = None  # smoke run: whether it reached the end of an epoch
     training_end: protocol.TrainingEnd | None = None  # smoke run: whether the code after its training loop ran
@@ -224,6 +225,7 @@ def _rank(
         stopped_by_torchrun=record.get("pid") in stopped_pids,
         progress=record.get("progress"),
         observed=tuple(record.get("observed") or ()),
+        spawned=tuple(n for n in record.get("spawned") or () if isinstance(n, int)),
         turned_off=dict(record.get("turned_off") or {}),
         stall=_stall_in_job(run, record.get("stall")),
         epoch_end=protocol.EpochEnd.from_record(record.get("epoch_end")),

@@ -361,6 +361,8 @@ def _run_locally(entry: list[str], mode: str, run_dir: str) -> int:
     if adaptations is not None:
         fields["adaptations"] = dict(adaptations.counts)
         fields["observed"] = sorted(adaptations.observed)
+        if adaptations.spawned:
+            fields["spawned"] = list(adaptations.spawned)
         fields["turned_off"] = dict(adaptations.turned_off)
     if status == protocol.FINISHED:  # a stopped rank's peers may still be in a collective with it: it just ends
         rank_process.end_process_group()

@@ -167,10 +167,12 @@ def _multiprocessing(a: Adaptations) -> None:
         from vdk.plugin.ml_training.runtime.rank_process import forget_agent_store
 
         forget_agent_store()
-        nprocs = arguments.get("nprocs")
+        nprocs = arguments.get("nprocs", 1)  # start_processes's default
         if nprocs == 0:
             a.observe(protocol.SPAWNED_NOTHING)
-        elif isinstance(nprocs, int):
+        if isinstance(nprocs, int):
+            a.spawned.append(nprocs)
+        if isinstance(nprocs, int) and nprocs:
             a.note(f"mp.spawn -> {nprocs} worker{'s' if nprocs != 1 else ''} on virtual GPUs")
 
     # mp.spawn calls its module's start_processes; torch.multiprocessing re-exports it

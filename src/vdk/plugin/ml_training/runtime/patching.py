@@ -22,6 +22,7 @@ class Adaptations:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.observed: set[str] = set()  # what the code did that explains a failure, e.g. spawning no process
+        self.spawned: list[int] = []  # the workers each mp.spawn / start_processes call started, in order
         # What the code asked for that the smoke run turned off (`report_to=wandb`, `push_to_hub`): the cluster
         # run meets it; each with the module it will import there (None: none).
         self.turned_off: dict[str, str | None] = {}
