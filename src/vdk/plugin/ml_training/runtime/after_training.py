@@ -2,7 +2,8 @@
 each label backed by what the runtime saw: a save is a save that returned (`torch.save`, safetensors, a
 framework's checkpoint counted once however many files it writes); an evaluation is a pass over a DataLoader whose
 forward ran in eval mode or without gradients, or a framework's own evaluation event (Lightning's validation and
-test, the Trainer's evaluate). Pushes to the Hub are not counted yet.
+test, the Trainer's evaluate); a push to the Hugging Face Hub runs up to its network call (the files it would
+upload are written, into a temporary directory) and is counted then: a smoke run pushes nothing (`stand_in_pushes`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Phase:
 
     def __init__(self) -> None:
         self.saves = 0
+        self.pushes = 0  # pushes to the Hub, checked up to the network call
         self.evaluations: list[tuple[str, int]] = []
         self._saving = 0
 
@@ -29,14 +31,19 @@ class Phase:
     def saving(self) -> _Saving:
         return _Saving(self)
 
+    def pushing(self) -> _Saving:
+        """A push to the Hub: the save it makes of what it uploads is the push's, not a save of the script's."""
+        return _Saving(self, push=True)
+
     def evaluated(self, kind: str, batches: int) -> None:
         self.evaluations.append((kind, batches))
 
     def take(self, other: Phase) -> None:
         """What `other` counted belongs here (it turned out to be this stretch's)."""
         self.saves += other.saves
+        self.pushes += other.pushes
         self.evaluations += other.evaluations
-        other.saves, other.evaluations = 0, []
+        other.saves, other.pushes, other.evaluations = 0, 0, []
 
     def items(self) -> tuple[str, ...]:
         """`evaluation (2 batches)`, `test (1 batch)`, `1 save`, in that order."""
@@ -48,6 +55,8 @@ class Phase:
             out.append(f"{times} ({batches} batch{'es' if batches != 1 else ''})" if batches else times)
         if self.saves:
             out.append(f"{self.saves} save{'s' if self.saves != 1 else ''}")
+        if self.pushes:
+            out.append(f"{self.pushes} Hub push{'es' if self.pushes != 1 else ''} (checked up to the network call)")
         return tuple(out)
 
 
@@ -58,15 +67,20 @@ def _plural(kind: str) -> str:
 class _Saving:
     """A save that counts once, when it returned (however many files it wrote)."""
 
-    def __init__(self, phase: Phase):
+    def __init__(self, phase: Phase, push: bool = False):
         self.phase = phase
+        self.push = push
 
     def __enter__(self) -> None:
         self.phase._saving += 1
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
         self.phase._saving -= 1
-        if kind is None:
+        if kind is not None:
+            return
+        if self.push:
+            self.phase.pushes += 1
+        else:
             self.phase.saved()
 
 
@@ -123,3 +137,55 @@ def count_saves(adaptations: Any, active: Callable[[], Any]) -> None:
                 adaptations.replace(owner, method, framework_save)
 
         post_import.when_imported(name, patch)
+
+
+# What pushes to the Hub, each replaced in a smoke run by what it does before its network call: (module, class).
+SAVE_PRETRAINED_PUSHERS = (
+    ("transformers.utils.hub", "PushToHubMixin"),  # configs, processors
+    ("transformers.modeling_utils", "PreTrainedModel"),  # each overrides it
+    ("transformers.tokenization_utils_base", "PreTrainedTokenizerBase"),
+)
+TRAINER_PUSHERS = (("transformers.trainer", "Trainer"),)
+
+
+def stand_in_pushes(adaptations: Any, active: Callable[[], Any]) -> None:
+    """A smoke run's `push_to_hub`: the files are written as the push writes them before uploading (a model's,
+    tokenizer's or config's save_pretrained into a temporary directory; the Trainer's save_model into its output
+    directory), then counted in the watch `active()` returns; the network is never called (offline, and a smoke
+    run's model is no model to publish)."""
+
+    def mixin_push(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def push_to_hub(self: Any, repo_id: str, *args: Any, **kwargs: Any) -> None:
+            import tempfile
+
+            shard = {"max_shard_size": kwargs["max_shard_size"]} if "max_shard_size" in kwargs else {}
+            with _pushing(active), tempfile.TemporaryDirectory() as directory:
+                self.save_pretrained(directory, **shard)
+
+        return push_to_hub
+
+    def trainer_push(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def push_to_hub(self: Any, *args: Any, **kwargs: Any) -> None:
+            with _pushing(active):
+                self.save_model(_internal_call=True)
+
+        return push_to_hub
+
+    pushers = [(p, mixin_push) for p in SAVE_PRETRAINED_PUSHERS] + [(p, trainer_push) for p in TRAINER_PUSHERS]
+    for (name, cls), make in pushers:
+
+        def patch(module: Any, cls: str = cls, make: Callable = make) -> None:
+            owner = getattr(module, cls, None)
+            if owner is not None and "push_to_hub" in vars(owner):  # its own, not one patched already
+                adaptations.replace(owner, "push_to_hub", make)
+
+        post_import.when_imported(name, patch)
+
+
+def _pushing(active: Callable[[], Any]) -> Any:
+    import contextlib
+
+    watch = active()
+    return watch.pushing() if watch is not None else contextlib.nullcontext()

@@ -320,6 +320,10 @@ class EpochWatch:
         """A save made of several files (a framework's checkpoint) counts once, when it returned."""
         return (self.phase() or Phase()).saving()
 
+    def pushing(self) -> Any:
+        """A push to the Hub, checked up to its network call: counted once it got there."""
+        return (self.phase() or Phase()).pushing()
+
     def training_ended(self, how: str) -> None:
         """A framework that drives the loop returned from its training call: what follows is after training."""
         if self.trained_on is None:
@@ -457,5 +461,6 @@ def _patch(adaptations: Any) -> None:
     adaptations.replace(DataLoader, "__iter__", iterate)
     adaptations.replace(DataLoader, "__len__", length)
     after_training.count_saves(adaptations, active)
+    after_training.stand_in_pushes(adaptations, active)
     register_optimizer_step_pre_hook(before_step)
     _patched = True
