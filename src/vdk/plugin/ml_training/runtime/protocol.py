@@ -3,6 +3,7 @@ per-rank result files. Standard library only; imported on both sides."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -10,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from typing import TypeVar
 
 # Set by the local launcher; absent in job images, where the bootstrap only runs the user's code.
 MODE = "VDK_ML_TRAINING_MODE"  # "smoke" (CPU shims + step limit) or "full"
@@ -100,62 +102,49 @@ STALLED = "stalled"  # full run: the stall watchdog ended the rank (no optimizer
 SPAWNED_NOTHING = "torch.multiprocessing.spawn(nprocs=0)"
 
 
+_R = TypeVar("_R", bound="_Reached")
+
+
 @dataclass(frozen=True)
-class EpochEnd:
-    """Whether a smoke rank reached the end of an epoch (field "epoch_end" of its result file)."""
+class _Reached:
+    """A point of a smoke rank's script, reached or not: whether, how, and what ran after it. One record shape for
+    the end of an epoch and the end of training; a subclass's further fields are texts."""
 
     reached: bool
-    how: str = ""  # how, when not by the end of a DataLoader pass: "the Hugging Face Trainer ..."
+    how: str = ""
     then: tuple[str, ...] = ()  # what ran after it: "evaluation (2 batches)", "1 save"
+
+    def to_record(self) -> dict[str, Any]:
+        record = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        record["then"] = list(self.then)
+        return record
+
+    @classmethod
+    def from_record(cls: type[_R], record: Any) -> _R | None:
+        if not isinstance(record, dict) or not isinstance(record.get("reached"), bool):
+            return None
+        then = record.get("then") or []
+        texts = {
+            f.name: str(record.get(f.name) or "") for f in dataclasses.fields(cls) if f.name not in ("reached", "then")
+        }
+        return cls(reached=record["reached"], then=tuple(str(x) for x in then if isinstance(x, str)), **texts)
+
+
+@dataclass(frozen=True)
+class EpochEnd(_Reached):
+    """Whether a smoke rank reached the end of an epoch (field "epoch_end" of its result file). `how`: how, when
+    not by the end of a DataLoader pass ("the Hugging Face Trainer ...")."""
+
     why_not: str = ""  # why not, when known
 
-    def to_record(self) -> dict[str, Any]:
-        return {"reached": self.reached, "how": self.how, "then": list(self.then), "why_not": self.why_not}
-
-    @classmethod
-    def from_record(cls, record: Any) -> EpochEnd | None:
-        if not isinstance(record, dict) or not isinstance(record.get("reached"), bool):
-            return None
-        then = record.get("then") or []
-        return cls(
-            record["reached"],
-            str(record.get("how") or ""),
-            tuple(str(x) for x in then if isinstance(x, str)),
-            str(record.get("why_not") or ""),
-        )
-
 
 @dataclass(frozen=True)
-class TrainingEnd:
-    """Whether the code after a smoke rank's training loop ran (field "training_end" of its result file)."""
+class TrainingEnd(_Reached):
+    """Whether the code after a smoke rank's training loop ran (field "training_end" of its result file). `how`:
+    how training ended ("the script left its training loop (train.py:42) after its first epoch")."""
 
-    reached: bool
-    how: str = ""  # how training ended: "the script left its training loop (train.py:42) after its first epoch"
-    then: tuple[str, ...] = ()  # what ran after it: "1 save", "evaluation (1 batch)"
     not_run: str = ""  # why the code after it did not run, and what covers it
     note: str = ""  # steps past smoke_steps, and why (a sweep's metric not reported yet)
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "reached": self.reached,
-            "how": self.how,
-            "then": list(self.then),
-            "not_run": self.not_run,
-            "note": self.note,
-        }
-
-    @classmethod
-    def from_record(cls, record: Any) -> TrainingEnd | None:
-        if not isinstance(record, dict) or not isinstance(record.get("reached"), bool):
-            return None
-        then = record.get("then") or []
-        return cls(
-            record["reached"],
-            str(record.get("how") or ""),
-            tuple(str(x) for x in then if isinstance(x, str)),
-            str(record.get("not_run") or ""),
-            str(record.get("note") or ""),
-        )
 
 
 def result_path(run_dir: Path | str, rank: int | str) -> Path:
