@@ -12,7 +12,7 @@ from tests.support.jobs import write_job
 from tests.support.registry import podman
 
 # Stands in for Python in the busybox test base: reports what the job image set up for the
-# launch command (`python -m torch.distributed.run -m <bootstrap> <entrypoint> <args>`).
+# launch command (`python -m <launcher> -m <bootstrap> <entrypoint> <args>`; the last `-m` names the bootstrap).
 FAKE_PYTHON = r"""#!/bin/sh
 echo "argv=$*"
 echo "cwd=$(pwd)"

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vdk.plugin.ml_training import layout
+
 BOOTSTRAP = "vdk.plugin.ml_training.runtime.bootstrap"
 
 
@@ -36,7 +38,7 @@ def torchrun_command(*entry: str, processes: int = 2) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        layout.LAUNCHER_MODULE,
         "--standalone",
         f"--nproc-per-node={processes}",
         "-m",

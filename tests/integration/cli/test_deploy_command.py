@@ -24,6 +24,7 @@ from tests.support import crd_schema
 from tests.support.jobs import write_job
 from tests.support.native import native_errors
 from tests.support.wheels import make_wheel
+from vdk.plugin.ml_training import layout
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.job import teams
 
@@ -150,7 +151,7 @@ def test_dry_run_on_a_base_with_only_python3_starts_python3_in_every_backend_and
         assert {c["command"][0] for c in containers} == {"python3"}, backend
         why = "`python3` on the image's PATH: /usr/bin/python3 -> /usr/bin/python3.11; the image has no `python`"
         assert f"python     python3: {why}" in done.stderr
-        assert "command    python3 -m torch.distributed.run" in done.stderr
+        assert f"command    python3 -m {layout.LAUNCHER_MODULE}" in done.stderr
     assert "Reading base image" not in done.stderr  # read by the first dry run, then from the cache
 
 

@@ -53,7 +53,7 @@ def test_plan_reports_layers_exclusions_warnings_and_reference_without_contactin
     assert plan.command == (
         "python",
         "-m",
-        "torch.distributed.run",
+        "vdk.plugin.ml_training.runtime.torchrun_launch",
         "-m",
         "vdk.plugin.ml_training.runtime.bootstrap",
         "train.py",
@@ -70,7 +70,7 @@ def test_plan_reports_layers_exclusions_warnings_and_reference_without_contactin
     assert "data/  (.gitignore: data/)" in text and ".env  (environment file (may hold secrets))" in text
     assert "warning: weights.bin is 50.0 MB: files over 50.0 MB" in text  # sizes as the README states them
     assert "dependencies /opt/vdk-ml/deps" in text and "3 lines" not in text and "2 lines of requirements.txt" in text
-    assert "command    python -m torch.distributed.run" in text
+    assert "command    python -m vdk.plugin.ml_training.runtime.torchrun_launch" in text
 
 
 def test_same_inputs_same_reference_and_any_change_a_new_one(tmp_path, no_network, monkeypatch):

@@ -69,7 +69,7 @@ def test_pytorchjob_multi_node_gpus(tmp_path):
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
         assert container["resources"]["requests"]["nvidia.com/gpu"] == "8"
         assert container["command"] == layout.launch_command(spec, IMAGE.python, pod_template.torchrun_flags())
-        assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
+        assert container["command"][:3] == ["python", "-m", layout.LAUNCHER_MODULE]
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         pod_spec = replicas[rtype]["template"]["spec"]
         assert pod_spec["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
@@ -131,7 +131,7 @@ def test_every_backend_starts_the_interpreter_the_image_has(tmp_path):
         container = render_run(spec, conda, make_run(spec), "ml", backend)[0]
         for key in path:
             container = container[key]
-        assert container["command"][:3] == ["/opt/conda/bin/python", "-m", "torch.distributed.run"], backend
+        assert container["command"][:3] == ["/opt/conda/bin/python", "-m", layout.LAUNCHER_MODULE], backend
         assert container["image"] == IMAGE.reference
 
 

@@ -40,7 +40,7 @@ def test_a_smoke_run_container_is_started_as_the_pods_are(tmp_path, monkeypatch)
     # the image's launcher with the smoke run's single-node layout, ranks forked as on this machine
     assert argv[at + 3 :] == [
         "-m",
-        "torch.distributed.run",
+        layout.LAUNCHER_MODULE,
         *plan.torchrun_flags(run_dir, 23456),
         "--run-path",
         "--start-method=fork",

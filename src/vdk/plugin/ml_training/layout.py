@@ -21,6 +21,8 @@ DATA_CACHE_DIR = f"{ROOT}/data-cache"  # the data cache (data_cache_pvc, or the 
 PYTHONPATH = f"{DEPS_DIR}:{LIB_DIR}"
 BOOTSTRAP_MODULE = "vdk.plugin.ml_training.runtime.bootstrap"
 BOOTSTRAP_PATH = f"{LIB_DIR}/{BOOTSTRAP_MODULE.replace('.', '/')}.py"  # the same, as a file in the image
+# torch's launcher (torch.distributed.run) whose agents leave the exit barrier together: what every pod starts
+LAUNCHER_MODULE = "vdk.plugin.ml_training.runtime.torchrun_launch"
 
 
 @dataclass(frozen=True)
@@ -63,14 +65,14 @@ def sampler_settings(spec: MLJobSpec, gpu_count: int | None = None) -> SamplerSe
 
 
 def launch_command(spec: MLJobSpec, python: str, torchrun_flags: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """torch's own launcher, started by the base's interpreter `python`, running the user's
-    entrypoint through the runtime bootstrap.
+    """torch's own launcher (in the runtime's LAUNCHER_MODULE, which makes its exit barrier safe), started by the
+    base's interpreter `python`, running the user's entrypoint through the runtime bootstrap.
 
     Without flags, torchrun takes its layout from the operator's PET_* variables."""
     return [
         python,
         "-m",
-        "torch.distributed.run",
+        LAUNCHER_MODULE,
         *torchrun_flags,
         "-m",
         BOOTSTRAP_MODULE,

@@ -95,7 +95,7 @@ def test_every_backend_runs_the_data_step_and_mounts_each_dataset_at_its_target(
     if backend == "trainjob":
         command = manifests[0]["spec"]["trainer"]["command"]
         assert command[1:4] == ["-m", MODULE, "fetch"] and "--" in command
-        assert command[command.index("--") + 1 :][1:3] == ["-m", "torch.distributed.run"]
+        assert command[command.index("--") + 1 :][1:3] == ["-m", layout.LAUNCHER_MODULE]
         links = dict(a.split("=", 1) for a in argument(command, "--link"))
         assert links[train_at] == f"{layout.DATA_CACHE_DIR}/vdk-data/{TRAIN_PIN.cache_key}"
         assert mounts[layout.DATA_CACHE_DIR]["name"] == data_volumes.CACHE_VOLUME

@@ -1,5 +1,5 @@
 """A local run inside the job's image (`vdk run --container`): torchrun started as every backend's pod
-starts it (the image's interpreter, `-m torch.distributed.run`, the runtime bootstrap, the pods'
+starts it (the image's interpreter, `-m` the runtime's torch launcher, the runtime bootstrap, the pods'
 environment and working directory, a /dev/shm of `shm_size`), with the local plan's layout and
 settings (ranks, step limit, CPU adaptations) on top. The run directory is shared with the container
 at the same path, so the launcher reads the ranks' result files as for a run on this machine."""
@@ -79,7 +79,7 @@ class ContainerStarter:
         command = [
             self.image.python,
             "-m",
-            "torch.distributed.run",
+            layout.LAUNCHER_MODULE,
             *plan.torchrun_flags(run_dir, port),
             *plan.bootstrap(layout.BOOTSTRAP_PATH),
             *self.spec.command_args(smoke=plan.mode == protocol.SMOKE),

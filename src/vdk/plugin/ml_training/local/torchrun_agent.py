@@ -1,7 +1,9 @@
 """torchrun for local runs: `python -m vdk.plugin.ml_training.local.torchrun_agent [torchrun flags] ...`.
 
-Exactly what the `torchrun` console script does (`torch.distributed.run.main()`), with three
-differences: torch's log formatter, which imports torch._dynamo (over 1 s) to format the first
+Exactly what the `torchrun` console script does (`torch.distributed.run.main()`), its agents leaving
+torch's exit barrier together as every pod's do (runtime/torchrun_launch.py: one code path; a local run
+has one agent, so the race it closes cannot happen here), with three differences: torch's log formatter,
+which imports torch._dynamo (over 1 s) to format the first
 exception it logs, is replaced by a plain one; the process ends at once instead of spending 0.3-1 s
 tearing down an interpreter that imported torch; and a rank forked from it ends as soon as it has
 returned its result, instead of staying until every rank has (torch's elastic agent keeps it waiting):
@@ -31,6 +33,7 @@ from vdk.plugin.ml_training.local import job_dir_mount
 from vdk.plugin.ml_training.local import lifeline
 from vdk.plugin.ml_training.local import process_tree
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime import torchrun_launch
 
 
 def main() -> None:
@@ -47,6 +50,7 @@ def main() -> None:
         from torch.distributed.run import main as torchrun
 
         _plain_torch_log_format()
+        torchrun_launch.make_exit_barrier_safe()
         _forked_ranks_end_when_done()
         torchrun()
         code = 0

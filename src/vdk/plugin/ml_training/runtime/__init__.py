@@ -5,7 +5,8 @@ modules: the image builder ships this package on its own, without the rest of th
 
 The modules, by job (no two import each other, even through others; none takes another's `_private` names):
 
-- starting the user's code: bootstrap (the command torchrun runs in every training process),
+- starting the user's code: torchrun_launch (torch's launcher, as every pod starts it, whose agents leave its
+  exit barrier together), bootstrap (the command torchrun runs in every training process),
   rank_process (what a training process does as it starts and ends, whoever started it), smoke_rank (a
   smoke rank's stand-ins, its end, and the mp.spawn workers that are ranks too), spawned_workers (mp.spawn
   workers of a full run), loader_workers, job_dir_protection, output_workdir, outputs_stream (the command

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[1:] if argv[:1] == ["--"] else argv
     if not command:
-        raise SystemExit("sweep_trial: no training command given (`-- python -m torch.distributed.run ...`)")
+        raise SystemExit("sweep_trial: no training command given (`-- python -m <torch's launcher> ...`)")
     env = dict(os.environ)
     sweep = wire.Sweep.from_json(env[wire.SPEC])
     slot = int(env.get("JOB_COMPLETION_INDEX") or 0)

@@ -50,7 +50,7 @@ def image_python(manifests: list[dict]) -> str:
     """The interpreter the run's containers start (the first word of their command)."""
     for value in _dicts(manifests):
         command = value.get("command")
-        if isinstance(command, list) and "torch.distributed.run" in command:
+        if isinstance(command, list) and layout.LAUNCHER_MODULE in command:
             return str(command[0])
     return "python3"
 
