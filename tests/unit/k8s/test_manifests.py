@@ -28,6 +28,7 @@ from vdk.plugin.ml_training.k8s.manifests import render_run
 from vdk.plugin.ml_training.k8s.manifests import to_yaml
 from vdk.plugin.ml_training.k8s.runs import record as run_record
 from vdk.plugin.ml_training.k8s.runs.identity import new_run_name
+from vdk.plugin.ml_training.k8s.storage import output_location
 from vdk.plugin.ml_training.layout import JobImage
 from vdk.plugin.ml_training.runtime import watchdog
 from vdk.plugin.ml_training.runtime.watchdog import WatchdogSettings
@@ -128,7 +129,9 @@ def test_every_backend_starts_the_interpreter_the_image_has(tmp_path):
         ("trainjob", ["spec", "trainer"]),
         ("job", ["spec", "template", "spec", "containers", 0]),
     ):
-        container = render_run(spec, conda, make_run(spec), "ml", backend)[0]
+        manifests = render_run(spec, conda, make_run(spec), "ml", backend)
+        assert output_location.image_python(manifests) == "/opt/conda/bin/python", backend  # what `vdk outputs` runs
+        container = manifests[0]
         for key in path:
             container = container[key]
         assert container["command"][:3] == ["/opt/conda/bin/python", "-m", layout.LAUNCHER_MODULE], backend
