@@ -257,3 +257,61 @@ def test_a_spawned_worker_that_hangs_is_shown_at_its_own_frame(tmp_path):
     assert re.search(r'File ".*train\.py", line \d+ in wait_for_data', where[0]), out
     assert '"<string>"' not in out and "KeyboardInterrupt" not in out, out
     assert "rank 1: 0 steps, stopped unfinished" in out, out
+
+
+# A script's own multiprocessing worker (a producer feeding a queue, not a rank: no mp.spawn) and a schedule-free
+# style optimizer (a torch.optim.Optimizer whose step is its own and never calls the base class's), as in the
+# corpus: the steps count and are cut, the worker ends with the script, the code after the loop runs.
+OWN_WORKER_AND_OPTIMIZER = """
+import multiprocessing as mp
+
+import torch
+
+
+class ScheduleFreeSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    z = self.state[p].setdefault("z", p.detach().clone())
+                    z.add_(p.grad, alpha=-group["lr"])
+                    p.lerp_(z, 0.5)
+
+
+def producer(queue):
+    torch.manual_seed(0)
+    while True:
+        queue.put(torch.randn(8, 4))
+
+
+if __name__ == "__main__":
+    queue = mp.Queue(maxsize=4)
+    worker = mp.Process(target=producer, args=(queue,), daemon=True)
+    worker.start()
+    model = torch.nn.Linear(4, 1).cuda()
+    optimizer = ScheduleFreeSGD(model.parameters())
+    for epoch in range(50):
+        for step in range(20):
+            loss = model(queue.get().cuda()).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print(f"epoch {epoch} loss={loss.item():.4f}", flush=True)
+    worker.terminate()
+    worker.join()
+    torch.save(model.state_dict(), "final.pt")
+    print("after the loop: saved", flush=True)
+"""
+
+
+def test_a_scripts_own_worker_process_and_its_own_optimizer_class_end_at_the_agreed_end(tmp_path):
+    ml = "gpus_per_node = 1\nsmoke_steps = 2\nsmoke_timeout = 2m\nsmoke_resume = off\n"
+    job = write_job(tmp_path, "own-worker", ml=ml, files={"train.py": textwrap.dedent(OWN_WORKER_AND_OPTIMIZER)})
+    out = passed(vdk_run(job), processes=1)
+    assert re.search(r"rank 0: 2 steps, last loss \d\S*", out), out  # its own step() counted, and cut there
+    assert "epoch 0 loss" in out and "epoch 1 loss" not in out, out  # not 50 epochs
+    assert "after the loop: saved" in out and "1 save" in out, out  # the worker stopped, the code after it ran
