@@ -4,6 +4,8 @@ seconds; the first check to fail ends the wait, and what the others find within 
 import threading
 import time
 
+import pytest
+
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops import deploy_checks
 from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
@@ -88,3 +90,32 @@ def test_one_problem_found_twice_is_said_once():
     error = deploy_checks.failed_checks(checks)
     said = "the base image's registry does not resolve\nNothing was built or deployed.\nFix: use a mirror"
     assert error.message == said
+
+
+def test_the_overlays_activity_is_closed_however_the_interrupted_smoke_run_ended(monkeypatch):
+    """A failed check's signal may raise anywhere in the smoke run, also between the overlay activity's making and
+    the `try` that closes it: the activity is made and closed around the block where it may, so no heartbeat
+    goes on saying "still working" after the deploy ended (it printed into later tests' stderr)."""
+    import types
+
+    from vdk.plugin.ml_training.ops.remote_checks import RemoteCheckFailed
+
+    made = []
+    real = deploy_checks.overlay_activity
+    monkeypatch.setattr(deploy_checks, "overlay_activity", lambda reporter: made.append(real(reporter)) or made[-1])
+
+    def interrupted(spec, again, reporter, files, activity):  # the signal's exception, before the smoke run's try
+        raise RemoteCheckFailed("registry")
+
+    monkeypatch.setattr(deploy_checks, "smoke_check", interrupted)
+
+    def fails():
+        raise MLTrainingError("the registry refused", "log in")
+
+    checks = RemoteChecks({"registry": fails}).start()
+    checks.first_failure()  # failed already: the block raises as it begins, after the activity was made
+    reporter = types.SimpleNamespace(note=lambda text: None)
+    spec = types.SimpleNamespace(sweep=None, job_dir="job")
+    with pytest.raises(MLTrainingError, match="the registry refused"):
+        deploy_checks._smoke_check(spec, checks, reporter, files=None)
+    assert len(made) == 1 and made[0]._done.is_set()

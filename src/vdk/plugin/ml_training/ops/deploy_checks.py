@@ -22,6 +22,7 @@ from typing import Any
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.job import MLJobSpec
 from vdk.plugin.ml_training.ops.deploy_plan import Target
+from vdk.plugin.ml_training.ops.local_run import overlay_activity
 from vdk.plugin.ml_training.ops.local_run import smoke_check
 from vdk.plugin.ml_training.ops.remote_checks import RemoteCheckFailed
 from vdk.plugin.ml_training.ops.remote_checks import RemoteChecks
@@ -244,16 +245,22 @@ def _smoke_check(spec: MLJobSpec, checks: RemoteChecks, reporter: Reporter, file
     say = reporter.note
     say("Pre-flight: smoke check (skip with --skip-smoke)")
     again = f"deploy again (`vdk deploy -p {spec.job_dir}`; --skip-smoke if the smoke check itself is wrong)"
+    # The overlay's activity is made (and closed at the latest) outside the block where a failed check's signal may
+    # raise at any line: one raised between its making and its `try` left its heartbeat "still working" ever after
+    activity = overlay_activity(reporter) if spec.sweep is None else None
     try:
         with checks.interrupting():
             error = (
                 _sweep_smoke_check(spec, again, say, files)
                 if spec.sweep is not None
-                else smoke_check(spec, again, reporter, files)
+                else smoke_check(spec, again, reporter, files, activity)
             )
     except RemoteCheckFailed as stopped:
         say(f"\nsmoke run stopped: the {stopped.check} check failed (every process of it was stopped)")
         raise failed_checks(checks) from None
+    finally:
+        if activity is not None:
+            activity.close()
     if error is not None:
         raise nothing_done(error)
 

@@ -40,6 +40,7 @@ from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.source.job_files import FileSet
 
 if TYPE_CHECKING:
+    from vdk.plugin.ml_training.image.build_progress import Activity
     from vdk.plugin.ml_training.image.build_progress import Progress
     from vdk.plugin.ml_training.ops.sweep_local import LocalSweep
     from vdk.plugin.ml_training.ops.sweep_smoke import SweepSmoke
@@ -152,26 +153,35 @@ def with_data(plan: LaunchPlan, progress: Progress | None = None) -> LaunchPlan:
     return dataclasses.replace(plan, data=datasets, notes=(*plan.notes, *notes))
 
 
-def smoke_check(spec: MLJobSpec, again: str, reporter: Reporter, files: FileSet | None = None) -> LocalRunFailed | None:
+def smoke_check(
+    spec: MLJobSpec, again: str, reporter: Reporter, files: FileSet | None = None, activity: Activity | None = None
+) -> LocalRunFailed | None:
     """The smoke run before a deploy: its output on stderr (the deploy's stdout is its result), the error to
     report if it failed, with a fix that ends with `again`. `files`: the job directory's files as the deploy
-    found them (its working directory holds them; the image's code layer will). (A sweep's is
-    ops/sweep_smoke.py's.)"""
-    deps = _overlay(spec, reporter)
+    found them (its working directory holds them; the image's code layer will). `activity`: the overlay's, made
+    and closed by the caller (overlay_activity), when the smoke run may be interrupted by a signal's exception.
+    (A sweep's is ops/sweep_smoke.py's.)"""
+    deps = _overlay(spec, reporter, activity)
     plan = smoke_plan(spec, overlay=deps, files=files)
     return run_plan(with_data(plan), reporter, again=again, stdout=sys.stderr).error
 
 
-def _overlay(spec: MLJobSpec, reporter: Reporter) -> Overlay | None:
-    """The job's dependency overlay (local/overlay.py); while uv installs it, its steps as the run's notes and, when
-    it is quiet (one long download), `still working, N s so far` every 10 s."""
+def overlay_activity(reporter: Reporter) -> Activity:
+    """What says the overlay's install: its steps as the run's notes and, when uv is quiet (one long download),
+    `still working, N s so far` every 10 s, until closed."""
     from vdk.plugin.ml_training.image.build_progress import LineProgress
 
-    activity = LineProgress(reporter.note, prefix="  ").activity("dependency overlay")
+    return LineProgress(reporter.note, prefix="  ").activity("dependency overlay")
+
+
+def _overlay(spec: MLJobSpec, reporter: Reporter, activity: Activity | None = None) -> Overlay | None:
+    """The job's dependency overlay (local/overlay.py), said by `activity` (else by one of its own), which is
+    closed once the overlay is ready (closing it again is harmless: a caller that made it closes it too)."""
+    own = activity or overlay_activity(reporter)
     try:
-        return overlay.prepare(spec, reporter.note, activity)
+        return overlay.prepare(spec, reporter.note, own)
     finally:
-        activity.close()
+        own.close()
 
 
 def check_imports_locally(spec: MLJobSpec) -> list[str]:
