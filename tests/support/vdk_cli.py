@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from vdk.internal import cli_entry
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from vdk.plugin.ml_training import plugin as ml_plugin
+from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 
 HAS_CONTROL_CLI = importlib.util.find_spec("vdk.plugin.control_cli_plugin") is not None
 
@@ -37,3 +39,20 @@ def vdk_process(*args: str, env: dict | None = None, timeout: float = 120) -> su
     logging set-up and the real stdout / stderr (what a test runner's capture would hide)."""
     command = [str(Path(sys.executable).with_name("vdk")), *args]
     return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+# What `vdk run` says of a smoke run that passed: its seconds (group 1) and its processes (group 2).
+SMOKE_PASSED = re.compile(r"smoke run PASSED in ([0-9.]+) s \((\d+) process(?:es)?\)")
+
+
+def smoke_run(job: Path, timeout: float = 300, smoke_timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`vdk run JOB` as a user runs it, in a new process, without the session's VDK_ML_TRAINING_* settings but
+    where local runs go; its stdout and stderr as one text, as a terminal shows them. `smoke_timeout`: vdk's own
+    (VDK_ML_TRAINING_SMOKE_TIMEOUT), so that a hung run ends with its report before the test's `timeout`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
+    if smoke_timeout is not None:
+        env["VDK_ML_TRAINING_SMOKE_TIMEOUT"] = str(smoke_timeout)
+    command = [str(Path(sys.executable).with_name("vdk")), "run", str(job)]
+    return subprocess.run(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+    )

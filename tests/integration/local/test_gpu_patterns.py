@@ -5,34 +5,20 @@ still caught. Each job is written for its test."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from tests.support.vdk_cli import SMOKE_PASSED
+from tests.support.vdk_cli import smoke_run
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
-PASSED = re.compile(r"smoke run PASSED in ([0-9.]+) s \((\d+) process(?:es)?\)")
-
-
-def vdk_run(job: Path, timeout: int = 400) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    return subprocess.run(
-        [str(VDK), "run", str(job)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
+PASSED = SMOKE_PASSED
 
 
 def job(tmp_path: Path, name: str, script: str, ml: str = "gpus_per_node = 2\nsmoke_steps = 2\n", **files) -> Path:
@@ -109,7 +95,7 @@ FSDP2_ML = "gpus_per_node = 2\nsmoke_steps = 2\n"
 
 def test_fsdp2_with_its_default_mesh_and_meta_init_trains_with_and_without_mixed_precision(tmp_path):
     script = FSDP2_DEFAULT_MESH.format(tokens_device=', device="cuda"')
-    out = passed(vdk_run(job(tmp_path, "fsdp2-default-mesh", script, FSDP2_ML)))
+    out = passed(smoke_run(job(tmp_path, "fsdp2-default-mesh", script, FSDP2_ML)))
     assert "full: parameters on cuda:0" in out and "mixed: parameters on cuda:0" in out
     assert "full: step 1 loss" in out and "mixed: step 1 loss" in out, out  # both trained
     assert "step 2 loss" not in out  # and stopped when each took its 2 steps (the total: 4)
@@ -120,7 +106,7 @@ def test_fsdp2_with_its_default_mesh_and_meta_init_trains_with_and_without_mixed
 def test_a_device_bug_in_an_fsdp2_model_is_still_caught(tmp_path):
     script = FSDP2_DEFAULT_MESH.format(tokens_device="")  # the batch stays on the CPU
     train = job(tmp_path, "fsdp2-bug", script, FSDP2_ML)
-    done = vdk_run(train)
+    done = smoke_run(train)
     out = done.stdout
     assert done.returncode != 0, out
     assert "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!" in out
@@ -161,7 +147,7 @@ for epoch in range(2):
 
 def test_accelerate_gathers_2d_and_3d_tensors_for_metrics(tmp_path):
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_resume = off\n"  # one start: its evaluation pass only
-    out = passed(vdk_run(job(tmp_path, "gather", GATHER_FOR_METRICS, ml, requirements_txt="accelerate\n")))
+    out = passed(smoke_run(job(tmp_path, "gather", GATHER_FOR_METRICS, ml, requirements_txt="accelerate\n")))
     gathered = re.findall(r"gathered \((\d+), 3\) \((\d+), 2, 3\) rows \[([0-9, ]+)\]", out)
     assert len(gathered) == 2, out  # the evaluation pass is cut to smoke_steps batches, as the training pass
     for rows, cube_rows, indices in gathered:
@@ -207,7 +193,7 @@ for epoch in range(3):
 
 def test_ranks_that_step_unevenly_agree_on_the_end_in_seconds_not_at_the_timeout(tmp_path):
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 3m\n"
-    out = passed(vdk_run(job(tmp_path, "uneven", UNEVEN_STEPS, ml)))
+    out = passed(smoke_run(job(tmp_path, "uneven", UNEVEN_STEPS, ml)))
     assert float(PASSED.search(out).group(1)) < 120, out  # not at the timeout
     assert re.search(r"rank 0: 2 steps, last loss \S+, stopped as planned", out), out
     assert "end of training: the script left its training loop (train.py:15) after its first epoch" in out
@@ -260,7 +246,7 @@ for _ in range(3):
 
 
 def test_cuda_work_on_threads_and_in_rpc_handlers_finds_the_virtual_gpus(tmp_path):
-    out = passed(vdk_run(job(tmp_path, "threads", THREADS_AND_RPC)))
+    out = passed(smoke_run(job(tmp_path, "threads", THREADS_AND_RPC)))
     assert "rank 0: thread cuda:0 then cuda:1, pool 6, rpc 6.0" in out
 
 
@@ -309,7 +295,7 @@ for _ in range(4):
 
 
 def test_flash_attention_of_dtensors_runs_on_their_shards(tmp_path):
-    out = passed(vdk_run(job(tmp_path, "dtensor-attention", DTENSOR_ATTENTION)))
+    out = passed(smoke_run(job(tmp_path, "dtensor-attention", DTENSOR_ATTENTION)))
     assert "rank 0: matches True" in out
     assert "attention of DTensors -> per shard" in adapted(out)
 
@@ -347,7 +333,7 @@ for step in range(4):  # both models in turn, each its own step: the smoke run s
 
 
 def test_ddp_s_bf16_hooks_average_gradients_in_fp32(tmp_path):
-    out = passed(vdk_run(job(tmp_path, "bf16-hook", BF16_HOOK)))
+    out = passed(smoke_run(job(tmp_path, "bf16-hook", BF16_HOOK)))
     assert "rank 0 bf16_compress_hook: step 1: gradients averaged" in out, out  # the same on every rank (asserted)
     assert "rank 0 bf16_compress_wrapper: step 1: gradients averaged" in out, out
     assert "DDP bf16 hook -> fp32 all-reduce" in adapted(out)
@@ -376,7 +362,7 @@ for epoch in range(3):
 
 
 def test_manual_sgd_stops_at_smoke_steps_with_the_last_loss(tmp_path):
-    out = passed(vdk_run(job(tmp_path, "manual-sgd", MANUAL_SGD, "gpus_per_node = 1\nsmoke_steps = 3\n")), ranks=1)
+    out = passed(smoke_run(job(tmp_path, "manual-sgd", MANUAL_SGD, "gpus_per_node = 1\nsmoke_steps = 3\n")), ranks=1)
     losses = dict(re.findall(r"batch (\d+) loss (\S+)", out))
     assert sorted(losses) == ["0", "1", "2"], out  # the fourth batch's backward pass is where it stopped
     assert re.search(rf"rank 0: 3 steps, last loss {re.escape(losses['2'])}, stopped as planned", out), out

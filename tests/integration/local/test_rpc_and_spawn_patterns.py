@@ -4,10 +4,8 @@ cut as a torch.optim step is. Each job is written for its test: tiny models, syn
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,24 +13,12 @@ import pytest
 
 from tests.support.jobs import write_job
 from tests.support.registry import free_port
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from tests.support.vdk_cli import SMOKE_PASSED
+from tests.support.vdk_cli import smoke_run
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
-PASSED = re.compile(r"smoke run PASSED in ([0-9.]+) s \((\d+) process(?:es)?\)")
-
-
-def vdk_run(job: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    return subprocess.run(
-        [str(VDK), "run", str(job)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
+PASSED = SMOKE_PASSED
 
 
 def passed(done: subprocess.CompletedProcess, processes: int = 2) -> str:
@@ -116,7 +102,7 @@ def rpc_job(tmp_path: Path, name: str, optimizer: str, ml: str = "") -> Path:
 # its steps are counted once, on the caller, and no rank's end is raised in an RPC thread.
 @pytest.mark.parametrize("optimizer", ["torch.optim.SGD", "torch.optim.NAdam"])
 def test_distributed_optimizer_steps_count_and_are_cut_as_torch_optim_steps(tmp_path, optimizer):
-    out = passed(vdk_run(rpc_job(tmp_path, "rpc-dist-optim", optimizer, "smoke_resume = off\n")))
+    out = passed(smoke_run(rpc_job(tmp_path, "rpc-dist-optim", optimizer, "smoke_resume = off\n")))
     assert re.search(r"rank 0: 2 steps, last loss \d\S*, the script ended", out), out
     assert "rank 1: 0 steps, the script ended" in out, out  # the owner's part of the step is not another step
     assert "epoch 0 loss" in out and "epoch 1 loss" not in out, out  # cut after its first epoch, not 50
@@ -163,7 +149,9 @@ print(f"rank {rank} done, observed {len(seen)}", flush=True)
 
 def test_an_rpc_observer_that_never_steps_ends_at_the_agreed_end(tmp_path):
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 3m\n"
-    out = passed(vdk_run(write_job(tmp_path, "rpc-observer", ml=ml, files={"train.py": textwrap.dedent(RPC_OBSERVER)})))
+    out = passed(
+        smoke_run(write_job(tmp_path, "rpc-observer", ml=ml, files={"train.py": textwrap.dedent(RPC_OBSERVER)}))
+    )
     assert float(PASSED.search(out).group(1)) < 90, out  # in seconds, not at smoke_timeout
     assert re.search(r"rank 0: 2 steps, last loss \S+, stopped as planned", out), out  # the first start's stop
     assert "rank 1: 0 steps, the script ended" in out, out
@@ -210,7 +198,7 @@ if __name__ == "__main__":
 def test_a_script_that_spawns_its_workers_twice_passes(tmp_path):
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 3m\nsmoke_resume = off\n"
     script = textwrap.dedent(TWO_SPAWNS.replace("{first}", str(free_port())).replace("{second}", str(free_port())))
-    out = passed(vdk_run(write_job(tmp_path, "two-spawns", ml=ml, files={"train.py": script})))
+    out = passed(smoke_run(write_job(tmp_path, "two-spawns", ml=ml, files={"train.py": script})))
     # the second spawn's workers were SIGTERMed as leftovers of the first's: "process 0 terminated with signal SIGTERM"
     assert "basic done on rank 0" in out and "checkpoint done on rank 0" in out and "all demos done" in out, out
     assert "the launcher process: spawned 4 workers in 2 calls, the script ended" in out, out  # counted, not from GPUs
@@ -250,7 +238,7 @@ if __name__ == "__main__":
 def test_a_spawned_worker_that_hangs_is_shown_at_its_own_frame(tmp_path):
     ml = "gpus_per_node = 2\nsmoke_steps = 2\nsmoke_timeout = 30s\nsmoke_resume = off\n"
     job = write_job(tmp_path, "spawned-hang", ml=ml, files={"train.py": textwrap.dedent(SPAWNED_WORKER_HANGS)})
-    done = vdk_run(job)
+    done = smoke_run(job)
     out = done.stdout
     assert done.returncode != 0 and "timed out after 30s (smoke_timeout): rank 1 still running" in out, out
     where = out.split("rank 1 was at:", 1)[1].strip().splitlines()
@@ -311,7 +299,7 @@ if __name__ == "__main__":
 def test_a_scripts_own_worker_process_and_its_own_optimizer_class_end_at_the_agreed_end(tmp_path):
     ml = "gpus_per_node = 1\nsmoke_steps = 2\nsmoke_timeout = 2m\nsmoke_resume = off\n"
     job = write_job(tmp_path, "own-worker", ml=ml, files={"train.py": textwrap.dedent(OWN_WORKER_AND_OPTIMIZER)})
-    out = passed(vdk_run(job), processes=1)
+    out = passed(smoke_run(job), processes=1)
     assert re.search(r"rank 0: 2 steps, last loss \d\S*", out), out  # its own step() counted, and cut there
     assert "epoch 0 loss" in out and "epoch 1 loss" not in out, out  # not 50 epochs
     assert "after the loop: saved" in out and "1 save" in out, out  # the worker stopped, the code after it ran

@@ -5,36 +5,24 @@ user's line, and the failure says how to turn the check off."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.support.ddp_scripts import MP_SPAWN_IMPORTS
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from tests.support.vdk_cli import SMOKE_PASSED
+from tests.support.vdk_cli import smoke_run
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
-PASSED = re.compile(r"smoke run PASSED in [0-9.]+ s \((\d+) process(?:es)?\)")
+PASSED = SMOKE_PASSED
 
 
 def vdk_run(job: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    # vdk's own timeout ends a hung run before the test's does: its report (each rank's stack) is the failure
-    env["VDK_ML_TRAINING_SMOKE_TIMEOUT"] = str(timeout - 60)
-    return subprocess.run(
-        [str(VDK), "run", str(job)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
+    return smoke_run(job, timeout, smoke_timeout=timeout - 60)  # vdk's report of a hung run, not the test's timeout
 
 
 def make_job(
@@ -52,7 +40,7 @@ def make_job(
 def assert_passed_in_one_group(done: subprocess.CompletedProcess, ranks: int = 2, steps: int = 2) -> None:
     out = done.stdout
     assert done.returncode == 0, out
-    assert PASSED.search(out) and int(PASSED.search(out).group(1)) == ranks, out
+    assert PASSED.search(out) and int(PASSED.search(out).group(2)) == ranks, out
     assert f"world size {ranks}" in out  # printed by rank 0 from dist.get_world_size()
     for rank in range(ranks):
         # stopped at the second epoch, or its script ended after the first
