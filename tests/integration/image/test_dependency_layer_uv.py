@@ -138,6 +138,35 @@ def test_same_requirements_give_the_same_layer_on_another_machine(tmp_path, whee
     assert not b.from_cache and a.blob.digest == b.blob.digest
 
 
+def test_a_layer_another_command_built_meanwhile_is_taken_and_never_removed_under_it(tmp_path, wheelhouse, monkeypatch):
+    """Two deploys (two terminals, two test workers) build the same layer at once: the one that finishes second
+    takes the first one's entry as it is, which the first still reads to push its files; a refresh replaces an
+    entry in one step."""
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    spec = job_with(tmp_path, wheelhouse, "tinydep\n")
+    info = base_info(spec)
+    first = dependency_layer.dependency_layer(spec, info, Progress())  # the other command's, finished meanwhile
+    entry = first.blob.path.parent
+    inodes = (entry.stat().st_ino, first.blob.path.stat().st_ino)
+    load = dependency_layer._load
+    looked = []
+
+    def missed_at_first(*args):  # this command looked before the other one's entry was there
+        looked.append(args)
+        return None if len(looked) == 1 else load(*args)
+
+    monkeypatch.setattr(dependency_layer, "_load", missed_at_first)
+    second = dependency_layer.dependency_layer(spec, info, Progress())
+    assert len(looked) == 2  # it built, and then found the other one's entry
+    assert second.blob.path == first.blob.path and second.blob.digest == first.blob.digest
+    assert (entry.stat().st_ino, first.blob.path.stat().st_ino) == inodes  # the same files, never removed
+
+    refreshed = dependency_layer.dependency_layer(spec, info, Progress(), refresh=True)
+    assert refreshed.blob.digest == first.blob.digest and refreshed.blob.path.exists()
+    assert entry.stat().st_ino != inodes[0] and not refreshed.from_cache
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no scratch directory left beside it
+
+
 def test_a_pure_python_source_distribution_is_built_into_the_layer(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "antlr4-python3-runtime==4.9.3\ntinysrc\n", base_image="python:3.11-slim")
     layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())

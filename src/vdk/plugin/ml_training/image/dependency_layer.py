@@ -132,7 +132,7 @@ def dependency_layer(
     started = time.monotonic()
     activity = progress.activity("dependencies")
     try:
-        layer = _build(spec, requirements, base, entry, key, extra, activity)
+        layer = _build(spec, requirements, base, entry, key, extra, activity, replace=refresh)
     except OSError as e:
         install_errors.raise_if_full(e, cache_root())  # a full disk, not a bad requirement
         raise
@@ -216,7 +216,11 @@ def _build(
     key: str,
     extra: tuple[str, ...] = (),
     activity: Activity | None = None,
+    replace: bool = False,
 ) -> DependencyLayer:
+    """Build the layer in a scratch directory of the cache and move it into `entry` in one step. An entry that
+    another command (a deploy in another terminal, a test worker) built meanwhile is taken as it is, unless
+    `replace` (a refresh): its files are read by that command until it pushed them."""
     activity = activity or Activity()
     root = cache_root() / "deps"
     root.mkdir(parents=True, exist_ok=True)
@@ -267,14 +271,14 @@ def _build(
         if lock.text:
             (staged / LOCK_FILE).write_text(lock.text, encoding="utf-8")
         (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-        shutil.rmtree(entry, ignore_errors=True)
         try:
             os.replace(staged, entry)  # the entry appears complete or not at all
-        except OSError:
+        except OSError:  # an entry is there: never removed under another command that has read it
             concurrent = _load(entry, key)  # another build of the same inputs finished first
-            if concurrent is None:
-                raise
-            return concurrent
+            if concurrent is not None and not replace:
+                return concurrent
+            os.replace(entry, work / "replaced")  # a broken or refreshed entry, moved aside in one step
+            os.replace(staged, entry)
         return DependencyLayer(
             layer_tarball.LayerBlob(blob.digest, blob.diff_id, blob.size, entry / meta["file"]),
             packages,
