@@ -1,6 +1,7 @@
 """The front door (vdk.plugin.ml_training.api): every verb a typed function whose docstring says its arguments,
 what it returns and what it raises, quiet unless given a reporter; every type it names resolves to the class its
-module defines; the page (docs/python-api.md) lists every verb."""
+module defines; the page (docs/python-api.md) lists every verb with its
+arguments."""
 
 from __future__ import annotations
 
@@ -88,8 +89,12 @@ def test_each_verb_that_works_is_quiet_unless_given_a_reporter(name):
     assert reporter.kind is inspect.Parameter.KEYWORD_ONLY and reporter.default is None
 
 
-def test_the_page_lists_every_verb():
+def test_the_page_lists_every_verb_with_its_signature():
     page = (ROOT / "docs" / "python-api.md").read_text()
     table = page.split("## The verbs", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"`api\.(\w+)\(", table))
-    assert listed == set(verbs())
+    shown = dict(re.findall(r"`api\.(\w+)\(([^`]*)\)`", table))
+    assert set(shown) == set(verbs())
+    for name, arguments in shown.items():  # what `help()` says, less the keyword every verb takes
+        parameters = [p for p in inspect.signature(verbs()[name]).parameters.values() if p.name != "reporter"]
+        real = [p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in parameters]
+        assert arguments.replace('"', "'") == ", ".join(real), name
