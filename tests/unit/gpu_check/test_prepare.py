@@ -1,8 +1,10 @@
 """What the real-GPU check carries (functional_tests/gpu/prepare.py): the project's requirements resolved for the
 GPU machine's Python, less what that machine has (but setuptools, always), nothing left uncovered, and the exact
-call, whose timeout fits the device tool's limit."""
+call, whose timeout fits the device tool's limit; docs/gpu-verification.md shows that call and its make target."""
 
 from __future__ import annotations
+
+import re
 
 from functional_tests.gpu import prepare
 
@@ -54,3 +56,12 @@ def test_the_call_names_the_script_the_carried_folder_and_a_timeout_the_tool_tak
     assert 'command="VDK_GPU_CHECK_SECONDS=480 bash functional_tests/gpu/run-on-gpu.sh"' in call
     assert 'carry=[".gpu-carry"]' in call and "timeout_s=540" in call
     assert prepare.BUDGET_SECONDS + 30 <= prepare.TIMEOUT_SECONDS <= 600  # the check ends before the call's limit
+
+
+def test_the_page_shows_the_target_and_the_call_that_the_preparation_prints():
+    page = (prepare.ROOT / "docs" / "gpu-verification.md").read_text()
+    blocks = re.findall(r"^```\w*\n(.*?)^```", page, re.M | re.S)
+    assert "make gpu-check-prepare\n" in blocks
+    assert re.search(r"^gpu-check-prepare:", (prepare.ROOT / "Makefile").read_text(), re.M)
+    printed = prepare.call(prepare.ROOT / ".gpu-carry")
+    assert printed.split(")\n", 1)[0] + ")\n" in blocks
