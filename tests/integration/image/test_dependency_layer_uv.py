@@ -229,4 +229,30 @@ def test_a_build_says_what_uv_does_and_then_built_or_reused_truthfully(tmp_path,
     monkeypatch.setattr(dependency_layer, "_built_here", {})
     later = io.StringIO()
     dependency_layer.dependency_layer(spec, info, StderrProgress(later))
-    assert "reused: built " in later.getvalue() and " ago for the same requirements.txt and Python" in later.getvalue()
+    assert "reused: built " in later.getvalue()
+    assert " ago for the same requirements.txt, package indexes and Python" in later.getvalue()
+
+
+def test_another_package_index_builds_a_new_layer_not_the_cached_one(tmp_path, monkeypatch):
+    """The same requirements.txt with uv pointed at another directory of wheels (UV_FIND_LINKS, as pip's
+    find-links reaches uv): a new layer from it, and the first one reused, truthfully, once uv points back."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    for version in ("1.0", "2.0"):
+        make_wheel(tmp_path / f"files-{version}", "timmy", version)
+    files = {"train.py": "pass\n", "requirements.txt": "--no-index\ntimmy\n"}
+    ml = f"base_image = {PYTORCH_BASE}\ngpus_per_node = 0\n"  # a CPU job: no NVML binding beside timmy
+    spec = load_job_spec(write_job(tmp_path, "job", ml=ml, files=files))
+    info = base_info(spec)
+    layers = {}
+    for version in ("1.0", "2.0"):
+        monkeypatch.setenv("UV_FIND_LINKS", str(tmp_path / f"files-{version}"))
+        layers[version] = dependency_layer.dependency_layer(spec, info, Progress())
+        assert layers[version].packages == (("timmy", version),) and not layers[version].from_cache
+    assert layers["1.0"].cache_key != layers["2.0"].cache_key
+    monkeypatch.setattr(dependency_layer, "_built_here", {})  # a later command
+    monkeypatch.setenv("UV_FIND_LINKS", str(tmp_path / "files-1.0"))
+    shown = io.StringIO()
+    again = dependency_layer.dependency_layer(spec, info, StderrProgress(shown))
+    assert again.from_cache and again.packages == (("timmy", "1.0"),)
+    assert "reused: built " in shown.getvalue() and "package indexes" in shown.getvalue()

@@ -2,7 +2,8 @@
 dependencies/uv_install.py): a version only one of two package indexes has, whichever of the two; with
 `index_strategy = first-index` the error names that choice, the index that had only the older version and the key
 that chooses; a pure-Python package published only as source (antlr4-python3-runtime, which Hydra needs) built into
-a wheel. Real uv, local indexes and files made here; the overlay prepared as `vdk run` prepares it."""
+a wheel; another index (uv's variable, a uv.toml in the job's directory) installs again, never the cached overlay.
+Real uv, local indexes and files made here; the overlay prepared as `vdk run` prepares it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 from tests.support.jobs import write_job
 from tests.support.wheels import make_source
+from tests.support.wheels import make_wheel
+from tests.support.wheels import simple_index
 from tests.support.wheels import two_indexes
 from tests.support.wheels import wheel_of_installed
 from vdk.plugin.ml_training.dependencies.install_errors import FirstIndexError
@@ -21,7 +24,14 @@ from vdk.plugin.ml_training.local import overlay
 def no_machine_indexes(isolated_environment, monkeypatch):
     """Only the indexes a test names, and a cache of its own (an overlay is cached by its requirements)."""
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for name in ("PIP_FIND_LINKS", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX"):
+    for name in (
+        "PIP_FIND_LINKS",
+        "UV_INDEX_URL",
+        "UV_EXTRA_INDEX_URL",
+        "UV_INDEX",
+        "UV_DEFAULT_INDEX",
+        "UV_NO_CONFIG",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -60,3 +70,29 @@ def test_a_pure_python_source_distribution_is_built_into_the_overlay(tmp_path):
     ready = prepared(tmp_path, f"--no-index\n--find-links {files}\nantlr4-python3-runtime==4.9.3\n")
     assert ready.packages == (("antlr4-python3-runtime", "4.9.3"),)
     assert (ready.path / "antlr4_python3_runtime" / "__init__.py").is_file()
+
+
+def test_another_index_installs_again_and_the_first_overlay_is_reused_when_it_is_back(tmp_path, monkeypatch):
+    one, two = (simple_index(tmp_path / v, [make_wheel(tmp_path / f"files-{v}", "timmy", v)]) for v in ("1", "2"))
+    job = write_job(tmp_path, "job", files={"train.py": "print('hi')\n", "requirements.txt": "timmy\n"})
+    spec = load_job_spec(job)
+
+    def prepared_now() -> overlay.Overlay:
+        ready = overlay.prepare(spec, note=lambda text: None)
+        assert ready is not None
+        return ready
+
+    monkeypatch.setenv("UV_DEFAULT_INDEX", one)
+    first = prepared_now()
+    assert first.packages == (("timmy", "1"),) and not first.from_cache
+    monkeypatch.setenv("UV_DEFAULT_INDEX", two)
+    second = prepared_now()
+    assert second.packages == (("timmy", "2"),) and not second.from_cache and second.path != first.path
+    monkeypatch.delenv("UV_DEFAULT_INDEX")
+    (job / "uv.toml").write_text(f"[[index]]\nurl = '{one}'\ndefault = true\n")  # uv reads it in the job's directory
+    from_file = prepared_now()
+    assert from_file.packages == (("timmy", "1"),) and not from_file.from_cache
+    (job / "uv.toml").unlink()
+    monkeypatch.setenv("UV_DEFAULT_INDEX", one)
+    back = prepared_now()
+    assert back.from_cache and back.path == first.path and back.packages == (("timmy", "1"),)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 
+from vdk.plugin.ml_training.dependencies.package_index import fingerprint
 from vdk.plugin.ml_training.dependencies.package_index import pip_settings
+from vdk.plugin.ml_training.dependencies.package_index import uv_config_files
 from vdk.plugin.ml_training.dependencies.package_index import uv_environment
 
 
@@ -44,3 +46,60 @@ def test_pip_reads_files_in_order_install_over_global_and_the_environment_over_b
     # uv's own settings win; PIP_CONFIG_FILE=/dev/null means no files at all (as for pip).
     assert "UV_FIND_LINKS" not in uv_environment({**env, "UV_FIND_LINKS": "/uv/wheels"})
     assert pip_settings({**env, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}) == {}
+
+
+def test_uv_s_configuration_files_are_the_system_s_the_user_s_and_the_nearest_project_s(tmp_path):
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_DIRS": str(tmp_path / "etc")}
+    job = tmp_path / "projects" / "team" / "job"
+    job.mkdir(parents=True)
+    assert uv_config_files(env, job) == []
+    system = pip_conf(tmp_path / "etc" / "uv" / "uv.toml", "[pip]\nindex-url = 'https://a.example.com/simple'\n")
+    user = pip_conf(tmp_path / "home" / ".config" / "uv" / "uv.toml", "[[index]]\nurl = 'https://b.example.com'\n")
+    above = pip_conf(tmp_path / "projects" / "uv.toml", "[[index]]\nurl = 'https://c.example.com/simple'\n")
+    pip_conf(tmp_path / "projects" / "team" / "pyproject.toml", "[project]\nname = 'team'\n")  # no [tool.uv]: passed
+    assert uv_config_files(env, job) == [system, user, above]
+    nearer = pip_conf(tmp_path / "projects" / "team" / "pyproject.toml", "[project]\n[[tool.uv.index]]\nurl = 'x'\n")
+    assert uv_config_files(env, job) == [system, user, nearer]
+    assert uv_config_files({**env, "UV_CONFIG_FILE": str(above)}, job) == [above]  # in place of every other
+    assert uv_config_files({**env, "UV_NO_CONFIG": "1"}, job) == []
+    assert uv_config_files({**env, "UV_NO_CONFIG": "0"}, job) == [system, user, nearer]
+
+
+def test_the_fingerprint_changes_with_every_index_setting_that_reaches_uv_and_hides_credentials(tmp_path):
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_DIRS": str(tmp_path / "etc")}
+    job = tmp_path / "job"
+    job.mkdir()
+    seen = {fingerprint(env, job)}
+    assert fingerprint(env, job) in seen  # the same settings, the same fingerprint
+    for name, value in (
+        ("UV_DEFAULT_INDEX", "https://user:s3cret-token@mirror.example.com/simple"),
+        ("UV_INDEX", "https://extra.example.com/simple"),
+        ("UV_INDEX_URL", "https://legacy.example.com/simple"),
+        ("UV_EXTRA_INDEX_URL", "https://legacy-extra.example.com/simple"),
+        ("UV_FIND_LINKS", "/opt/wheels"),
+        ("UV_NO_INDEX", "1"),
+    ):
+        env[name] = value
+        seen.add(fingerprint(env, job))
+    pyproject = pip_conf(job / "pyproject.toml", "[project]\nname = 'job'\n")
+    seen.add(fingerprint(env, job))  # a pyproject.toml without [tool.uv] is no setting of uv's
+    pyproject.write_text("[project]\nname = 'job'\n[tool.uv]\nindex-url = 'https://p.example.com/simple'\n")
+    seen.add(fingerprint(env, job))
+    pyproject.write_text("[project]\nname = 'renamed'\n[tool.uv]\nindex-url = 'https://p.example.com/simple'\n")
+    seen.add(fingerprint(env, job))  # only the [tool.uv] tables count
+    pip_conf(tmp_path / "home" / ".config" / "uv" / "uv.toml", "[[index]]\nurl = 'https://u.example.com'\n")
+    seen.add(fingerprint(env, job))
+    pip_conf(job / "uv.toml", "[[index]]\nurl = 'https://j.example.com'\n")  # before pyproject.toml in its directory
+    seen.add(fingerprint(env, job))
+    assert len(seen) == 1 + 6 + 1 + 1 + 1
+    final = fingerprint(env, job)
+    assert len(final) == 64 and set(final) <= set("0123456789abcdef")
+    assert "s3cret" not in final and "mirror" not in final
+
+
+def test_pip_s_settings_reach_the_fingerprint_as_uv_gets_them(tmp_path):
+    env = {"HOME": str(tmp_path / "home"), "PIP_CONFIG_FILE": os.devnull}
+    job = tmp_path
+    plain = fingerprint({**env, **uv_environment(env)}, job)
+    with_pip = {**env, "PIP_INDEX_URL": "https://mirror.example.com/simple"}
+    assert fingerprint({**with_pip, **uv_environment(with_pip)}, job) != plain

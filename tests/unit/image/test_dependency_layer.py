@@ -4,7 +4,11 @@ blank lines) gives no layer; a GPU job's layer adds the NVML binding unless it h
 
 from __future__ import annotations
 
+import json
+import os
+
 from tests.support.jobs import write_job
+from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import layer_inputs
 from vdk.plugin.ml_training.image.base_facts import base_info
@@ -55,6 +59,31 @@ def test_a_job_with_data_but_no_requirements_still_gets_a_layer_and_the_tools_ch
     plain = layer_inputs.layer_input(spec_of(tmp_path / "c", requirements="numpy\n"))
     with_data = layer_inputs.layer_input(spec_of(tmp_path / "d", "data = s3://bucket/x", requirements="numpy\n"))
     assert plain == b"numpy\n" and with_data.startswith(b"numpy\n") and with_data != plain
+
+
+def test_a_layer_cached_for_other_package_index_settings_is_not_taken(tmp_path, monkeypatch):
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://user:s3cret@one.example.com/simple")
+    spec = job_with(tmp_path, "numpy==2.3.0\n")
+    base = base_info(spec)
+    key = dependency_layer.cache_key(
+        b"numpy==2.3.0\n", base, (), spec.index_strategy, uv_install.index_fingerprint(spec.job_dir)
+    )
+    entry = tmp_path / "cache" / "deps" / key
+    entry.mkdir(parents=True)
+    (entry / "blob").write_bytes(b"layer")
+    meta = {"file": "blob", "size": 5, "digest": "sha256:x", "diff_id": "sha256:y", "packages": [["numpy", "2.3.0"]]}
+    (entry / "layer.json").write_text(json.dumps({**meta, "has_scripts": False}))
+    assert dependency_layer.cached_layer(spec, base).cache_key == key
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://two.example.com/simple")
+    assert dependency_layer.cached_layer(spec, base) is None
+    (spec.job_dir / "uv.toml").write_text("[[index]]\nurl = 'https://three.example.com/simple'\n")
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://user:s3cret@one.example.com/simple")
+    assert dependency_layer.cached_layer(spec, base) is None  # uv reads the job directory's uv.toml too
+    (spec.job_dir / "uv.toml").unlink()
+    assert dependency_layer.cached_layer(spec, base).cache_key == key
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
 
 
 # --- the NVML binding of the GPU sampler ------------------------------------------------------------------

@@ -40,7 +40,8 @@ def test_a_job_gets_no_overlay_without_requirements_beyond_what_vdk_s_environmen
 def test_unchanged_requirements_take_the_overlay_from_the_cache_without_uv(tmp_path, monkeypatch):
     monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
     spec = spec_with(tmp_path, "numpy==2.3.0\n")
-    key = overlay.cache_key((spec.job_dir / "requirements.txt").read_bytes(), overlay.this_interpreter())
+    indexes = uv_install.index_fingerprint(spec.job_dir)
+    key = overlay.cache_key((spec.job_dir / "requirements.txt").read_bytes(), overlay.this_interpreter(), indexes)
     entry = tmp_path / "cache" / overlay.OVERLAYS / key
     (entry / overlay.TARGET).mkdir(parents=True)
     (entry / overlay.META).write_text(json.dumps({"packages": [["numpy", "2.3.0"]]}))
@@ -58,6 +59,20 @@ def test_the_key_is_the_requirements_and_what_the_packages_are_installed_for():
     assert overlay.cache_key(b"numpy\n", this) != overlay.cache_key(b"numpy==2\n", this)
     other_torch = uv_install.Target(provides=this.provides, pins=(("torch", "0.1"),))
     assert overlay.cache_key(b"numpy\n", this) != overlay.cache_key(b"numpy\n", other_torch)
+    assert overlay.cache_key(b"numpy\n", this, "a") != overlay.cache_key(b"numpy\n", this, "b")  # the indexes
+
+
+def test_another_index_setting_is_another_overlay(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.delenv("UV_DEFAULT_INDEX", raising=False)
+    spec = spec_with(tmp_path, "numpy==2.3.0\n")
+    before = uv_install.index_fingerprint(spec.job_dir)
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://user:s3cret@mirror.example.com/simple")
+    after = uv_install.index_fingerprint(spec.job_dir)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://other.example.com/simple")  # uv's own setting wins over pip's
+    assert uv_install.index_fingerprint(spec.job_dir) == after
+    monkeypatch.delenv("UV_DEFAULT_INDEX")  # now pip's reaches uv
+    assert len({before, after, uv_install.index_fingerprint(spec.job_dir)}) == 3
 
 
 def test_the_overlay_goes_first_on_the_ranks_path_of_smoke_and_full_runs(tmp_path):

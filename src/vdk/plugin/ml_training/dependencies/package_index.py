@@ -7,14 +7,37 @@ pip reads `index-url`, `extra-index-url` and `find-links` from its configuration
 `$PIP_CONFIG_FILE`; later files win, and `[install]` wins over `[global]`), and `PIP_INDEX_URL`,
 `PIP_EXTRA_INDEX_URL`, `PIP_FIND_LINKS` from the environment, which wins over the files. uv reads
 none of them; this module hands them over as `UV_DEFAULT_INDEX`, `UV_INDEX` and `UV_FIND_LINKS`.
+
+What reaches uv is part of what the caches of installs remember (`fingerprint`: a local run's overlay, the image's
+dependency layer): uv's index variables (pip's handed over included) and the configuration files uv reads itself
+(docs.astral.sh/uv/concepts/configuration-files), so that pointing at another index installs again.
 """
 
 from __future__ import annotations
 
 import configparser
+import hashlib
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
+
+# uv's variables that say where packages come from (pip's settings arrive as the first, second and fifth), and which
+# configuration files it reads
+UV_INDEX_VARIABLES = (
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "UV_NO_INDEX",
+    "UV_CONFIG_FILE",
+    "UV_NO_CONFIG",
+)
+UV_CONFIG = "uv.toml"
+_TOML_TABLE = re.compile(r"^[ \t]*\[\[?[ \t]*([^\]]+?)[ \t]*\]", re.M)
+_FALSE = {"", "0", "false", "no", "off"}
 
 # pip's setting -> (pip's environment variable, uv's variable, uv variables that already say it)
 _SETTINGS = {
@@ -69,3 +92,64 @@ def uv_environment(env: Mapping[str, str]) -> dict[str, str]:
         else:
             out[uv_name] = " ".join(values)
     return out
+
+
+def uv_config_files(env: Mapping[str, str], cwd: Path) -> list[Path]:
+    """The configuration files uv reads when it runs in `cwd` with `env`, lowest precedence first: none with
+    UV_NO_CONFIG; only UV_CONFIG_FILE's when it names one; else the system's (the first of $XDG_CONFIG_DIRS/uv/uv.toml,
+    /etc/uv/uv.toml), the user's ($XDG_CONFIG_HOME/uv/uv.toml) and the project's: the nearest uv.toml, or
+    pyproject.toml with a [tool.uv] table, in `cwd` or a directory above it."""
+    if env.get("UV_NO_CONFIG", "").strip().lower() not in _FALSE:
+        return []
+    if env.get("UV_CONFIG_FILE"):
+        return [Path(env["UV_CONFIG_FILE"])]
+    files = []
+    system_dirs = [d for d in env.get("XDG_CONFIG_DIRS", "").split(os.pathsep) if d] + ["/etc"]
+    system = next((p for d in system_dirs if (p := Path(d) / "uv" / UV_CONFIG).is_file()), None)
+    if system is not None:
+        files.append(system)
+    home = Path(env.get("HOME") or Path.home())
+    user = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "uv" / UV_CONFIG
+    if user.is_file():
+        files.append(user)
+    for directory in [cwd.resolve(), *cwd.resolve().parents]:
+        if (directory / UV_CONFIG).is_file():
+            files.append(directory / UV_CONFIG)
+            break
+        if _uv_tables(directory / "pyproject.toml"):
+            files.append(directory / "pyproject.toml")
+            break
+    return files
+
+
+def fingerprint(env: Mapping[str, str], cwd: Path) -> str:
+    """A hash of the index settings that reach uv run in `cwd` with `env` (uv's environment, pip's settings handed
+    over): its index variables and what its configuration files say (a pyproject.toml's [tool.uv] tables only). A
+    cache key's input: the credentials an index URL may carry are in it only hashed."""
+    variables = {name: env[name] for name in UV_INDEX_VARIABLES if name in env}
+    files = []
+    for path in uv_config_files(env, cwd):
+        text = _uv_tables(path) if path.name == "pyproject.toml" else _read(path)
+        files.append(hashlib.sha256(text.encode()).hexdigest())
+    settings = json.dumps({"variables": variables, "files": files}, sort_keys=True)
+    return hashlib.sha256(settings.encode()).hexdigest()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""  # uv refuses a named file it cannot read; a discovered one is not there
+
+
+def _uv_tables(pyproject: Path) -> str:
+    """The [tool.uv...] tables of a pyproject.toml, as text ("" when it has none: uv then looks further up)."""
+    text = _read(pyproject) if pyproject.is_file() else ""
+    tables = list(_TOML_TABLE.finditer(text))
+    parts = []
+    ends = [table.start() for table in tables[1:]] + [len(text)] if tables else []
+    for table, end in zip(tables, ends, strict=True):
+        name = table.group(1).replace(" ", "").replace('"', "")
+        if name == "tool.uv" or name.startswith("tool.uv."):
+            parts.append(text[table.start() : end])
+    return "".join(parts)

@@ -100,6 +100,12 @@ def uv_environment() -> dict[str, str]:
     return env
 
 
+def index_fingerprint(cwd: Path) -> str:
+    """A hash of the package index settings an install run in `cwd` (the job's directory) gets: its environment's
+    (pip's handed over) and uv's configuration files'; a part of each install cache's key (package_index.py)."""
+    return package_index.fingerprint(uv_environment(), cwd)
+
+
 def install(
     requirements: Path,
     target_dir: Path,

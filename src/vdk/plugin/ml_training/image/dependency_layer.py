@@ -8,10 +8,11 @@ directory that becomes the layer below DEPS_DIR. What the base already provides 
 CUDA wheels for PyTorch bases) is left out with uv's `--excludes`; when the base pins a version
 (torch 2.13.0 in pytorch/pytorch:2.13.0-...), the rest is first resolved against that version,
 so torchvision & co. match the base's torch. The finished layer is cached under a key of
-(requirements, Python version, platform, provided and pinned packages, interpreter), all that the
-layer's bytes depend on: unchanged requirements cost one directory lookup, also when the base's tag
-is re-pushed (the same inputs give the same layer bytes, whatever the base's digest). The uv part,
-shared with a local run's overlay, is dependencies/uv_install.py; package indexes: its package_index.py.
+(requirements, Python version, platform, provided and pinned packages, interpreter, index strategy, the package
+index settings that reach uv: package_index.fingerprint), all that the layer's bytes depend on: unchanged
+requirements cost one directory lookup, also when the base's tag is re-pushed (the same inputs give the same layer
+bytes, whatever the base's digest). The uv part, shared with a local run's overlay,
+is dependencies/uv_install.py; package indexes: its package_index.py.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def cache_key(
     base: BaseInfo,
     extra: tuple[str, ...] = (),
     index_strategy: str = uv_install.DEFAULT_INDEX_STRATEGY,
+    indexes: str = "",
 ) -> str:
+    """The layer's cache entry: a hash of what its bytes depend on (`indexes`: uv_install.index_fingerprint)."""
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
@@ -93,8 +96,14 @@ def cache_key(
         "pins": sorted(base.pins),
         "python_command": base.python,  # console scripts start it
         "index_strategy": index_strategy,
+        "indexes": indexes,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _key(spec: MLJobSpec, base: BaseInfo, wanted: bytes | None, extra: tuple[str, ...]) -> str:
+    indexes = uv_install.index_fingerprint(spec.job_dir)
+    return cache_key(wanted or b"", base, extra, spec.index_strategy, indexes)
 
 
 def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
@@ -104,7 +113,7 @@ def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
     extra = extra_requirements(spec, base)
     if wanted is None and not extra:
         return None
-    key = cache_key(wanted or b"", base, extra, spec.index_strategy)
+    key = _key(spec, base, wanted, extra)
     return _load(cache_root() / "deps" / key, key)
 
 
@@ -118,7 +127,7 @@ def dependency_layer(
     if wanted is None and not extra:
         return None
     requirements = requirements_file(spec)
-    key = cache_key(wanted or b"", base, extra, spec.index_strategy)
+    key = _key(spec, base, wanted, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
         cached = _load(entry, key)
@@ -154,8 +163,9 @@ def _origin(layer: DependencyLayer) -> str:
     if built is not None:
         return f"built {_seconds(time.time() - built)} ago by this command (its pre-flight check)"
     if layer.built_at is not None:
-        return f"reused: built {_seconds(time.time() - layer.built_at)} ago for the same requirements.txt and Python"
-    return "reused from the cache (the same requirements.txt and Python)"
+        ago = _seconds(time.time() - layer.built_at)
+        return f"reused: built {ago} ago for the same requirements.txt, package indexes and Python"
+    return "reused from the cache (the same requirements.txt, package indexes and Python)"
 
 
 def _seconds(seconds: float) -> str:

@@ -7,7 +7,8 @@ needs (a pin of boto3 pulling an older python-dateutil under the Kubernetes clie
 Resolved as the image's layer is (dependencies/uv_install.py): wheels and pure-Python sdists; torch, which vdk's
 environment has (torchrun and the runtime run on it), left out and its version pinned, so that torchvision & co. match
 it. Cached by the hash of requirements.txt and what else its files depend on (this interpreter, its
-platform, its torch): unchanged requirements cost one directory lookup. `requirements_overlay = false` in
+platform, its torch, the package indexes that reach uv: package_index.fingerprint): unchanged requirements cost one
+directory lookup. `requirements_overlay = false` in
 [ml-training] runs with the environment as it is instead, for people who manage it themselves.
 """
 
@@ -79,7 +80,7 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
     target = this_interpreter(spec.index_strategy)
     if not listed.lines or listed.only(target.provides):
         return None
-    key = cache_key(requirements.read_bytes(), target)
+    key = cache_key(requirements.read_bytes(), target, uv_install.index_fingerprint(spec.job_dir))
     entry = cache_root() / OVERLAYS / key
     cached = _load(entry)
     if cached is not None:
@@ -88,7 +89,8 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
     shutil.rmtree(entry, ignore_errors=True)  # what an interrupted install left
     note(
         f"installing {requirements} into the run's dependency overlay for {sys.executable} (uv, as the image "
-        "installs it; once per version of the file; vdk's environment stays as it is) ..."
+        "installs it; once per version of the file and of the package index settings; vdk's environment stays as it "
+        "is) ..."
     )
     started = time.monotonic()
     try:
@@ -100,7 +102,8 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
     return Overlay(overlay.path, overlay.packages, False, time.monotonic() - started)
 
 
-def cache_key(requirements: bytes, target: uv_install.Target) -> str:
+def cache_key(requirements: bytes, target: uv_install.Target, indexes: str = "") -> str:
+    """The overlay's cache entry: a hash of what its files depend on (`indexes`: uv_install.index_fingerprint)."""
     inputs = {
         "format": _FORMAT,
         "requirements_sha256": hashlib.sha256(requirements).hexdigest(),
@@ -110,6 +113,7 @@ def cache_key(requirements: bytes, target: uv_install.Target) -> str:
         "provides": sorted(target.provides),
         "pins": sorted(target.pins),
         "index_strategy": target.index_strategy,
+        "indexes": indexes,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
