@@ -26,7 +26,7 @@ sys.exit(int(sys.argv[1]))
 
 @pytest.fixture
 def tools(monkeypatch):
-    def command(schemes, arguments):
+    def command(schemes, arguments, index_strategy, job_dir):
         return [sys.executable, "-c", TOOLS, *arguments]
 
     monkeypatch.setattr(data_tools, "command", command)

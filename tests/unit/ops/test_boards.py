@@ -113,3 +113,19 @@ def test_the_dashboards_study_is_a_copy_made_by_sqlite(tmp_path):
         assert db.execute("select number, value from trials").fetchall() == [(0, 0.5)]
     with pytest.raises(MLTrainingError):
         boards.read_only_copy(tmp_path / "gone.db", tmp_path / "copy2.db")
+
+
+def test_a_viewer_is_installed_by_the_index_rules_of_the_scope_s_job(tmp_path):
+    from tests.support.jobs import write_job
+
+    assert boards._index_rules(Scope(None, "spirals", None, None, None)) == {
+        "index_strategy": "best-match",
+        "job_dir": None,
+    }
+    job = write_job(tmp_path, "spirals", ml="index_strategy = first-index\n", files={"train.py": "pass\n"})
+    assert boards._index_rules(Scope(None, "spirals", job, None, None)) == {
+        "index_strategy": "first-index",
+        "job_dir": job,
+    }
+    (job / "config.ini").write_text("[ml-training]\nindex_strategy = fastest\n")  # a config that does not load
+    assert boards._index_rules(Scope(None, "spirals", job, None, None))["index_strategy"] == "best-match"

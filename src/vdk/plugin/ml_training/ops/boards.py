@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from datetime import datetime
 from pathlib import Path
+from typing import TypedDict
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.sweep_manifests import STUDY_FILE
@@ -38,6 +39,7 @@ from vdk.plugin.ml_training.ops.viewers import start_viewer
 from vdk.plugin.ml_training.runtime import protocol
 from vdk.plugin.ml_training.runtime.board_events import BOARD_DIR
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
+from vdk.plugin.ml_training.vocabulary.package_indexes import DEFAULT_INDEX_STRATEGY
 
 DEFAULT_LAST = 5  # runs on a board when none is named
 LOCAL = "this machine"
@@ -257,8 +259,29 @@ def show_board(
         str(board.folder),
         log,
         or_quiet(reporter).note,
+        **_index_rules(scope),
     )
     return board
+
+
+class _IndexRules(TypedDict):
+    index_strategy: str
+    job_dir: Path | None
+
+
+def _index_rules(scope: Scope) -> _IndexRules:
+    """The index strategy and directory of the scope's job, whose index rules a viewer's install follows as the
+    job's own installs do (the default strategy without a job, or with a config.ini that does not load: a viewer
+    is no part of the job, and its config's error is the job's commands' to say)."""
+    if scope.job_dir is None:
+        return {"index_strategy": DEFAULT_INDEX_STRATEGY, "job_dir": None}
+    from vdk.plugin.ml_training.job import load_job_spec
+
+    try:
+        strategy = load_job_spec(scope.job_dir).index_strategy
+    except MLTrainingError:
+        strategy = DEFAULT_INDEX_STRATEGY
+    return {"index_strategy": strategy, "job_dir": scope.job_dir}
 
 
 @dataclass
@@ -309,6 +332,7 @@ def show_dashboard(
         f"the study of {chosen.name} (a copy: {copy})",
         copy.with_suffix(".log"),
         say,
+        **_index_rules(scope),
     )
     return Dashboard(chosen.name, viewer, copy)
 

@@ -51,8 +51,10 @@ def resolve_data(spec: MLJobSpec, note: Note, client=None, shell: dict[str, str]
         env.update({s.name: shell[s.name] for s in spec.secrets if shell.get(s.name)})
     refs = [{"target": d.target, "source": d.source} for d in fetched]
     try:
+        arguments = ["resolve", "--refs", json.dumps(refs)]
+        schemes = {d.scheme for d in fetched}
         answer = data_tools.run(
-            {d.scheme for d in fetched}, ["resolve", "--refs", json.dumps(refs)], env, RESOLVE_TIMEOUT
+            schemes, arguments, env, RESOLVE_TIMEOUT, index_strategy=spec.index_strategy, job_dir=spec.job_dir
         )
     except SourceError as e:
         raise source_error(spec, e, shell, from_secrets) from None

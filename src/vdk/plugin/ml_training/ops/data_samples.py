@@ -70,7 +70,7 @@ def local_datasets(
         if mode == protocol.SMOKE:
             found += _samples(spec, schemes, refs, env)
         else:
-            found += _whole(schemes, refs, env, progress or Progress())
+            found += _whole(spec, schemes, refs, env, progress or Progress())
     except SourceError as e:
         raise source_error(spec, e, shell) from None  # a local run's credentials: the shell's
     order = [s.target for s in spec.data]
@@ -97,7 +97,10 @@ def _samples(spec: MLJobSpec, schemes: set[str], refs: str, env: dict[str, str])
     arguments = ["sample", "--refs", refs, "--dest", str(cache_dir("data-samples"))]
     arguments += ["--max-files", str(spec.smoke_sample_files), "--max-bytes", str(limit)]
     out = []
-    for item in data_tools.run(schemes, arguments, env, SAMPLE_TIMEOUT):
+    answer = data_tools.run(
+        schemes, arguments, env, SAMPLE_TIMEOUT, index_strategy=spec.index_strategy, job_dir=spec.job_dir
+    )
+    for item in answer:
         whole = "all of it" if item["complete"] else "its first files only"
         caps = f"smoke_sample_files = {spec.smoke_sample_files}, smoke_sample_size = {spec.smoke_sample_size}"
         files = counted(item["files"], "file")
@@ -106,7 +109,9 @@ def _samples(spec: MLJobSpec, schemes: set[str], refs: str, env: dict[str, str])
     return out
 
 
-def _whole(schemes: set[str], refs: str, env: dict[str, str], progress: Progress) -> list[LocalDataset]:
+def _whole(
+    spec: MLJobSpec, schemes: set[str], refs: str, env: dict[str, str], progress: Progress
+) -> list[LocalDataset]:
     transfers: dict[str, tuple] = {}
 
     def advance(line: dict) -> None:
@@ -123,8 +128,9 @@ def _whole(schemes: set[str], refs: str, env: dict[str, str], progress: Progress
 
     progress.stage("Data: fetching each dataset whole for the full run (once per version)")
     try:
+        arguments = ["full", "--refs", refs, "--cache", str(cache_dir("data"))]
         answer = data_tools.run(
-            schemes, ["full", "--refs", refs, "--cache", str(cache_dir("data"))], env, FULL_TIMEOUT, advance
+            schemes, arguments, env, FULL_TIMEOUT, advance, index_strategy=spec.index_strategy, job_dir=spec.job_dir
         )
     finally:
         for transfer, _ in transfers.values():

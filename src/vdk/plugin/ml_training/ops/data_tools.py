@@ -1,6 +1,6 @@
 """The data tools on this machine: the data command (`python -m vdk.plugin.ml_training.datafetch`, the code the
 pods run) started in an environment of its own that has boto3 and huggingface_hub, made once and cached by uv
-(`uv run --with ...`, on top of this interpreter; package indexes as the dependency layer finds them).
+(`uv run --with ...`, on top of this interpreter; package indexes as the dependency layer finds them: `uv_run`).
 
 Why apart: botocore wants python-dateutil<3 and kubernetes 37 wants >=3, so boto3 cannot be installed next to
 the plugin's kubernetes client; and running the pods' own code is what makes a version resolved here the one
@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from vdk.plugin.ml_training import helper_processes
@@ -24,6 +25,8 @@ from vdk.plugin.ml_training.datafetch import DATA_TOOLS
 from vdk.plugin.ml_training.datafetch import MODULE
 from vdk.plugin.ml_training.datafetch import fetch_step
 from vdk.plugin.ml_training.errors import MLTrainingError
+from vdk.plugin.ml_training.vocabulary.package_indexes import DEFAULT_INDEX_STRATEGY
+from vdk.plugin.ml_training.vocabulary.package_indexes import INDEX_STRATEGIES
 from vdk.plugin.ml_training.vocabulary.wire import ENV_PREFIX
 
 DEFAULT_TIMEOUT = 600
@@ -41,13 +44,34 @@ def requirements(schemes: Iterable[str]) -> list[str]:
     return out
 
 
-def command(schemes: Iterable[str], arguments: list[str]) -> list[str]:
+def uv_run(
+    packages: Iterable[str], index_strategy: str = DEFAULT_INDEX_STRATEGY, job_dir: Path | None = None
+) -> list[str]:
+    """`uv run` in an environment of its own with `packages` on top of this interpreter (the command follows), its
+    packages found as a job's installs find theirs (dependencies/uv_install.py): the same variables (`environment`),
+    the job's `index_strategy`, and uv's configuration files from `job_dir` up, where the installs run (`--project`:
+    uv discovers them from there, and the command keeps the caller's directory); without a job, the default
+    strategy and the files from the caller's directory."""
     from vdk.plugin.ml_training.dependencies.uv_install import uv_command
 
     argv = [uv_command(), "run", "--no-project", "--quiet", "--python", sys.executable]
-    for requirement in requirements(schemes):
-        argv += ["--with", requirement]
-    return argv + ["python", "-m", MODULE, *arguments]
+    argv += ["--index-strategy", INDEX_STRATEGIES[index_strategy]]
+    if job_dir is not None:
+        argv += ["--project", str(job_dir)]
+    for package in packages:
+        argv += ["--with", package]
+    return argv
+
+
+def command(
+    schemes: Iterable[str],
+    arguments: list[str],
+    index_strategy: str = DEFAULT_INDEX_STRATEGY,
+    job_dir: Path | None = None,
+) -> list[str]:
+    """The data command with the tools for `schemes`, for the job in `job_dir` searching indexes as its
+    `index_strategy` says (`uv_run`)."""
+    return [*uv_run(requirements(schemes), index_strategy, job_dir), "python", "-m", MODULE, *arguments]
 
 
 def environment(job_env: Mapping[str, str]) -> dict[str, str]:
@@ -71,9 +95,12 @@ def run(
     job_env: Mapping[str, str],
     timeout: float = DEFAULT_TIMEOUT,
     progress: ProgressLine | None = None,
+    index_strategy: str = DEFAULT_INDEX_STRATEGY,
+    job_dir: Path | None = None,
 ) -> Any:
     """The command's JSON answer; SourceError for a problem of a source, MLTrainingError when the tools cannot
-    run. `progress`: each progress line ({"target", "files", "bytes", ...}) as it comes."""
+    run. `progress`: each progress line ({"target", "files", "bytes", ...}) as it comes. `index_strategy`,
+    `job_dir`: the job's, whose index rules the tools' install follows (`uv_run`)."""
     errors: list[str] = []
 
     def told(line: str) -> None:  # stderr: progress lines as they come, the rest kept for the error message
@@ -85,7 +112,10 @@ def run(
 
     try:
         done = helper_processes.run(
-            command(schemes, arguments), env=environment(job_env), timeout=timeout, on_stderr_line=told
+            command(schemes, arguments, index_strategy, job_dir),
+            env=environment(job_env),
+            timeout=timeout,
+            on_stderr_line=told,
         )
     except OSError as e:
         raise MLTrainingError(

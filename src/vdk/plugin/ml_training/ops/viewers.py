@@ -3,7 +3,8 @@ event files (ops/boards.py), Optuna's dashboard over a copy of a sweep's study (
 
 Each runs in an environment of its own, as the data tools do (ops/data_tools.py): `uv run --with tensorboard`
 (or `optuna-dashboard`), made once and cached by uv on top of this interpreter, from the package indexes the
-dependency layer uses. Why apart: TensorBoard is 130 MB with its server (grpcio, its data server, Pillow,
+dependency layer uses, searched as the job's `index_strategy` says (data_tools.uv_run).
+Why apart: TensorBoard is 130 MB with its server (grpcio, its data server, Pillow,
 Werkzeug), optuna-dashboard 90 MB, and neither is needed to train, deploy or follow a run. A viewer installed beside
 vdk (its program next to this interpreter) is used as it is. Where neither works (no index reachable), the error
 says how to get one.
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.ops.reporting import Say
+from vdk.plugin.ml_training.vocabulary.package_indexes import DEFAULT_INDEX_STRATEGY
 
 HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 600.0  # the first start installs the viewer's environment (a minute or two)
@@ -45,17 +47,17 @@ class ViewerKind:
     program: str  # its console script
     ready_path: str  # answers 200 once it serves
 
-    def command(self, arguments: list[str]) -> list[str]:
-        """The viewer installed next to this interpreter, else uv's environment of it."""
+    def command(
+        self, arguments: list[str], index_strategy: str = DEFAULT_INDEX_STRATEGY, job_dir: Path | None = None
+    ) -> list[str]:
+        """The viewer installed next to this interpreter, else uv's environment of it, installed by the index rules
+        of the job in `job_dir` (its `index_strategy`) as the data tools' is."""
         beside = Path(sys.executable).parent / self.program
         if beside.is_file() and os.access(beside, os.X_OK):
             return [str(beside), *arguments]
-        from vdk.plugin.ml_training.dependencies.uv_install import uv_command
+        from vdk.plugin.ml_training.ops.data_tools import uv_run
 
-        argv = [uv_command(), "run", "--no-project", "--quiet", "--python", sys.executable]
-        for requirement in self.requirements:
-            argv += ["--with", requirement]
-        return [*argv, self.program, *arguments]
+        return [*uv_run(self.requirements, index_strategy, job_dir), self.program, *arguments]
 
     def how_to_get(self) -> str:
         return (
@@ -129,11 +131,14 @@ def start_viewer(
     log: Path,
     say: Say = lambda text: None,
     timeout: float = START_TIMEOUT_SECONDS,
+    index_strategy: str = DEFAULT_INDEX_STRATEGY,
+    job_dir: Path | None = None,
 ) -> Viewer:
     """Start `kind` with `arguments(port)` on a free loopback port and wait until it answers; MLTrainingError when
-    it cannot start (its log's last lines said)."""
+    it cannot start (its log's last lines said). `index_strategy`, `job_dir`: the job's, whose index rules the
+    viewer's install follows."""
     port = free_port()
-    command = kind.command(arguments(port))
+    command = kind.command(arguments(port), index_strategy, job_dir)
     from vdk.plugin.ml_training.ops.data_tools import environment
 
     env = environment({})
