@@ -61,6 +61,7 @@ def test_uv_s_configuration_files_are_the_system_s_the_user_s_and_the_nearest_pr
     nearer = pip_conf(tmp_path / "projects" / "team" / "pyproject.toml", "[project]\n[[tool.uv.index]]\nurl = 'x'\n")
     assert uv_config_files(env, job) == [system, user, nearer]
     assert uv_config_files({**env, "UV_CONFIG_FILE": str(above)}, job) == [above]  # in place of every other
+    assert uv_config_files({**env, "UV_CONFIG_FILE": "../../uv.toml"}, job) == [job / "../../uv.toml"]
     assert uv_config_files({**env, "UV_NO_CONFIG": "1"}, job) == []
     assert uv_config_files({**env, "UV_NO_CONFIG": "0"}, job) == [system, user, nearer]
 

@@ -102,7 +102,7 @@ def uv_config_files(env: Mapping[str, str], cwd: Path) -> list[Path]:
     if env.get("UV_NO_CONFIG", "").strip().lower() not in _FALSE:
         return []
     if env.get("UV_CONFIG_FILE"):
-        return [Path(env["UV_CONFIG_FILE"])]
+        return [cwd / env["UV_CONFIG_FILE"]]  # uv runs in `cwd`: a relative path is from there
     files = []
     system_dirs = [d for d in env.get("XDG_CONFIG_DIRS", "").split(os.pathsep) if d] + ["/etc"]
     system = next((p for d in system_dirs if (p := Path(d) / "uv" / UV_CONFIG).is_file()), None)
