@@ -203,3 +203,25 @@ def test_after_a_framework_resumed_lines_count_from_its_step_and_say_where_it_re
     assert last.step == 1201 and last.fields["resumed"] == "on-stop-step=1200.ckpt@1200"
     # what `vdk show` says of the run's last progress line
     assert last.describe().endswith("resumed from on-stop-step=1200.ckpt (step 1200)")
+
+
+def test_a_progress_line_and_a_kubeflow_status_take_their_figures_the_same_way():
+    from vdk.plugin.ml_training.runtime.kubeflow_status import parse_trainer_status
+
+    line = parse_progress([f"{MARK} step=7/n/a loss=nan eta=1.5"])
+    status = parse_trainer_status(
+        {
+            "progressPercentage": True,  # a JSON true is no percentage
+            "metrics": [
+                {"name": "current_step", "value": "7"},
+                {"name": "total_steps", "value": "n/a"},
+                {"name": "loss", "value": "nan"},
+            ],
+        }
+    )
+    for progress in (line, status):
+        assert progress.step == 7 and progress.total_steps is None and math.isnan(progress.loss)
+    assert status.percent is None
+    assert progress_lines.as_int("1.5") is None and progress_lines.as_int(None) is None
+    assert progress_lines.as_float("1.5") == 1.5 and progress_lines.as_float("") is None
+    assert progress_lines.loss_curve([f"{MARK} step=3/10 loss=0.5", f"{MARK} step=4", "step=5 loss=1"]) == [(3, 0.5)]

@@ -54,6 +54,8 @@ from vdk.plugin.ml_training.runtime.progress_lines import Figures
 from vdk.plugin.ml_training.runtime.progress_lines import Progress
 from vdk.plugin.ml_training.runtime.progress_lines import ProgressSettings
 from vdk.plugin.ml_training.runtime.progress_lines import approximate_duration
+from vdk.plugin.ml_training.runtime.progress_lines import as_float
+from vdk.plugin.ml_training.runtime.progress_lines import as_int
 from vdk.plugin.ml_training.vocabulary import wire
 
 # What Kubeflow Trainer's TrainJobStatus plugin injects (pkg/runtime/framework/plugins/trainjobstatus).
@@ -163,14 +165,14 @@ def parse_trainer_status(status: Any) -> Progress | None:
     for entry in status.get("metrics") or []:
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
             metrics[entry["name"]] = str(entry.get("value", ""))
-    step, total = _int(metrics.get(CURRENT_STEP)), _int(metrics.get(TOTAL_STEPS))
-    percent, remaining = _int(status.get("progressPercentage")), _int(status.get("estimatedRemainingSeconds"))
+    step, total = as_int(metrics.get(CURRENT_STEP)), as_int(metrics.get(TOTAL_STEPS))
+    percent, remaining = as_int(status.get("progressPercentage")), as_int(status.get("estimatedRemainingSeconds"))
     if step is None and percent is None and remaining is None and not metrics:
         return None
     fields: dict[str, str] = {}
     if metrics.get(STEPS_PER_SECOND):
         fields["steps_per_s"] = metrics[STEPS_PER_SECOND]
-    if _int(metrics.get(ELAPSED)) is not None:
+    if as_int(metrics.get(ELAPSED)) is not None:
         fields["elapsed"] = approximate_duration(int(metrics[ELAPSED]))
     if metrics.get(SCRIPT):
         fields["script"] = metrics[SCRIPT]
@@ -180,7 +182,7 @@ def parse_trainer_status(status: Any) -> Progress | None:
     return Progress(
         step=step,
         total_steps=total,
-        loss=_float(metrics.get(LOSS)),
+        loss=as_float(metrics.get(LOSS)),
         eta=approximate_duration(remaining) if remaining is not None and not finished else None,
         fields=fields,
         line=json.dumps(status, separators=(",", ":"), sort_keys=True),
@@ -188,22 +190,6 @@ def parse_trainer_status(status: Any) -> Progress | None:
         source=KUBEFLOW,
         updated=status.get("lastUpdatedTime") if isinstance(status.get("lastUpdatedTime"), str) else None,
     )
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return float(str(value))
-    except (TypeError, ValueError):
-        return None
 
 
 # --- posting ------------------------------------------------------------------------------------------------

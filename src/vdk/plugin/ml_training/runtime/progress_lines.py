@@ -355,11 +355,10 @@ def loss_curve(lines: Iterable[str]) -> list[tuple[int, float]]:
     """(step, loss) of every progress line in `lines` that has both, in order; a NaN loss stays NaN."""
     points = []
     for line in lines:
-        at = line.find(MARK)
-        if at < 0:
+        fields = _fields(line)
+        if fields is None:
             continue
-        fields = dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
-        step, loss = _int(fields.get("step", "").partition("/")[0]), _float(fields.get("loss"))
+        step, loss = as_int(fields.get("step", "").partition("/")[0]), as_float(fields.get("loss"))
         if step is not None and loss is not None:
             points.append((step, loss))
     return points
@@ -370,22 +369,22 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
     `[vdk-ml-training] progress step=120 total_steps=1000 loss=0.4312 eta=35m`
     (`step=120/1000` works too; unknown keys are kept)."""
     for line in reversed(list(lines)):
-        at = line.find(MARK)
-        if at < 0:
+        fields = _fields(line)
+        if fields is None:
             continue
-        fields = dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
+        at = line.find(MARK)
         step, _, total = fields.get("step", "").partition("/")
         total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total") or ""
         eta = fields.get("eta")
-        seconds = _float(
+        seconds = as_float(
             fields.get("eta_s")
             or fields.get("eta_seconds")
             or (eta if eta and eta.replace(".", "", 1).isdigit() else None)
         )
         return Progress(
-            step=_int(step),
-            total_steps=_int(total),
-            loss=_float(fields.get("loss")),
+            step=as_int(step),
+            total_steps=as_int(total),
+            loss=as_float(fields.get("loss")),
             eta=approximate_duration(seconds) if seconds is not None else eta,
             fields=fields,
             line=line[at:].strip(),
@@ -393,14 +392,25 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
     return None
 
 
-def _int(value: Any) -> int | None:
+def _fields(line: str) -> dict[str, str] | None:
+    """The `key=value` words of the progress line in `line` (anywhere, after a log prefix); None when it has none."""
+    at = line.find(MARK)
+    if at < 0:
+        return None
+    return dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
+
+
+def as_int(value: Any) -> int | None:
+    """A progress figure as a whole number (`'120'`, `120`), None when it is none (missing, `'1.5'`, `'n/a'`,
+    a JSON true): how every reader of progress (these lines, a Kubeflow status) takes its numbers."""
     try:
         return int(str(value))
     except (TypeError, ValueError):
         return None
 
 
-def _float(value: Any) -> float | None:
+def as_float(value: Any) -> float | None:
+    """A progress figure as a number (`'0.43'`, `'nan'` stays NaN), None when it is none."""
     try:
         return float(str(value))
     except (TypeError, ValueError):
