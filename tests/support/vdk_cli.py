@@ -34,6 +34,12 @@ def vdk(*args: str, control_cli: bool = False, input: str | None = None):
     return CliEntryBasedTestRunner(*plugins).invoke(list(args), cli=root, **extra)
 
 
+def vdk_run(job: Path | str, *options: str):
+    """`vdk run [OPTIONS] JOB` in this process, on a fresh root command: its result's exit_code and output
+    (`smoke_run` runs it as a user does, in a new process)."""
+    return vdk("run", *options, str(job))
+
+
 def vdk_process(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """`vdk ARGS` as a user runs it: the installed entry point in a new process, with vdk's own
     logging set-up and the real stdout / stderr (what a test runner's capture would hide)."""
@@ -45,14 +51,22 @@ def vdk_process(*args: str, env: dict | None = None, timeout: float = 120) -> su
 SMOKE_PASSED = re.compile(r"smoke run PASSED in ([0-9.]+) s \((\d+) process(?:es)?\)")
 
 
-def smoke_run(job: Path, timeout: float = 300, smoke_timeout: float | None = None) -> subprocess.CompletedProcess:
-    """`vdk run JOB` as a user runs it, in a new process, without the session's VDK_ML_TRAINING_* settings but
-    where local runs go; its stdout and stderr as one text, as a terminal shows them. `smoke_timeout`: vdk's own
-    (VDK_ML_TRAINING_SMOKE_TIMEOUT), so that a hung run ends with its report before the test's `timeout`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
+def smoke_run(
+    job: Path | str,
+    *options: str,
+    timeout: float = 300,
+    smoke_timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """`vdk run [OPTIONS] JOB` (a smoke run; `--full`: a full local run) as a user runs it, in a new process, without
+    the session's VDK_ML_TRAINING_* settings but where local runs go; its stdout and stderr as one text, as a
+    terminal shows them. `smoke_timeout`: vdk's own (VDK_ML_TRAINING_SMOKE_TIMEOUT, seconds), so that a hung run
+    ends with its report before the test's `timeout`; `env`: settings the user gave (on top of the above)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
     if smoke_timeout is not None:
-        env["VDK_ML_TRAINING_SMOKE_TIMEOUT"] = str(smoke_timeout)
-    command = [str(Path(sys.executable).with_name("vdk")), "run", str(job)]
+        environ["VDK_ML_TRAINING_SMOKE_TIMEOUT"] = str(smoke_timeout)
+    environ.update(env or {})
+    command = [str(Path(sys.executable).with_name("vdk")), "run", *options, str(job)]
     return subprocess.run(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
     )

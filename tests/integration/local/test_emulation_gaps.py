@@ -4,20 +4,15 @@ device tracking off. Each gap is a small job written for its test, through the r
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from tests.support.vdk_cli import smoke_run
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
 LIMIT = "cannot run on the smoke run's virtual GPUs (CPU kernels, gloo for NCCL): this is a limit of the smoke check"
 GUARD = '`if os.environ.get("VDK_ML_TRAINING_MODE") != "smoke":`'
 
@@ -72,18 +67,12 @@ GAPS = {
 }
 
 
-def vdk_run(job: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    command = [str(VDK), "run", str(job)]
-    return subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400)
-
-
 @pytest.mark.parametrize("gap", list(GAPS))
 def test_a_construct_the_cpu_cannot_emulate_is_named_with_the_narrowest_switch(tmp_path, gap):
     code, construct, switch = GAPS[gap]
     script = SETUP + textwrap.dedent(code) + "\n" + TRAIN
     job = write_job(tmp_path, gap, ml="gpus_per_node = 2\nsmoke_steps = 2\n", files={"train.py": script})
-    done = vdk_run(job)
+    done = smoke_run(job, timeout=400)
     out = done.stdout
     assert done.returncode != 0, out
     limit = f"{construct} {LIMIT}, not a bug in your code"
@@ -99,6 +88,6 @@ def test_the_switch_keeps_the_construct_out_of_smoke_runs_only(tmp_path):
     code = "if os.environ.get('VDK_ML_TRAINING_MODE') != 'smoke':\n    print(f'NCCL {torch.cuda.nccl.version()}')"
     script = SETUP + code + "\n" + TRAIN
     job = write_job(tmp_path, "guarded", ml="gpus_per_node = 2\nsmoke_steps = 2\n", files={"train.py": script})
-    done = vdk_run(job)
+    done = smoke_run(job, timeout=400)
     assert done.returncode == 0, done.stdout
     assert "smoke run PASSED" in done.stdout

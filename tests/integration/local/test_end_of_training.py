@@ -10,10 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training import plugin
+from tests.support.vdk_cli import vdk_run
 
 pytestmark = pytest.mark.slow
 
@@ -48,10 +47,6 @@ EPOCH_LOOP = """
 
 def job(root: Path, name: str, script: str, ml: str = "smoke_steps = 2", files: dict[str, str] | None = None) -> Path:
     return write_job(root, name, ml=ml, files={"train.py": textwrap.dedent(script), **(files or {})})
-
-
-def vdk_run(path: Path):
-    return CliEntryBasedTestRunner(plugin).invoke(["run", str(path)])
 
 
 def line_of(path: Path, text: str) -> int:

@@ -4,20 +4,16 @@ refused (jsonargparse under Lightning CLI). Real Hydra and Lightning, through th
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from tests.support.vdk_cli import smoke_run
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
 # the frameworks come from vdk's environment (hydra-core and jsonargparse: setup.cfg's dev extras; lightning:
 # the Makefile), not from an index
 ML = "requirements_overlay = false\nsmoke_steps = 2\n"
@@ -79,10 +75,9 @@ if __name__ == "__main__":
 """
 
 
-def vdk_run(job: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    command = [str(VDK), "run", str(job)]
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400)
+def failed_run(job: Path) -> str:
+    """What `vdk run JOB` said, having failed."""
+    done = smoke_run(job, timeout=400)
     assert done.returncode != 0, done.stdout
     return done.stdout
 
@@ -98,7 +93,7 @@ def line_of(job: Path, text: str) -> int:
 
 def test_an_error_hydra_caught_is_summarised_with_the_user_s_exception_and_line(tmp_path):
     job = write_job(tmp_path, "hydra", ml=ML, files={"train.py": HYDRA, "requirements.txt": "hydra-core\n"})
-    out = vdk_run(job)
+    out = failed_run(job)
     summary = summary_traceback(out)
     assert "rank 0 failed: ValueError: width 16 is more than the 8 features of the data" in summary, out
     assert "the script exited with 1" not in out
@@ -112,7 +107,7 @@ def test_an_error_hydra_caught_is_summarised_with_the_user_s_exception_and_line(
 def test_lightning_cli_arguments_its_parser_refused_are_summarised_with_its_message(tmp_path):
     files = {"train.py": LIGHTNING_CLI, "requirements.txt": "lightning\njsonargparse[signatures]\n"}
     job = write_job(tmp_path, "cli-arguments", ml=ML + "args = fit --model.width=wide\n", files=files)
-    out = vdk_run(job)
+    out = failed_run(job)
     summary = summary_traceback(out)
     assert re.search(r'rank 0 failed: train.py .*fit: error: Parser key "model.width":', summary), out
     assert "Expected a <class 'int'>. Got value: wide" in summary
@@ -123,7 +118,7 @@ def test_lightning_cli_arguments_its_parser_refused_are_summarised_with_its_mess
 def test_lightning_cli_training_errors_are_summarised_with_the_user_s_line(tmp_path):
     files = {"train.py": LIGHTNING_CLI, "requirements.txt": "lightning\njsonargparse[signatures]\n"}
     job = write_job(tmp_path, "cli-training", ml=ML + "args = fit --model.width=4\n", files=files)
-    out = vdk_run(job)
+    out = failed_run(job)
     summary = summary_traceback(out)
     assert "rank 0 failed: ValueError: the data has 8 features, the model takes 4" in summary, out
     assert f'File "{job / "train.py"}", line {line_of(job, "raise ValueError")}' in summary

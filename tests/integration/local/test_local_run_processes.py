@@ -10,7 +10,6 @@ import re
 import shutil
 import socket
 import stat
-import subprocess
 import sys
 import textwrap
 import time
@@ -24,6 +23,7 @@ from tests.support.jobs import write_job
 from tests.support.processes import MARK as PROCESS_MARK
 from tests.support.processes import left_after
 from tests.support.processes import new_mark
+from tests.support.vdk_cli import smoke_run
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.cli.local_summary import format_start
 from vdk.plugin.ml_training.errors import JobConfigError
@@ -32,7 +32,6 @@ from vdk.plugin.ml_training.local.launch_plan import FORK
 from vdk.plugin.ml_training.local.launch_plan import SPAWN
 from vdk.plugin.ml_training.local.launch_plan import full_plan
 from vdk.plugin.ml_training.local.launch_plan import smoke_plan
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.local.launcher import launch
 from vdk.plugin.ml_training.local.outcome import analyse
 from vdk.plugin.ml_training.runtime import protocol
@@ -42,26 +41,8 @@ from vdk.plugin.ml_training.units import format_duration
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-VDK = Path(sys.executable).parent / "vdk"
 RANK_LINE = re.compile(r"rank (\d+): (\d+) steps?, .*(?:stopped as planned|the script ended)")
 WORK_DIR = re.compile(r"working directory: (\S+)")
-
-
-def clean_env() -> dict[str, str]:
-    """This environment without the plugin's settings, but for where run directories go (conftest)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-
-
-def vdk_run(*args: str, env: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
-    """The real `vdk` executable of this environment; stdout and stderr together, as a user sees them."""
-    return subprocess.run(
-        [str(VDK), "run", *args],
-        env={**clean_env(), **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def make_job(root: Path, name: str, script: str, ml: str = "", env: str = "") -> Path:
@@ -166,7 +147,7 @@ def test_each_example_passes_after_exactly_smoke_steps_per_rank(example, monkeyp
 
 
 def test_the_vdk_executable_runs_the_demo_example():
-    done = vdk_run(str(EXAMPLES / "ddp-nccl"))
+    done = smoke_run(EXAMPLES / "ddp-nccl", timeout=180)
     assert done.returncode == 0, done.stdout
     assert dict(RANK_LINE.findall(done.stdout)) == {"0": "2", "1": "2"}
     assert "adapted for CPU: nccl->gloo" in done.stdout
@@ -182,7 +163,7 @@ def test_an_error_in_one_rank_fails_the_run_and_shows_its_traceback_once(tmp_pat
         script.replace("            loss.backward()\n", "            loss.backward()\n" + injected)
     )
 
-    done = vdk_run(str(job))
+    done = smoke_run(job, timeout=180)
 
     assert done.returncode != 0
     out = done.stdout
@@ -206,7 +187,7 @@ def test_a_hanging_rank_is_stopped_at_the_timeout_with_where_it_hung(tmp_path, l
     # hung is asserted on the first run in which rank 1 got there (a longer timeout each time).
     for seconds in (20, 60, 180):
         (pids / "hung").unlink(missing_ok=True)
-        done = vdk_run(str(job), env={"VDK_ML_TRAINING_SMOKE_TIMEOUT": f"{seconds}s"}, timeout=seconds + 120)
+        done = smoke_run(job, env={"VDK_ML_TRAINING_SMOKE_TIMEOUT": f"{seconds}s"}, timeout=seconds + 120)
         out = done.stdout
         assert done.returncode != 0
         assert f"timed out after {format_duration(seconds)} (smoke_timeout): rank 0, 1 still running" in out, out
@@ -229,7 +210,7 @@ def test_a_hanging_rank_is_stopped_at_the_timeout_with_where_it_hung(tmp_path, l
 def test_a_rank_killed_by_a_signal_fails_fast_with_the_signal(tmp_path):
     job, pids = ddp_job(tmp_path, "killed", "os.kill(os.getpid(), signal.SIGKILL)")
     started = time.monotonic()
-    done = vdk_run(str(job), timeout=120)  # the smoke timeout is 10 minutes: far from it
+    done = smoke_run(job, timeout=120)  # the smoke timeout is 10 minutes: far from it
     assert done.returncode != 0
     headline = next(line for line in done.stdout.splitlines() if line.startswith("smoke run FAILED"))
     # torchrun names the exit status of the first rank it saw end; without it, the cause is inferred
@@ -250,14 +231,14 @@ def test_what_a_rank_left_behind_goes_when_the_run_ends(tmp_path):
     """
     mark = new_mark()
     job = make_job(tmp_path, "leaves-a-child", script, env=f"{PROCESS_MARK} = {mark}\n")
-    done = vdk_run(str(job))
+    done = smoke_run(job, timeout=180)
     assert done.returncode != 0 and "the script exited with 3" in done.stdout, done.stdout
     assert left_after(mark, 5) == []
 
 
 def test_a_segfault_shows_the_python_stack_of_the_crashed_rank(tmp_path):
     job, pids = ddp_job(tmp_path, "crashes", "import ctypes; ctypes.string_at(0)")
-    done = vdk_run(str(job))
+    done = smoke_run(job, timeout=180)
     assert done.returncode != 0
     assert re.search(r"rank 1 (was killed by SIGSEGV|crashed \(Segmentation fault\))", done.stdout), done.stdout
     line = line_of(job, "string_at")
@@ -560,7 +541,7 @@ def test_a_full_run_adapts_gpu_code_to_cpu_when_asked(tmp_path):
     """VDK_ML_TRAINING_ADAPT_TO_CPU from the shell: `vdk run --full` of the NCCL example trains to its end."""
     job = tmp_path / "ddp-nccl"
     shutil.copytree(EXAMPLES / "ddp-nccl", job)
-    done = vdk_run("--full", str(job), env={protocol.ADAPT_TO_CPU: "1"}, timeout=300)
+    done = smoke_run(job, "--full", env={protocol.ADAPT_TO_CPU: "1"}, timeout=300)
     assert done.returncode == 0, done.stdout
     assert "full run PASSED" in done.stdout and "adapted for CPU: nccl->gloo" in done.stdout, done.stdout
     # 4096 examples, batch 32, 2 ranks, 3 epochs

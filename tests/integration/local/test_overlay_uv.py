@@ -5,7 +5,6 @@ here would break vdk's environment (kubernetes needs a newer python-dateutil) if
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import re
 import subprocess
 import sys
@@ -15,12 +14,11 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.support.jobs import write_job
+from tests.support.vdk_cli import smoke_run
 from tests.support.wheels import make_wheel
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
 OLD = "2.1"  # a python-dateutil older than what vdk's Kubernetes client needs
 SCRIPT = """
 import dateutil
@@ -45,10 +43,8 @@ def wheelhouse(tmp_path_factory):
 
 
 def vdk_run(job: Path, cache: Path, *options: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    env["VDK_ML_TRAINING_CACHE_DIR"] = str(cache)
-    command = [str(VDK), "run", *options, str(job)]
-    return subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400)
+    """`vdk run [OPTIONS] JOB` as a user runs it, its dependency overlays cached in `cache`."""
+    return smoke_run(job, *options, timeout=400, env={"VDK_ML_TRAINING_CACHE_DIR": str(cache)})
 
 
 def dateutil_job(tmp_path: Path, wheelhouse: Path, ml: str = "") -> Path:

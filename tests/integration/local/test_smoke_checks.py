@@ -11,10 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training import plugin
+from tests.support.vdk_cli import vdk_run
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +24,6 @@ RANK = re.compile(r"rank (\d+): (\d+) steps?, (?:last loss (\S+), )?")
 def job(root: Path, name: str, script: str, ml: str = "", files: dict[str, str] | None = None, env=None) -> Path:
     extra = {name: textwrap.dedent(text) for name, text in (files or {}).items()}
     return write_job(root, name, ml=textwrap.dedent(ml), env=env, files={"train.py": textwrap.dedent(script), **extra})
-
-
-def vdk_run(path: Path, *options: str):
-    return CliEntryBasedTestRunner(plugin).invoke(["run", *options, str(path)])
 
 
 def snapshot(root: Path) -> dict[str, str]:

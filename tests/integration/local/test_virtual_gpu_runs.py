@@ -22,7 +22,8 @@ PASSED = SMOKE_PASSED
 
 
 def vdk_run(job: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    return smoke_run(job, timeout, smoke_timeout=timeout - 60)  # vdk's report of a hung run, not the test's timeout
+    # vdk's report of a hung run, not the test's timeout
+    return smoke_run(job, timeout=timeout, smoke_timeout=timeout - 60)
 
 
 def make_job(

@@ -10,10 +10,9 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
-from vdk.plugin.ml_training import plugin
+from tests.support.vdk_cli import vdk_run
 
 pytestmark = pytest.mark.slow
 
@@ -83,13 +82,14 @@ if __name__ == "__main__":
 """
 
 
-def vdk_run(tmp_path, name: str, script: str, ml: str = ML):
+def run_script(tmp_path, name: str, script: str, ml: str = ML):
+    """`vdk run` of a job whose train.py is `script`: the job, and the result."""
     job = write_job(tmp_path, name, ml=ml, files={"train.py": textwrap.dedent(script)})
-    return job, CliEntryBasedTestRunner(plugin).invoke(["run", str(job)])
+    return job, vdk_run(job)
 
 
 def test_resume_code_that_loads_the_wrapped_model_s_keys_into_the_bare_model_fails_with_its_frame(tmp_path):
-    job, result = vdk_run(tmp_path, "ddp-resume-broken", DDP_CHECKPOINTS.replace("RESUMES", "True"))
+    job, result = run_script(tmp_path, "ddp-resume-broken", DDP_CHECKPOINTS.replace("RESUMES", "True"))
     assert result.exit_code != 0
     out = result.output
     assert "smoke run FAILED" in out and "the second start, resuming from what the first start wrote" in out
@@ -102,7 +102,7 @@ def test_resume_code_that_loads_the_wrapped_model_s_keys_into_the_bare_model_fai
 
 
 def test_a_script_that_never_resumes_passes_with_the_note_of_what_a_preemption_would_lose(tmp_path):
-    _, result = vdk_run(tmp_path, "ddp-never-resumes", DDP_CHECKPOINTS.replace("RESUMES", "False"))
+    _, result = run_script(tmp_path, "ddp-never-resumes", DDP_CHECKPOINTS.replace("RESUMES", "False"))
     assert result.exit_code == 0, result.output
     assert "resume check: the ranks were stopped as a preemption stops them" in result.output  # it wrote a file
     assert (
@@ -112,7 +112,7 @@ def test_a_script_that_never_resumes_passes_with_the_note_of_what_a_preemption_w
 
 
 def test_an_accelerate_loop_saves_on_the_stop_and_resumes_where_it_stood_with_no_change(tmp_path):
-    _, result = vdk_run(tmp_path, "accelerate-loop", ACCELERATE)
+    _, result = run_script(tmp_path, "accelerate-loop", ACCELERATE)
     assert result.exit_code == 0, result.output
     out = result.output
     # the first start: the cut epoch, then the step under way when SIGTERM came, saved at its end
