@@ -23,6 +23,7 @@ from tests.support.e2e import example_job
 from tests.support.e2e import vdk_environment
 from tests.support.job_trees import write
 from tests.support.local_cluster import LocalCluster
+from tests.support.rendered_runs import mappings
 
 from vdk.plugin.ml_training.local.launcher import free_port
 from vdk.plugin.ml_training.runtime.board_events import BOARD_DIR
@@ -198,20 +199,11 @@ def _events_flushed(outputs) -> bool:
 
 def _containers(main: dict) -> list[dict]:
     found = []
-
-    def walk(value) -> None:
-        if isinstance(value, dict):
-            if "containers" in value and isinstance(value["containers"], list):
-                found.extend(value["containers"])
-            if "trainer" in value and isinstance(value["trainer"], dict):
-                found.append(value["trainer"])
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(main)
+    for value in mappings(main):
+        if "containers" in value and isinstance(value["containers"], list):
+            found.extend(value["containers"])
+        if "trainer" in value and isinstance(value["trainer"], dict):
+            found.append(value["trainer"])
     return found
 
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tests.support import cluster_state as cs
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
@@ -20,3 +22,14 @@ def run_object(tmp_path, backend, **keys):
 
 def pods(obj, backend, *statuses):
     return [cs.rank_pod(obj, backend, rank, status) for rank, status in enumerate(statuses)]
+
+
+def mappings(tree: object) -> Iterator[dict]:
+    """Every mapping in rendered manifests (a manifest, a list of them, any part), each before the ones it holds."""
+    if isinstance(tree, dict):
+        yield tree
+        for value in tree.values():
+            yield from mappings(value)
+    elif isinstance(tree, list):
+        for item in tree:
+            yield from mappings(item)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.local_cluster import expand
+from tests.support.rendered_runs import mappings
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
@@ -43,20 +44,7 @@ def kubelet(container: dict, node_env: dict[str, str]) -> tuple[list[str], dict[
 
 def training_containers(manifests: list[dict]) -> list[dict]:
     """Every container (or TrainJob trainer) that starts the training command."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if isinstance(node.get("command"), list) and "env" in node:
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(manifests)
-    return found
+    return [node for node in mappings(manifests) if isinstance(node.get("command"), list) and "env" in node]
 
 
 @pytest.mark.parametrize(
@@ -96,20 +84,11 @@ def test_values_without_a_dollar_are_rendered_unchanged(tmp_path):
 
 def pod_specs(manifests: list[dict]) -> list[dict]:
     """Every pod spec (or pod spec patch) that holds the training container."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if any(isinstance(c, dict) and "volumeMounts" in c for c in node.get("containers") or []):
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(manifests)
-    return found
+    return [
+        node
+        for node in mappings(manifests)
+        if any(isinstance(c, dict) and "volumeMounts" in c for c in node.get("containers") or [])
+    ]
 
 
 BACKENDS = [("pytorchjob", None), ("job", None), ("trainjob", "runtimePatches")]

@@ -7,6 +7,7 @@ import pytest
 
 from tests.support import crd_schema
 from tests.support.native import native_errors
+from tests.support.rendered_runs import mappings
 from tests.support.specs import IMAGE
 from tests.support.specs import make_run
 from tests.support.specs import make_spec
@@ -28,32 +29,9 @@ def continued(tmp_path, backend, mechanism=None, **keys):
     return run, run_continuation.continuing(again, NEW, run.name)
 
 
-def _dicts(node):
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _dicts(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _dicts(item)
-
-
 def containers(manifest):
     """Every container-like dict of a manifest with its env or its mounts (wherever the backend keeps them)."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "env" in node or "volumeMounts" in node:
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(manifest)
-    return found
+    return [node for node in mappings(manifest) if "env" in node or "volumeMounts" in node]
 
 
 @pytest.mark.parametrize(
@@ -74,7 +52,7 @@ def test_every_backend_s_training_container_gets_the_run_it_continues_and_its_ou
         ("vdk-outputs", NEW, "/opt/vdk-ml/outputs", False),
         ("vdk-continues", run.name, run_continuation.RUN_MOUNT, True),
     }
-    volumes = [v for node in _dicts(main) for v in node.get("volumes") or []]
+    volumes = [v for node in mappings(main) for v in node.get("volumes") or []]
     claims = {v["name"]: v["persistentVolumeClaim"] for v in volumes if "persistentVolumeClaim" in v}
     assert claims["vdk-continues"] == {"claimName": "runs", "readOnly": True}
     assert claims["vdk-outputs"]["claimName"] == "runs"
