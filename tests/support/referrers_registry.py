@@ -9,7 +9,6 @@ config's media type, and its `annotations`), Content-Type `application/vnd.oci.i
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import re
 import threading
@@ -17,6 +16,10 @@ from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs
 from urllib.parse import urlsplit
+
+from tests.support.registry import forward
+from tests.support.registry import request_body
+from tests.support.registry import send_head
 
 INDEX = "application/vnd.oci.image.index.v1+json"
 _MANIFEST_PUT = re.compile(r"^/v2/(?P<name>.+)/manifests/(?P<ref>[^/]+)$")
@@ -37,31 +40,13 @@ class ReferrersRegistry:
             def log_message(self, *args):
                 pass
 
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    data = b""
-                    while True:
-                        size = int(self.rfile.readline().strip().split(b";")[0], 16)
-                        if size == 0:
-                            self.rfile.readline()
-                            return data
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
-
             def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
-                self.send_response(status)
-                for key, value in headers:
-                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
+                send_head(self, status, headers, len(data))
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
             def _handle(self):
-                body = self._body()
+                body = request_body(self)
                 path = urlsplit(self.path).path
                 with registry._lock:
                     registry.requests.append((self.command, path))
@@ -74,7 +59,9 @@ class ReferrersRegistry:
                     )
                     self._answer(200, headers, index)
                     return
-                status, headers, data = registry.forward(self.command, self.path, self.headers.items(), body)
+                status, headers, data = forward(
+                    registry.upstream_port, self.command, self.path, self.headers.items(), body
+                )
                 pushed = _MANIFEST_PUT.match(path)
                 if pushed and self.command == "PUT" and status == 201:
                     subject = registry.note(pushed["name"], body)
@@ -90,17 +77,6 @@ class ReferrersRegistry:
         self.host = f"127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
-
-    def forward(self, method: str, path: str, headers, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        upstream = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=60)
-        sent = {k: v for k, v in headers if k.lower() not in ("transfer-encoding", "content-length")}
-        if body or method in ("PUT", "POST", "PATCH"):
-            sent["Content-Length"] = str(len(body))
-        upstream.request(method, path, body=body, headers=sent)
-        response = upstream.getresponse()
-        data = response.read()
-        upstream.close()
-        return response.status, response.getheaders(), data
 
     def note(self, name: str, body: bytes) -> str | None:
         """Keep the descriptor of a manifest pushed with a subject; its subject's digest (None: it has none)."""

@@ -105,6 +105,45 @@ class Registry:
         self.log.close()
 
 
+def request_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The body of the request `handler` is reading: by its Content-Length, or its chunks (a chunked upload)."""
+    if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        data = b""
+        while True:
+            size = int(handler.rfile.readline().strip().split(b";")[0], 16)
+            if size == 0:
+                handler.rfile.readline()
+                return data
+            data += handler.rfile.read(size)
+            handler.rfile.readline()
+    length = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(length) if length else b""
+
+
+def forward(port: int, method: str, path: str, headers, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    """A request sent on to the registry on 127.0.0.1:`port` as it came (its body whole, no longer chunked):
+    the registry's status, headers and body."""
+    upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    sent = {k: v for k, v in headers if k.lower() not in ("transfer-encoding", "content-length")}
+    if body or method in ("PUT", "POST", "PATCH"):
+        sent["Content-Length"] = str(len(body))
+    upstream.request(method, path, body=body, headers=sent)
+    response = upstream.getresponse()
+    data = response.read()
+    upstream.close()
+    return response.status, response.getheaders(), data
+
+
+def send_head(handler: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], length: int) -> None:
+    """An answer's status and headers (a registry's, less those of its own connection) for a body of `length`."""
+    handler.send_response(status)
+    for key, value in headers:
+        if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+            handler.send_header(key, value)
+    handler.send_header("Content-Length", str(length))
+    handler.end_headers()
+
+
 @dataclass
 class Fault:
     """Fail the next `times` requests whose method and path match: with a 500, or by dropping the
@@ -141,21 +180,8 @@ class FaultProxy:
             def log_message(self, *args):  # keep test output clean
                 pass
 
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    data = b""
-                    while True:
-                        size = int(self.rfile.readline().strip().split(b";")[0], 16)
-                        if size == 0:
-                            self.rfile.readline()
-                            return data
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
-
             def _handle(self):
-                body = self._body()
+                body = request_body(self)
                 fault, late = proxy._take(self.command, self.path)
                 if fault == "hang":
                     proxy._record(self.command, self.path, -1)
@@ -185,22 +211,11 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
-                headers = {
-                    k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")
-                }
-                if body or self.command in ("PUT", "POST", "PATCH"):
-                    headers["Content-Length"] = str(len(body))
-                upstream.request(self.command, self.path, body=body, headers=headers)
-                response = upstream.getresponse()
-                data = response.read()
-                proxy._record(self.command, self.path, response.status)
-                self.send_response(response.status)
-                for key, value in response.getheaders():
-                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
+                status, headers, data = forward(
+                    proxy.upstream_port, self.command, self.path, self.headers.items(), body
+                )
+                proxy._record(self.command, self.path, status)
+                send_head(self, status, headers, len(data))
                 if self.command == "HEAD":
                     return
                 if fault == "drop-body":
