@@ -32,3 +32,11 @@ def test_a_problem_and_its_fix_come_back_as_written():
 def test_a_setting_s_variable_follows_vdk_s_rule():
     assert wire.setting_variable("ml_training_registry") == "VDK_ML_TRAINING_REGISTRY"
     assert wire.setting_variable("ml_training_registry").startswith(wire.ENV_PREFIX)
+
+
+def test_a_line_s_words_are_read_wherever_it_stands_and_only_for_its_own_kind():
+    logged = "2026-01-02T03:04:05Z rank0 | " + wire.line(wire.PROGRESS, "step=12/100 loss=0.5 a=b=c note")
+    assert wire.fields(logged, wire.PROGRESS) == {"step": "12/100", "loss": "0.5", "a": "b=c"}
+    assert wire.fields(wire.line(wire.METRIC_NAMES, "loss,acc"), wire.METRIC) is None  # another kind's line
+    assert wire.fields("step=12 loss=0.5", wire.PROGRESS) is None  # the words without the mark: not ours
+    assert wire.fields(wire.line(wire.GPU, ""), wire.GPU) == {}

@@ -184,10 +184,9 @@ _KNOWN = {f.name for f in fields(GpuFigures)}
 
 def parse_gpu_line(line: str) -> GpuFigures | None:
     """The figures of one GPU line (anywhere in `line`, after a log prefix), or None when it is not one."""
-    at = line.find(MARK + " ")
-    if at < 0:
+    tokens = wire.fields(line, wire.GPU)
+    if tokens is None:
         return None
-    tokens = dict(t.split("=", 1) for t in line[at + len(MARK) :].split() if "=" in t)
     values: dict[str, Any] = {}
     try:
         for name, text in tokens.items():

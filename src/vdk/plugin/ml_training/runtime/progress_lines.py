@@ -355,7 +355,7 @@ def loss_curve(lines: Iterable[str]) -> list[tuple[int, float]]:
     """(step, loss) of every progress line in `lines` that has both, in order; a NaN loss stays NaN."""
     points = []
     for line in lines:
-        fields = _fields(line)
+        fields = wire.fields(line, wire.PROGRESS)
         if fields is None:
             continue
         step, loss = as_int(fields.get("step", "").partition("/")[0]), as_float(fields.get("loss"))
@@ -369,10 +369,10 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
     `[vdk-ml-training] progress step=120 total_steps=1000 loss=0.4312 eta=35m`
     (`step=120/1000` works too; unknown keys are kept)."""
     for line in reversed(list(lines)):
-        fields = _fields(line)
+        fields = wire.fields(line, wire.PROGRESS)
         if fields is None:
             continue
-        at = line.find(MARK)
+        at = line.find(MARK + " ")
         step, _, total = fields.get("step", "").partition("/")
         total = total or fields.get("total_steps") or fields.get("max_steps") or fields.get("total") or ""
         eta = fields.get("eta")
@@ -390,14 +390,6 @@ def parse_progress(lines: Iterable[str]) -> Progress | None:
             line=line[at:].strip(),
         )
     return None
-
-
-def _fields(line: str) -> dict[str, str] | None:
-    """The `key=value` words of the progress line in `line` (anywhere, after a log prefix); None when it has none."""
-    at = line.find(MARK)
-    if at < 0:
-        return None
-    return dict(token.split("=", 1) for token in line[at + len(MARK) :].split() if "=" in token)
 
 
 def as_int(value: Any) -> int | None:

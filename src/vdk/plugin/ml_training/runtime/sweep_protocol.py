@@ -159,10 +159,9 @@ def read_metric_lines(lines: Iterable[str]) -> list[tuple[int, float]]:
     """(step, value) of every metric line, in order; finite values only."""
     out = []
     for line in lines:
-        at = line.find(METRIC_MARK)
-        if at < 0:
+        fields = words.fields(line, words.METRIC)
+        if fields is None:
             continue
-        fields = dict(t.split("=", 1) for t in line[at + len(METRIC_MARK) :].split() if "=" in t)
         try:
             step, value = int(fields["step"]), float(fields["value"])
         except (KeyError, ValueError):

@@ -51,6 +51,17 @@ def line(kind: str, text: str) -> str:
     return f"{mark(kind)} {text}"
 
 
+def fields(text: str, kind: str) -> dict[str, str] | None:
+    """The `key=value` words of the line of `kind` in `text` (anywhere in it: after a log prefix too), e.g.
+    {'step': '12', 'loss': '0.5'} of `[vdk-ml-training] progress step=12 loss=0.5`; a word without `=` is passed
+    over. None when `text` holds no line of `kind` (its mark and a space: `metric-names` is no `metric`)."""
+    start = mark(kind) + " "
+    at = text.find(start)
+    if at < 0:
+        return None
+    return dict(word.split("=", 1) for word in text[at + len(start) :].split() if "=" in word)
+
+
 def warning(text: str) -> str:
     return line(WARNING, text)
 
