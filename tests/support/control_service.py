@@ -37,6 +37,7 @@ from urllib.parse import parse_qs
 from urllib.parse import urlparse
 
 from tests.support import control_service_pods as pods
+from tests.support.loopback_http import serve
 
 NAME_RULE = r"^[a-z][a-z0-9-]{5,49}$"
 GIT_USER, GIT_PASSWORD = "git-bot", "git-secret"
@@ -155,9 +156,7 @@ class TestControlService:
         class Handler(_Handler):
             state = service
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = serve(Handler, poll_interval=0.05)
         return self
 
     def stop(self) -> None:

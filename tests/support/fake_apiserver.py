@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from tests.support import crd_schema
+from tests.support.loopback_http import serve
 from tests.support.native import micro_time_problem
 from tests.support.native import native_errors
 
@@ -231,9 +232,7 @@ class FakeKube:
         class Handler(_Handler):
             server_state = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = serve(Handler, poll_interval=0.05)
         return self
 
     def stop(self) -> None:

@@ -13,10 +13,10 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler
-from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs
 from urllib.parse import urlsplit
 
+from tests.support.loopback_http import serve
 from tests.support.registry import forward
 from tests.support.registry import request_body
 from tests.support.registry import send_head
@@ -71,12 +71,9 @@ class ReferrersRegistry:
 
             do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve(Handler)
         self.port = self.server.server_address[1]
         self.host = f"127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def note(self, name: str, body: bytes) -> str | None:
         """Keep the descriptor of a manifest pushed with a subject; its subject's digest (None: it has none)."""

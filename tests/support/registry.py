@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass
 from dataclasses import field
 from http.server import BaseHTTPRequestHandler
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import requests
+
+from tests.support.loopback_http import serve
 
 
 def free_port() -> int:
@@ -228,12 +229,9 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve(Handler)
         self.port = self.server.server_address[1]
         self.host = f"127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def requests(self, method: str | None = None, path: str = "") -> list[tuple[str, str, int]]:
         """The requests logged so far whose method is `method` (None: any) and whose path `path` (a regular
@@ -336,7 +334,6 @@ class TokenServer:
     ):
         import base64
         import json
-        import ssl
         import urllib.parse
         import uuid
 
@@ -396,14 +393,9 @@ class TokenServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.server.daemon_threads = True
+        self.server = serve(Handler, tls=(cert, key))
         self.port = self.server.server_address[1]
         self.realm = f"https://127.0.0.1:{self.port}/token"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
         self.server.shutdown()

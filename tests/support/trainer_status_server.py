@@ -30,7 +30,6 @@ import hmac
 import json
 import re
 import secrets
-import ssl
 import subprocess
 import threading
 import time
@@ -41,6 +40,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from tests.support import crd_schema
+from tests.support.loopback_http import serve
 
 # Trainer's webhook Service in its namespace, which also serves the status server (CertManagement.WebhookServiceName).
 SERVICE_HOST = "kubeflow-trainer-controller-manager.kubeflow-system.svc"
@@ -144,13 +144,8 @@ class TrainerStatusServer:
 
             do_PUT = do_PATCH = do_DELETE = do_GET
 
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.server.daemon_threads = True
+        self.server = serve(Handler, tls=(cert, key), server_class=_QuietServer)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     # --- what the controller gives the pods --------------------------------------------------------------
 
