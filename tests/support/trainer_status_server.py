@@ -40,6 +40,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from tests.support import crd_schema
+from tests.support.fake_apiserver import status as status_body
 from tests.support.loopback_http import serve
 
 # Trainer's webhook Service in its namespace, which also serves the status server (CertManagement.WebhookServiceName).
@@ -277,17 +278,7 @@ class TrainerStatusServer:
 
     def _reply(self, request, code: int, reason: str, message: str, payload, token: str | None) -> None:
         self._record(code, payload, token)
-        body = json.dumps(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Failure",
-                "message": message,
-                "reason": reason,
-                "code": code,
-            }  # fmt: skip
-        ).encode()
+        body = json.dumps(status_body(code, reason, message)).encode()
         request.send_response(code)
         request.send_header("Content-Type", "application/json")
         request.send_header("Content-Length", str(len(body)))
