@@ -213,3 +213,11 @@ def test_the_facts_of_a_trial_come_from_its_variables():
     assert read.params == {"lr": 0.01, "opt": "adam"} and read.metric == "val_loss" and read.parent == "parent-run"
     assert read.run == "spirals-20260101-120000-abcdefgh"  # a local run's name: its directory's
     assert series.read_facts({protocol.RUN_FACTS: "{not json"}) == RunFacts()
+
+
+def test_a_shown_value_is_a_number_the_same_way_for_the_series_and_a_sweep_s_metric():
+    from vdk.plugin.ml_training.runtime.metrics import shown_number
+
+    assert shown_number(torch.tensor(0.25)) == 0.25 and shown_number(3) == 3.0 and shown_number("0.5") == 0.5
+    assert shown_number(torch.tensor([1.0, 2.0])) is None  # several values: no one number
+    assert shown_number("abc") is None and shown_number(None) is None

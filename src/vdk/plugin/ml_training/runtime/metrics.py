@@ -81,11 +81,8 @@ class MetricWatch:
         """A value the script showed (logged or printed)."""
         if not self._on:
             return
-        try:
-            number = float(value.item() if hasattr(value, "item") else value)
-        except (TypeError, ValueError, RuntimeError):
-            return
-        if not math.isfinite(number):
+        number = shown_number(value)
+        if number is None or not math.isfinite(number):
             return
         self.names.add(name)
         if name == "loss":
@@ -176,9 +173,8 @@ class Shown:
         self._batch_due = 0.0
 
     def record(self, name: str, value: Any) -> None:
-        try:
-            number = float(value.item() if hasattr(value, "item") else value)
-        except (TypeError, ValueError, RuntimeError):
+        number = shown_number(value)
+        if number is None:
             return
         for receiver in self.receivers:
             receiver.record(name, number)
@@ -334,6 +330,15 @@ def start(env: Mapping[str, str] | None = None) -> MetricWatch | None:
     except ValueError:
         period = wire.DEFAULT_METRIC_SECONDS
     return MetricWatch(name, path, period)
+
+
+def shown_number(value: Any) -> float | None:
+    """A value the script showed as a number: a tensor's (its item, read from the device), a number's, a printed
+    text's; None when it is none (a string, a tensor of several values)."""
+    try:
+        return float(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 def follow_shown(*receivers: Any) -> Shown | None:

@@ -30,6 +30,7 @@ from typing import Any
 from typing import Protocol
 
 from vdk.plugin.ml_training.runtime import protocol
+from vdk.plugin.ml_training.runtime.metrics import shown_number
 from vdk.plugin.ml_training.vocabulary import wire
 
 DEFAULT_SECONDS = 2.0  # between two points of a series (VDK_ML_TRAINING_SERIES_SECONDS; 0: no series)
@@ -225,11 +226,8 @@ class SeriesRecorder:
         """A value the script showed (a trainer's log, Lightning's metrics, a printed `name=value`)."""
         if not self._on:
             return
-        try:
-            number = float(value.item() if hasattr(value, "item") else value)
-        except (TypeError, ValueError, RuntimeError):
-            return
-        if not math.isfinite(number) or len(self._shown) >= MAX_PENDING:
+        number = shown_number(value)
+        if number is None or not math.isfinite(number) or len(self._shown) >= MAX_PENDING:
             return
         if name not in self._names:
             if len(self._names) >= MAX_NAMES:
