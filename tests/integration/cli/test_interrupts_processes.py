@@ -17,17 +17,16 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support import vdk_cli
 from tests.support.jobs import write_job
 from tests.support.processes import MARK
 from tests.support.processes import left_after
 from tests.support.processes import marked
 from tests.support.processes import new_mark
 from tests.support.processes import wait_for_files
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 # Every rank starts a DataLoader worker, says it is ready, and sleeps in its first step.
 SLEEPS = """\
@@ -65,17 +64,8 @@ def sleeping_job(root: Path, name: str, mark: str, ml: str = "", env: str = "") 
 
 
 def start_vdk(*args: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    env.update({k: v for k, v in os.environ.items() if k in ("VDK_ML_TRAINING_REGISTRY",)})
-    return subprocess.Popen(
-        [str(VDK), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        # Ctrl-C's default even when the tests run in the background (a shell makes them ignore SIGINT)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    """`vdk ARGS` started as a user does, with the session's registry (a deploy pushes to it)."""
+    return vdk_cli.start_vdk(*args, env={k: v for k, v in os.environ.items() if k == "VDK_ML_TRAINING_REGISTRY"})
 
 
 def stop_while_training(proc: subprocess.Popen, ready: Path, mark: str, sig: signal.Signals) -> str:

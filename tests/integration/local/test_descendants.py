@@ -6,10 +6,8 @@ descendant inherits)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,12 +18,11 @@ from tests.support.processes import left_after
 from tests.support.processes import marked
 from tests.support.processes import new_mark
 from tests.support.processes import wait_for_files
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
+from tests.support.vdk_cli import start_vdk
 from vdk.plugin.ml_training.units import format_duration
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
 # Each rank starts a sleeper in a new session and a daemon, says so, then sleeps (or, with END set, ends).
 STARTS_DESCENDANTS = """\
 import os
@@ -70,16 +67,7 @@ def start(tmp_path: Path, mark: str, ml: str = "", env: str = "") -> tuple[subpr
         env=f"READY_DIR = {ready}\n{MARK} = {mark}\n{env}",
         files={"train.py": STARTS_DESCENDANTS},
     )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    proc = subprocess.Popen(
-        [str(VDK), "run", str(job)],
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    return proc, ready
+    return start_vdk("run", str(job)), ready
 
 
 def wait_until_started(proc: subprocess.Popen, ready: Path, mark: str) -> None:

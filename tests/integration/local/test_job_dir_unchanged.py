@@ -10,22 +10,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from vdk.plugin.test_utils.util_funcs import CliEntryBasedTestRunner
 
 from tests.support.jobs import write_job
+from tests.support.vdk_cli import smoke_run
 from vdk.plugin.ml_training import plugin
 from vdk.plugin.ml_training.local import job_dir_mount
 from vdk.plugin.ml_training.local import workdir
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 
 pytestmark = pytest.mark.slow
 
-VDK = Path(sys.executable).parent / "vdk"
 BIG = 6 * 1024 * 1024  # over workdir.COPY_LIMIT: linked (or cloned), not copied
 
 # Every channel, each attempt's outcome noted in attempts.json (which the run writes outside the job).
@@ -135,10 +132,9 @@ def leaky_job(tmp_path: Path) -> tuple[Path, Path]:
 def test_no_channel_changes_the_job_directory(tmp_path, mode):
     job, notes = leaky_job(tmp_path)
     before = snapshot(job)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    done = subprocess.run([str(VDK), "run", *mode, str(job)], env=env, capture_output=True, text=True, timeout=300)
+    done = smoke_run(job, *mode)
     attempts = json.loads(notes.read_text())
-    assert len(attempts) == 8, done.stdout + done.stderr
+    assert len(attempts) == 8, done.stdout
     assert snapshot(job) == before, attempts
     # through the working directory's links, Python's writes go to a private copy, as in the image
     assert attempts["python_through_the_link"] == attempts["mmap_through_the_link"] == "written"

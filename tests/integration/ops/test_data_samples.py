@@ -5,27 +5,21 @@ progress; the real `vdk run` reads ./data/train as a pod does. S3 is moto in ser
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.support.jobs import write_job
 from tests.support.s3_store import ACCESS_KEY
 from tests.support.s3_store import SECRET_KEY
+from tests.support.vdk_cli import smoke_run
 from vdk.plugin.ml_training.errors import JobConfigError
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.image.build_progress import Transfer
 from vdk.plugin.ml_training.job import load_job_spec
-from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.ops.data_samples import local_datasets
 from vdk.plugin.ml_training.runtime import protocol
 
 pytestmark = pytest.mark.usefixtures("isolated_environment")
 SHELL = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-VDK = Path(sys.executable).parent / "vdk"
 READS_THE_DATA = """\
 import os
 
@@ -122,10 +116,8 @@ def test_a_full_run_fetches_each_dataset_whole_once_per_version_with_progress(tm
 def test_vdk_run_gives_the_code_its_sample_at_the_relative_path_and_says_so(tmp_path, s3_store):
     bucket_of(s3_store, "vdk-run-data", count=9)
     job = job_of(tmp_path, s3_store, "vdk-run-data", ml={"smoke_sample_files": "3"}, files={"train.py": READS_THE_DATA})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDK_ML_TRAINING_") or k == RUNS_DIR_ENV}
-    env.update(SHELL)
-    done = subprocess.run([str(VDK), "run", str(job)], env=env, capture_output=True, text=True, timeout=300)
-    output = done.stdout + done.stderr
+    done = smoke_run(job, env=SHELL)
+    output = done.stdout
     assert done.returncode == 0, output
     assert "the code sees 3 files: 000.bin,001.bin,002.bin" in output
     assert "data data/train: a sample of s3://vdk-run-data/train: 3 files" in output  # at the start and the end
