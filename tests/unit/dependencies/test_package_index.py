@@ -104,3 +104,23 @@ def test_pip_s_settings_reach_the_fingerprint_as_uv_gets_them(tmp_path):
     plain = fingerprint({**env, **uv_environment(env)}, job)
     with_pip = {**env, "PIP_INDEX_URL": "https://mirror.example.com/simple"}
     assert fingerprint({**with_pip, **uv_environment(with_pip)}, job) != plain
+
+
+def test_a_pyproject_s_tool_uv_table_is_read_as_toml_whatever_its_values_look_like(tmp_path):
+    """Lines inside a value that look like a table's header do not end [tool.uv]; an empty one still counts (uv
+    stops looking further up there)."""
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_DIRS": str(tmp_path / "etc")}
+    job = tmp_path / "job"
+    job.mkdir()
+    table = "[tool.uv]\nconstraint-dependencies = [\n  [ 'looks-like-a-header' ],\n]\nindex-url = '{}'\n"
+    pyproject = pip_conf(job / "pyproject.toml", table.format("https://one.example.com/simple"))
+    one = fingerprint(env, job)
+    pyproject.write_text(table.format("https://two.example.com/simple"))
+    assert fingerprint(env, job) != one  # the value after the header-like line is part of the table
+    above = pip_conf(tmp_path / "uv.toml", "[[index]]\nurl = 'https://a.example.com'\n")
+    pyproject.write_text("[project]\nname = 'job'\n[tool.uv]\n")
+    assert uv_config_files(env, job) == [pyproject]  # an empty [tool.uv]: the nearest settings, uv.toml above unread
+    pyproject.write_text("[project]\nname = 'job'\n")
+    assert uv_config_files(env, job) == [above]
+    pyproject.write_text("[tool.uv\nnot toml")
+    assert uv_config_files(env, job) == [above]

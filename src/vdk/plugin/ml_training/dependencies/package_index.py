@@ -19,9 +19,14 @@ import configparser
 import hashlib
 import json
 import os
-import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 # uv's variables that say where packages come from (pip's settings arrive as the first, second and fifth), and which
 # configuration files it reads
@@ -36,7 +41,6 @@ UV_INDEX_VARIABLES = (
     "UV_NO_CONFIG",
 )
 UV_CONFIG = "uv.toml"
-_TOML_TABLE = re.compile(r"^[ \t]*\[\[?[ \t]*([^\]]+?)[ \t]*\]", re.M)
 _FALSE = {"", "0", "false", "no", "off"}
 
 # pip's setting -> (pip's environment variable, uv's variable, uv variables that already say it)
@@ -143,13 +147,11 @@ def _read(path: Path) -> str:
 
 
 def _uv_tables(pyproject: Path) -> str:
-    """The [tool.uv...] tables of a pyproject.toml, as text ("" when it has none: uv then looks further up)."""
+    """The [tool.uv] table of a pyproject.toml, as canonical JSON ("" when it has none, or the file is no TOML:
+    uv then looks further up)."""
     text = _read(pyproject) if pyproject.is_file() else ""
-    tables = list(_TOML_TABLE.finditer(text))
-    parts = []
-    ends = [table.start() for table in tables[1:]] + [len(text)] if tables else []
-    for table, end in zip(tables, ends, strict=True):
-        name = table.group(1).replace(" ", "").replace('"', "")
-        if name == "tool.uv" or name.startswith("tool.uv."):
-            parts.append(text[table.start() : end])
-    return "".join(parts)
+    try:
+        table = tomllib.loads(text).get("tool", {}).get("uv")
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return ""
+    return "" if table is None else json.dumps(table, sort_keys=True, default=str)  # an empty [tool.uv] counts
