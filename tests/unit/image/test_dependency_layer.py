@@ -11,6 +11,7 @@ from tests.support.jobs import write_job
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import layer_inputs
+from vdk.plugin.ml_training.image import layer_tarball
 from vdk.plugin.ml_training.image.base_facts import base_info
 from vdk.plugin.ml_training.image.build_progress import Progress
 from vdk.plugin.ml_training.job import load_job_spec
@@ -111,3 +112,62 @@ def test_nvml_binding_is_left_to_the_base_or_to_requirements_that_name_it(tmp_pa
     ml = f"base_image = {PYTORCH_BASE}\ngpus_per_node = 1\ngpu_sample_period = 0\n"
     unsampled = load_job_spec(write_job(tmp_path / "unsampled", "job", ml=ml, files=files))
     assert layer_inputs.extra_requirements(unsampled, base_info(unsampled)) == ()
+
+
+# --- a cache entry that several commands use at once ---------------------------------------------------------------
+
+
+def cached_entry(tmp_path, monkeypatch):
+    """A job and the dependency layer cached for it, last used long ago (a prune would take it)."""
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    spec = job_with(tmp_path, "numpy==2.3.0\n")
+    base = base_info(spec)
+    key = dependency_layer.cache_key(
+        b"numpy==2.3.0\n", base, (), spec.index_strategy, uv_install.index_fingerprint(spec.job_dir)
+    )
+    entry = tmp_path / "cache" / "deps" / key
+    entry.mkdir(parents=True)
+    (entry / "blob").write_bytes(b"layer")
+    meta = {"file": "blob", "size": 5, "digest": "sha256:x", "diff_id": "sha256:y", "packages": [["numpy", "2.3.0"]]}
+    (entry / "layer.json").write_text(json.dumps({**meta, "has_scripts": False}))
+    os.utime(entry / "layer.json", (1, 1))
+    return spec, base, entry
+
+
+def test_a_prune_between_a_deploy_s_lookup_and_its_push_leaves_the_layer_it_took(tmp_path, monkeypatch):
+    spec, base, entry = cached_entry(tmp_path, monkeypatch)
+    load = dependency_layer._load
+
+    def load_then_another_command_prunes(*args):
+        found = load(*args)
+        dependency_layer.prune_cache(max_age_days=0)  # another deploy's prune, right after this one's lookup
+        return found
+
+    monkeypatch.setattr(dependency_layer, "_load", load_then_another_command_prunes)
+    layer = dependency_layer.dependency_layer(spec, base, Progress())
+    assert layer is not None and layer.from_cache
+    monkeypatch.setattr(dependency_layer, "_load", load)
+    assert dependency_layer.prune_cache(max_age_days=0) == []  # nor later, while this command may push it
+    assert layer.blob.path is not None and layer.blob.path.read_bytes() == b"layer"  # what the push reads
+
+
+def test_a_layer_that_vanishes_before_a_deploy_takes_it_is_built_again(tmp_path, monkeypatch):
+    spec, base, entry = cached_entry(tmp_path, monkeypatch)
+    real_utime = os.utime
+
+    def gone_first(path, *args, **kwargs):  # another command's prune finished just before this one's touch
+        if str(path) == str(entry / "layer.json") and entry.exists():
+            os.replace(entry, tmp_path / "pruned")
+        return real_utime(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "utime", gone_first)
+    built = []
+
+    def build(spec, requirements, base, entry, key, *args, **kwargs):
+        built.append(key)  # uv would start a process: the unit tests' guard refuses it
+        blob = layer_tarball.LayerBlob("sha256:n", "sha256:m", 3, entry / "new")
+        return dependency_layer.DependencyLayer(blob, (("numpy", "2.3.0"),), False, key, False, {})
+
+    monkeypatch.setattr(dependency_layer, "_build", build)
+    layer = dependency_layer.dependency_layer(spec, base, Progress())
+    assert built == [entry.name] and layer is not None and not layer.from_cache

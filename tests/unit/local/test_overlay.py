@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 
 import pytest
 
@@ -106,3 +107,79 @@ def test_a_full_disk_under_the_overlay_s_own_writes_is_said_as_a_full_disk(tmp_p
     monkeypatch.setattr(uv_install, "install", raising(PermissionError(errno.EACCES, "denied")))
     with pytest.raises(PermissionError):  # not a full disk: as it was
         overlay.prepare(spec_with(tmp_path / "b", "somepackage==1.0\n"), note=lambda text: None)
+
+
+# --- a cache entry that several commands use at once (two terminals, two test workers, a sweep's trials) -----------
+
+
+def cached_overlay(tmp_path, monkeypatch):
+    """A job and the overlay cached for it, last used long ago (a prune would take it)."""
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    spec = spec_with(tmp_path, "numpy==2.3.0\n")
+    indexes = uv_install.index_fingerprint(spec.job_dir)
+    key = overlay.cache_key((spec.job_dir / "requirements.txt").read_bytes(), overlay.this_interpreter(), indexes)
+    entry = tmp_path / "cache" / overlay.OVERLAYS / key
+    (entry / overlay.TARGET).mkdir(parents=True)
+    (entry / overlay.META).write_text(json.dumps({"packages": [["numpy", "2.3.0"]]}))
+    os.utime(entry / overlay.META, (1, 1))
+    return spec, entry
+
+
+def test_a_prune_between_a_run_s_lookup_and_its_ranks_leaves_the_overlay_it_took(tmp_path, monkeypatch):
+    spec, entry = cached_overlay(tmp_path, monkeypatch)
+    load = overlay._load
+
+    def load_then_another_command_prunes(entry):
+        found = load(entry)
+        overlay.prune(max_age_days=0)  # another run's prune, right after this one's lookup
+        return found
+
+    monkeypatch.setattr(overlay, "_load", load_then_another_command_prunes)
+    found = overlay.prepare(spec, never)
+    assert found is not None and found.from_cache
+    monkeypatch.setattr(overlay, "_load", load)
+    assert overlay.prune(max_age_days=0) == []  # nor later, while this run's ranks import from it
+    assert found.path.is_dir()
+
+
+def test_an_overlay_that_vanishes_before_a_run_takes_it_is_installed_again(tmp_path, monkeypatch):
+    spec, entry = cached_overlay(tmp_path, monkeypatch)
+    real_utime = os.utime
+
+    def gone_first(path, *args, **kwargs):  # another command's prune finished just before this one's touch
+        if str(path) == str(entry / overlay.META) and entry.exists():
+            os.replace(entry, tmp_path / "pruned")
+        return real_utime(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "utime", gone_first)
+    installed = []
+
+    def install(requirements, packages_dir, *args, **kwargs):  # uv itself: the unit tests' guard refuses a process
+        installed.append(packages_dir)
+        packages_dir.mkdir(parents=True)
+
+    monkeypatch.setattr(uv_install, "install", install)
+    notes = []
+    found = overlay.prepare(spec, notes.append)
+    assert found is not None and not found.from_cache and found.path == entry / overlay.TARGET
+    assert len(installed) == 1 and "installing" in notes[0] and (entry / overlay.META).is_file()
+
+
+def test_an_overlay_used_after_a_prune_looked_at_its_age_is_kept(tmp_path, monkeypatch):
+    spec, entry = cached_overlay(tmp_path, monkeypatch)
+    meta = entry / overlay.META
+    real_stat = type(meta).stat
+
+    def stat_then_a_run_takes_it(path, *args, **kwargs):
+        seen = real_stat(path, *args, **kwargs)
+        if path == meta and sys._getframe(1).f_code.co_name == "prune_unused":
+            os.utime(meta)  # the prune found it old; a run takes it (touches it) right then
+        return seen
+
+    monkeypatch.setattr(type(meta), "stat", stat_then_a_run_takes_it)
+    assert overlay.prune(max_age_days=1) == []
+    monkeypatch.setattr(type(meta), "stat", real_stat)
+    assert entry.is_dir() and meta.is_file()
+    os.utime(meta, (1, 1))  # unused since: pruned
+    assert overlay.prune(max_age_days=1) == [entry] and not entry.parent.joinpath(entry.name).exists()
+    assert [p.name for p in entry.parent.iterdir()] == []  # nothing left beside it either

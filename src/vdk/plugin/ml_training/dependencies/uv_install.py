@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -65,21 +63,6 @@ class Target:
         if self.python_version is not None:
             flags += ["--python-platform", str(self.platform), "--python-version", self.python_version]
         return [*flags, "--index-strategy", INDEX_STRATEGIES[self.index_strategy]]
-
-
-def prune_unused(folder: Path, meta_name: str, max_age_days: float) -> list[Path]:
-    """Remove the cache entries below `folder` (each a directory with its `meta_name` file, touched when used)
-    that nothing used for `max_age_days`; the ones removed."""
-    removed = []
-    cutoff = time.time() - max_age_days * 86400
-    for meta in folder.glob(f"*/{meta_name}"):
-        try:
-            if meta.stat().st_mtime < cutoff:
-                shutil.rmtree(meta.parent)
-                removed.append(meta.parent)
-        except OSError:
-            pass
-    return removed
 
 
 def uv_command() -> str:

@@ -32,6 +32,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from vdk.plugin.ml_training import layout
+from vdk.plugin.ml_training.dependencies import cache_entries
 from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import lock as package_lock
 from vdk.plugin.ml_training.dependencies import uv_install
@@ -54,6 +55,7 @@ from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
 _FORMAT = "deps-v4"  # bump when the layer's layout (or what layer.json keeps) changes: old entries are not reused
 LOCK_FILE = "requirements.lock"  # beside the layer in its cache entry: the pins with the index's hashes (lock.py)
+LAYER_META = "layer.json"  # the entry's meta file: touched when used (cache_entries)
 CACHE_MAX_AGE_DAYS = 30
 _ENTRY_SCRIPT = re.compile(rb"^#!.*python[0-9.]*[ \t]*$", re.M)
 
@@ -114,7 +116,7 @@ def cached_layer(spec: MLJobSpec, base: BaseInfo) -> DependencyLayer | None:
     if wanted is None and not extra:
         return None
     key = _key(spec, base, wanted, extra)
-    return _load(cache_root() / "deps" / key, key)
+    return _take(cache_root() / "deps" / key, key)
 
 
 def dependency_layer(
@@ -130,9 +132,8 @@ def dependency_layer(
     key = _key(spec, base, wanted, extra)
     entry = cache_root() / "deps" / key
     if not refresh:
-        cached = _load(entry, key)
+        cached = _take(entry, key)  # gone meanwhile (a prune): a miss, built again
         if cached is not None:
-            os.utime(entry / "layer.json")  # recently used: kept by prune_cache
             progress.stage(f"Dependencies: {_size_text(cached)}, {_origin(cached)}")
             return cached
     tools = "the data step's tools" if data_tools(spec) else None
@@ -181,12 +182,18 @@ def _seconds(seconds: float) -> str:
 
 def prune_cache(max_age_days: float = CACHE_MAX_AGE_DAYS) -> list[Path]:
     """Remove dependency layers not used for `max_age_days` (each can be hundreds of MB)."""
-    return uv_install.prune_unused(cache_root() / "deps", "layer.json", max_age_days)
+    return cache_entries.prune_unused(cache_root() / "deps", LAYER_META, max_age_days)
+
+
+def _take(entry: Path, key: str) -> DependencyLayer | None:
+    """The entry, taken for this command (cache_entries.use: touched, and not pruned while this process pushes its
+    blob); None when it is not there (any more) or not whole."""
+    return _load(entry, key) if cache_entries.use(entry, LAYER_META) else None
 
 
 def _load(entry: Path, key: str) -> DependencyLayer | None:
     try:
-        meta = json.loads((entry / "layer.json").read_text())
+        meta = json.loads((entry / LAYER_META).read_text())
         blob_path = entry / meta["file"]
         if blob_path.stat().st_size != meta["size"]:
             return None
@@ -280,15 +287,19 @@ def _build(
         }
         if lock.text:
             (staged / LOCK_FILE).write_text(lock.text, encoding="utf-8")
-        (staged / "layer.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        (staged / LAYER_META).write_text(json.dumps(meta, indent=1, sort_keys=True))
         try:
             os.replace(staged, entry)  # the entry appears complete or not at all
         except OSError:  # an entry is there: never removed under another command that has read it
-            concurrent = _load(entry, key)  # another build of the same inputs finished first
+            concurrent = _take(entry, key)  # another build of the same inputs finished first
             if concurrent is not None and not replace:
                 return concurrent
-            os.replace(entry, work / "replaced")  # a broken or refreshed entry, moved aside in one step
+            try:
+                os.replace(entry, work / "replaced")  # a broken or refreshed entry, moved aside in one step
+            except FileNotFoundError:
+                pass  # pruned meanwhile
             os.replace(staged, entry)
+        cache_entries.use(entry, LAYER_META)  # this command pushes its blob: not pruned under it
         return DependencyLayer(
             layer_tarball.LayerBlob(blob.digest, blob.diff_id, blob.size, entry / meta["file"]),
             packages,

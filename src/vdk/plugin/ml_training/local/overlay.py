@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from vdk.plugin.ml_training.dependencies import cache_entries
 from vdk.plugin.ml_training.dependencies import install_errors
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.dependencies.uv_progress import Activity
@@ -82,11 +83,10 @@ def prepare(spec: MLJobSpec, note: Callable[[str], None], activity: Activity | N
         return None
     key = cache_key(requirements.read_bytes(), target, uv_install.index_fingerprint(spec.job_dir))
     entry = cache_root() / OVERLAYS / key
-    cached = _load(entry)
+    # taken for this run (touched, and not pruned while this process lives); gone meanwhile (a prune): a miss
+    cached = _load(entry) if cache_entries.use(entry, META) else None
     if cached is not None:
-        os.utime(entry / META)  # recently used: kept by prune
         return cached
-    shutil.rmtree(entry, ignore_errors=True)  # what an interrupted install left
     note(
         f"installing {requirements} into the run's dependency overlay for {sys.executable} (uv, as the image "
         "installs it; once per version of the file and of the package index settings; vdk's environment stays as it "
@@ -158,11 +158,16 @@ def _build(
         (work / "entry" / META).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
         try:
             os.replace(work / "entry", entry)  # the entry appears complete or not at all
-        except OSError:
-            concurrent = _load(entry)  # another run of the same requirements finished first
-            if concurrent is None:
-                raise
-            return concurrent
+        except OSError:  # an entry is there: never removed under another command that uses it
+            concurrent = _load(entry) if cache_entries.use(entry, META) else None  # another run finished first
+            if concurrent is not None:
+                return concurrent
+            try:
+                os.replace(entry, work / "broken")  # what an older version left half-made, moved aside in one step
+            except FileNotFoundError:
+                pass  # pruned meanwhile
+            os.replace(work / "entry", entry)
+        cache_entries.use(entry, META)  # this run's ranks import from it: not pruned under them
         return Overlay(entry / TARGET, packages, False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -170,4 +175,4 @@ def _build(
 
 def prune(max_age_days: float = MAX_AGE_DAYS) -> list[Path]:
     """Remove overlays no run used for `max_age_days`."""
-    return uv_install.prune_unused(cache_root() / OVERLAYS, META, max_age_days)
+    return cache_entries.prune_unused(cache_root() / OVERLAYS, META, max_age_days)
