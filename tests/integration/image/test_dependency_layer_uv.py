@@ -17,6 +17,7 @@ from tests.support.wheels import make_sdist
 from tests.support.wheels import make_source
 from tests.support.wheels import make_wheel
 from tests.support.wheels import wheel_of_installed
+from vdk.plugin.ml_training.dependencies import cache_entries
 from vdk.plugin.ml_training.dependencies import uv_install
 from vdk.plugin.ml_training.image import dependency_layer
 from vdk.plugin.ml_training.image import plan_image
@@ -121,6 +122,7 @@ def test_layers_unused_for_a_month_are_pruned(tmp_path, wheelhouse):
     spec = job_with(tmp_path, wheelhouse, "tinydep\n")
     old = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     entry = old.blob.path.parent
+    cache_entries.release_all()  # the command that built it has ended (while it runs, no prune takes it)
     month_ago = time.time() - 31 * 86400
     os.utime(entry / "layer.json", (month_ago, month_ago))
     other = job_with(tmp_path, wheelhouse, "helperdep\n", name="other")

@@ -90,3 +90,10 @@ def _remove_unused(entry: Path, meta_name: str, cutoff: float) -> bool:
         os.close(fd)
     shutil.rmtree(aside, ignore_errors=True)
     return True
+
+
+def release_all() -> None:
+    """Let go of every entry this process took (`use`): for a process that outlives the command that used them (a
+    test that plays several commands in one process); a prune may then take them once they are old."""
+    while _held:
+        os.close(_held.popitem()[1])
