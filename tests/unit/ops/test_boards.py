@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from vdk.plugin.ml_training.dependencies import cache_entries
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.local.launcher import RUNS_DIR_ENV
 from vdk.plugin.ml_training.ops import boards
@@ -129,3 +130,18 @@ def test_a_viewer_is_installed_by_the_index_rules_of_the_scope_s_job(tmp_path):
     }
     (job / "config.ini").write_text("[ml-training]\nindex_strategy = fastest\n")  # a config that does not load
     assert boards._index_rules(Scope(None, "spirals", job, None, None))["index_strategy"] == "best-match"
+
+
+def test_two_boards_of_a_job_at_once_each_keep_their_folder_until_their_command_ends(tmp_path, monkeypatch):
+    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
+    first = boards.board_folder("job", None)
+    (first / "run-1").mkdir()
+    (first / "run-1" / "events.out.tfevents.1").write_bytes(b"event")  # what the first board's TensorBoard reads
+    second = boards.board_folder("job", None)  # another terminal's `vdk board job`, while the first one serves
+    assert second != first and second.is_dir()
+    assert (first / "run-1" / "events.out.tfevents.1").read_bytes() == b"event"
+    cache_entries.release_all()  # both commands ended
+    long_ago = 1.0
+    os.utime(first / ".vdk-board", (long_ago, long_ago))
+    third = boards.board_folder("job", None)
+    assert not first.exists() and second.is_dir() and third.is_dir()  # an ended board's folder goes a day later

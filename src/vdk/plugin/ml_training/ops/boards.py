@@ -12,6 +12,7 @@ write, the sweep's study stays as it is): a local sweep's study.db, or a cluster
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
@@ -22,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypedDict
 
+from vdk.plugin.ml_training.dependencies import cache_entries
 from vdk.plugin.ml_training.errors import MLTrainingError
 from vdk.plugin.ml_training.k8s.sweep_manifests import STUDY_FILE
 from vdk.plugin.ml_training.local.launcher import WORK_DIR
@@ -45,6 +47,9 @@ DEFAULT_LAST = 5  # runs on a board when none is named
 LOCAL = "this machine"
 CLUSTER = "the cluster"
 _STAMP = r"(\d{8}-\d{6})"
+
+_BOARD_META = ".vdk-board"  # in a board's folder of the cache: held (cache_entries) while its command runs
+_BOARD_DAYS = 1.0  # a board folder whose command ended is removed by the next board of the job after this
 
 
 @dataclass(frozen=True)
@@ -117,14 +122,19 @@ def _cluster_runs(scope: Scope, say: Say) -> list[BoardRun]:
 
 
 def board_folder(job: str, to: str | Path | None) -> Path:
-    """Where the event files go: `to`, else a folder of vdk's cache for the job, emptied first."""
+    """Where the event files go: `to`, else a new folder of vdk's cache for the job, this command's own (another
+    `vdk board` of the job, in another terminal, gets another: its TensorBoard reads its folder while this one
+    copies), kept until this command (its viewer) ends; those of earlier boards whose command ended are removed."""
     if to is not None:
         folder = Path(to).expanduser().resolve()
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-    folder = cache_root() / "boards" / job
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    root = cache_root() / "boards" / job
+    root.mkdir(parents=True, exist_ok=True)
+    cache_entries.prune_unused(root, _BOARD_META, _BOARD_DAYS)
+    folder = Path(tempfile.mkdtemp(prefix="board-", dir=root))
+    (folder / _BOARD_META).write_text(job, encoding="utf-8")
+    cache_entries.use(folder, _BOARD_META)  # not removed while this command's viewer reads it
     return folder
 
 
@@ -321,7 +331,12 @@ def show_dashboard(
     (chosen,) = choose(sweeps, (run,) if run else (), 1, job)
     folder = cache_root() / "dashboards"
     folder.mkdir(parents=True, exist_ok=True)
-    copy = folder / f"{chosen.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.db"
+    # its own copy: another dashboard of the same sweep started in the same second must not write over it
+    handle, name = tempfile.mkstemp(
+        prefix=f"{chosen.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-", suffix=".db", dir=folder
+    )
+    os.close(handle)
+    copy = Path(name)
     if chosen.where == LOCAL and chosen.study is not None:
         read_only_copy(chosen.study, copy)
     else:
