@@ -33,6 +33,8 @@ CREDENTIALS = ("HF_TOKEN = hf-credentials/token",)  # the variable of the token,
 TOKEN_FIX = f"map a token that may read it in [ml-training.secrets] (`{CREDENTIALS[0]}`)"
 GATED = "accept the repository's conditions on the Hub if it is gated"
 
+_PART = ".vdk-part"  # a sample's file on its way to its place (publish), beside the sample: not seen in it
+
 
 def parse(source: str) -> tuple[str, str, str]:
     """(repo type for huggingface_hub: dataset or model, repo id, revision) of a validated `hf://` source."""
@@ -143,15 +145,28 @@ def sample(target: str, source: str, dest: Path, max_files: int, max_bytes: int)
 
 
 def publish(staging: Path, dest: Path, names: list[str]) -> None:
-    """`dest` made to hold exactly `names`, each linked (else copied) from `staging`."""
-    shutil.rmtree(dest, ignore_errors=True)
+    """`dest` made to hold exactly `names`, each linked (else copied) from `staging`, in place: another smoke run
+    of the same data may be reading `dest`, so a file of it is replaced in one step, never removed first (only
+    the files the new sample leaves out go)."""
+    keep = set(names)
+    if dest.is_dir():
+        for path in sorted(dest.rglob("*"), reverse=True):  # a directory's files before it
+            if path.is_dir() and not path.is_symlink():
+                if not any(path.iterdir()):
+                    path.rmdir()
+            elif path.relative_to(dest).as_posix() not in keep:
+                path.unlink(missing_ok=True)
     for name in names:
         source, target = staging / name, dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
+        fresh = dest.with_name(f".{dest.name}.{os.getpid()}{_PART}")  # this process's own, beside the sample
+        fresh.unlink(missing_ok=True)
         try:
-            os.link(source, target)
+            os.link(source, fresh)
         except OSError:
-            shutil.copyfile(source, target)
+            shutil.copyfile(source, fresh)
+        os.replace(fresh, target)
+        fresh.unlink(missing_ok=True)  # still there when the target was a link of the same file (rename does nothing)
 
 
 def _translate(error: Exception, target: str, source: str) -> SourceError:
