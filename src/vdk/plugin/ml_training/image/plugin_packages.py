@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 from vdk.plugin.ml_training.dependencies.install_errors import ADDED_MARK
+from vdk.plugin.ml_training.image.build_cache import write_atomically
 from vdk.plugin.ml_training.source.requirements import RequirementsFile
 from vdk.plugin.ml_training.vocabulary.local_cache import cache_root
 
@@ -44,9 +45,7 @@ def plugin_requirements(own: Path | None, packages: tuple[str, ...], name: str) 
             pinned = package
         lines.append(f"{pinned}  {ADDED_MARK} {WHY[package]}")
     text = "\n".join(lines) + "\n"
-    folder = cache_root() / "plugin-requirements"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}-{name}"
-    if not path.is_file():
-        path.write_text(text, encoding="utf-8")
+    path = cache_root() / "plugin-requirements" / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}-{name}"
+    if not path.is_file():  # another command may be reading it (uv): it sees the old file or the whole new one
+        write_atomically(path, text)
     return path
