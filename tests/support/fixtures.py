@@ -170,6 +170,26 @@ def isolated_environment(local_runs_in_a_temporary_directory, monkeypatch, tmp_p
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
 
 
+# The package index settings of the machine (pip's and uv's), which a test of index rules leaves out
+MACHINE_INDEX_SETTINGS = (
+    "PIP_FIND_LINKS",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_INDEX",
+    "UV_DEFAULT_INDEX",
+    "UV_NO_CONFIG",
+)
+
+
+@pytest.fixture
+def only_named_indexes(isolated_environment, monkeypatch):
+    """uv finds packages only in the indexes a test names: none of the machine's pip or uv index settings, and
+    (isolated_environment) a cache of the test's own, as an overlay or a layer is cached by its index settings."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in MACHINE_INDEX_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     if not have_registry():

@@ -19,20 +19,7 @@ from vdk.plugin.ml_training.dependencies.install_errors import FirstIndexError
 from vdk.plugin.ml_training.job import load_job_spec
 from vdk.plugin.ml_training.local import overlay
 
-
-@pytest.fixture(autouse=True)
-def no_machine_indexes(isolated_environment, monkeypatch):
-    """Only the indexes a test names, and a cache of its own (an overlay is cached by its requirements)."""
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for name in (
-        "PIP_FIND_LINKS",
-        "UV_INDEX_URL",
-        "UV_EXTRA_INDEX_URL",
-        "UV_INDEX",
-        "UV_DEFAULT_INDEX",
-        "UV_NO_CONFIG",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("only_named_indexes")
 
 
 def prepared(tmp_path, requirements: str, ml: str = "") -> overlay.Overlay:

@@ -5,7 +5,6 @@ indexes made here; the environment is the data tools' (data_tools.environment)."
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -19,18 +18,7 @@ from vdk.plugin.ml_training.ops.viewers import ViewerKind
 VERSION = ["python", "-c", "import timmy; print(timmy.__version__)"]
 
 
-@pytest.fixture(autouse=True)
-def no_machine_indexes(isolated_environment, monkeypatch):
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    for name in (
-        "PIP_FIND_LINKS",
-        "UV_INDEX_URL",
-        "UV_EXTRA_INDEX_URL",
-        "UV_INDEX",
-        "UV_DEFAULT_INDEX",
-        "UV_NO_CONFIG",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("only_named_indexes")
 
 
 def version_with(argv: list[str], cwd) -> str:

@@ -63,19 +63,10 @@ def test_a_job_with_data_but_no_requirements_still_gets_a_layer_and_the_tools_ch
 
 
 def test_a_layer_cached_for_other_package_index_settings_is_not_taken(tmp_path, monkeypatch):
-    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("UV_DEFAULT_INDEX", "https://user:s3cret@one.example.com/simple")
-    spec = job_with(tmp_path, "numpy==2.3.0\n")
-    base = base_info(spec)
-    key = dependency_layer.cache_key(
-        b"numpy==2.3.0\n", base, (), spec.index_strategy, uv_install.index_fingerprint(spec.job_dir)
-    )
-    entry = tmp_path / "cache" / "deps" / key
-    entry.mkdir(parents=True)
-    (entry / "blob").write_bytes(b"layer")
-    meta = {"file": "blob", "size": 5, "digest": "sha256:x", "diff_id": "sha256:y", "packages": [["numpy", "2.3.0"]]}
-    (entry / "layer.json").write_text(json.dumps({**meta, "has_scripts": False}))
+    spec, base, entry = cached_entry(tmp_path, monkeypatch)  # cached for these settings
+    key = entry.name
     assert dependency_layer.cached_layer(spec, base).cache_key == key
     monkeypatch.setenv("UV_DEFAULT_INDEX", "https://two.example.com/simple")
     assert dependency_layer.cached_layer(spec, base) is None
