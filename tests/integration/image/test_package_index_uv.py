@@ -41,15 +41,13 @@ def test_a_requirement_found_only_through_pip_conf_is_installed(tmp_path, monkey
     assert layer.packages == (("helperdep", "2.0"), ("tinydep", "1.0"))
 
 
+@pytest.mark.usefixtures("only_named_indexes")
 @pytest.mark.parametrize("newer_on", ["index-url", "extra-index-url"])
 def test_a_version_only_one_of_two_indexes_has_is_installed_as_pip_would(tmp_path, monkeypatch, newer_on):
     """uv alone takes a package from the first index that has it (pip's extra index first): the other's newer
     version was hidden, and the error blamed the requirement."""
     for name, url in two_indexes(tmp_path, "timmy", "1.0", "2.0", newer_on).items():
         monkeypatch.setenv(name, url)
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for name in ("PIP_FIND_LINKS", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX"):
-        monkeypatch.delenv(name, raising=False)
     job = tmp_path / "job"
     job.mkdir()
     (job / "config.ini").write_text(

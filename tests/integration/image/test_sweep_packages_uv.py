@@ -68,6 +68,7 @@ def test_a_sweep_that_pins_optuna_itself_gets_its_version(tmp_path, index_withou
     assert ("grpcio", metadata.version("grpcio")) in layer.packages  # vdk's own pins of what the job does not name
 
 
+@pytest.mark.usefixtures("only_named_indexes")
 @pytest.mark.parametrize("wanted_on", ["index-url", "extra-index-url"])
 def test_a_sweep_s_packages_come_from_whichever_of_two_indexes_has_vdk_s_version(tmp_path, monkeypatch, wanted_on):
     """Both indexes have optuna, only one at the version vdk pins; the other an old one, and grpcio and protobuf."""
@@ -79,11 +80,8 @@ def test_a_sweep_s_packages_come_from_whichever_of_two_indexes_has_vdk_s_version
     }
     files[other].append(make_wheel(tmp_path / other, "optuna", "0.0.1"))
     urls = {setting: simple_index(tmp_path / setting / "simple", listed) for setting, listed in files.items()}
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("PIP_INDEX_URL", urls["index-url"])
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", urls["extra-index-url"])
-    for name in ("PIP_FIND_LINKS", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX"):
-        monkeypatch.delenv(name, raising=False)
     spec = load_job_spec(sweep_job(tmp_path, ""))
     layer = dependency_layer.dependency_layer(spec, base_info(spec), Progress())
     assert ("optuna", wanted) in layer.packages
