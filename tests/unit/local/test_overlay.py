@@ -39,14 +39,7 @@ def test_a_job_gets_no_overlay_without_requirements_beyond_what_vdk_s_environmen
 
 
 def test_unchanged_requirements_take_the_overlay_from_the_cache_without_uv(tmp_path, monkeypatch):
-    monkeypatch.setenv("VDK_ML_TRAINING_CACHE_DIR", str(tmp_path / "cache"))
-    spec = spec_with(tmp_path, "numpy==2.3.0\n")
-    indexes = uv_install.index_fingerprint(spec.job_dir)
-    key = overlay.cache_key((spec.job_dir / "requirements.txt").read_bytes(), overlay.this_interpreter(), indexes)
-    entry = tmp_path / "cache" / overlay.OVERLAYS / key
-    (entry / overlay.TARGET).mkdir(parents=True)
-    (entry / overlay.META).write_text(json.dumps({"packages": [["numpy", "2.3.0"]]}))
-    os.utime(entry / overlay.META, (1, 1))
+    spec, entry = cached_overlay(tmp_path, monkeypatch)  # last used long ago
     found = overlay.prepare(spec, never)  # uv would start a process: the unit tests' guard refuses it
     assert found is not None and found.from_cache and found.packages == (("numpy", "2.3.0"),)
     assert found.path == entry / overlay.TARGET
